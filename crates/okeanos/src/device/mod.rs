@@ -1,0 +1,149 @@
+//! Devices: the only place where Okeanos touches storage.
+//!
+//! A [`Device`] is a byte-addressed store with sector-aligned reads and writes, a flush, and a
+//! length. Its contract follows the crash model of DESIGN.md section 3:
+//! - `write_at` may be buffered by the device: it is durable only after a later `flush`
+//!   completes. Until then it may be lost, reordered with other unflushed writes, or torn at
+//!   512-byte sector boundaries.
+//! - `flush` makes every write that completed before it durable.
+//! - After an I/O error a device is *poisoned*: every later call fails with the same error. A
+//!   failed flush is never retried, because the data it covered may already be gone (the lesson
+//!   of the 2018 fsync-error discussions; redb's `CheckedBackend` does the same).
+//!
+//! Back ends: [`FileDevice`] (regular files and block devices such as loop devices),
+//! [`MemDevice`] (tests, simulation), [`CrashDevice`] (records every write and flush so a test can
+//! build any crash state the model allows) and [`FaultDevice`] (injects I/O errors).
+//! Every back end counts what it does in [`DeviceCounters`].
+
+mod crash;
+mod fault;
+mod file;
+mod memory;
+
+pub use crash::{CrashDevice, CrashEvent, CrashRecorder, CrashState, TearPlan};
+pub use fault::FaultDevice;
+pub use file::FileDevice;
+pub use memory::MemDevice;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Size of the unit a device writes atomically.
+pub const SECTOR_SIZE: u64 = 512;
+
+/// An error from a device. Devices report the operation and offset so that the message a user
+/// sees names what failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeviceError {
+    #[error("I/O error on {device} during {op} at byte {offset}: {message}")]
+    Io { device: String, op: &'static str, offset: u64, message: String },
+    #[error("{device}: access of {len} bytes at byte {offset} is not sector-aligned")]
+    Unaligned { device: String, offset: u64, len: u64 },
+    #[error("{device}: access of {len} bytes at byte {offset} is past the end ({size} bytes)")]
+    OutOfRange { device: String, offset: u64, len: u64, size: u64 },
+    #[error("{device} refused the request: an earlier I/O error poisoned it ({first})")]
+    Poisoned { device: String, first: String },
+}
+
+/// Storage with sector-aligned access. Implementations are shared between threads: `&self`
+/// methods may be called concurrently (pread/pwrite semantics).
+pub trait Device: Send + Sync {
+    /// A short human name for messages ("image.okfs", "/dev/loop3", "mem").
+    fn name(&self) -> String;
+    /// Length in bytes. Fixed for the life of the device.
+    fn len_bytes(&self) -> u64;
+    /// Reads `buf.len()` bytes at `offset`. Both must be multiples of [`SECTOR_SIZE`].
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), DeviceError>;
+    /// Writes `data` at `offset`. Both must be multiples of [`SECTOR_SIZE`]. Not durable until a
+    /// later [`Device::flush`] completes.
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError>;
+    /// Makes every completed write durable.
+    fn flush(&self) -> Result<(), DeviceError>;
+    /// What this device has done so far.
+    fn counters(&self) -> DeviceStats;
+}
+
+/// Checks alignment and range; every back end calls it first so all agree on the contract.
+pub(crate) fn check_access(dev: &str, size: u64, offset: u64, len: u64) -> Result<(), DeviceError> {
+    if offset % SECTOR_SIZE != 0 || len % SECTOR_SIZE != 0 {
+        return Err(DeviceError::Unaligned { device: dev.to_string(), offset, len });
+    }
+    match offset.checked_add(len) {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(DeviceError::OutOfRange { device: dev.to_string(), offset, len, size }),
+    }
+}
+
+/// Operation and byte counters of one device, updated with relaxed atomics.
+#[derive(Debug, Default)]
+pub struct DeviceCounters {
+    bytes_read: AtomicU64,
+    bytes_written: AtomicU64,
+    reads: AtomicU64,
+    writes: AtomicU64,
+    flushes: AtomicU64,
+}
+
+/// A snapshot of [`DeviceCounters`].
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct DeviceStats {
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub flushes: u64,
+}
+
+impl DeviceCounters {
+    pub fn on_read(&self, len: usize) {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.bytes_read.fetch_add(len as u64, Ordering::Relaxed);
+    }
+    pub fn on_write(&self, len: usize) {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        self.bytes_written.fetch_add(len as u64, Ordering::Relaxed);
+    }
+    pub fn on_flush(&self) {
+        self.flushes.fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn snapshot(&self) -> DeviceStats {
+        DeviceStats {
+            bytes_read: self.bytes_read.load(Ordering::Relaxed),
+            bytes_written: self.bytes_written.load(Ordering::Relaxed),
+            reads: self.reads.load(Ordering::Relaxed),
+            writes: self.writes.load(Ordering::Relaxed),
+            flushes: self.flushes.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl DeviceStats {
+    /// Counts since `earlier`.
+    pub fn since(&self, earlier: &DeviceStats) -> DeviceStats {
+        DeviceStats {
+            bytes_read: self.bytes_read - earlier.bytes_read,
+            bytes_written: self.bytes_written - earlier.bytes_written,
+            reads: self.reads - earlier.reads,
+            writes: self.writes - earlier.writes,
+            flushes: self.flushes - earlier.flushes,
+        }
+    }
+}
+
+/// First-error latch shared by back ends that poison themselves.
+#[derive(Debug, Default)]
+pub(crate) struct Poison(std::sync::Mutex<Option<String>>);
+
+impl Poison {
+    pub fn check(&self, device: &str) -> Result<(), DeviceError> {
+        match &*self.0.lock().unwrap_or_else(|e| e.into_inner()) {
+            None => Ok(()),
+            Some(first) => Err(DeviceError::Poisoned { device: device.to_string(), first: first.clone() }),
+        }
+    }
+    pub fn set(&self, err: &DeviceError) {
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if g.is_none() {
+            *g = Some(err.to_string());
+        }
+    }
+}

@@ -1,0 +1,990 @@
+//! The engine: a mounted Okeanos file system. It owns the devices, the state lock, and the
+//! journal thread (jbd2's kjournald), and runs every file-system operation as one handle.
+//!
+//! Locking: one mutex guards all state ([`FsState`]: the cache, the journal core, the inode
+//! and directory indexes). Operations hold it while they change cached blocks and never while
+//! a commit or checkpoint writes to a device: the journal thread freezes what to write, drops
+//! the lock, runs the plan, and takes the lock again to record completion. So a sync that
+//! arrives while a commit is in flight joins the next transaction and shares its commit
+//! (group commit), and no writer waits on another's I/O.
+//!
+//! Waiting is a state, not a loop around dropped locks: a handle that finds the transaction
+//! full or the log short of space flags what it needs and waits on the condition variable; a
+//! sync waits until `committed_tid` reaches its transaction.
+
+use crate::cache::Cache;
+use crate::clock::{Clock, SystemClock};
+use crate::device::{Device, FileDevice};
+use crate::format::dir::FileType;
+use crate::format::journal::JournalSuperblock;
+use crate::format::superblock::{state, JournalLocation};
+use crate::format::{GroupDesc, Superblock};
+use crate::fs::mkfs::{MkfsError, MkfsOptions};
+use crate::fs::namespace::{Attr, SetAttr};
+use crate::fs::{Fs, FsError, FsResult, FsState};
+use crate::journal::checkpoint::CheckpointGoal;
+use crate::journal::placement::LogRegion;
+use crate::journal::transaction::{Credits, Tid};
+use crate::journal::{Admit, Journal, JournalConfig};
+use crate::options::MountOptions;
+use crate::runtime::{self, Devices};
+use crate::stats::{Counters, Stats};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+/// An entry of `readdir`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntryInfo {
+    pub name: Vec<u8>,
+    pub ino: u32,
+    pub kind: FileType,
+}
+
+/// What `statfs` reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatFs {
+    pub block_size: u32,
+    pub blocks: u64,
+    pub blocks_free: u64,
+    pub inodes: u64,
+    pub inodes_free: u64,
+    pub name_max: u32,
+}
+
+struct Core {
+    fs: FsState,
+    /// A handle waits for log space.
+    want_space: bool,
+    /// Unmount asked the journal thread to stop.
+    stop: bool,
+    /// No new operations (unmounting).
+    closing: bool,
+    next_writeback_ns: u64,
+}
+
+struct Inner {
+    core: Mutex<Core>,
+    cv: Condvar,
+    devs: Devices,
+    opts: MountOptions,
+    clock: Arc<dyn Clock>,
+    stats: Stats,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// A mounted file system. Cheap to clone; all clones share one mount.
+#[derive(Clone)]
+pub struct Okeanos {
+    inner: Arc<Inner>,
+}
+
+/// Reads and validates the superblock and group descriptors.
+pub(crate) fn read_meta(dev: &dyn Device) -> FsResult<(Superblock, Vec<GroupDesc>)> {
+    if dev.len_bytes() < 4096 {
+        return Err(FsError::Corrupt(format!("{} is too small to hold a file system ({} bytes)", dev.name(), dev.len_bytes())));
+    }
+    let mut s0 = vec![0u8; 512];
+    dev.read_at(0, &mut s0)?;
+    let sb = Superblock::decode(&s0)?;
+    let bs = sb.block_size as u64;
+    if dev.len_bytes() < sb.block_count * bs {
+        return Err(FsError::Corrupt(format!(
+            "{} holds {} bytes but the file system needs {} (truncated image?)",
+            dev.name(),
+            dev.len_bytes(),
+            sb.block_count * bs
+        )));
+    }
+    let mut table = vec![0u8; sb.gdt_blocks as usize * bs as usize];
+    dev.read_at(sb.gdt_start * bs, &mut table)?;
+    let mut gdt = Vec::with_capacity(sb.group_count as usize);
+    for g in 0..sb.group_count {
+        let at = g as usize * crate::format::group::GD_SIZE;
+        let gd = GroupDesc::decode(g, &table[at..at + crate::format::group::GD_SIZE])?;
+        let start = sb.first_group_block + g as u64 * sb.blocks_per_group as u64;
+        if gd.block_bitmap != start || gd.inode_bitmap != start + 1 || gd.inode_table != start + 2 {
+            return Err(FsError::Corrupt(format!("group {g} descriptor points at the wrong blocks")));
+        }
+        gdt.push(gd);
+    }
+    Ok((sb, gdt))
+}
+
+/// Locates the journal of `sb` and reads its superblock.
+pub(crate) fn open_journal(sb: &Superblock, devs: &Devices) -> FsResult<(LogRegion, JournalSuperblock)> {
+    let bs = sb.block_size as u64;
+    let region = match sb.journal {
+        JournalLocation::Internal { start, blocks } => LogRegion::internal(start, blocks),
+        JournalLocation::External { blocks, .. } => {
+            let j = devs.journal.as_ref().ok_or_else(|| FsError::Invalid("this file system has an external journal: give its device with journal_path=".into()))?;
+            if j.len_bytes() < blocks * bs {
+                return Err(FsError::Corrupt(format!("journal device {} is smaller than the journal ({blocks} blocks)", j.name())));
+            }
+            LogRegion::external(blocks)
+        }
+    };
+    if matches!(sb.journal, JournalLocation::Internal { .. }) && devs.journal.is_some() {
+        return Err(FsError::Invalid("this file system has an internal journal; journal_path= does not apply".into()));
+    }
+    let mut b = vec![0u8; bs as usize];
+    devs.get(region.dev()).read_at(region.device_block(0) * bs, &mut b)?;
+    let jsb = JournalSuperblock::decode(&b)?;
+    if jsb.fs_uuid != sb.uuid {
+        return Err(FsError::Invalid("the journal belongs to another file system (uuid mismatch)".into()));
+    }
+    if let JournalLocation::External { uuid, .. } = sb.journal {
+        if jsb.uuid != uuid {
+            return Err(FsError::Invalid("the external journal's uuid is not the one the file system names".into()));
+        }
+    }
+    if jsb.block_size != sb.block_size || jsb.total_blocks != region.total {
+        return Err(FsError::Corrupt("journal superblock disagrees with the file system on block size or length".into()));
+    }
+    Ok((region, jsb))
+}
+
+impl Okeanos {
+    /// Formats a device (and an external journal device).
+    pub fn mkfs(dev: &dyn Device, journal: Option<&dyn Device>, opts: &MkfsOptions) -> Result<Superblock, MkfsError> {
+        crate::fs::mkfs::mkfs(dev, journal, opts)
+    }
+
+    /// Creates an image file of `size_bytes` and formats it. Refuses to overwrite a file.
+    pub fn mkfs_file(path: &Path, size_bytes: u64, opts: &MkfsOptions) -> Result<Superblock, MkfsError> {
+        let dev = FileDevice::create(path, size_bytes, false)?;
+        crate::fs::mkfs::mkfs(&dev, None, opts)
+    }
+
+    /// Mounts an image file or block device (and `opts.journal_path`, if set).
+    pub fn open(path: &Path, opts: MountOptions) -> FsResult<Okeanos> {
+        let open = |p: &Path| if opts.read_only { FileDevice::open_read_only(p) } else { FileDevice::open(p) };
+        let dev: Arc<dyn Device> = Arc::new(open(path)?);
+        let journal: Option<Arc<dyn Device>> = match &opts.journal_path {
+            Some(j) => Some(Arc::new(open(j)?)),
+            None => None,
+        };
+        Okeanos::mount(dev, journal, opts)
+    }
+
+    /// Mounts with the system clock.
+    pub fn mount(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>, opts: MountOptions) -> FsResult<Okeanos> {
+        Okeanos::mount_with_clock(dev, journal, opts, Arc::new(SystemClock::default()))
+    }
+
+    /// Mounts: validates the metadata, recovers the journal if needed, marks the file system
+    /// mounted, finishes deleting orphans, and starts the journal thread.
+    pub fn mount_with_clock(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>, opts: MountOptions, clock: Arc<dyn Clock>) -> FsResult<Okeanos> {
+        let (sb, _) = read_meta(dev.as_ref())?;
+        let devs = Devices { fs: dev.clone(), journal, block_size: sb.block_size as usize };
+        let (region, jsb) = open_journal(&sb, &devs)?;
+        let stats = Stats::default();
+        let mut next_tid = jsb.sequence.max(1);
+        if jsb.start != 0 {
+            let now = || clock.now_ns();
+            let (report, tid) = runtime::recover(&devs, region, &jsb, sb.block_count, &stats, &now).map_err(|e| FsError::Io(e.to_string()))?;
+            next_tid = tid;
+            *stats.recovery.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
+        }
+        // Recovery may have replayed the superblock and descriptors: read them again.
+        let (mut sb, gdt) = read_meta(dev.as_ref())?;
+        let (_, jsb) = open_journal(&sb, &devs)?;
+        let mut cfg = JournalConfig::new(region, sb.block_size as usize);
+        if let Some(m) = opts.max_tx_blocks {
+            cfg.max_tx_blocks = m.min(region.ring_len() / 2).max(16);
+        }
+        cfg.fault_skip_commit_flush = opts.fault_skip_commit_flush;
+        let journal = Journal::new(cfg, opts.data.policy(), jsb, next_tid);
+        if !opts.read_only {
+            sb.state = state::MOUNTED;
+            sb.mount_count = sb.mount_count.wrapping_add(1);
+            sb.last_mount_ns = clock.wall_ns();
+            let mut b0 = vec![0u8; sb.block_size as usize];
+            sb.encode(&mut b0);
+            dev.write_at(0, &b0)?;
+            dev.flush()?;
+            runtime::execute(&journal.mount_plan(), &devs, &stats)?;
+        }
+        let groups = sb.group_count as usize;
+        let bs = sb.block_size as usize;
+        let fs = FsState {
+            sb,
+            gdt,
+            cache: Cache::new(bs, opts.cache_blocks),
+            journal,
+            inodes: HashMap::new(),
+            dirs: HashMap::new(),
+            open_count: HashMap::new(),
+            pending_free_blocks: Default::default(),
+            pending_free_inodes: Default::default(),
+            sync_tid: HashMap::new(),
+            datasync_tid: HashMap::new(),
+            deferred_evict: Vec::new(),
+            dirty_epoch: 0,
+            read_only: opts.read_only.then(|| "mounted read-only".to_string()),
+            alloc_cursor: vec![0; groups],
+        };
+        let now = clock.now_ns();
+        let inner = Arc::new(Inner {
+            core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64 }),
+            cv: Condvar::new(),
+            devs,
+            opts,
+            clock,
+            stats,
+            thread: Mutex::new(None),
+        });
+        let me = Okeanos { inner };
+        // Check the root before anything else: a foreign or damaged image fails here, clearly.
+        me.getattr(me.root())?;
+        if !me.inner.opts.read_only {
+            let t = me.inner.clone();
+            let handle = std::thread::Builder::new().name("okeanos-journal".into()).spawn(move || journal_thread(t)).map_err(|e| FsError::Io(e.to_string()))?;
+            *me.inner.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+            let orphans = me.with_fs(|fs| fs.orphans())?;
+            for ino in orphans {
+                me.evict(ino)?;
+            }
+        }
+        Ok(me)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Core> {
+        self.inner.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Read-only access to the state (no handle).
+    fn with_fs<R>(&self, f: impl FnOnce(&mut Fs) -> FsResult<R>) -> FsResult<R> {
+        let mut core = self.lock();
+        let now = self.inner.clock.wall_ns();
+        let mut fs = Fs { st: &mut core.fs, dev: self.inner.devs.fs.as_ref(), now_ns: now };
+        let r = f(&mut fs);
+        core.fs.cache.shrink();
+        r
+    }
+
+    /// Runs `op` as one atomic handle. `credits` may look at the state (it runs under the lock
+    /// and again after every wait).
+    fn handle<R>(&self, credits: impl Fn(&mut Fs) -> FsResult<Credits>, op: impl FnOnce(&mut Fs) -> FsResult<R>) -> FsResult<R> {
+        let mut core = self.lock();
+        let token = loop {
+            if let Some(why) = &core.fs.read_only {
+                return Err(FsError::ReadOnly(why.clone()));
+            }
+            if core.closing {
+                return Err(FsError::ReadOnly("unmounting".into()));
+            }
+            if let Some(e) = &core.fs.journal.aborted {
+                return Err(FsError::Io(format!("journal aborted: {e}")));
+            }
+            let now_wall = self.inner.clock.wall_ns();
+            let c = {
+                let mut fs = Fs { st: &mut core.fs, dev: self.inner.devs.fs.as_ref(), now_ns: now_wall };
+                credits(&mut fs)?
+            };
+            let now = self.inner.clock.now_ns();
+            match core.fs.journal.handle_start(c, now) {
+                Ok(t) => break t,
+                Err(Admit::NeedCommit) => {
+                    let tid = core.fs.journal.running.tid;
+                    core.fs.journal.commit_requested = core.fs.journal.commit_requested.max(tid);
+                }
+                Err(Admit::NeedSpace) => core.want_space = true,
+            }
+            self.inner.cv.notify_all();
+            core = self.inner.cv.wait(core).unwrap_or_else(|e| e.into_inner());
+        };
+        let epoch = core.fs.dirty_epoch;
+        let now = self.inner.clock.wall_ns();
+        let r = {
+            let mut fs = Fs { st: &mut core.fs, dev: self.inner.devs.fs.as_ref(), now_ns: now };
+            op(&mut fs)
+        };
+        core.fs.journal.handle_stop(token);
+        self.inner.stats.on_handle();
+        if let Err(e) = &r {
+            if core.fs.dirty_epoch != epoch {
+                // The handle changed blocks before failing: its transaction must never commit.
+                let why = format!("operation failed half-way: {e}");
+                core.fs.journal.commit_failed(why.clone());
+                core.fs.read_only = Some(why);
+                self.inner.cv.notify_all();
+            }
+        }
+        core.fs.cache.shrink();
+        r
+    }
+
+    /// Credits for a handle that changes `meta` metadata blocks at most.
+    fn meta_credits(meta: u64) -> impl Fn(&mut Fs) -> FsResult<Credits> {
+        move |_fs| Ok(Credits::blocks(meta))
+    }
+
+    /// Blocks a handle allocating `n` blocks may log for bitmaps and descriptors.
+    fn alloc_credits(fs: &Fs, n: u64) -> u64 {
+        n.min(fs.st.sb.group_count as u64) + n.min(fs.st.sb.gdt_blocks as u64)
+    }
+
+    /// Credits of a write of `nblocks` spanned blocks (data journaled under `data`).
+    fn write_credits(fs: &Fs, nblocks: u64, journaled: bool) -> Credits {
+        let chain = 2 + nblocks / crate::format::extent::ExtentBlock::capacity(fs.bs()) as u64;
+        let data = if journaled { nblocks } else { 0 };
+        Credits::blocks(data + Self::alloc_credits(fs, nblocks + chain) + chain + 2)
+    }
+
+    /// Blocks per write handle: the largest that fits the handle limit, at most 1 MiB worth.
+    fn write_chunk_blocks(fs: &Fs, journaled: bool) -> u64 {
+        let max = fs.st.journal.max_handle_credits().blocks;
+        let mut n = (1 << 20) / fs.bs() as u64;
+        while n > 1 && Self::write_credits(fs, n, journaled).blocks > max {
+            n = n * 3 / 4;
+        }
+        n.max(1)
+    }
+
+    fn data_journaled(fs: &Fs, ino: u32) -> bool {
+        let symlink = fs.st.inodes.get(&ino).is_some_and(|m| m.inode.is_symlink());
+        symlink || fs.st.journal.policy.data_disposition() == crate::journal::content::DataDisposition::Journal
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // File-system operations (inode level, as FUSE needs them).
+
+    pub fn root(&self) -> u32 {
+        self.lock().fs.sb.root_ino
+    }
+
+    pub fn getattr(&self, ino: u32) -> FsResult<Attr> {
+        self.with_fs(|fs| fs.attr(ino))
+    }
+
+    pub fn lookup(&self, parent: u32, name: &[u8]) -> FsResult<Attr> {
+        self.with_fs(|fs| {
+            let (ino, _) = fs.lookup_entry(parent, name)?.ok_or(FsError::NotFound)?;
+            fs.attr(ino)
+        })
+    }
+
+    pub fn readdir(&self, dir: u32) -> FsResult<Vec<DirEntryInfo>> {
+        self.with_fs(|fs| Ok(fs.list(dir)?.into_iter().map(|e| DirEntryInfo { name: e.name, ino: e.ino, kind: e.ftype }).collect()))
+    }
+
+    fn make(&self, parent: u32, name: &[u8], kind: FileType, perm: u32) -> FsResult<Attr> {
+        self.drain_evictions()?;
+        let ino = self.handle(Self::meta_credits(20), |fs| fs.create_node(parent, name, kind, perm, 0, 0))?;
+        self.getattr(ino)
+    }
+
+    /// Creates a regular file.
+    pub fn create(&self, parent: u32, name: &[u8], perm: u32) -> FsResult<Attr> {
+        self.make(parent, name, FileType::Regular, perm)
+    }
+
+    pub fn mkdir(&self, parent: u32, name: &[u8], perm: u32) -> FsResult<Attr> {
+        self.make(parent, name, FileType::Directory, perm)
+    }
+
+    /// Creates a symlink to `target` (at most one block).
+    pub fn symlink(&self, parent: u32, name: &[u8], target: &[u8]) -> FsResult<Attr> {
+        let bs = self.lock().fs.block_size();
+        if target.is_empty() || target.len() > bs.min(4095) {
+            return Err(FsError::NameTooLong);
+        }
+        self.drain_evictions()?;
+        let ino = self.handle(Self::meta_credits(28), |fs| {
+            let ino = fs.create_node(parent, name, FileType::Symlink, 0o777, 0, 0)?;
+            fs.write(ino, 0, target)?;
+            Ok(ino)
+        })?;
+        self.getattr(ino)
+    }
+
+    pub fn readlink(&self, ino: u32) -> FsResult<Vec<u8>> {
+        self.with_fs(|fs| {
+            if !fs.load(ino)?.inode.is_symlink() {
+                return Err(FsError::Invalid("not a symbolic link".into()));
+            }
+            fs.read(ino, 0, 4096)
+        })
+    }
+
+    pub fn link(&self, ino: u32, new_parent: u32, new_name: &[u8]) -> FsResult<Attr> {
+        self.drain_evictions()?;
+        self.handle(Self::meta_credits(16), |fs| fs.link(ino, new_parent, new_name))?;
+        self.getattr(ino)
+    }
+
+    pub fn unlink(&self, parent: u32, name: &[u8]) -> FsResult<()> {
+        self.drain_evictions()?;
+        let gone = self.handle(Self::meta_credits(12), |fs| fs.unlink(parent, name))?;
+        if let Some(ino) = gone {
+            self.release_if_unused(ino)?;
+        }
+        Ok(())
+    }
+
+    pub fn rmdir(&self, parent: u32, name: &[u8]) -> FsResult<()> {
+        self.drain_evictions()?;
+        self.handle(
+            |fs| {
+                // An empty directory may still own blocks from entries it once held.
+                let blocks = match fs.lookup_entry(parent, name)? {
+                    Some((ino, FileType::Directory)) => {
+                        let mi = fs.load(ino)?;
+                        mi.mapped_blocks() + mi.chain.len() as u64
+                    }
+                    _ => 0,
+                };
+                let max = fs.st.journal.max_handle_credits();
+                if blocks + 16 > max.revokes {
+                    return Err(FsError::Invalid("directory too large to remove in one step".into()));
+                }
+                Ok(Credits { blocks: 12 + Self::alloc_credits(fs, blocks), revokes: blocks })
+            },
+            |fs| fs.rmdir(parent, name),
+        )
+    }
+
+    pub fn rename(&self, parent: u32, name: &[u8], new_parent: u32, new_name: &[u8]) -> FsResult<()> {
+        self.drain_evictions()?;
+        let gone = self.handle(
+            |fs| {
+                let blocks = match fs.lookup_entry(new_parent, new_name)? {
+                    Some((ino, FileType::Directory)) => {
+                        let mi = fs.load(ino)?;
+                        mi.mapped_blocks() + mi.chain.len() as u64
+                    }
+                    _ => 0,
+                };
+                Ok(Credits { blocks: 28 + Self::alloc_credits(fs, blocks), revokes: blocks })
+            },
+            |fs| fs.rename(parent, name, new_parent, new_name),
+        )?;
+        if let Some(ino) = gone {
+            self.release_if_unused(ino)?;
+        }
+        Ok(())
+    }
+
+    pub fn setattr(&self, ino: u32, set: &SetAttr) -> FsResult<Attr> {
+        self.drain_evictions()?;
+        self.handle(Self::meta_credits(4), |fs| fs.setattr(ino, set))?;
+        self.getattr(ino)
+    }
+
+    /// Reads up to `len` bytes at `off`.
+    pub fn read(&self, ino: u32, off: u64, len: usize) -> FsResult<Vec<u8>> {
+        self.with_fs(|fs| fs.read(ino, off, len))
+    }
+
+    /// Writes `data` at `off`. Writes of up to one handle's size (1 MiB with the default
+    /// journal) are atomic; larger ones are split into several handles.
+    pub fn write(&self, ino: u32, off: u64, data: &[u8]) -> FsResult<usize> {
+        self.drain_evictions()?;
+        let mut done = 0usize;
+        while done < data.len() || (data.is_empty() && done == 0) {
+            if data.is_empty() {
+                break;
+            }
+            let pos = off + done as u64;
+            let chunk_len = {
+                let mut core = self.lock();
+                let now = self.inner.clock.wall_ns();
+                let fs = Fs { st: &mut core.fs, dev: self.inner.devs.fs.as_ref(), now_ns: now };
+                let bs = fs.bs() as u64;
+                let blocks = Self::write_chunk_blocks(&fs, true);
+                let room = blocks * bs - pos % bs;
+                room.min((data.len() - done) as u64) as usize
+            };
+            let piece = &data[done..done + chunk_len];
+            self.handle(
+                |fs| {
+                    let bs = fs.bs() as u64;
+                    let spanned = (pos + piece.len() as u64 - 1) / bs - pos / bs + 1;
+                    let _ = fs.load(ino)?;
+                    let journaled = Self::data_journaled(fs, ino);
+                    Ok(Self::write_credits(fs, spanned, journaled))
+                },
+                |fs| fs.write(ino, pos, piece),
+            )?;
+            done += chunk_len;
+        }
+        self.inner.stats.on_payload(data.len());
+        Ok(data.len())
+    }
+
+    /// Sets the file's size, freeing or zero-extending as needed.
+    pub fn truncate(&self, ino: u32, size: u64) -> FsResult<()> {
+        self.drain_evictions()?;
+        self.truncate_steps(ino, size)
+    }
+
+    fn truncate_step_blocks(fs: &Fs) -> (usize, Credits) {
+        let max = fs.st.journal.max_handle_credits();
+        let mut k: u64 = 256.min(max.revokes.saturating_sub(8)).max(1);
+        loop {
+            let chain = 2 + k / crate::format::extent::ExtentBlock::capacity(fs.bs()) as u64;
+            let c = Credits { blocks: 4 + chain + Self::alloc_credits(fs, k + chain), revokes: k + chain };
+            if c.blocks <= max.blocks || k == 1 {
+                return (k as usize, c);
+            }
+            k = k * 3 / 4;
+        }
+    }
+
+    fn truncate_steps(&self, ino: u32, size: u64) -> FsResult<()> {
+        loop {
+            let done = self.handle(
+                |fs| Ok(Self::truncate_step_blocks(fs).1),
+                |fs| {
+                    let (k, _) = Self::truncate_step_blocks(fs);
+                    fs.truncate_step(ino, size, k)
+                },
+            )?;
+            if done {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Frees an unlinked inode's blocks and the inode itself (several handles).
+    fn evict(&self, ino: u32) -> FsResult<()> {
+        self.truncate_steps(ino, 0)?;
+        self.handle(Self::meta_credits(8), |fs| {
+            let chain = std::mem::take(&mut fs.load(ino)?.chain);
+            for b in chain {
+                fs.free_block(b)?;
+            }
+            fs.finish_orphan(ino)
+        })
+    }
+
+    fn release_if_unused(&self, ino: u32) -> FsResult<()> {
+        let open = self.lock().fs.open_count.get(&ino).copied().unwrap_or(0);
+        if open == 0 {
+            self.evict(ino)?;
+        }
+        Ok(())
+    }
+
+    fn drain_evictions(&self) -> FsResult<()> {
+        loop {
+            let next = self.lock().fs.deferred_evict.pop();
+            match next {
+                Some(ino) => self.evict(ino)?,
+                None => return Ok(()),
+            }
+        }
+    }
+
+    /// Notes that a handle holds `ino` open (unlinked files keep their data until release).
+    pub fn open_ino(&self, ino: u32) -> FsResult<Attr> {
+        let attr = self.getattr(ino)?;
+        *self.lock().fs.open_count.entry(ino).or_insert(0) += 1;
+        Ok(attr)
+    }
+
+    /// Drops one open reference; the last one of an unlinked inode queues its deletion, which
+    /// the next operation (or unmount) carries out. Does no I/O itself.
+    pub fn release(&self, ino: u32) {
+        let mut core = self.lock();
+        let st = &mut core.fs;
+        if let Some(c) = st.open_count.get_mut(&ino) {
+            *c -= 1;
+            if *c == 0 {
+                st.open_count.remove(&ino);
+                if st.inodes.get(&ino).is_some_and(|m| m.inode.nlink == 0) {
+                    st.deferred_evict.push(ino);
+                }
+            }
+        }
+    }
+
+    /// Returns when everything `ino` depends on is durable: fsync (`datasync` false) or
+    /// fdatasync (`datasync` true; timestamps-only changes are not waited for).
+    pub fn fsync(&self, ino: u32, datasync: bool) -> FsResult<()> {
+        let t0 = self.inner.clock.now_ns();
+        let core = self.lock();
+        let map = if datasync { &core.fs.datasync_tid } else { &core.fs.sync_tid };
+        let tid = map.get(&ino).copied().unwrap_or(0);
+        self.wait_committed(core, tid)?;
+        self.inner.stats.on_sync(self.inner.clock.now_ns() - t0);
+        Ok(())
+    }
+
+    /// Commits everything done so far and waits for it (sync(2) for this file system).
+    pub fn sync(&self) -> FsResult<()> {
+        self.drain_evictions()?;
+        let core = self.lock();
+        let tid = core.fs.journal.current_tid();
+        self.wait_committed(core, tid)
+    }
+
+    fn wait_committed(&self, mut core: MutexGuard<'_, Core>, tid: Tid) -> FsResult<()> {
+        loop {
+            if core.fs.journal.committed_tid >= tid {
+                return Ok(());
+            }
+            if let Some(e) = &core.fs.journal.aborted {
+                return Err(FsError::Io(format!("journal aborted: {e}")));
+            }
+            if core.fs.journal.running.tid == tid {
+                core.fs.journal.running.sync_waiters += 1;
+            }
+            let j = &mut core.fs.journal;
+            j.commit_requested = j.commit_requested.max(tid);
+            self.inner.cv.notify_all();
+            core = self.inner.cv.wait(core).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    pub fn statfs(&self) -> StatFs {
+        let core = self.lock();
+        let st = &core.fs;
+        StatFs {
+            block_size: st.sb.block_size,
+            blocks: st.sb.block_count,
+            blocks_free: st.allocatable_blocks(),
+            inodes: st.sb.inode_count as u64,
+            inodes_free: st.allocatable_inodes(),
+            name_max: crate::format::dir::MAX_NAME as u32,
+        }
+    }
+
+    /// Every counter, with the devices' own.
+    pub fn counters(&self) -> Counters {
+        let devs = &self.inner.devs;
+        self.inner.stats.snapshot(devs.fs.counters(), devs.journal.as_ref().map(|j| j.counters()))
+    }
+
+    /// The content policy's name and guarantee.
+    pub fn mode(&self) -> (&'static str, &'static str) {
+        let core = self.lock();
+        (core.fs.journal.policy.name(), core.fs.journal.policy.guarantee())
+    }
+
+    /// Why the file system is read-only, if it is.
+    pub fn read_only_reason(&self) -> Option<String> {
+        self.lock().fs.read_only.clone()
+    }
+
+    /// Cleanly unmounts: finishes deletions, commits, checkpoints everything, marks the journal
+    /// and the superblock clean. After an I/O error it stops without touching the image, which
+    /// then recovers at the next mount.
+    pub fn unmount(self) -> FsResult<()> {
+        let ro = self.inner.opts.read_only;
+        let synced = if ro { Ok(()) } else { self.sync() };
+        {
+            let mut core = self.lock();
+            core.closing = true;
+            core.stop = true;
+            self.inner.cv.notify_all();
+        }
+        if let Some(t) = self.inner.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = t.join();
+        }
+        synced?;
+        if ro {
+            return Ok(());
+        }
+        let mut core = self.lock();
+        if let Some(e) = &core.fs.journal.aborted {
+            return Err(FsError::Io(format!("journal aborted, image left for recovery: {e}")));
+        }
+        let devs = &self.inner.devs;
+        let stats = &self.inner.stats;
+        while let Some(plan) = core.fs.journal.checkpoint_begin(&core.fs.cache, CheckpointGoal::All) {
+            runtime::execute(&plan.io, devs, stats)?;
+            let Core { fs, .. } = &mut *core;
+            fs.journal.checkpoint_finish(&mut fs.cache, plan);
+            if fs.journal.log.is_empty() {
+                break;
+            }
+        }
+        runtime::execute(&core.fs.journal.clean_plan(), devs, stats)?;
+        let mut sb = core.fs.sb.clone();
+        sb.state = state::CLEAN;
+        let mut b0 = vec![0u8; sb.block_size as usize];
+        sb.encode(&mut b0);
+        devs.fs.write_at(0, &b0)?;
+        devs.fs.flush()?;
+        Ok(())
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Path-level conveniences for library users.
+
+    /// Resolves an absolute path ("/a/b") to an inode, without following symlinks.
+    pub fn resolve(&self, path: &str) -> FsResult<u32> {
+        let mut ino = self.root();
+        for part in path.split('/').filter(|p| !p.is_empty()) {
+            ino = self.lookup(ino, part.as_bytes())?.ino;
+        }
+        Ok(ino)
+    }
+
+    fn split(path: &str) -> FsResult<(&str, &str)> {
+        let path = path.trim_end_matches('/');
+        let (dir, name) = path.rsplit_once('/').ok_or_else(|| FsError::Invalid(format!("path {path:?} is not absolute")))?;
+        if name.is_empty() {
+            return Err(FsError::Invalid(format!("path {path:?} names no file")));
+        }
+        Ok((dir, name))
+    }
+
+    /// Creates (or truncates) a regular file and opens it.
+    pub fn create_file(&self, path: &str) -> FsResult<File> {
+        let (dir, name) = Self::split(path)?;
+        let parent = self.resolve(dir)?;
+        match self.lookup(parent, name.as_bytes()) {
+            Ok(a) => {
+                self.truncate(a.ino, 0)?;
+                self.open_handle(a.ino)
+            }
+            Err(FsError::NotFound) => {
+                let a = self.create(parent, name.as_bytes(), 0o644)?;
+                self.open_handle(a.ino)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Opens an existing file.
+    pub fn open_file(&self, path: &str) -> FsResult<File> {
+        let ino = self.resolve(path)?;
+        self.open_handle(ino)
+    }
+
+    fn open_handle(&self, ino: u32) -> FsResult<File> {
+        let a = self.open_ino(ino)?;
+        if a.kind == FileType::Directory {
+            self.release(ino);
+            return Err(FsError::IsDir);
+        }
+        Ok(File { fs: self.clone(), ino, open: true })
+    }
+
+    pub fn mkdir_path(&self, path: &str) -> FsResult<Attr> {
+        let (dir, name) = Self::split(path)?;
+        let parent = self.resolve(dir)?;
+        self.mkdir(parent, name.as_bytes(), 0o755)
+    }
+
+    pub fn remove_path(&self, path: &str) -> FsResult<()> {
+        let (dir, name) = Self::split(path)?;
+        let parent = self.resolve(dir)?;
+        self.unlink(parent, name.as_bytes())
+    }
+
+    pub fn rmdir_path(&self, path: &str) -> FsResult<()> {
+        let (dir, name) = Self::split(path)?;
+        let parent = self.resolve(dir)?;
+        self.rmdir(parent, name.as_bytes())
+    }
+
+    pub fn rename_path(&self, from: &str, to: &str) -> FsResult<()> {
+        let (d1, n1) = Self::split(from)?;
+        let (d2, n2) = Self::split(to)?;
+        let (p1, p2) = (self.resolve(d1)?, self.resolve(d2)?);
+        self.rename(p1, n1.as_bytes(), p2, n2.as_bytes())
+    }
+
+    /// The whole contents of a file.
+    pub fn read_path(&self, path: &str) -> FsResult<Vec<u8>> {
+        let ino = self.resolve(path)?;
+        let size = self.getattr(ino)?.size;
+        self.read(ino, 0, size as usize)
+    }
+
+    /// Names in a directory, sorted.
+    pub fn list_path(&self, path: &str) -> FsResult<Vec<DirEntryInfo>> {
+        let mut v = self.readdir(self.resolve(path)?)?;
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(v)
+    }
+
+    #[doc(hidden)]
+    pub fn debug_state<R>(&self, f: impl FnOnce(&Journal, &Cache) -> R) -> R {
+        let core = self.lock();
+        f(&core.fs.journal, &core.fs.cache)
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // No I/O here: a mount dropped without unmount() behaves like a crash (the journal
+        // recovers it). The journal thread holds a reference, so this runs after it exited.
+    }
+}
+
+/// An open regular file.
+pub struct File {
+    fs: Okeanos,
+    ino: u32,
+    open: bool,
+}
+
+impl File {
+    pub fn ino(&self) -> u32 {
+        self.ino
+    }
+    pub fn write_at(&self, off: u64, data: &[u8]) -> FsResult<usize> {
+        self.fs.write(self.ino, off, data)
+    }
+    /// Appends at the current end of the file.
+    pub fn append(&self, data: &[u8]) -> FsResult<u64> {
+        let off = self.len()?;
+        self.fs.write(self.ino, off, data)?;
+        Ok(off)
+    }
+    pub fn read_at(&self, off: u64, len: usize) -> FsResult<Vec<u8>> {
+        self.fs.read(self.ino, off, len)
+    }
+    pub fn len(&self) -> FsResult<u64> {
+        Ok(self.fs.getattr(self.ino)?.size)
+    }
+    pub fn is_empty(&self) -> FsResult<bool> {
+        Ok(self.len()? == 0)
+    }
+    pub fn set_len(&self, size: u64) -> FsResult<()> {
+        self.fs.truncate(self.ino, size)
+    }
+    pub fn fsync(&self) -> FsResult<()> {
+        self.fs.fsync(self.ino, false)
+    }
+    pub fn fdatasync(&self) -> FsResult<()> {
+        self.fs.fsync(self.ino, true)
+    }
+    pub fn metadata(&self) -> FsResult<Attr> {
+        self.fs.getattr(self.ino)
+    }
+    /// Closes the file (also done on drop).
+    pub fn close(mut self) {
+        self.release();
+    }
+    fn release(&mut self) {
+        if self.open {
+            self.open = false;
+            self.fs.release(self.ino);
+        }
+    }
+}
+
+impl Drop for File {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+// --------------------------------------------------------------------------------------------
+// The journal thread.
+
+fn journal_thread(inner: Arc<Inner>) {
+    let me = Okeanos { inner };
+    let inner = &me.inner;
+    let interval = inner.opts.commit_interval.as_nanos() as u64;
+    let wb_period = inner.opts.writeback_period.as_nanos() as u64;
+    let expire = inner.opts.expire_period.as_nanos() as u64;
+    let mut core = me.lock();
+    loop {
+        if core.fs.journal.aborted.is_some() {
+            inner.cv.notify_all();
+            if core.stop {
+                return;
+            }
+            core = inner.cv.wait(core).unwrap_or_else(|e| e.into_inner());
+            continue;
+        }
+        let now = inner.clock.now_ns();
+        let j = &core.fs.journal;
+        let commit = j.commit_wanted()
+            || j.commit_due(now, interval)
+            || (core.want_space && !j.running.is_empty() && j.log.is_empty())
+            || (core.stop && !j.running.is_empty());
+        if commit {
+            core = me.do_commit(core);
+            continue;
+        }
+        if core.want_space || core.fs.journal.space_low() {
+            let target = core.fs.journal.cfg.region.ring_len() / 2;
+            let (c, did) = me.do_checkpoint(core, CheckpointGoal::Space { target_free: target });
+            core = c;
+            core.want_space = false;
+            inner.cv.notify_all();
+            if did {
+                continue;
+            }
+        }
+        if now >= core.next_writeback_ns {
+            core.next_writeback_ns = now + wb_period;
+            let (c, _) = me.do_checkpoint(core, CheckpointGoal::Expired { owed_since_ns: now.saturating_sub(expire) });
+            core = c;
+            continue;
+        }
+        if core.stop {
+            return;
+        }
+        let next_commit = core.fs.journal.running.start_ns.map_or(u64::MAX, |s| s + interval);
+        let wake = next_commit.min(core.next_writeback_ns).saturating_sub(now).max(1_000_000);
+        core = inner.cv.wait_timeout(core, std::time::Duration::from_nanos(wake)).unwrap_or_else(|e| e.into_inner()).0;
+    }
+}
+
+impl Okeanos {
+    fn do_commit<'a>(&'a self, mut core: MutexGuard<'a, Core>) -> MutexGuard<'a, Core> {
+        let inner = &self.inner;
+        let wall = inner.clock.wall_ns();
+        let plan = {
+            let Core { fs, .. } = &mut *core;
+            fs.journal.commit_begin(&mut fs.cache, wall)
+        };
+        let Some(plan) = plan else { return core };
+        drop(core);
+        let res = runtime::execute(&plan.io, &inner.devs, &inner.stats);
+        let mut core = self.lock();
+        match res {
+            Ok(()) => {
+                let now = inner.clock.now_ns();
+                let Core { fs, .. } = &mut *core;
+                let done = fs.journal.commit_finish(&mut fs.cache, now);
+                for b in done.freed_blocks {
+                    fs.pending_free_blocks.remove(&b);
+                }
+                for i in done.freed_inodes {
+                    fs.pending_free_inodes.remove(&i);
+                }
+                inner.stats.on_commit(plan.handles, plan.journal_blocks);
+            }
+            Err(e) => {
+                let why = format!("commit of transaction {} failed: {e}", plan.tid);
+                core.fs.journal.commit_failed(why.clone());
+                core.fs.read_only = Some(why);
+            }
+        }
+        inner.cv.notify_all();
+        core
+    }
+
+    fn do_checkpoint<'a>(&'a self, core: MutexGuard<'a, Core>, goal: CheckpointGoal) -> (MutexGuard<'a, Core>, bool) {
+        let inner = &self.inner;
+        let Some(plan) = core.fs.journal.checkpoint_begin(&core.fs.cache, goal) else { return (core, false) };
+        drop(core);
+        let res = runtime::execute(&plan.io, &inner.devs, &inner.stats);
+        let mut core = self.lock();
+        match res {
+            Ok(()) => {
+                let Core { fs, .. } = &mut *core;
+                fs.journal.checkpoint_finish(&mut fs.cache, plan);
+                inner.stats.on_checkpoint();
+            }
+            Err(e) => {
+                let why = format!("checkpoint failed: {e}");
+                core.fs.journal.commit_failed(why.clone());
+                core.fs.read_only = Some(why);
+            }
+        }
+        inner.cv.notify_all();
+        (core, true)
+    }
+}

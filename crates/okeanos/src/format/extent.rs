@@ -1,0 +1,92 @@
+//! Extents and extent blocks. An extent maps `len` file blocks starting at file block `logical`
+//! to device blocks starting at `physical`. Extents beyond the inode's inline slots live in a
+//! singly linked chain of extent blocks, each checksummed and tagged with its owner inode.
+//! Byte map: docs/FORMAT.md, "Extent" and "Extent block".
+
+use super::{invalid, need, seed, FormatError, Le};
+
+pub const EXTENT_SIZE: usize = 16;
+pub const EXTENT_BLOCK_MAGIC: u32 = u32::from_le_bytes(*b"OKEX");
+const HEADER: usize = 32;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Extent {
+    pub logical: u32,
+    pub len: u32,
+    pub physical: u64,
+}
+
+impl Extent {
+    pub fn encode(&self, out: &mut [u8]) {
+        Le::put_u32(out, 0, self.logical);
+        Le::put_u32(out, 4, self.len);
+        Le::put_u64(out, 8, self.physical);
+    }
+    pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
+        need("extent", b, EXTENT_SIZE)?;
+        let e = Extent { logical: Le::u32(b, 0), len: Le::u32(b, 4), physical: Le::u64(b, 8) };
+        if e.len == 0 || e.logical.checked_add(e.len).is_none() {
+            return Err(invalid("extent", format!("extent {e:?} is empty or overflows")));
+        }
+        Ok(e)
+    }
+    pub fn end(&self) -> u32 {
+        self.logical + self.len
+    }
+}
+
+/// One block of the extent chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtentBlock {
+    pub owner: u32,
+    pub next: u64,
+    pub extents: Vec<Extent>,
+}
+
+impl ExtentBlock {
+    /// Extents one block of `block_size` bytes holds.
+    pub fn capacity(block_size: usize) -> usize {
+        (block_size - HEADER) / EXTENT_SIZE
+    }
+
+    pub fn encode(&self, out: &mut [u8]) {
+        assert!(self.extents.len() <= Self::capacity(out.len()));
+        out.fill(0);
+        Le::put_u32(out, 0, EXTENT_BLOCK_MAGIC);
+        Le::put_u32(out, 8, self.extents.len() as u32);
+        Le::put_u32(out, 12, self.owner);
+        Le::put_u64(out, 16, self.next);
+        for (i, e) in self.extents.iter().enumerate() {
+            e.encode(&mut out[HEADER + i * EXTENT_SIZE..]);
+        }
+        // The CRC covers everything but its own field at bytes 4..8.
+        let c = crc_of(out);
+        Le::put_u32(out, 4, c);
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
+        const W: &str = "extent block";
+        need(W, b, HEADER)?;
+        let magic = Le::u32(b, 0);
+        if magic != EXTENT_BLOCK_MAGIC {
+            return Err(FormatError::BadMagic { what: W, found: magic as u64, expected: EXTENT_BLOCK_MAGIC as u64 });
+        }
+        let stored = Le::u32(b, 4);
+        let computed = crc_of(b);
+        if stored != computed {
+            return Err(FormatError::BadChecksum { what: W, stored, computed });
+        }
+        let count = Le::u32(b, 8) as usize;
+        if count > Self::capacity(b.len()) {
+            return Err(invalid(W, format!("{count} extents do not fit")));
+        }
+        let extents = (0..count).map(|i| Extent::decode(&b[HEADER + i * EXTENT_SIZE..])).collect::<Result<_, _>>()?;
+        Ok(ExtentBlock { owner: Le::u32(b, 12), next: Le::u64(b, 16), extents })
+    }
+}
+
+fn crc_of(b: &[u8]) -> u32 {
+    let c = super::crc(seed::EXTENT, &b[..4]);
+    super::crc(c, &b[8..])
+}
+

@@ -1,0 +1,123 @@
+//! Inodes: 256 bytes each, packed in the inode tables. An inode holds its first
+//! [`INLINE_EXTENTS`] extents; more live in a chain of extent blocks. Its CRC is seeded with the
+//! inode number, so an inode written to the wrong slot is caught. Byte map: docs/FORMAT.md,
+//! "Inode".
+
+use super::extent::{Extent, EXTENT_SIZE};
+use super::{check_crc, invalid, need, put_crc, seed, FormatError, Le};
+
+pub const INODE_SIZE: usize = 256;
+pub const INLINE_EXTENTS: usize = 10;
+const INLINE_AT: usize = 80;
+const CRC_AT: usize = 252;
+
+pub const S_IFMT: u32 = 0o170000;
+pub const S_IFREG: u32 = 0o100000;
+pub const S_IFDIR: u32 = 0o040000;
+pub const S_IFLNK: u32 = 0o120000;
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Inode {
+    /// POSIX mode: file type bits and permissions. 0 means the slot is free.
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub nlink: u32,
+    pub size: u64,
+    pub atime_ns: i64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+    pub generation: u32,
+    /// Total number of extents (inline plus chained).
+    pub extent_count: u32,
+    /// First extent block of the chain, 0 when all extents are inline.
+    pub extent_block: u64,
+    /// Next inode on the orphan list (unlinked but not yet freed), 0 at the end.
+    pub orphan_next: u32,
+    /// For directories: the parent directory's inode number.
+    pub parent: u32,
+    pub flags: u32,
+    /// The inline extents; only the first `min(extent_count, INLINE_EXTENTS)` are meaningful.
+    pub inline: Vec<Extent>,
+}
+
+impl Inode {
+    pub fn is_dir(&self) -> bool {
+        self.mode & S_IFMT == S_IFDIR
+    }
+    pub fn is_reg(&self) -> bool {
+        self.mode & S_IFMT == S_IFREG
+    }
+    pub fn is_symlink(&self) -> bool {
+        self.mode & S_IFMT == S_IFLNK
+    }
+    pub fn is_free(&self) -> bool {
+        self.mode == 0
+    }
+
+    pub fn encode(&self, ino: u32, out: &mut [u8]) {
+        assert!(out.len() >= INODE_SIZE);
+        assert!(self.inline.len() <= INLINE_EXTENTS, "inline extents overflow");
+        let out = &mut out[..INODE_SIZE];
+        out.fill(0);
+        Le::put_u32(out, 0, self.mode);
+        Le::put_u32(out, 4, self.uid);
+        Le::put_u32(out, 8, self.gid);
+        Le::put_u32(out, 12, self.nlink);
+        Le::put_u64(out, 16, self.size);
+        Le::put_i64(out, 24, self.atime_ns);
+        Le::put_i64(out, 32, self.mtime_ns);
+        Le::put_i64(out, 40, self.ctime_ns);
+        Le::put_u32(out, 48, self.generation);
+        Le::put_u32(out, 52, self.extent_count);
+        Le::put_u64(out, 56, self.extent_block);
+        Le::put_u32(out, 64, self.orphan_next);
+        Le::put_u32(out, 68, self.parent);
+        Le::put_u32(out, 72, self.flags);
+        for (i, e) in self.inline.iter().enumerate() {
+            e.encode(&mut out[INLINE_AT + i * EXTENT_SIZE..]);
+        }
+        put_crc(out, CRC_AT, seed::INODE ^ ino);
+    }
+
+    /// Decodes inode `ino`. An all-zero slot (never used) decodes as a free inode.
+    pub fn decode(ino: u32, b: &[u8]) -> Result<Self, FormatError> {
+        const W: &str = "inode";
+        need(W, b, INODE_SIZE)?;
+        let b = &b[..INODE_SIZE];
+        if b.iter().all(|&x| x == 0) {
+            return Ok(Inode::default());
+        }
+        check_crc(W, b, CRC_AT, seed::INODE ^ ino)?;
+        let extent_count = Le::u32(b, 52);
+        let n_inline = (extent_count as usize).min(INLINE_EXTENTS);
+        let mut inline = Vec::with_capacity(n_inline);
+        for i in 0..n_inline {
+            inline.push(Extent::decode(&b[INLINE_AT + i * EXTENT_SIZE..])?);
+        }
+        let inode = Inode {
+            mode: Le::u32(b, 0),
+            uid: Le::u32(b, 4),
+            gid: Le::u32(b, 8),
+            nlink: Le::u32(b, 12),
+            size: Le::u64(b, 16),
+            atime_ns: Le::i64(b, 24),
+            mtime_ns: Le::i64(b, 32),
+            ctime_ns: Le::i64(b, 40),
+            generation: Le::u32(b, 48),
+            extent_count,
+            extent_block: Le::u64(b, 56),
+            orphan_next: Le::u32(b, 64),
+            parent: Le::u32(b, 68),
+            flags: Le::u32(b, 72),
+            inline,
+        };
+        if inode.mode != 0 && ![S_IFREG, S_IFDIR, S_IFLNK].contains(&(inode.mode & S_IFMT)) {
+            return Err(invalid(W, format!("inode {ino} has unknown file type {:o}", inode.mode & S_IFMT)));
+        }
+        if extent_count as usize > INLINE_EXTENTS && inode.extent_block == 0 {
+            return Err(invalid(W, format!("inode {ino} has {extent_count} extents but no extent block")));
+        }
+        Ok(inode)
+    }
+}

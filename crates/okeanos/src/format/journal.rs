@@ -1,0 +1,318 @@
+//! Journal structures: the journal superblock, and the descriptor, revoke and commit blocks of
+//! a transaction. Data and metadata blocks are logged whole after the descriptor that tags them.
+//!
+//! Every non-data journal block starts with a 16-byte header `[magic][type][tid]`. Recovery
+//! accepts a block only if its header carries the tid it expects next, so blocks left over from
+//! an earlier pass over the circular log (lower tids) are never mistaken for new ones. A logged
+//! block whose first four bytes equal the journal magic is *escaped* (those bytes are stored as
+//! zero and the tag says so), so it cannot be mistaken for a header either. The commit block
+//! carries a CRC32C over every block of its transaction as written, so the transaction can be
+//! written in one batch followed by a single flush: a torn or missing block fails the check and
+//! recovery ends the log there (thesis section 3.4; jbd2's "async commit" with checksums).
+//!
+//! Byte maps: docs/FORMAT.md, "Journal".
+
+use super::{check_crc, invalid, need, put_crc, seed, FormatError, Le};
+
+pub const JOURNAL_MAGIC: u32 = u32::from_le_bytes(*b"OKJL");
+pub const JOURNAL_VERSION: u32 = 1;
+pub const HEADER_LEN: usize = 16;
+
+/// Block types in the header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JBlockType {
+    Descriptor = 1,
+    Commit = 2,
+    Revoke = 3,
+    Superblock = 4,
+}
+
+impl JBlockType {
+    fn from_u32(v: u32) -> Option<Self> {
+        match v {
+            1 => Some(Self::Descriptor),
+            2 => Some(Self::Commit),
+            3 => Some(Self::Revoke),
+            4 => Some(Self::Superblock),
+            _ => None,
+        }
+    }
+}
+
+/// Tag flags.
+pub mod tag_flags {
+    /// The logged block began with the journal magic; its first four bytes were zeroed.
+    pub const ESCAPED: u16 = 1 << 0;
+    /// The logged block is file-system metadata (otherwise file data). Informational.
+    pub const METADATA: u16 = 1 << 1;
+    pub const KNOWN: u16 = ESCAPED | METADATA;
+}
+
+/// Journal feature flags (incompatible).
+pub mod jfeature {
+    /// Commit blocks carry a checksum over the whole transaction.
+    pub const TX_CHECKSUM: u32 = 1 << 0;
+    pub const KNOWN: u32 = TX_CHECKSUM;
+}
+
+pub const TAG_SIZE: usize = 16;
+const DESC_COUNT_AT: usize = 16;
+const DESC_TAGS_AT: usize = 24;
+const REVOKE_COUNT_AT: usize = 16;
+const REVOKE_AT: usize = 24;
+const JSB_CRC_AT: usize = 508;
+const COMMIT_CRC_AT: usize = 508;
+
+/// Reads the header of a journal block, if it has one.
+pub fn header(b: &[u8]) -> Option<(JBlockType, u64)> {
+    if b.len() < HEADER_LEN || Le::u32(b, 0) != JOURNAL_MAGIC {
+        return None;
+    }
+    Some((JBlockType::from_u32(Le::u32(b, 4))?, Le::u64(b, 8)))
+}
+
+fn put_header(out: &mut [u8], t: JBlockType, tid: u64) {
+    Le::put_u32(out, 0, JOURNAL_MAGIC);
+    Le::put_u32(out, 4, t as u32);
+    Le::put_u64(out, 8, tid);
+}
+
+/// Whether a data block must be escaped before it is logged.
+pub fn needs_escape(data: &[u8]) -> bool {
+    data.len() >= 4 && Le::u32(data, 0) == JOURNAL_MAGIC
+}
+
+/// Escapes in place (zeroes the magic). The caller records [`tag_flags::ESCAPED`].
+pub fn escape(data: &mut [u8]) {
+    debug_assert!(needs_escape(data));
+    data[..4].fill(0);
+}
+
+/// Undoes [`escape`] on a block read back from the journal.
+pub fn unescape(data: &mut [u8]) {
+    Le::put_u32(data, 0, JOURNAL_MAGIC);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalSuperblock {
+    pub version: u32,
+    pub features: u32,
+    pub block_size: u32,
+    /// Blocks of the journal, including this superblock (block 0).
+    pub total_blocks: u64,
+    /// First block of the circular log (1).
+    pub first: u64,
+    /// Tid of the first transaction expected at `start`.
+    pub sequence: u64,
+    /// Block of the oldest transaction still needed, or 0 when the journal is empty (clean).
+    pub start: u64,
+    pub uuid: [u8; 16],
+    /// The file system this journal belongs to (an external journal is refused for another).
+    pub fs_uuid: [u8; 16],
+    /// Non-zero after an error aborted the journal.
+    pub errno: i32,
+}
+
+impl JournalSuperblock {
+    pub fn encode(&self, out: &mut [u8]) {
+        out.fill(0);
+        put_header(out, JBlockType::Superblock, 0);
+        Le::put_u32(out, 16, self.version);
+        Le::put_u32(out, 20, self.features);
+        Le::put_u32(out, 24, self.block_size);
+        Le::put_u64(out, 32, self.total_blocks);
+        Le::put_u64(out, 40, self.first);
+        Le::put_u64(out, 48, self.sequence);
+        Le::put_u64(out, 56, self.start);
+        out[64..80].copy_from_slice(&self.uuid);
+        out[80..96].copy_from_slice(&self.fs_uuid);
+        Le::put_u32(out, 96, self.errno as u32);
+        put_crc(out, JSB_CRC_AT, seed::JOURNAL);
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
+        const W: &str = "journal superblock";
+        need(W, b, 512)?;
+        match header(b) {
+            Some((JBlockType::Superblock, _)) => {}
+            _ => return Err(FormatError::BadMagic { what: W, found: Le::u32(b, 0) as u64, expected: JOURNAL_MAGIC as u64 }),
+        }
+        check_crc(W, b, JSB_CRC_AT, seed::JOURNAL)?;
+        let jsb = JournalSuperblock {
+            version: Le::u32(b, 16),
+            features: Le::u32(b, 20),
+            block_size: Le::u32(b, 24),
+            total_blocks: Le::u64(b, 32),
+            first: Le::u64(b, 40),
+            sequence: Le::u64(b, 48),
+            start: Le::u64(b, 56),
+            uuid: b[64..80].try_into().unwrap(),
+            fs_uuid: b[80..96].try_into().unwrap(),
+            errno: Le::u32(b, 96) as i32,
+        };
+        if jsb.version != JOURNAL_VERSION || jsb.features & !jfeature::KNOWN != 0 {
+            return Err(FormatError::Unsupported { what: W, version: jsb.version, features: jsb.features });
+        }
+        if jsb.first != 1 || jsb.total_blocks < 16 || (jsb.start != 0 && !(jsb.first..jsb.total_blocks).contains(&jsb.start)) {
+            return Err(invalid(W, format!("log bounds first={} total={} start={} are invalid", jsb.first, jsb.total_blocks, jsb.start)));
+        }
+        Ok(jsb)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// A descriptor tag: the final location of one logged block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tag {
+    pub fs_block: u64,
+    pub flags: u16,
+    /// CRC32C of the logged block as written to the journal (after escaping).
+    pub data_crc: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Descriptor {
+    pub tid: u64,
+    pub tags: Vec<Tag>,
+}
+
+impl Descriptor {
+    pub fn capacity(block_size: usize) -> usize {
+        (block_size - 4 - DESC_TAGS_AT) / TAG_SIZE
+    }
+
+    pub fn encode(&self, out: &mut [u8]) {
+        assert!(self.tags.len() <= Self::capacity(out.len()) && !self.tags.is_empty());
+        out.fill(0);
+        put_header(out, JBlockType::Descriptor, self.tid);
+        Le::put_u32(out, DESC_COUNT_AT, self.tags.len() as u32);
+        for (i, t) in self.tags.iter().enumerate() {
+            let at = DESC_TAGS_AT + i * TAG_SIZE;
+            Le::put_u64(out, at, t.fs_block);
+            Le::put_u16(out, at + 8, t.flags);
+            Le::put_u32(out, at + 12, t.data_crc);
+        }
+        let end = out.len() - 4;
+        put_crc(out, end, seed::JOURNAL ^ 1);
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
+        const W: &str = "journal descriptor";
+        need(W, b, 512)?;
+        let Some((JBlockType::Descriptor, tid)) = header(b) else {
+            return Err(invalid(W, "not a descriptor block"));
+        };
+        check_crc(W, b, b.len() - 4, seed::JOURNAL ^ 1)?;
+        let n = Le::u32(b, DESC_COUNT_AT) as usize;
+        if n == 0 || n > Self::capacity(b.len()) {
+            return Err(invalid(W, format!("{n} tags do not fit")));
+        }
+        let mut tags = Vec::with_capacity(n);
+        for i in 0..n {
+            let at = DESC_TAGS_AT + i * TAG_SIZE;
+            let flags = Le::u16(b, at + 8);
+            if flags & !tag_flags::KNOWN != 0 {
+                return Err(invalid(W, format!("unknown tag flags {flags:#x}")));
+            }
+            tags.push(Tag { fs_block: Le::u64(b, at), flags, data_crc: Le::u32(b, at + 12) });
+        }
+        Ok(Descriptor { tid, tags })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RevokeBlock {
+    pub tid: u64,
+    pub blocks: Vec<u64>,
+}
+
+impl RevokeBlock {
+    pub fn capacity(block_size: usize) -> usize {
+        (block_size - 4 - REVOKE_AT) / 8
+    }
+
+    pub fn encode(&self, out: &mut [u8]) {
+        assert!(self.blocks.len() <= Self::capacity(out.len()) && !self.blocks.is_empty());
+        out.fill(0);
+        put_header(out, JBlockType::Revoke, self.tid);
+        Le::put_u32(out, REVOKE_COUNT_AT, self.blocks.len() as u32);
+        for (i, b) in self.blocks.iter().enumerate() {
+            Le::put_u64(out, REVOKE_AT + i * 8, *b);
+        }
+        let end = out.len() - 4;
+        put_crc(out, end, seed::JOURNAL ^ 3);
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
+        const W: &str = "journal revoke block";
+        need(W, b, 512)?;
+        let Some((JBlockType::Revoke, tid)) = header(b) else {
+            return Err(invalid(W, "not a revoke block"));
+        };
+        check_crc(W, b, b.len() - 4, seed::JOURNAL ^ 3)?;
+        let n = Le::u32(b, REVOKE_COUNT_AT) as usize;
+        if n == 0 || n > Self::capacity(b.len()) {
+            return Err(invalid(W, format!("{n} revoke records do not fit")));
+        }
+        Ok(RevokeBlock { tid, blocks: (0..n).map(|i| Le::u64(b, REVOKE_AT + i * 8)).collect() })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// The commit record. All its fields and its own CRC lie in the first 512-byte sector, which a
+/// device writes atomically, so a commit record is either wholly there or detectably not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitBlock {
+    pub tid: u64,
+    /// Journal blocks of the transaction before this commit block.
+    pub block_count: u64,
+    /// CRC32C chained over those blocks, in log order, as written.
+    pub tx_crc: u32,
+    pub commit_time_ns: i64,
+    pub handle_count: u32,
+}
+
+impl CommitBlock {
+    pub fn encode(&self, out: &mut [u8]) {
+        out.fill(0);
+        put_header(out, JBlockType::Commit, self.tid);
+        Le::put_u64(out, 16, self.block_count);
+        Le::put_u32(out, 24, self.tx_crc);
+        Le::put_u32(out, 28, self.handle_count);
+        Le::put_i64(out, 32, self.commit_time_ns);
+        put_crc(out, COMMIT_CRC_AT, seed::JOURNAL ^ 2);
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
+        const W: &str = "journal commit block";
+        need(W, b, 512)?;
+        let Some((JBlockType::Commit, tid)) = header(b) else {
+            return Err(invalid(W, "not a commit block"));
+        };
+        check_crc(W, b, COMMIT_CRC_AT, seed::JOURNAL ^ 2)?;
+        Ok(CommitBlock {
+            tid,
+            block_count: Le::u64(b, 16),
+            tx_crc: Le::u32(b, 24),
+            handle_count: Le::u32(b, 28),
+            commit_time_ns: Le::i64(b, 32),
+        })
+    }
+}
+
+/// Chains the transaction checksum over one more logged block.
+pub fn tx_crc_append(crc: u32, block: &[u8]) -> u32 {
+    super::crc(crc, block)
+}
+
+/// The seed of a transaction checksum: depends on the tid so that a block sequence replayed
+/// from another transaction cannot match.
+pub fn tx_crc_seed(tid: u64) -> u32 {
+    super::crc(seed::JOURNAL ^ 0x7478, &tid.to_le_bytes())
+}

@@ -1,0 +1,154 @@
+//! File contents: read, write at any offset and size, truncate.
+//!
+//! A write allocates the blocks it needs (next to the file's previous block when free),
+//! copies the bytes into the cached blocks and hands each block to the content policy through
+//! the journal (`dirty_data`). A block written whole, or just allocated, is never read first.
+
+use super::{Fs, FsError, FsResult};
+use crate::cache::BufKind;
+use crate::format::extent::ExtentBlock;
+
+/// Largest file: file block numbers are 32-bit.
+pub const MAX_FILE_BLOCKS: u64 = u32::MAX as u64 - 1;
+
+impl<'a> Fs<'a> {
+    /// Where a file's first block should go: spread inodes over their group's data area so that
+    /// concurrent streams grow apart rather than interleaving.
+    fn home_goal(&self, ino: u32) -> u64 {
+        let g = (ino - 1) / self.st.sb.inodes_per_group;
+        let lo = self.group_data_start(g);
+        let hi = self.group_start(g) + self.st.sb.blocks_in_group(g);
+        let span = (hi - lo).max(1);
+        lo + (ino as u64).wrapping_mul(2_654_435_761) % span / 64 * 64 % span
+    }
+
+    /// Blocks a write of `len` bytes at `off` to `ino` must allocate (holes in the range), and an
+    /// upper bound of extent-chain blocks it may add.
+    pub fn write_needs(&mut self, ino: u32, off: u64, len: usize) -> FsResult<u64> {
+        if len == 0 {
+            return Ok(0);
+        }
+        let bs = self.bs() as u64;
+        let first = off / bs;
+        let last = (off + len as u64 - 1) / bs;
+        let mi = self.load(ino)?;
+        let holes = (first..=last).filter(|&fb| mi.bmap(fb as u32).is_none()).count() as u64;
+        let chain = if holes > 0 { 1 + holes / ExtentBlock::capacity(bs as usize) as u64 + 1 } else { 0 };
+        Ok(holes + chain)
+    }
+
+    /// Writes `data` at `off`. The caller sized the handle ([`super::super::engine`]).
+    pub fn write(&mut self, ino: u32, off: u64, data: &[u8]) -> FsResult<()> {
+        let bs = self.bs() as u64;
+        let mi = self.load(ino)?;
+        if mi.inode.is_dir() {
+            return Err(FsError::IsDir);
+        }
+        let kind = if mi.inode.is_symlink() { BufKind::Meta } else { BufKind::Data };
+        let end = off.checked_add(data.len() as u64).ok_or(FsError::TooBig)?;
+        if end.div_ceil(bs) > MAX_FILE_BLOCKS {
+            return Err(FsError::TooBig);
+        }
+        if self.write_needs(ino, off, data.len())? > self.st.allocatable_blocks() {
+            return Err(FsError::NoSpace);
+        }
+        let mut pos = off;
+        let mut rest = data;
+        while !rest.is_empty() {
+            let fb = (pos / bs) as u32;
+            let in_block = (pos % bs) as usize;
+            let n = rest.len().min(bs as usize - in_block);
+            let mapped = self.load(ino)?.bmap(fb);
+            let (phys, fresh) = match mapped {
+                Some(p) => (p, false),
+                None => {
+                    let goal = self.load(ino)?.goal_for(fb).unwrap_or_else(|| self.home_goal(ino));
+                    let p = self.alloc_block(goal)?;
+                    self.load(ino)?.map(fb, p);
+                    (p, true)
+                }
+            };
+            self.write_file_block(phys, in_block, &rest[..n], fresh, kind)?;
+            pos += n as u64;
+            rest = &rest[n..];
+        }
+        let now = self.now_ns;
+        let mi = self.load(ino)?;
+        mi.inode.size = mi.inode.size.max(end);
+        mi.inode.mtime_ns = now;
+        mi.inode.ctime_ns = now;
+        self.store(ino)?;
+        self.st.touch(ino, true);
+        Ok(())
+    }
+
+    /// Reads up to `len` bytes at `off` (short at end of file). Holes read as zeros.
+    pub fn read(&mut self, ino: u32, off: u64, len: usize) -> FsResult<Vec<u8>> {
+        let bs = self.bs() as u64;
+        let mi = self.load(ino)?;
+        if mi.inode.is_dir() {
+            return Err(FsError::IsDir);
+        }
+        let size = mi.inode.size;
+        let kind = if mi.inode.is_symlink() { BufKind::Meta } else { BufKind::Data };
+        if off >= size {
+            return Ok(Vec::new());
+        }
+        let end = size.min(off.saturating_add(len as u64));
+        let mut out = Vec::with_capacity((end - off) as usize);
+        let mut pos = off;
+        while pos < end {
+            let fb = (pos / bs) as u32;
+            let in_block = (pos % bs) as usize;
+            let n = ((end - pos) as usize).min(bs as usize - in_block);
+            match self.st.inodes[&ino].bmap(fb) {
+                Some(p) => out.extend_from_slice(&self.block(p, kind)?[in_block..in_block + n]),
+                None => out.resize(out.len() + n, 0),
+            }
+            pos += n as u64;
+        }
+        Ok(out)
+    }
+
+    /// One step of a truncate to `new_size`: frees at most `max_blocks` blocks from the end.
+    /// Returns true when the file has reached `new_size`. Every step leaves a consistent file:
+    /// the size shrinks with the blocks released.
+    pub fn truncate_step(&mut self, ino: u32, new_size: u64, max_blocks: usize) -> FsResult<bool> {
+        let bs = self.bs() as u64;
+        let now = self.now_ns;
+        let mi = self.load(ino)?;
+        if mi.inode.is_dir() {
+            return Err(FsError::IsDir);
+        }
+        if new_size.div_ceil(bs) > MAX_FILE_BLOCKS {
+            return Err(FsError::TooBig);
+        }
+        let kind = if mi.inode.is_symlink() { BufKind::Meta } else { BufKind::Data };
+        let keep_blocks = new_size.div_ceil(bs) as u32;
+        let freed = mi.unmap_tail(keep_blocks, max_blocks);
+        let done = mi.extents.last().is_none_or(|e| e.end() <= keep_blocks);
+        let old_size = mi.inode.size;
+        if done {
+            mi.inode.size = new_size;
+        } else {
+            let end_blocks = mi.extents.last().map_or(0, |e| e.end()) as u64;
+            mi.inode.size = old_size.min(end_blocks * bs).max(new_size);
+        }
+        mi.inode.mtime_ns = now;
+        mi.inode.ctime_ns = now;
+        for b in freed {
+            self.free_block(b)?;
+        }
+        // Zero the tail of a partial last block so that growing the file later reads zeros.
+        if done && new_size < old_size && new_size % bs != 0 {
+            if let Some(p) = self.st.inodes[&ino].bmap((new_size / bs) as u32) {
+                let from = (new_size % bs) as usize;
+                let zeros = vec![0u8; bs as usize - from];
+                self.write_file_block(p, from, &zeros, false, kind)?;
+            }
+        }
+        self.store(ino)?;
+        self.st.touch(ino, true);
+        Ok(done)
+    }
+}

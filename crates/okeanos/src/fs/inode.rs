@@ -1,0 +1,216 @@
+//! Inodes in memory: the decoded inode with its whole extent list, and where its extent
+//! chain lives. Loading checks every extent; storing rewrites only the blocks that changed.
+
+use super::{Fs, FsError, FsResult};
+use crate::cache::BufKind;
+use crate::format::extent::{Extent, ExtentBlock};
+use crate::format::inode::{Inode, INLINE_EXTENTS, INODE_SIZE};
+
+#[derive(Debug, Clone)]
+pub struct MemInode {
+    pub ino: u32,
+    pub inode: Inode,
+    /// All extents, sorted by logical block, non-overlapping.
+    pub extents: Vec<Extent>,
+    /// The extent chain's blocks, in order.
+    pub chain: Vec<u64>,
+}
+
+impl MemInode {
+    /// The device block of file block `fb`, if mapped.
+    pub fn bmap(&self, fb: u32) -> Option<u64> {
+        let i = self.extents.partition_point(|e| e.end() <= fb);
+        let e = self.extents.get(i)?;
+        (e.logical <= fb).then(|| e.physical + (fb - e.logical) as u64)
+    }
+
+    /// The device block mapped just before file block `fb` (an allocation goal).
+    pub fn goal_for(&self, fb: u32) -> Option<u64> {
+        let i = self.extents.partition_point(|e| e.end() <= fb);
+        if i == 0 {
+            return None;
+        }
+        let e = &self.extents[i - 1];
+        Some(e.physical + e.len as u64)
+    }
+
+    /// Maps file block `fb` (unmapped) to `phys`, merging with a neighbour when contiguous.
+    pub fn map(&mut self, fb: u32, phys: u64) {
+        let i = self.extents.partition_point(|e| e.end() <= fb);
+        debug_assert!(self.extents.get(i).is_none_or(|e| e.logical > fb), "block already mapped");
+        if i > 0 {
+            let p = &mut self.extents[i - 1];
+            if p.end() == fb && p.physical + p.len as u64 == phys && p.len < u32::MAX / 2 {
+                p.len += 1;
+                // Merge with the next extent if the gap closed.
+                if let Some(n) = self.extents.get(i).copied() {
+                    let p = self.extents[i - 1];
+                    if p.end() == n.logical && p.physical + p.len as u64 == n.physical {
+                        self.extents[i - 1].len += n.len;
+                        self.extents.remove(i);
+                    }
+                }
+                return;
+            }
+        }
+        if let Some(n) = self.extents.get_mut(i) {
+            if n.logical == fb + 1 && phys + 1 == n.physical {
+                n.logical = fb;
+                n.physical = phys;
+                n.len += 1;
+                return;
+            }
+        }
+        self.extents.insert(i, Extent { logical: fb, len: 1, physical: phys });
+    }
+
+    /// Unmaps every file block at or after `from`, at most `max` blocks, last ones first.
+    /// Returns the device blocks released.
+    pub fn unmap_tail(&mut self, from: u32, max: usize) -> Vec<u64> {
+        let mut out = Vec::new();
+        while out.len() < max {
+            let Some(e) = self.extents.last_mut() else { break };
+            if e.end() <= from {
+                break;
+            }
+            let keep = from.max(e.logical);
+            let n = ((e.end() - keep) as usize).min(max - out.len()) as u32;
+            let first_phys = e.physical + (e.len - n) as u64;
+            out.extend((0..n as u64).map(|k| first_phys + k).rev());
+            e.len -= n;
+            if e.len == 0 {
+                self.extents.pop();
+            }
+        }
+        out
+    }
+
+    /// Blocks mapped.
+    pub fn mapped_blocks(&self) -> u64 {
+        self.extents.iter().map(|e| e.len as u64).sum()
+    }
+
+    /// Chain blocks the current extent list needs.
+    pub fn chain_needed(&self, block_size: usize) -> usize {
+        self.extents.len().saturating_sub(INLINE_EXTENTS).div_ceil(ExtentBlock::capacity(block_size))
+    }
+}
+
+impl<'a> Fs<'a> {
+    /// Table block and byte offset of inode `ino`.
+    pub fn inode_location(&self, ino: u32) -> FsResult<(u64, usize)> {
+        let sb = &self.st.sb;
+        if ino == 0 || ino > sb.inode_count {
+            return Err(FsError::Corrupt(format!("inode number {ino} out of range")));
+        }
+        let g = (ino - 1) / sb.inodes_per_group;
+        let idx = ((ino - 1) % sb.inodes_per_group) as usize;
+        let per_block = self.bs() / INODE_SIZE;
+        let blk = self.st.gdt[g as usize].inode_table + (idx / per_block) as u64;
+        Ok((blk, (idx % per_block) * INODE_SIZE))
+    }
+
+    /// The in-memory inode `ino`, loaded and checked on first use.
+    pub fn load(&mut self, ino: u32) -> FsResult<&mut MemInode> {
+        if !self.st.inodes.contains_key(&ino) {
+            let mi = self.read_inode(ino)?;
+            self.st.inodes.insert(ino, mi);
+        }
+        Ok(self.st.inodes.get_mut(&ino).expect("just loaded"))
+    }
+
+    /// Reads inode `ino` and its extent chain from the cache or device.
+    pub fn read_inode(&mut self, ino: u32) -> FsResult<MemInode> {
+        let (blk, off) = self.inode_location(ino)?;
+        let inode = Inode::decode(ino, &self.block(blk, BufKind::Meta)?[off..off + INODE_SIZE])?;
+        if inode.is_free() {
+            return Err(FsError::Corrupt(format!("inode {ino} is referenced but free")));
+        }
+        let mut extents = inode.inline.clone();
+        let mut chain = Vec::new();
+        let mut next = inode.extent_block;
+        while extents.len() < inode.extent_count as usize {
+            if next == 0 || !self.is_data_block(next) || chain.contains(&next) || chain.len() > 1 << 20 {
+                return Err(FsError::Corrupt(format!("inode {ino}: extent chain broken at block {next}")));
+            }
+            let eb = ExtentBlock::decode(self.block(next, BufKind::Meta)?)?;
+            if eb.owner != ino || eb.extents.is_empty() {
+                return Err(FsError::Corrupt(format!("inode {ino}: extent block {next} belongs to inode {}", eb.owner)));
+            }
+            chain.push(next);
+            extents.extend(eb.extents);
+            next = eb.next;
+        }
+        if extents.len() != inode.extent_count as usize {
+            return Err(FsError::Corrupt(format!("inode {ino}: {} extents found, {} recorded", extents.len(), inode.extent_count)));
+        }
+        for w in extents.windows(2) {
+            if w[0].end() > w[1].logical {
+                return Err(FsError::Corrupt(format!("inode {ino}: extents overlap or are out of order")));
+            }
+        }
+        for e in &extents {
+            let last = e.physical.checked_add(e.len as u64 - 1);
+            if !self.is_data_block(e.physical) || !last.is_some_and(|l| self.is_data_block(l)) {
+                return Err(FsError::Corrupt(format!("inode {ino}: extent {e:?} points outside the data area")));
+            }
+        }
+        Ok(MemInode { ino, inode, extents, chain })
+    }
+
+    /// Writes inode `ino` (and its extent chain) back into the cache, logging what changed.
+    /// Grows or shrinks the chain as the extent count requires.
+    pub fn store(&mut self, ino: u32) -> FsResult<()> {
+        let bs = self.bs();
+        let mut mi = self.st.inodes.remove(&ino).expect("store of a loaded inode");
+        let r = self.store_inner(&mut mi, bs);
+        self.st.inodes.insert(ino, mi);
+        r
+    }
+
+    fn store_inner(&mut self, mi: &mut MemInode, bs: usize) -> FsResult<()> {
+        let need = mi.chain_needed(bs);
+        while mi.chain.len() < need {
+            let goal = mi.chain.last().copied().or(mi.extents.first().map(|e| e.physical)).unwrap_or(0);
+            let b = self.alloc_block(goal)?;
+            mi.chain.push(b);
+            self.meta_new(b);
+        }
+        while mi.chain.len() > need {
+            let b = mi.chain.pop().expect("non-empty");
+            self.free_block(b)?;
+        }
+        let cap = ExtentBlock::capacity(bs);
+        let rest = mi.extents.get(INLINE_EXTENTS..).unwrap_or(&[]);
+        for (k, chunk) in rest.chunks(cap).enumerate() {
+            let eb = ExtentBlock { owner: mi.ino, next: mi.chain.get(k + 1).copied().unwrap_or(0), extents: chunk.to_vec() };
+            let mut enc = vec![0u8; bs];
+            eb.encode(&mut enc);
+            let blk = mi.chain[k];
+            if self.block(blk, BufKind::Meta)? != &enc[..] {
+                self.meta_mut(blk)?.copy_from_slice(&enc);
+            }
+        }
+        mi.inode.extent_count = mi.extents.len() as u32;
+        mi.inode.inline = mi.extents.iter().take(INLINE_EXTENTS).copied().collect();
+        mi.inode.extent_block = mi.chain.first().copied().unwrap_or(0);
+        let (blk, off) = self.inode_location(mi.ino)?;
+        let mut enc = [0u8; INODE_SIZE];
+        mi.inode.encode(mi.ino, &mut enc);
+        if self.block(blk, BufKind::Meta)?[off..off + INODE_SIZE] != enc {
+            self.meta_mut(blk)?[off..off + INODE_SIZE].copy_from_slice(&enc);
+        }
+        Ok(())
+    }
+
+    /// Writes a freed inode slot (mode 0; the generation survives for the next user).
+    pub fn clear_inode_slot(&mut self, ino: u32) -> FsResult<()> {
+        let (blk, off) = self.inode_location(ino)?;
+        let generation = self.st.inodes.get(&ino).map_or(0, |m| m.inode.generation);
+        let mut enc = [0u8; INODE_SIZE];
+        Inode { generation, ..Inode::default() }.encode(ino, &mut enc);
+        self.meta_mut(blk)?[off..off + INODE_SIZE].copy_from_slice(&enc);
+        self.st.inodes.remove(&ino);
+        Ok(())
+    }
+}

@@ -1,0 +1,237 @@
+//! Formatting: lays out the superblock, group descriptors, bitmaps, inode tables, the root
+//! directory and the journal superblock, writing them straight to the device(s).
+
+use crate::device::{Device, DeviceError};
+use crate::format::group::GD_SIZE;
+use crate::format::inode::{Inode, INODE_SIZE, S_IFDIR};
+use crate::format::journal::{jfeature, JournalSuperblock, JOURNAL_VERSION};
+use crate::format::superblock::{compat, incompat, state, JournalLocation, SB_VERSION};
+use crate::format::{bitmap_crc, GroupDesc, Superblock};
+
+/// Options of `mkfs`.
+#[derive(Debug, Clone)]
+pub struct MkfsOptions {
+    pub block_size: u32,
+    /// Journal size in blocks (internal), or `None` for an external journal device.
+    pub journal_blocks: u64,
+    pub external_journal: bool,
+    /// Bytes of file system per inode.
+    pub bytes_per_inode: u64,
+    /// Blocks reserved per group for scattered logs (manylogs); 0 by default.
+    pub log_area_blocks: u32,
+    pub label: String,
+}
+
+impl Default for MkfsOptions {
+    fn default() -> Self {
+        MkfsOptions { block_size: 4096, journal_blocks: 32768, external_journal: false, bytes_per_inode: 16384, log_area_blocks: 0, label: String::new() }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MkfsError {
+    #[error("{0}")]
+    Device(#[from] DeviceError),
+    #[error("invalid mkfs options: {0}")]
+    Invalid(String),
+}
+
+/// A fresh 16-byte identifier (time, process and a counter through CRC32C; unique enough to
+/// pair a file system with its external journal).
+pub fn new_uuid() -> [u8; 16] {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let c = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let mut out = [0u8; 16];
+    for (k, chunk) in out.chunks_mut(4).enumerate() {
+        let mut seed = Vec::new();
+        seed.extend_from_slice(&t.to_le_bytes());
+        seed.extend_from_slice(&std::process::id().to_le_bytes());
+        seed.extend_from_slice(&c.to_le_bytes());
+        seed.push(k as u8);
+        chunk.copy_from_slice(&crc32c::crc32c(&seed).to_le_bytes());
+    }
+    out
+}
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
+}
+
+/// Computes the superblock for a device of `dev_bytes`.
+pub fn plan(dev_bytes: u64, o: &MkfsOptions, journal_dev_bytes: Option<u64>) -> Result<Superblock, MkfsError> {
+    let bs = o.block_size;
+    if !(1024..=65536).contains(&bs) || !bs.is_power_of_two() {
+        return Err(MkfsError::Invalid(format!("block size {bs} must be a power of two from 1024 to 65536")));
+    }
+    let block_count = dev_bytes / bs as u64;
+    let bpg = bs * 8;
+    let ipb = bs / INODE_SIZE as u32;
+    let journal_blocks = if o.external_journal {
+        journal_dev_bytes.ok_or_else(|| MkfsError::Invalid("an external journal needs a journal device".into()))? / bs as u64
+    } else {
+        o.journal_blocks
+    };
+    if journal_blocks < 64 {
+        return Err(MkfsError::Invalid(format!("journal of {journal_blocks} blocks is too small (at least 64)")));
+    }
+    let internal_journal = if o.external_journal { 0 } else { journal_blocks };
+    let mut groups = 1u64;
+    let (mut gdt_blocks, mut first_group);
+    loop {
+        gdt_blocks = (groups * GD_SIZE as u64).div_ceil(bs as u64);
+        first_group = 1 + gdt_blocks + internal_journal;
+        let g = block_count.saturating_sub(first_group).div_ceil(bpg as u64).max(1);
+        if g == groups {
+            break;
+        }
+        groups = g;
+    }
+    let ipg_raw = (bpg as u64 * bs as u64 / o.bytes_per_inode.max(1024)).clamp(ipb as u64 * 4, bs as u64 * 8);
+    let ipg = (ipg_raw as u32 / ipb * ipb).max(ipb);
+    let meta = 2 + (ipg / ipb) as u64 + o.log_area_blocks as u64;
+    let last_len = block_count.saturating_sub(first_group + (groups - 1) * bpg as u64);
+    if last_len < meta + 16 {
+        if groups == 1 {
+            return Err(MkfsError::Invalid(format!(
+                "device of {dev_bytes} bytes is too small for a {journal_blocks}-block journal and one block group"
+            )));
+        }
+        groups -= 1;
+    }
+    let block_count = block_count.min(first_group + groups * bpg as u64);
+    let mut label = [0u8; 32];
+    let lb = o.label.as_bytes();
+    if lb.len() > 32 {
+        return Err(MkfsError::Invalid("label longer than 32 bytes".into()));
+    }
+    label[..lb.len()].copy_from_slice(lb);
+    let uuid = new_uuid();
+    let sb = Superblock {
+        version: SB_VERSION,
+        feature_compat: if o.log_area_blocks > 0 { compat::LOG_AREA } else { 0 },
+        feature_incompat: if o.external_journal { incompat::EXTERNAL_JOURNAL } else { 0 },
+        feature_ro_compat: 0,
+        block_size: bs,
+        block_count,
+        inode_count: groups as u32 * ipg,
+        blocks_per_group: bpg,
+        inodes_per_group: ipg,
+        group_count: groups as u32,
+        first_group_block: first_group,
+        gdt_start: 1,
+        gdt_blocks: gdt_blocks as u32,
+        inode_size: INODE_SIZE as u32,
+        log_area_blocks: o.log_area_blocks,
+        journal: if o.external_journal {
+            JournalLocation::External { uuid: new_uuid(), blocks: journal_blocks }
+        } else {
+            JournalLocation::Internal { start: 1 + gdt_blocks, blocks: journal_blocks }
+        },
+        uuid,
+        root_ino: 1,
+        orphan_head: 0,
+        state: state::CLEAN,
+        mount_count: 0,
+        mkfs_time_ns: now_ns(),
+        last_mount_ns: 0,
+        label,
+    };
+    sb.validate().map_err(|e| MkfsError::Invalid(e.to_string()))?;
+    Ok(sb)
+}
+
+/// Formats `dev` (and `journal_dev` for an external journal). Returns the superblock.
+pub fn mkfs(dev: &dyn Device, journal_dev: Option<&dyn Device>, o: &MkfsOptions) -> Result<Superblock, MkfsError> {
+    if o.external_journal != journal_dev.is_some() {
+        return Err(MkfsError::Invalid("pass a journal device exactly when the journal is external".into()));
+    }
+    let sb = plan(dev.len_bytes(), o, journal_dev.map(|d| d.len_bytes()))?;
+    let bs = sb.block_size as usize;
+    let bsu = bs as u64;
+    let ipb = bs / INODE_SIZE;
+    let itb = sb.inode_table_blocks() as u64;
+    let zero = vec![0u8; bs];
+    let mut gdt = Vec::new();
+    for g in 0..sb.group_count {
+        let start = sb.first_group_block + g as u64 * sb.blocks_per_group as u64;
+        let len = sb.blocks_in_group(g);
+        let meta = 2 + itb + sb.log_area_blocks as u64;
+        let mut bbm = vec![0u8; bs];
+        for i in (0..meta).chain(len..bs as u64 * 8) {
+            bbm[(i / 8) as usize] |= 1 << (i % 8);
+        }
+        let mut ibm = vec![0u8; bs];
+        for i in sb.inodes_per_group as usize..bs * 8 {
+            ibm[i / 8] |= 1 << (i % 8);
+        }
+        let mut free_inodes = sb.inodes_per_group;
+        let mut used_dirs = 0;
+        if g == 0 {
+            ibm[0] |= 1; // the root directory, inode 1
+            free_inodes -= 1;
+            used_dirs = 1;
+        }
+        for k in 0..itb {
+            dev.write_at((start + 2 + k) * bsu, &zero)?;
+        }
+        dev.write_at(start * bsu, &bbm)?;
+        dev.write_at((start + 1) * bsu, &ibm)?;
+        gdt.push(GroupDesc {
+            block_bitmap: start,
+            inode_bitmap: start + 1,
+            inode_table: start + 2,
+            log_area_start: if sb.log_area_blocks > 0 { start + 2 + itb } else { 0 },
+            log_area_blocks: sb.log_area_blocks,
+            free_blocks: (len - meta) as u32,
+            free_inodes,
+            used_dirs,
+            block_bitmap_crc: bitmap_crc(g, &bbm),
+            inode_bitmap_crc: bitmap_crc(g, &ibm),
+        });
+    }
+    let mut table = vec![0u8; sb.gdt_blocks as usize * bs];
+    for (g, gd) in gdt.iter().enumerate() {
+        gd.encode(g as u32, &mut table[g * GD_SIZE..(g + 1) * GD_SIZE]);
+    }
+    dev.write_at(sb.gdt_start * bsu, &table)?;
+
+    let now = sb.mkfs_time_ns;
+    let root = Inode { mode: S_IFDIR | 0o755, nlink: 2, atime_ns: now, mtime_ns: now, ctime_ns: now, parent: 1, generation: 1, ..Inode::default() };
+    let mut itable = vec![0u8; bs];
+    root.encode(1, &mut itable[..INODE_SIZE]);
+    debug_assert!(ipb >= 1);
+    dev.write_at(gdt[0].inode_table * bsu, &itable)?;
+
+    let (jdev, jbase, jblocks, juuid) = match (sb.journal, journal_dev) {
+        (JournalLocation::Internal { start, blocks }, _) => (dev, start, blocks, new_uuid()),
+        (JournalLocation::External { uuid, blocks }, Some(j)) => (j, 0, blocks, uuid),
+        (JournalLocation::External { .. }, None) => unreachable!("checked above"),
+    };
+    let jsb = JournalSuperblock {
+        version: JOURNAL_VERSION,
+        features: jfeature::TX_CHECKSUM,
+        block_size: sb.block_size,
+        total_blocks: jblocks,
+        first: 1,
+        sequence: 1,
+        start: 0,
+        uuid: juuid,
+        fs_uuid: sb.uuid,
+        errno: 0,
+    };
+    let mut jb = vec![0u8; bs];
+    jsb.encode(&mut jb);
+    jdev.write_at(jbase * bsu, &jb)?;
+    // Clear the first log block so an old journal's leftovers never even look plausible.
+    jdev.write_at((jbase + 1) * bsu, &zero)?;
+    if let Some(j) = journal_dev {
+        j.flush()?;
+    }
+    let mut b0 = vec![0u8; bs];
+    sb.encode(&mut b0);
+    dev.write_at(0, &b0)?;
+    dev.flush()?;
+    Ok(sb)
+}

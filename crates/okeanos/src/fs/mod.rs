@@ -1,0 +1,221 @@
+//! The file system: namespace and file operations over the buffer cache.
+//!
+//! Every operation runs as one journal handle ([`crate::engine`] opens and closes it) on
+//! an [`Fs`] context: the engine's locked state, the device to read missing blocks from, and
+//! the time of the operation. Operations check everything that can fail on input (names, types,
+//! free space) before they dirty a block, so an expected error leaves no trace; an unexpected
+//! one after a block was dirtied (an I/O error on a read, corruption found mid-way) aborts the
+//! journal, which keeps the on-disk state at the last commit and turns the file system
+//! read-only.
+
+pub mod alloc;
+pub mod dir;
+pub mod file;
+pub mod fsck;
+pub mod inode;
+pub mod mkfs;
+pub mod namespace;
+
+use crate::cache::{BufKind, Cache};
+use crate::device::{Device, DeviceError};
+use crate::format::{FormatError, GroupDesc, Superblock};
+use crate::journal::transaction::Tid;
+use crate::journal::Journal;
+use std::collections::{HashMap, HashSet};
+
+pub use dir::DirIndex;
+pub use inode::MemInode;
+
+/// Errors of file-system operations, each with its errno.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FsError {
+    #[error("no such file or directory")]
+    NotFound,
+    #[error("file exists")]
+    Exists,
+    #[error("not a directory")]
+    NotDir,
+    #[error("is a directory")]
+    IsDir,
+    #[error("directory not empty")]
+    NotEmpty,
+    #[error("no space left on device")]
+    NoSpace,
+    #[error("file name too long")]
+    NameTooLong,
+    #[error("invalid argument: {0}")]
+    Invalid(String),
+    #[error("read-only file system: {0}")]
+    ReadOnly(String),
+    #[error("too many links")]
+    TooManyLinks,
+    #[error("file too large")]
+    TooBig,
+    #[error("I/O error: {0}")]
+    Io(String),
+    #[error("file system is corrupt: {0}")]
+    Corrupt(String),
+}
+
+impl FsError {
+    /// The errno a POSIX caller (FUSE) should see.
+    pub fn errno(&self) -> i32 {
+        match self {
+            FsError::NotFound => 2,
+            FsError::Exists => 17,
+            FsError::NotDir => 20,
+            FsError::IsDir => 21,
+            FsError::NotEmpty => 39,
+            FsError::NoSpace => 28,
+            FsError::NameTooLong => 36,
+            FsError::Invalid(_) => 22,
+            FsError::ReadOnly(_) => 30,
+            FsError::TooManyLinks => 31,
+            FsError::TooBig => 27,
+            FsError::Io(_) => 5,
+            FsError::Corrupt(_) => 117,
+        }
+    }
+}
+
+impl From<DeviceError> for FsError {
+    fn from(e: DeviceError) -> Self {
+        FsError::Io(e.to_string())
+    }
+}
+
+impl From<FormatError> for FsError {
+    fn from(e: FormatError) -> Self {
+        FsError::Corrupt(e.to_string())
+    }
+}
+
+pub type FsResult<T> = Result<T, FsError>;
+
+/// Everything the engine keeps under its state lock.
+pub struct FsState {
+    pub sb: Superblock,
+    pub gdt: Vec<GroupDesc>,
+    pub cache: Cache,
+    pub journal: Journal,
+    pub inodes: HashMap<u32, MemInode>,
+    pub dirs: HashMap<u32, DirIndex>,
+    pub open_count: HashMap<u32, u32>,
+    /// Blocks and inodes freed by uncommitted transactions: not reusable yet.
+    pub pending_free_blocks: HashSet<u64>,
+    pub pending_free_inodes: HashSet<u32>,
+    /// The last transaction that changed each inode (fsync) and its data or size (fdatasync).
+    pub sync_tid: HashMap<u32, Tid>,
+    pub datasync_tid: HashMap<u32, Tid>,
+    /// Unlinked inodes whose last handle closed: their blocks are freed by the next operation.
+    pub deferred_evict: Vec<u32>,
+    /// Bumped whenever a handle dirties a block; tells whether a failed handle left changes.
+    pub dirty_epoch: u64,
+    /// Why the file system turned read-only, if it did.
+    pub read_only: Option<String>,
+    /// Next allocation goal per group (next-fit).
+    pub alloc_cursor: Vec<u64>,
+}
+
+/// One operation's view of the state.
+pub struct Fs<'a> {
+    pub st: &'a mut FsState,
+    pub dev: &'a dyn Device,
+    /// Wall-clock time of the operation, for timestamps.
+    pub now_ns: i64,
+}
+
+impl FsState {
+    pub fn block_size(&self) -> usize {
+        self.sb.block_size as usize
+    }
+
+    /// Free blocks that may be allocated now.
+    pub fn allocatable_blocks(&self) -> u64 {
+        let free: u64 = self.gdt.iter().map(|g| g.free_blocks as u64).sum();
+        free.saturating_sub(self.pending_free_blocks.len() as u64)
+    }
+
+    pub fn allocatable_inodes(&self) -> u64 {
+        let free: u64 = self.gdt.iter().map(|g| g.free_inodes as u64).sum();
+        free.saturating_sub(self.pending_free_inodes.len() as u64)
+    }
+
+    /// Records that the running transaction changed inode `ino` (and its data if `data`).
+    pub fn touch(&mut self, ino: u32, data: bool) {
+        let tid = self.journal.running.tid;
+        self.sync_tid.insert(ino, tid);
+        if data {
+            self.datasync_tid.insert(ino, tid);
+        }
+    }
+}
+
+impl<'a> Fs<'a> {
+    pub fn bs(&self) -> usize {
+        self.st.block_size()
+    }
+
+    /// Makes sure `block` is cached, reading it if needed.
+    pub fn bread(&mut self, block: u64, kind: BufKind) -> FsResult<()> {
+        if self.st.cache.contains(block) {
+            return Ok(());
+        }
+        if block >= self.st.sb.block_count {
+            return Err(FsError::Corrupt(format!("block {block} is past the end of the file system")));
+        }
+        let mut buf = vec![0u8; self.bs()];
+        self.dev.read_at(block * self.bs() as u64, &mut buf)?;
+        self.st.cache.insert(block, buf, kind);
+        Ok(())
+    }
+
+    /// The cached contents of `block` (read if needed).
+    pub fn block(&mut self, block: u64, kind: BufKind) -> FsResult<&[u8]> {
+        self.bread(block, kind)?;
+        Ok(&self.st.cache.get(block).expect("just cached").data[..])
+    }
+
+    /// Mutable contents of metadata block `block`, logged by the running transaction.
+    pub fn meta_mut(&mut self, block: u64) -> FsResult<&mut Vec<u8>> {
+        self.bread(block, BufKind::Meta)?;
+        self.st.dirty_epoch += 1;
+        self.st.journal.dirty_metadata(&mut self.st.cache, block);
+        Ok(self.st.cache.data_mut(block))
+    }
+
+    /// Mutable contents of a fresh (just allocated) metadata block, zero-filled, without a read.
+    pub fn meta_new(&mut self, block: u64) -> &mut Vec<u8> {
+        if !self.st.cache.contains(block) {
+            self.st.cache.insert(block, vec![0u8; self.bs()], BufKind::Meta);
+        }
+        self.st.dirty_epoch += 1;
+        self.st.journal.dirty_metadata(&mut self.st.cache, block);
+        let d = self.st.cache.data_mut(block);
+        d.fill(0);
+        d
+    }
+
+    /// Writes `bytes` at `offset` of a file block mapped to `block`. `fresh` blocks are not read
+    /// from the device first. `kind` Meta is used for symlink targets.
+    pub fn write_file_block(&mut self, block: u64, offset: usize, bytes: &[u8], fresh: bool, kind: BufKind) -> FsResult<()> {
+        let bs = self.bs();
+        assert!(offset + bytes.len() <= bs);
+        if !self.st.cache.contains(block) {
+            if fresh || bytes.len() == bs {
+                self.st.cache.insert(block, vec![0u8; bs], kind);
+            } else {
+                self.bread(block, kind)?;
+            }
+        } else if fresh {
+            self.st.cache.data_mut(block).fill(0);
+        }
+        self.st.dirty_epoch += 1;
+        match kind {
+            BufKind::Meta => self.st.journal.dirty_metadata(&mut self.st.cache, block),
+            BufKind::Data => self.st.journal.dirty_data(&mut self.st.cache, block),
+        }
+        self.st.cache.data_mut(block)[offset..offset + bytes.len()].copy_from_slice(bytes);
+        Ok(())
+    }
+}

@@ -1,0 +1,154 @@
+//! Checkpoint: write committed blocks to their final locations and free their log space
+//! (thesis section 3.3; jbd2 checkpoint.c).
+//!
+//! Three reasons to checkpoint:
+//! - space: free log space fell low; the oldest transactions are checkpointed until at least
+//!   the target is free (ext3 starts between a quarter and a half of the journal);
+//! - age: blocks owed to their final location for longer than the expiration period are
+//!   written every writeback period (thesis section 3.1.7, pdflush's two mechanisms);
+//! - all: clean unmount and `sync` of the whole file system.
+//!
+//! A block is written in the newest committed version (`cp_data`), never in a version that a
+//! running transaction changed since: uncommitted state must not reach the final location.
+//! After the writes are flushed, the journal superblock records the new tail and is flushed.
+
+use super::plan::{BlockKind, DevId, IoPlan, IoWrite};
+use super::transaction::{Tid, TxState};
+use super::Journal;
+use crate::cache::{BufKind, Cache};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckpointGoal {
+    /// Free at least this many log blocks (or everything that can be freed).
+    Space { target_free: u64 },
+    /// Write blocks owed since at or before this time (engine nanoseconds).
+    Expired { owed_since_ns: u64 },
+    /// Write everything; the log becomes empty.
+    All,
+}
+
+#[derive(Debug)]
+pub struct CheckpointPlan {
+    pub io: IoPlan,
+    /// Blocks written, with the transaction whose copy each one settles.
+    pub written: Vec<(u64, Tid)>,
+    /// Transactions at the front of the log released by this checkpoint.
+    pub release: usize,
+    pub new_tail: u64,
+    pub new_tail_tid: Tid,
+}
+
+impl Journal {
+    /// Plans a checkpoint. `None` if there is nothing to write and no space to release.
+    pub fn checkpoint_begin(&self, cache: &Cache, goal: CheckpointGoal) -> Option<CheckpointPlan> {
+        assert!(self.committing.is_none(), "checkpoint and commit alternate on the journal thread");
+        let mut chosen: BTreeSet<u64> = BTreeSet::new();
+        match goal {
+            CheckpointGoal::All => {
+                for t in &self.log {
+                    chosen.extend(t.checkpoint.iter().copied());
+                }
+            }
+            CheckpointGoal::Space { target_free } => {
+                let mut free = self.free_blocks();
+                for t in &self.log {
+                    if free >= target_free {
+                        break;
+                    }
+                    chosen.extend(t.checkpoint.iter().copied());
+                    free += self.cfg.region.distance(t.start, t.end);
+                }
+            }
+            CheckpointGoal::Expired { owed_since_ns } => {
+                for t in &self.log {
+                    for &b in &t.checkpoint {
+                        let buf = cache.peek(b).expect("owed block stays cached");
+                        if buf.cp_since_ns <= owed_since_ns {
+                            chosen.insert(b);
+                        }
+                    }
+                }
+            }
+        }
+        let release = self.log.iter().take_while(|t| t.checkpoint.is_subset(&chosen)).count();
+        if chosen.is_empty() && release == 0 {
+            return None;
+        }
+        let (new_tail, new_tail_tid) = match self.log.get(release) {
+            Some(t) => (t.start, t.tid),
+            None => (self.head, self.running.tid),
+        };
+
+        let mut written = Vec::with_capacity(chosen.len());
+        let mut writes = Vec::with_capacity(chosen.len());
+        for &b in &chosen {
+            let buf = cache.peek(b).expect("owed block stays cached");
+            let tid = buf.cp_tid.expect("owed block has an owner");
+            let data = buf.cp_data.clone().expect("owed block has a committed version");
+            let kind = if buf.kind == BufKind::Data { BlockKind::FinalData } else { BlockKind::FinalMeta };
+            writes.push(IoWrite { dev: DevId::Fs, block: b, data, kind });
+            written.push((b, tid));
+        }
+        let mut io = IoPlan::default();
+        let flush_fs = if writes.is_empty() { vec![] } else { vec![DevId::Fs] };
+        io.push(writes, flush_fs);
+        if release > 0 {
+            io.push(vec![self.jsb_write(new_tail, new_tail_tid)], vec![self.cfg.region.dev()]);
+        }
+        Some(CheckpointPlan { io, written, release, new_tail, new_tail_tid })
+    }
+
+    /// The checkpoint's I/O completed.
+    pub fn checkpoint_finish(&mut self, cache: &mut Cache, plan: CheckpointPlan) {
+        for (b, tid) in plan.written {
+            let Some(buf) = cache.get(b) else { continue };
+            if buf.cp_tid == Some(tid) {
+                buf.cp_tid = None;
+                buf.cp_data = None;
+                buf.cp_since_ns = 0;
+                if let Some(t) = self.log.iter_mut().find(|t| t.tid == tid) {
+                    t.checkpoint.remove(&b);
+                }
+            }
+        }
+        for _ in 0..plan.release {
+            let mut t = self.log.pop_front().expect("released transactions are in the log");
+            assert_eq!(t.state, TxState::Committed);
+            assert!(t.checkpoint.is_empty(), "a released transaction owes nothing");
+            t.state = TxState::Checkpointed;
+            for b in &t.logged {
+                if self.logged_copies.get(b) == Some(&t.tid) {
+                    self.logged_copies.remove(b);
+                }
+            }
+        }
+        if plan.release > 0 {
+            self.tail = plan.new_tail;
+            self.tail_tid = plan.new_tail_tid;
+        }
+    }
+
+    /// A write of the journal superblock with the tail at `start`, next tid `seq`.
+    pub fn jsb_write(&self, start: u64, seq: Tid) -> IoWrite {
+        let mut b = vec![0u8; self.cfg.block_size];
+        self.jsb_with(start, seq).encode(&mut b);
+        IoWrite { dev: self.cfg.region.dev(), block: self.cfg.region.device_block(0), data: Arc::new(b), kind: BlockKind::JournalSuper }
+    }
+
+    /// Marks the journal in use at mount: recovery after a crash starts at the current tail.
+    pub fn mount_plan(&self) -> IoPlan {
+        let mut io = IoPlan::default();
+        io.push(vec![self.jsb_write(self.tail, self.tail_tid)], vec![self.cfg.region.dev()]);
+        io
+    }
+
+    /// Marks the journal clean (empty) at unmount. The log must be empty.
+    pub fn clean_plan(&self) -> IoPlan {
+        assert!(self.log.is_empty() && self.committing.is_none() && self.running.is_empty(), "unmount checkpoints everything first");
+        let mut io = IoPlan::default();
+        io.push(vec![self.jsb_write(0, self.running.tid)], vec![self.cfg.region.dev()]);
+        io
+    }
+}

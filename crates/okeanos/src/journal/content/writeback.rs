@@ -1,0 +1,21 @@
+//! `writeback`: only metadata is journaled; file data goes to its final location with the
+//! commit, in no order with the commit record (thesis section 3.1.3). After a crash, metadata is
+//! consistent, but a file may show stale blocks that were never written with its new size.
+//! `fsync` still makes the file's data durable: the commit it waits for writes and flushes it.
+
+use super::{ContentPolicy, DataDisposition};
+
+#[derive(Debug, Clone, Copy)]
+pub struct Writeback;
+
+impl ContentPolicy for Writeback {
+    fn name(&self) -> &'static str {
+        "writeback"
+    }
+    fn data_disposition(&self) -> DataDisposition {
+        DataDisposition::FinalWithCommit
+    }
+    fn guarantee(&self) -> &'static str {
+        "metadata consistent after a crash; synced data durable; unsynced data may be stale"
+    }
+}

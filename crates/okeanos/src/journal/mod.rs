@@ -1,0 +1,244 @@
+//! The journaling core: transactions, commit, checkpoint, revoke and recovery, one file per
+//! phase as in Linux jbd2. Nothing here performs I/O or reads a clock: callers pass the time in
+//! and receive [`plan::IoPlan`]s to execute, then report completion (DESIGN.md section 2).
+//!
+//! The journal is a circular log (thesis section 3.1.4, Figure 3.4) of transactions:
+//! `[revoke*][descriptor data*]+[commit]`. `tail` is the first block of the oldest transaction
+//! whose blocks have not all reached their final locations; `head` is where the next
+//! transaction goes. Space between `head` and `tail` is free.
+//!
+//! Which lock protects what: the whole [`Journal`] and the [`crate::cache::Cache`] live under the
+//! engine's state mutex. Commit and checkpoint I/O run outside it, on frozen copies.
+
+pub mod checkpoint;
+pub mod commit;
+pub mod content;
+pub mod placement;
+pub mod plan;
+pub mod recovery;
+pub mod revoke;
+pub mod transaction;
+
+use crate::cache::{BufKind, Cache};
+use crate::format::journal::{Descriptor, JournalSuperblock, RevokeBlock};
+use content::{ContentPolicy, DataDisposition};
+use placement::LogRegion;
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use transaction::{Credits, HandleToken, Tid, Transaction, TxState};
+
+#[derive(Debug, Clone)]
+pub struct JournalConfig {
+    pub region: LogRegion,
+    pub block_size: usize,
+    /// Largest transaction, in journal blocks (jbd2: a quarter of the journal).
+    pub max_tx_blocks: u64,
+    /// Test-only fault: leave out the flush that makes a commit durable (the canary).
+    pub fault_skip_commit_flush: bool,
+}
+
+impl JournalConfig {
+    pub fn new(region: LogRegion, block_size: usize) -> Self {
+        let max_tx_blocks = (region.ring_len() / 4).max(8);
+        JournalConfig { region, block_size, max_tx_blocks, fault_skip_commit_flush: false }
+    }
+}
+
+/// A committed transaction still occupying log space.
+#[derive(Debug)]
+pub struct LoggedTx {
+    pub tid: Tid,
+    pub state: TxState,
+    /// First log block of the transaction.
+    pub start: u64,
+    /// Log block after its commit block.
+    pub end: u64,
+    /// Blocks whose newest committed copy lives in this transaction and is not yet at its
+    /// final location. The transaction's space is free when this is empty.
+    pub checkpoint: BTreeSet<u64>,
+    /// Every block this transaction logged (to forget `logged_copies` when it leaves the log).
+    pub logged: Vec<u64>,
+}
+
+/// Why a handle could not start yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    /// The running transaction is full: commit it first.
+    NeedCommit,
+    /// The log has no room: checkpoint (or let the in-flight commit finish) first.
+    NeedSpace,
+}
+
+pub struct Journal {
+    pub cfg: JournalConfig,
+    pub policy: Box<dyn ContentPolicy>,
+    pub jsb: JournalSuperblock,
+    pub running: Transaction,
+    /// The transaction whose commit I/O is in flight, and where it sits in the log.
+    pub committing: Option<commit::Committing>,
+    pub log: VecDeque<LoggedTx>,
+    pub head: u64,
+    pub tail: u64,
+    /// Tid of the transaction at `tail` (or the next to commit when the log is empty).
+    pub tail_tid: Tid,
+    /// Highest committed tid (0 = none yet).
+    pub committed_tid: Tid,
+    /// Highest tid a sync asked to commit.
+    pub commit_requested: Tid,
+    /// Blocks with a copy in the log, and the newest tid holding one: freeing such a block
+    /// needs a revoke record.
+    pub logged_copies: HashMap<u64, Tid>,
+    /// The first error that aborted the journal; nothing commits after it.
+    pub aborted: Option<String>,
+}
+
+impl Journal {
+    /// A journal over an empty (clean or just recovered) log whose next transaction is `next_tid`.
+    pub fn new(cfg: JournalConfig, policy: Box<dyn ContentPolicy>, jsb: JournalSuperblock, next_tid: Tid) -> Self {
+        assert!(next_tid >= 1);
+        let first = cfg.region.first;
+        Journal {
+            cfg,
+            policy,
+            jsb,
+            running: Transaction::new(next_tid),
+            committing: None,
+            log: VecDeque::new(),
+            head: first,
+            tail: first,
+            tail_tid: next_tid,
+            committed_tid: next_tid - 1,
+            commit_requested: 0,
+            logged_copies: HashMap::new(),
+            aborted: None,
+        }
+    }
+
+    /// Journal blocks a transaction of this many logged blocks and revokes takes at most.
+    pub fn tx_blocks(&self, journaled: u64, revokes: u64) -> u64 {
+        let per_desc = Descriptor::capacity(self.cfg.block_size) as u64;
+        let per_revoke = RevokeBlock::capacity(self.cfg.block_size) as u64;
+        journaled + journaled.div_ceil(per_desc) + revokes.div_ceil(per_revoke) + 1
+    }
+
+    fn running_blocks(&self) -> u64 {
+        self.tx_blocks(self.running.journaled.len() as u64, self.running.revoked.len() as u64)
+    }
+
+    /// Log blocks in use (committed, committing).
+    pub fn used_blocks(&self) -> u64 {
+        self.cfg.region.distance(self.tail, self.head)
+    }
+
+    /// Log blocks free for new transactions (one block always stays empty so that
+    /// `head == tail` means an empty log).
+    pub fn free_blocks(&self) -> u64 {
+        self.cfg.region.ring_len() - 1 - self.used_blocks()
+    }
+
+    /// The largest credits one handle may ask for.
+    pub fn max_handle_credits(&self) -> Credits {
+        let blocks = self.cfg.max_tx_blocks / 2;
+        Credits { blocks, revokes: RevokeBlock::capacity(self.cfg.block_size) as u64 }
+    }
+
+    /// Admits a handle that may log up to `credits` more blocks, or says what must happen first.
+    pub fn handle_start(&mut self, credits: Credits, now_ns: u64) -> Result<HandleToken, Admit> {
+        assert_eq!(self.running.state, TxState::Running);
+        let max = self.max_handle_credits();
+        assert!(credits.blocks <= max.blocks && credits.revokes <= max.revokes, "handle credits {credits:?} over the limit {max:?}");
+        let after = self.tx_blocks(
+            self.running.journaled.len() as u64 + credits.blocks,
+            self.running.revoked.len() as u64 + credits.revokes,
+        );
+        if after > self.cfg.max_tx_blocks && !self.running.is_empty() {
+            return Err(Admit::NeedCommit);
+        }
+        if after > self.free_blocks() {
+            return Err(Admit::NeedSpace);
+        }
+        if self.running.start_ns.is_none() {
+            self.running.start_ns = Some(now_ns);
+        }
+        self.running.handles += 1;
+        Ok(HandleToken {
+            tid: self.running.tid,
+            credits,
+            journaled_before: self.running.journaled.len(),
+            revoked_before: self.running.revoked.len(),
+        })
+    }
+
+    /// Ends a handle; checks it stayed within its credits (a broken estimate is a bug).
+    pub fn handle_stop(&mut self, token: HandleToken) {
+        assert_eq!(token.tid, self.running.tid, "a handle ends in the transaction it started in");
+        let added = self.running.journaled.len().saturating_sub(token.journaled_before) as u64;
+        let revoked = self.running.revoked.len().saturating_sub(token.revoked_before) as u64;
+        assert!(added <= token.credits.blocks, "handle logged {added} blocks with {} credits", token.credits.blocks);
+        assert!(revoked <= token.credits.revokes, "handle revoked {revoked} blocks with {} credits", token.credits.revokes);
+        debug_assert!(self.running_blocks() <= self.free_blocks() + 1);
+    }
+
+    /// A handle changed metadata block `block` (already cached): it is logged by this transaction.
+    pub fn dirty_metadata(&mut self, cache: &mut Cache, block: u64) {
+        let tid = self.running.tid;
+        let buf = cache.get(block).expect("dirtied block is cached");
+        buf.kind = BufKind::Meta;
+        buf.tx = Some(tid);
+        self.running.journaled.insert(block);
+        self.running.journaled_data.remove(&block);
+        // jbd2's journal_cancel_revoke: a block logged again after its revoke in the same
+        // transaction must replay.
+        self.running.revoked.remove(&block);
+    }
+
+    /// A handle changed file-data block `block`: the content policy decides where it goes.
+    pub fn dirty_data(&mut self, cache: &mut Cache, block: u64) {
+        let tid = self.running.tid;
+        let buf = cache.get(block).expect("dirtied block is cached");
+        buf.kind = BufKind::Data;
+        buf.tx = Some(tid);
+        match self.policy.data_disposition() {
+            DataDisposition::Journal => {
+                self.running.journaled.insert(block);
+                self.running.journaled_data.insert(block);
+                self.running.revoked.remove(&block);
+            }
+            DataDisposition::FinalBeforeCommit | DataDisposition::FinalWithCommit => {
+                self.running.final_data.insert(block);
+            }
+        }
+    }
+
+    /// Whether the running transaction should commit now for its age.
+    pub fn commit_due(&self, now_ns: u64, interval_ns: u64) -> bool {
+        match self.running.start_ns {
+            Some(start) if !self.running.is_empty() => now_ns.saturating_sub(start) >= interval_ns,
+            _ => false,
+        }
+    }
+
+    /// Whether someone waits for a transaction that has not started committing.
+    pub fn commit_wanted(&self) -> bool {
+        self.commit_requested >= self.running.tid && !self.running.is_empty()
+    }
+
+    /// Whether free log space is low enough to checkpoint (thesis section 3.3: ext3 starts
+    /// when free space falls to a quarter of the journal).
+    pub fn space_low(&self) -> bool {
+        self.free_blocks() < self.cfg.region.ring_len() / 4 + self.cfg.max_tx_blocks
+    }
+
+    /// The tid whose commit makes everything done so far durable.
+    pub fn current_tid(&self) -> Tid {
+        if self.running.is_empty() {
+            self.running.tid - 1
+        } else {
+            self.running.tid
+        }
+    }
+
+    /// The journal superblock as it must read with the log tail at `start`, next tid `seq`.
+    pub fn jsb_with(&self, start: u64, seq: Tid) -> JournalSuperblock {
+        JournalSuperblock { start, sequence: seq, ..self.jsb.clone() }
+    }
+}

@@ -1,0 +1,92 @@
+//! I/O plans: what the journaling logic asks a runtime to do.
+//!
+//! The journal never calls a device. It turns state into an [`IoPlan`] — stages of block writes,
+//! each stage ending with flushes — and advances when told the plan completed. The real runtime
+//! executes plans with pwrite/fdatasync; a simulator executes the same plans against disk models
+//! in virtual time (DESIGN.md section 2; quinn-proto's shape).
+
+use std::sync::Arc;
+
+/// Which device a write goes to. An internal journal writes to `Fs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DevId {
+    Fs,
+    Journal,
+}
+
+/// What a written block is, for the counters (DESIGN.md section 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BlockKind {
+    Descriptor,
+    Commit,
+    Revoke,
+    JournalData,
+    JournalMeta,
+    JournalSuper,
+    FinalData,
+    FinalMeta,
+}
+
+impl BlockKind {
+    pub const ALL: [BlockKind; 8] = [
+        BlockKind::Descriptor,
+        BlockKind::Commit,
+        BlockKind::Revoke,
+        BlockKind::JournalData,
+        BlockKind::JournalMeta,
+        BlockKind::JournalSuper,
+        BlockKind::FinalData,
+        BlockKind::FinalMeta,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            BlockKind::Descriptor => "descriptor",
+            BlockKind::Commit => "commit",
+            BlockKind::Revoke => "revoke",
+            BlockKind::JournalData => "journal_data",
+            BlockKind::JournalMeta => "journal_meta",
+            BlockKind::JournalSuper => "journal_super",
+            BlockKind::FinalData => "final_data",
+            BlockKind::FinalMeta => "final_meta",
+        }
+    }
+    pub fn is_journal(self) -> bool {
+        !matches!(self, BlockKind::FinalData | BlockKind::FinalMeta)
+    }
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct IoWrite {
+    pub dev: DevId,
+    /// Block number on that device.
+    pub block: u64,
+    pub data: Arc<Vec<u8>>,
+    pub kind: BlockKind,
+}
+
+/// Writes that may be issued in any order, then flushes of the listed devices. A stage starts
+/// only after the previous one (including its flushes) completed.
+#[derive(Debug, Clone, Default)]
+pub struct IoStage {
+    pub writes: Vec<IoWrite>,
+    pub flush: Vec<DevId>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct IoPlan {
+    pub stages: Vec<IoStage>,
+}
+
+impl IoPlan {
+    pub fn push(&mut self, writes: Vec<IoWrite>, flush: Vec<DevId>) {
+        if !writes.is_empty() || !flush.is_empty() {
+            self.stages.push(IoStage { writes, flush });
+        }
+    }
+    pub fn write_count(&self) -> usize {
+        self.stages.iter().map(|s| s.writes.len()).sum()
+    }
+}

@@ -1,0 +1,272 @@
+//! Recovery: find the committed transactions in the log and replay them (thesis section 3.4;
+//! jbd2 recovery.c), in three passes that carry their state in one place:
+//!
+//! 1. **scan** ([`Scan`]): from the journal superblock's tail, read transactions while each
+//!    block carries the expected tid, every logged block matches its tag's CRC and the commit
+//!    record's transaction CRC matches. The first failure ends the log: what follows is an
+//!    incomplete transaction or leftovers from an earlier pass over the circular log.
+//! 2. **revoke** ([`RevokeTable`]): read the revoke blocks of the committed transactions.
+//! 3. **replay** ([`replay_plan`]): for every block, the newest logged copy that no revoke
+//!    covers is written to its final location (once, not once per copy).
+//!
+//! Only the last step changes the journal superblock, after the replayed blocks are flushed,
+//! so a crash anywhere in recovery leaves the log as it was and recovery simply runs again
+//! (idempotent). The decision table of the scan, one row per case:
+//!
+//! | block read at the expected position          | decision                                   |
+//! |----------------------------------------------|--------------------------------------------|
+//! | no journal header (data, zeros, garbage)     | end of log: nothing more was committed     |
+//! | header with another tid                      | end of log: a block of an earlier pass     |
+//! | descriptor/revoke that fails its CRC         | end of log: torn or stale write            |
+//! | logged block whose CRC differs from its tag  | end of log: torn or never written          |
+//! | tag naming a block outside the file system   | end of log: corrupt (cannot be ours)       |
+//! | commit whose count or transaction CRC differ | end of log: a block of it is torn/missing  |
+//! | commit that verifies                         | transaction committed; expect tid + 1      |
+//! | read budget (one pass over the ring) spent   | end of log                                 |
+//!
+//! After recovery the next transaction gets tid `end + 2`: a partly written transaction
+//! `end + 1` may have left blocks anywhere after the log end, and no later tid can match them.
+
+use super::placement::LogRegion;
+use super::plan::{BlockKind, IoPlan};
+use super::revoke::RevokeTable;
+use super::transaction::Tid;
+use crate::format::journal::{self as jf, CommitBlock, Descriptor, JBlockType, JournalSuperblock, RevokeBlock, Tag};
+use crate::format::FormatError;
+use std::collections::HashMap;
+
+/// A committed transaction found by the scan.
+#[derive(Debug, Clone)]
+pub struct ScannedTx {
+    pub tid: Tid,
+    pub start: u64,
+    pub end: u64,
+    /// Each logged block: its log position and its tag.
+    pub blocks: Vec<(u64, Tag)>,
+    /// Log positions of its revoke blocks.
+    pub revoke_blocks: Vec<u64>,
+    pub handle_count: u32,
+    pub commit_time_ns: i64,
+}
+
+#[derive(Debug)]
+enum Phase {
+    Header,
+    Data { tags: Vec<Tag>, next: usize },
+    Done,
+}
+
+#[derive(Debug)]
+struct Partial {
+    start: u64,
+    crc: u32,
+    count: u64,
+    blocks: Vec<(u64, Tag)>,
+    revoke_blocks: Vec<u64>,
+}
+
+/// Pass 1. Drive it with [`Scan::next_read`] and [`Scan::feed`].
+#[derive(Debug)]
+pub struct Scan {
+    region: LogRegion,
+    fs_blocks: u64,
+    pos: u64,
+    expected: Tid,
+    budget: u64,
+    phase: Phase,
+    cur: Option<Partial>,
+    pub txs: Vec<ScannedTx>,
+    /// Why the scan stopped.
+    pub end_reason: String,
+    pub blocks_read: u64,
+    /// Tid the scan expected first.
+    pub first_tid: Tid,
+}
+
+impl Scan {
+    pub fn new(region: LogRegion, jsb: &JournalSuperblock, fs_blocks: u64) -> Self {
+        let empty = jsb.start == 0;
+        Scan {
+            region,
+            fs_blocks,
+            pos: if empty { region.first } else { jsb.start },
+            expected: jsb.sequence,
+            budget: region.ring_len(),
+            phase: if empty { Phase::Done } else { Phase::Header },
+            cur: None,
+            txs: Vec::new(),
+            end_reason: if empty { "journal is clean".into() } else { String::new() },
+            blocks_read: 0,
+            first_tid: jsb.sequence,
+        }
+    }
+
+    /// The log position to read next, or `None` when the scan is over.
+    pub fn next_read(&self) -> Option<u64> {
+        match self.phase {
+            Phase::Done => None,
+            _ => Some(self.pos),
+        }
+    }
+
+    /// Tid of the last committed transaction (`first_tid - 1` if none).
+    pub fn end_tid(&self) -> Tid {
+        self.txs.last().map_or(self.first_tid.saturating_sub(1), |t| t.tid)
+    }
+
+    fn stop(&mut self, reason: impl Into<String>) {
+        self.phase = Phase::Done;
+        self.cur = None;
+        self.end_reason = reason.into();
+    }
+
+    fn partial(&mut self) -> &mut Partial {
+        let pos = self.pos;
+        let seed = jf::tx_crc_seed(self.expected);
+        self.cur.get_or_insert_with(|| Partial { start: pos, crc: seed, count: 0, blocks: Vec::new(), revoke_blocks: Vec::new() })
+    }
+
+    /// Feeds the block read at [`Scan::next_read`].
+    pub fn feed(&mut self, block: &[u8]) {
+        self.blocks_read += 1;
+        let pos = self.pos;
+        match std::mem::replace(&mut self.phase, Phase::Header) {
+            Phase::Done => panic!("feed after the scan ended"),
+            Phase::Header => self.feed_header(block),
+            Phase::Data { tags, next } => {
+                let tag = tags[next];
+                if crate::format::crc(0, block) != tag.data_crc {
+                    return self.stop(format!("logged block at {pos} of transaction {} fails its tag checksum", self.expected));
+                }
+                let p = self.partial();
+                p.crc = jf::tx_crc_append(p.crc, block);
+                p.count += 1;
+                p.blocks.push((pos, tag));
+                if next + 1 < tags.len() {
+                    self.phase = Phase::Data { tags, next: next + 1 };
+                }
+            }
+        }
+        if !matches!(self.phase, Phase::Done) {
+            self.pos = self.region.next(self.pos);
+            self.budget -= 1;
+            if self.budget == 0 {
+                self.stop("scanned the whole ring");
+            }
+        }
+    }
+
+    fn feed_header(&mut self, block: &[u8]) {
+        let pos = self.pos;
+        let expected = self.expected;
+        let Some((kind, tid)) = jf::header(block) else {
+            return self.stop(format!("no journal header at {pos}"));
+        };
+        if tid != expected || kind == JBlockType::Superblock {
+            return self.stop(format!("block at {pos} has tid {tid}, expected {expected}"));
+        }
+        match kind {
+            JBlockType::Descriptor => match Descriptor::decode(block) {
+                Ok(d) => {
+                    if let Some(t) = d.tags.iter().find(|t| t.fs_block >= self.fs_blocks) {
+                        return self.stop(format!("descriptor at {pos} tags block {} outside the file system", t.fs_block));
+                    }
+                    let p = self.partial();
+                    p.crc = jf::tx_crc_append(p.crc, block);
+                    p.count += 1;
+                    self.phase = Phase::Data { tags: d.tags, next: 0 };
+                }
+                Err(e) => self.stop(format!("descriptor at {pos}: {e}")),
+            },
+            JBlockType::Revoke => match RevokeBlock::decode(block) {
+                Ok(_) => {
+                    let p = self.partial();
+                    p.crc = jf::tx_crc_append(p.crc, block);
+                    p.count += 1;
+                    p.revoke_blocks.push(pos);
+                }
+                Err(e) => self.stop(format!("revoke block at {pos}: {e}")),
+            },
+            JBlockType::Commit => match CommitBlock::decode(block) {
+                Ok(c) => {
+                    let p = self.partial();
+                    if c.block_count != p.count || c.tx_crc != p.crc {
+                        return self.stop(format!("commit of transaction {tid} at {pos} does not match its blocks"));
+                    }
+                    let p = self.cur.take().expect("partial transaction");
+                    self.txs.push(ScannedTx {
+                        tid,
+                        start: p.start,
+                        end: self.region.next(pos),
+                        blocks: p.blocks,
+                        revoke_blocks: p.revoke_blocks,
+                        handle_count: c.handle_count,
+                        commit_time_ns: c.commit_time_ns,
+                    });
+                    self.expected += 1;
+                }
+                Err(e) => self.stop(format!("commit block at {pos}: {e}")),
+            },
+            JBlockType::Superblock => unreachable!(),
+        }
+    }
+}
+
+/// Pass 2: the revoke blocks to read, with the tid of their transaction.
+pub fn revoke_reads(txs: &[ScannedTx]) -> Vec<(u64, Tid)> {
+    txs.iter().flat_map(|t| t.revoke_blocks.iter().map(move |&p| (p, t.tid))).collect()
+}
+
+/// Pass 2: adds one revoke block to the table.
+pub fn revoke_feed(table: &mut RevokeTable, tid: Tid, block: &[u8]) -> Result<(), FormatError> {
+    let r = RevokeBlock::decode(block)?;
+    for b in r.blocks {
+        table.add(b, tid);
+    }
+    Ok(())
+}
+
+/// One replay step: copy the logged block at log position `pos` to `fs_block`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplayCopy {
+    pub pos: u64,
+    pub fs_block: u64,
+    pub escaped: bool,
+    pub tid: Tid,
+    pub kind: BlockKind,
+}
+
+/// Pass 3: the newest unrevoked copy of every logged block, in block order.
+pub fn replay_plan(txs: &[ScannedTx], revoked: &RevokeTable) -> Vec<ReplayCopy> {
+    let mut newest: HashMap<u64, ReplayCopy> = HashMap::new();
+    for t in txs {
+        for (pos, tag) in &t.blocks {
+            if revoked.is_revoked(tag.fs_block, t.tid) {
+                continue;
+            }
+            let kind = if tag.flags & jf::tag_flags::METADATA != 0 { BlockKind::FinalMeta } else { BlockKind::FinalData };
+            newest.insert(tag.fs_block, ReplayCopy { pos: *pos, fs_block: tag.fs_block, escaped: tag.flags & jf::tag_flags::ESCAPED != 0, tid: t.tid, kind });
+        }
+    }
+    let mut v: Vec<ReplayCopy> = newest.into_values().collect();
+    v.sort_by_key(|c| c.fs_block);
+    v
+}
+
+/// The tid the first transaction after recovery gets (see the module notes).
+pub fn next_tid_after(scan: &Scan) -> Tid {
+    scan.end_tid() + 2
+}
+
+/// The last step: mark the journal clean once replayed blocks are durable. The caller runs it
+/// after writing the replayed blocks and flushing the file-system device.
+pub fn finish_plan(region: LogRegion, jsb: &JournalSuperblock, next_tid: Tid) -> IoPlan {
+    let mut b = vec![0u8; jsb.block_size as usize];
+    JournalSuperblock { start: 0, sequence: next_tid, ..jsb.clone() }.encode(&mut b);
+    let mut io = IoPlan::default();
+    io.push(
+        vec![super::plan::IoWrite { dev: region.dev(), block: region.device_block(0), data: std::sync::Arc::new(b), kind: BlockKind::JournalSuper }],
+        vec![region.dev()],
+    );
+    io
+}

@@ -1,0 +1,53 @@
+//! # Okeanos
+//!
+//! A user-space journaling file system and storage engine for many concurrent streams of small
+//! synchronous writes. One engine offers the journaling schemes of the ext3 family —
+//! `writeback`, `ordered` and `data` — selectable at mount time, over a journal that is
+//! internal (a region of the file-system device) or external (a device or file of its own).
+//!
+//! ```
+//! use okeanos::{Okeanos, MkfsOptions, MountOptions, DataMode, MemDevice};
+//! use std::sync::Arc;
+//!
+//! // A 64 MiB file system with a 4 MiB journal, in memory (use Okeanos::mkfs_file and
+//! // Okeanos::open for an image file).
+//! let dev = Arc::new(MemDevice::new(64 << 20));
+//! Okeanos::mkfs(dev.as_ref(), None, &MkfsOptions { journal_blocks: 1024, ..Default::default() }).unwrap();
+//! let fs = Okeanos::mount(dev, None, MountOptions::default().data(DataMode::Data)).unwrap();
+//!
+//! let log = fs.create_file("/sensor.log").unwrap();
+//! log.append(b"t=1 temp=21.5\n").unwrap();
+//! log.fdatasync().unwrap(); // durable when this returns
+//! assert_eq!(fs.read_path("/sensor.log").unwrap(), b"t=1 temp=21.5\n");
+//!
+//! let c = fs.counters();
+//! assert!(c.commits >= 1 && c.journal_data.blocks >= 1);
+//! drop(log);
+//! fs.unmount().unwrap();
+//! ```
+//!
+//! Layers (DESIGN.md section 2): [`device`] (storage back ends) · [`format`] (on-disk
+//! structures, pure) · [`cache`] (buffers with journaling state) · [`journal`] (transactions,
+//! commit, checkpoint, revoke, recovery; content policies; placements; no I/O) · [`fs`]
+//! (namespace and files) · [`runtime`] and [`engine`] (threads, locks, executing plans).
+
+pub mod cache;
+pub mod clock;
+pub mod device;
+pub mod engine;
+pub mod format;
+pub mod fs;
+pub mod journal;
+pub mod options;
+pub mod runtime;
+pub mod stats;
+
+pub use device::{CrashDevice, CrashRecorder, Device, FaultDevice, FileDevice, MemDevice};
+pub use engine::{DirEntryInfo, File, Okeanos, StatFs};
+pub use fs::fsck::{fsck, FsckReport};
+pub use fs::mkfs::{MkfsError, MkfsOptions};
+pub use fs::namespace::{Attr, SetAttr};
+pub use fs::FsError;
+pub use journal::content::DataMode;
+pub use options::MountOptions;
+pub use stats::Counters;

@@ -1,0 +1,100 @@
+//! Mount options. Where ext4 has an option with the same meaning, Okeanos uses its name:
+//! `data=`, `commit=`, `journal_path=`, `ro`, `errors=`.
+
+use crate::journal::content::DataMode;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct MountOptions {
+    /// The content policy (`data=writeback|ordered|data`).
+    pub data: DataMode,
+    /// Commit interval (`commit=<seconds>`, default 5).
+    pub commit_interval: Duration,
+    /// How often age-based writeback runs (`writeback_period=<seconds>`, default 5).
+    pub writeback_period: Duration,
+    /// Age after which a committed block is written in place (`expire=<seconds>`, default 30).
+    pub expire_period: Duration,
+    /// Mount read-only (`ro`). Recovery still runs when the journal needs it.
+    pub read_only: bool,
+    /// External journal device or file (`journal_path=`).
+    pub journal_path: Option<PathBuf>,
+    /// Buffer cache capacity in blocks (`cache_blocks=`, default 65536).
+    pub cache_blocks: usize,
+    /// Largest transaction in journal blocks (`max_tx_blocks=`; default a quarter of the journal).
+    pub max_tx_blocks: Option<u64>,
+    /// Test-only fault injection: skip the flush that makes a commit durable (the canary that
+    /// proves the crash tests can fail). Not accepted by [`MountOptions::parse`].
+    #[doc(hidden)]
+    pub fault_skip_commit_flush: bool,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        MountOptions {
+            data: DataMode::Ordered,
+            commit_interval: Duration::from_secs(5),
+            writeback_period: Duration::from_secs(5),
+            expire_period: Duration::from_secs(30),
+            read_only: false,
+            journal_path: None,
+            cache_blocks: 65536,
+            max_tx_blocks: None,
+            fault_skip_commit_flush: false,
+        }
+    }
+}
+
+impl MountOptions {
+    pub fn data(mut self, mode: DataMode) -> Self {
+        self.data = mode;
+        self
+    }
+
+    /// Parses a comma-separated option string such as `data=data,commit=1`. An unknown or
+    /// malformed option is named in the error.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let mut o = MountOptions::default();
+        for item in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+            let (k, v) = match item.split_once('=') {
+                Some((k, v)) => (k, Some(v)),
+                None => (item, None),
+            };
+            let secs = |v: Option<&str>| -> Result<Duration, String> {
+                let v = v.ok_or_else(|| format!("option {k} needs a value"))?;
+                let x: f64 = v.parse().map_err(|_| format!("option {k}={v}: not a number of seconds"))?;
+                if !(0.0..=86_400.0).contains(&x) || x.is_nan() {
+                    return Err(format!("option {k}={v}: out of range 0..=86400 seconds"));
+                }
+                Ok(Duration::from_secs_f64(x))
+            };
+            let num = |v: Option<&str>| -> Result<u64, String> {
+                let v = v.ok_or_else(|| format!("option {k} needs a value"))?;
+                v.parse().map_err(|_| format!("option {k}={v}: not a whole number"))
+            };
+            match k {
+                "data" => o.data = v.ok_or("option data needs a value")?.parse()?,
+                "commit" => {
+                    o.commit_interval = secs(v)?;
+                    if o.commit_interval.is_zero() {
+                        o.commit_interval = Duration::from_secs(5); // ext4: commit=0 means the default
+                    }
+                }
+                "writeback_period" => o.writeback_period = secs(v)?.max(Duration::from_millis(10)),
+                "expire" => o.expire_period = secs(v)?,
+                "ro" => o.read_only = true,
+                "rw" => o.read_only = false,
+                "journal_path" => o.journal_path = Some(PathBuf::from(v.ok_or("option journal_path needs a value")?)),
+                "cache_blocks" => o.cache_blocks = num(v)? as usize,
+                "max_tx_blocks" => o.max_tx_blocks = Some(num(v)?.max(16)),
+                "errors" => match v {
+                    Some("remount-ro") => {}
+                    other => return Err(format!("option errors={}: only errors=remount-ro is supported", other.unwrap_or(""))),
+                },
+                "journal_checksum" => {} // always on: commit blocks carry a transaction checksum
+                _ => return Err(format!("unknown mount option {item:?}")),
+            }
+        }
+        Ok(o)
+    }
+}

@@ -1,0 +1,158 @@
+//! Counters: bytes and blocks written per block kind, commits, handles and blocks per commit,
+//! syncs and a sync-latency histogram (DESIGN.md section 4). Updated by the runtime as it
+//! executes plans, so they count exactly what reached the devices.
+
+use crate::device::DeviceStats;
+use crate::journal::plan::BlockKind;
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+
+#[derive(Default)]
+pub struct Stats {
+    kind_blocks: [AtomicU64; 8],
+    kind_bytes: [AtomicU64; 8],
+    commits: AtomicU64,
+    commit_handles: AtomicU64,
+    commit_journal_blocks: AtomicU64,
+    max_handles_per_commit: AtomicU64,
+    checkpoints: AtomicU64,
+    syncs: AtomicU64,
+    handles: AtomicU64,
+    payload_bytes: AtomicU64,
+    sync_latency_ns: Mutex<Option<Histogram<u64>>>,
+    pub(crate) recovery: Mutex<Option<RecoveryReport>>,
+}
+
+/// What recovery found and how long each pass took (thesis section 6.4).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RecoveryReport {
+    pub transactions: u64,
+    pub first_tid: u64,
+    pub last_tid: u64,
+    pub blocks_scanned: u64,
+    pub revoke_records: u64,
+    pub blocks_replayed: u64,
+    pub end_reason: String,
+    pub scan_ns: u64,
+    pub revoke_ns: u64,
+    pub replay_ns: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct KindCount {
+    pub blocks: u64,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Latency {
+    pub count: u64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub max_us: f64,
+}
+
+/// A snapshot of every counter.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Counters {
+    pub descriptor: KindCount,
+    pub commit: KindCount,
+    pub revoke: KindCount,
+    pub journal_data: KindCount,
+    pub journal_meta: KindCount,
+    pub journal_super: KindCount,
+    pub final_data: KindCount,
+    pub final_meta: KindCount,
+    pub journal_bytes: u64,
+    pub final_bytes: u64,
+    pub payload_bytes: u64,
+    pub commits: u64,
+    pub handles: u64,
+    pub handles_per_commit: f64,
+    pub max_handles_per_commit: u64,
+    pub journal_blocks_per_commit: f64,
+    pub syncs: u64,
+    pub syncs_per_commit: f64,
+    pub checkpoints: u64,
+    pub sync_latency: Latency,
+    pub fs_device: DeviceStats,
+    pub journal_device: Option<DeviceStats>,
+    pub recovery: Option<RecoveryReport>,
+}
+
+impl Stats {
+    pub fn on_write(&self, kind: BlockKind, bytes: usize) {
+        self.kind_blocks[kind.index()].fetch_add(1, Relaxed);
+        self.kind_bytes[kind.index()].fetch_add(bytes as u64, Relaxed);
+    }
+    pub fn on_commit(&self, handles: u32, journal_blocks: u64) {
+        self.commits.fetch_add(1, Relaxed);
+        self.commit_handles.fetch_add(handles as u64, Relaxed);
+        self.commit_journal_blocks.fetch_add(journal_blocks, Relaxed);
+        self.max_handles_per_commit.fetch_max(handles as u64, Relaxed);
+    }
+    pub fn on_checkpoint(&self) {
+        self.checkpoints.fetch_add(1, Relaxed);
+    }
+    pub fn on_handle(&self) {
+        self.handles.fetch_add(1, Relaxed);
+    }
+    pub fn on_payload(&self, bytes: usize) {
+        self.payload_bytes.fetch_add(bytes as u64, Relaxed);
+    }
+    pub fn on_sync(&self, latency_ns: u64) {
+        self.syncs.fetch_add(1, Relaxed);
+        let mut h = self.sync_latency_ns.lock().unwrap_or_else(|e| e.into_inner());
+        let h = h.get_or_insert_with(|| Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds"));
+        h.saturating_record(latency_ns.max(1));
+    }
+
+    pub fn snapshot(&self, fs_device: DeviceStats, journal_device: Option<DeviceStats>) -> Counters {
+        let k = |kind: BlockKind| KindCount { blocks: self.kind_blocks[kind.index()].load(Relaxed), bytes: self.kind_bytes[kind.index()].load(Relaxed) };
+        let journal_bytes = BlockKind::ALL.iter().filter(|k| k.is_journal()).map(|&x| k(x).bytes).sum();
+        let final_bytes = k(BlockKind::FinalData).bytes + k(BlockKind::FinalMeta).bytes;
+        let commits = self.commits.load(Relaxed);
+        let syncs = self.syncs.load(Relaxed);
+        let per = |x: u64| if commits == 0 { 0.0 } else { x as f64 / commits as f64 };
+        let sync_latency = match &*self.sync_latency_ns.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(h) => Latency {
+                count: h.len(),
+                mean_us: h.mean() / 1e3,
+                p50_us: h.value_at_quantile(0.5) as f64 / 1e3,
+                p99_us: h.value_at_quantile(0.99) as f64 / 1e3,
+                p999_us: h.value_at_quantile(0.999) as f64 / 1e3,
+                max_us: h.max() as f64 / 1e3,
+            },
+            None => Latency::default(),
+        };
+        Counters {
+            descriptor: k(BlockKind::Descriptor),
+            commit: k(BlockKind::Commit),
+            revoke: k(BlockKind::Revoke),
+            journal_data: k(BlockKind::JournalData),
+            journal_meta: k(BlockKind::JournalMeta),
+            journal_super: k(BlockKind::JournalSuper),
+            final_data: k(BlockKind::FinalData),
+            final_meta: k(BlockKind::FinalMeta),
+            journal_bytes,
+            final_bytes,
+            payload_bytes: self.payload_bytes.load(Relaxed),
+            commits,
+            handles: self.handles.load(Relaxed),
+            handles_per_commit: per(self.commit_handles.load(Relaxed)),
+            max_handles_per_commit: self.max_handles_per_commit.load(Relaxed),
+            journal_blocks_per_commit: per(self.commit_journal_blocks.load(Relaxed)),
+            syncs,
+            syncs_per_commit: per(syncs),
+            checkpoints: self.checkpoints.load(Relaxed),
+            sync_latency,
+            fs_device,
+            journal_device,
+            recovery: self.recovery.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        }
+    }
+}
