@@ -1,0 +1,157 @@
+//! File operations under every content policy, persistence across remounts, and fsck.
+
+mod common;
+use common::*;
+use okeanos::{DataMode, Device, FsError, Okeanos, SetAttr};
+use std::sync::Arc;
+
+fn exercise(fs: &Okeanos) {
+    fs.mkdir_path("/logs").unwrap();
+    fs.mkdir_path("/logs/tenant-a").unwrap();
+    let f = fs.create_file("/logs/tenant-a/0.log").unwrap();
+    for k in 0..100 {
+        f.append(&record(0, k, 128)).unwrap();
+        if k % 10 == 0 {
+            f.fdatasync().unwrap();
+        }
+    }
+    // A write across block boundaries at an odd offset, and a hole.
+    f.write_at(4000, &record(1, 0, 9000)).unwrap();
+    f.write_at(200_000, b"after a hole").unwrap();
+    f.fsync().unwrap();
+    drop(f);
+    fs.create_file("/logs/tenant-a/tmp").unwrap().write_at(0, b"x").unwrap();
+    fs.rename_path("/logs/tenant-a/tmp", "/logs/renamed").unwrap();
+    let root = fs.root();
+    let a = fs.resolve("/logs/renamed").unwrap();
+    fs.link(a, root, b"hardlink").unwrap();
+    fs.symlink(root, b"sym", b"/logs/renamed").unwrap();
+    fs.setattr(a, &SetAttr { mode: Some(0o600), uid: Some(7), ..Default::default() }).unwrap();
+    fs.create_file("/gone").unwrap();
+    fs.remove_path("/gone").unwrap();
+    fs.mkdir_path("/empty").unwrap();
+    fs.rmdir_path("/empty").unwrap();
+    fs.sync().unwrap();
+}
+
+fn expected_log() -> Vec<u8> {
+    let mut v = Vec::new();
+    for k in 0..100 {
+        v.extend(record(0, k, 128));
+    }
+    v.resize(4000, 0);
+    v.extend(record(1, 0, 9000));
+    v.resize(200_000, 0);
+    v.extend(b"after a hole");
+    v
+}
+
+fn verify(fs: &Okeanos) {
+    assert_eq!(fs.read_path("/logs/tenant-a/0.log").unwrap(), expected_log());
+    let names: Vec<_> = fs.list_path("/").unwrap().into_iter().map(|e| String::from_utf8(e.name).unwrap()).collect();
+    assert_eq!(names, ["hardlink", "logs", "sym"]);
+    let a = fs.getattr(fs.resolve("/hardlink").unwrap()).unwrap();
+    assert_eq!((a.nlink, a.perm, a.uid), (2, 0o600, 7));
+    assert_eq!(fs.read_path("/logs/renamed").unwrap(), b"x");
+    assert_eq!(fs.readlink(fs.resolve("/sym").unwrap()).unwrap(), b"/logs/renamed");
+    assert_eq!(fs.resolve("/gone"), Err(FsError::NotFound));
+    assert_eq!(fs.getattr(fs.resolve("/logs").unwrap()).unwrap().nlink, 3);
+}
+
+#[test]
+fn operations_persist_under_every_policy() {
+    for mode in DataMode::ALL {
+        let dev = mem_fs(32 * MB, 1024);
+        let fs = mount(&dev, mode);
+        exercise(&fs);
+        verify(&fs);
+        fs.unmount().unwrap();
+        assert_fsck_clean(dev.clone(), None);
+        let fs = mount(&dev, mode);
+        verify(&fs);
+        fs.unmount().unwrap();
+    }
+}
+
+#[test]
+fn crash_without_unmount_recovers_synced_state() {
+    for mode in DataMode::ALL {
+        let dev = mem_fs(32 * MB, 1024);
+        let fs = mount(&dev, mode);
+        exercise(&fs);
+        // No unmount: copy the device as it is (everything flushed so far is on it).
+        let image = Arc::new(okeanos::MemDevice::from_bytes(dev.snapshot()));
+        drop(fs);
+        let fs = mount(&image, mode);
+        verify(&fs);
+        assert!(fs.counters().recovery.is_some());
+        fs.unmount().unwrap();
+        assert_fsck_clean(image, None);
+    }
+}
+
+#[test]
+fn external_journal_on_its_own_device() {
+    let dev = Arc::new(okeanos::MemDevice::new(32 * MB));
+    let jdev = Arc::new(okeanos::MemDevice::new(4 * MB));
+    Okeanos::mkfs(dev.as_ref(), Some(jdev.as_ref()), &okeanos::MkfsOptions { external_journal: true, ..Default::default() }).unwrap();
+    let fs = Okeanos::mount(dev.clone(), Some(jdev.clone() as Arc<dyn Device>), opts(DataMode::Data)).unwrap();
+    exercise(&fs);
+    let c = fs.counters();
+    assert!(c.journal_device.unwrap().bytes_written >= c.journal_bytes);
+    fs.unmount().unwrap();
+    assert_fsck_clean(dev.clone(), Some(jdev.clone()));
+    // Without its journal the file system refuses to mount, and says why.
+    let err = Okeanos::mount(dev.clone(), None, opts(DataMode::Data)).err().unwrap();
+    assert!(err.to_string().contains("external journal"), "{err}");
+    let fs = Okeanos::mount(dev, Some(jdev as Arc<dyn Device>), opts(DataMode::Data)).unwrap();
+    verify(&fs);
+    fs.unmount().unwrap();
+}
+
+#[test]
+fn errors_have_their_errno() {
+    let dev = mem_fs(16 * MB, 256);
+    let fs = mount(&dev, DataMode::Ordered);
+    let root = fs.root();
+    fs.mkdir_path("/d").unwrap();
+    fs.create_file("/d/f").unwrap();
+    assert_eq!(fs.mkdir_path("/d").unwrap_err(), FsError::Exists);
+    assert_eq!(fs.rmdir_path("/d").unwrap_err(), FsError::NotEmpty);
+    assert_eq!(fs.remove_path("/d").unwrap_err(), FsError::IsDir);
+    assert_eq!(fs.rmdir_path("/d/f").unwrap_err(), FsError::NotDir);
+    assert_eq!(fs.create(root, &[b'a'; 300], 0o644).unwrap_err(), FsError::NameTooLong);
+    assert_eq!(fs.create(root, b"a/b", 0o644).unwrap_err().errno(), 22);
+    assert_eq!(fs.rename_path("/d", "/d/f/x").unwrap_err(), FsError::NotDir);
+    let d = fs.resolve("/d").unwrap();
+    assert!(matches!(fs.rename(root, b"d", d, b"inside"), Err(FsError::Invalid(_))));
+    assert_eq!(fs.lookup(root, b"nope").unwrap_err().errno(), 2);
+    fs.unmount().unwrap();
+    assert_fsck_clean(dev, None);
+}
+
+#[test]
+fn unlinked_open_file_keeps_data_until_close() {
+    let dev = mem_fs(16 * MB, 256);
+    let fs = mount(&dev, DataMode::Data);
+    let f = fs.create_file("/tmpfile").unwrap();
+    f.write_at(0, &vec![7u8; 50_000]).unwrap();
+    let free_before = fs.statfs().blocks_free;
+    fs.remove_path("/tmpfile").unwrap();
+    assert_eq!(f.read_at(0, 10).unwrap(), vec![7u8; 10]);
+    f.append(b"more").unwrap();
+    f.fsync().unwrap();
+    // A crash now leaves an orphan that the next mount deletes.
+    let image = Arc::new(okeanos::MemDevice::from_bytes(dev.snapshot()));
+    drop(f);
+    fs.sync().unwrap();
+    fs.sync().unwrap();
+    assert!(fs.statfs().blocks_free > free_before);
+    fs.unmount().unwrap();
+    assert_fsck_clean(dev, None);
+    let fs2 = mount(&image, DataMode::Data);
+    fs2.sync().unwrap();
+    fs2.unmount().unwrap();
+    let r = okeanos::fsck(image, None);
+    assert!(r.is_clean() && r.orphans == 0, "{r:#?}");
+}

@@ -1,0 +1,40 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use okeanos::{DataMode, Device, MemDevice, MkfsOptions, MountOptions, Okeanos};
+use std::sync::Arc;
+
+pub const MB: u64 = 1 << 20;
+
+/// A small file system in memory: `size` bytes, a journal of `journal_blocks`.
+pub fn mem_fs(size: u64, journal_blocks: u64) -> Arc<MemDevice> {
+    let dev = Arc::new(MemDevice::new(size));
+    Okeanos::mkfs(dev.as_ref(), None, &MkfsOptions { journal_blocks, ..Default::default() }).expect("mkfs");
+    dev
+}
+
+pub fn opts(mode: DataMode) -> MountOptions {
+    MountOptions::default().data(mode)
+}
+
+pub fn mount(dev: &Arc<MemDevice>, mode: DataMode) -> Okeanos {
+    Okeanos::mount(dev.clone() as Arc<dyn Device>, None, opts(mode)).expect("mount")
+}
+
+pub fn assert_fsck_clean(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) {
+    let r = okeanos::fsck(dev, journal);
+    assert!(r.is_clean(), "fsck found problems: {:#?}", r.problems);
+}
+
+/// Deterministic record contents: stream `s`, record `k`, `len` bytes.
+pub fn record(s: usize, k: usize, len: usize) -> Vec<u8> {
+    let mut x = (s as u64) << 32 | k as u64 | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % 251) as u8 + 1
+        })
+        .collect()
+}
