@@ -10,6 +10,13 @@
 //! written in one batch followed by a single flush: a torn or missing block fails the check and
 //! recovery ends the log there (thesis section 3.4; jbd2's "async commit" with checksums).
 //!
+//! Logged contents are checked with XXH3-64, not CRC32C. The blocks the journal carries hold
+//! records that end with their own CRC32C (group descriptors, inodes), and a CRC over a message
+//! followed by its own CRC is a constant: a CRC32C over a whole logged block cannot see a
+//! change inside such a record. The crash tests found exactly that — a lost journal write of a
+//! group-descriptor block whose stale copy had the same block CRC — so journal content uses a
+//! non-linear hash. The structures' own headers keep CRC32C.
+//!
 //! Byte maps: docs/FORMAT.md, "Journal".
 
 use super::{check_crc, invalid, need, put_crc, seed, FormatError, Le};
@@ -169,8 +176,9 @@ impl JournalSuperblock {
 pub struct Tag {
     pub fs_block: u64,
     pub flags: u16,
-    /// CRC32C of the logged block as written to the journal (after escaping).
-    pub data_crc: u32,
+    /// Low 32 bits of XXH3-64 (seeded with `fs_block`) of the logged block as written (after
+    /// escaping).
+    pub data_hash: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -193,7 +201,7 @@ impl Descriptor {
             let at = DESC_TAGS_AT + i * TAG_SIZE;
             Le::put_u64(out, at, t.fs_block);
             Le::put_u16(out, at + 8, t.flags);
-            Le::put_u32(out, at + 12, t.data_crc);
+            Le::put_u32(out, at + 12, t.data_hash);
         }
         let end = out.len() - 4;
         put_crc(out, end, seed::JOURNAL ^ 1);
@@ -217,7 +225,7 @@ impl Descriptor {
             if flags & !tag_flags::KNOWN != 0 {
                 return Err(invalid(W, format!("unknown tag flags {flags:#x}")));
             }
-            tags.push(Tag { fs_block: Le::u64(b, at), flags, data_crc: Le::u32(b, at + 12) });
+            tags.push(Tag { fs_block: Le::u64(b, at), flags, data_hash: Le::u32(b, at + 12) });
         }
         Ok(Descriptor { tid, tags })
     }
@@ -272,8 +280,8 @@ pub struct CommitBlock {
     pub tid: u64,
     /// Journal blocks of the transaction before this commit block.
     pub block_count: u64,
-    /// CRC32C chained over those blocks, in log order, as written.
-    pub tx_crc: u32,
+    /// XXH3-64 chained over those blocks, in log order, as written ([`tx_hash_append`]).
+    pub tx_hash: u64,
     pub commit_time_ns: i64,
     pub handle_count: u32,
 }
@@ -283,9 +291,9 @@ impl CommitBlock {
         out.fill(0);
         put_header(out, JBlockType::Commit, self.tid);
         Le::put_u64(out, 16, self.block_count);
-        Le::put_u32(out, 24, self.tx_crc);
-        Le::put_u32(out, 28, self.handle_count);
+        Le::put_u32(out, 24, self.handle_count);
         Le::put_i64(out, 32, self.commit_time_ns);
+        Le::put_u64(out, 40, self.tx_hash);
         put_crc(out, COMMIT_CRC_AT, seed::JOURNAL ^ 2);
     }
 
@@ -299,20 +307,25 @@ impl CommitBlock {
         Ok(CommitBlock {
             tid,
             block_count: Le::u64(b, 16),
-            tx_crc: Le::u32(b, 24),
-            handle_count: Le::u32(b, 28),
+            handle_count: Le::u32(b, 24),
             commit_time_ns: Le::i64(b, 32),
+            tx_hash: Le::u64(b, 40),
         })
     }
 }
 
-/// Chains the transaction checksum over one more logged block.
-pub fn tx_crc_append(crc: u32, block: &[u8]) -> u32 {
-    super::crc(crc, block)
+/// Chains the transaction hash over one more logged block.
+pub fn tx_hash_append(h: u64, block: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(block, h)
 }
 
-/// The seed of a transaction checksum: depends on the tid so that a block sequence replayed
-/// from another transaction cannot match.
-pub fn tx_crc_seed(tid: u64) -> u32 {
-    super::crc(seed::JOURNAL ^ 0x7478, &tid.to_le_bytes())
+/// The seed of a transaction hash: depends on the tid so that blocks of another transaction
+/// cannot match.
+pub fn tx_hash_seed(tid: u64) -> u64 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(&tid.to_le_bytes(), 0x6f6b_6a6c_7478)
+}
+
+/// The tag hash of a logged block destined for `fs_block`.
+pub fn data_hash(fs_block: u64, block: &[u8]) -> u32 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(block, fs_block) as u32
 }

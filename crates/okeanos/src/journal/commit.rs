@@ -70,7 +70,7 @@ impl Journal {
         let region = self.cfg.region;
         let log_dev = region.dev();
         let start = self.head;
-        let mut w = LogWriter { region, dev: log_dev, pos: start, crc: jf::tx_crc_seed(tx.tid), writes: Vec::with_capacity(size as usize) };
+        let mut w = LogWriter { region, dev: log_dev, pos: start, hash: jf::tx_hash_seed(tx.tid), writes: Vec::with_capacity(size as usize) };
 
         // Revoke records (jbd2 writes them first as well).
         let revoked: Vec<u64> = tx.revoked.iter().copied().collect();
@@ -102,7 +102,7 @@ impl Journal {
                 } else {
                     data.clone()
                 };
-                tags.push(Tag { fs_block: *fs_block, flags, data_crc: crate::format::crc(0, &logged) });
+                tags.push(Tag { fs_block: *fs_block, flags, data_hash: jf::data_hash(*fs_block, &logged) });
                 let kind = if flags & jf::tag_flags::METADATA != 0 { BlockKind::JournalMeta } else { BlockKind::JournalData };
                 blocks.push((logged, kind));
             }
@@ -116,7 +116,7 @@ impl Journal {
 
         let block_count = w.writes.len() as u64;
         let mut c = vec![0u8; bs];
-        CommitBlock { tid: tx.tid, block_count, tx_crc: w.crc, commit_time_ns: wall_ns, handle_count: tx.handles }.encode(&mut c);
+        CommitBlock { tid: tx.tid, block_count, tx_hash: w.hash, commit_time_ns: wall_ns, handle_count: tx.handles }.encode(&mut c);
         w.push(Arc::new(c), BlockKind::Commit);
         assert!(w.writes.len() as u64 <= size, "layout within the reserved size");
         let LogWriter { pos, writes: jwrites, .. } = w;
@@ -214,19 +214,19 @@ impl Journal {
     }
 }
 
-/// Lays blocks out in the log from a position, chaining the transaction checksum.
+/// Lays blocks out in the log from a position, chaining the transaction hash.
 struct LogWriter {
     region: super::placement::LogRegion,
     dev: DevId,
     pos: u64,
-    crc: u32,
+    hash: u64,
     writes: Vec<IoWrite>,
 }
 
 impl LogWriter {
     fn push(&mut self, data: Arc<Vec<u8>>, kind: BlockKind) {
         if kind != BlockKind::Commit {
-            self.crc = jf::tx_crc_append(self.crc, &data);
+            self.hash = jf::tx_hash_append(self.hash, &data);
         }
         self.writes.push(IoWrite { dev: self.dev, block: self.region.device_block(self.pos), data, kind });
         self.pos = self.region.next(self.pos);

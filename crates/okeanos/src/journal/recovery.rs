@@ -2,8 +2,8 @@
 //! jbd2 recovery.c), in three passes that carry their state in one place:
 //!
 //! 1. **scan** ([`Scan`]): from the journal superblock's tail, read transactions while each
-//!    block carries the expected tid, every logged block matches its tag's CRC and the commit
-//!    record's transaction CRC matches. The first failure ends the log: what follows is an
+//!    block carries the expected tid, every logged block matches its tag's hash and the commit
+//!    record's transaction hash matches. The first failure ends the log: what follows is an
 //!    incomplete transaction or leftovers from an earlier pass over the circular log.
 //! 2. **revoke** ([`RevokeTable`]): read the revoke blocks of the committed transactions.
 //! 3. **replay** ([`replay_plan`]): for every block, the newest logged copy that no revoke
@@ -18,9 +18,9 @@
 //! | no journal header (data, zeros, garbage)     | end of log: nothing more was committed     |
 //! | header with another tid                      | end of log: a block of an earlier pass     |
 //! | descriptor/revoke that fails its CRC         | end of log: torn or stale write            |
-//! | logged block whose CRC differs from its tag  | end of log: torn or never written          |
+//! | logged block whose hash differs from its tag | end of log: torn or never written          |
 //! | tag naming a block outside the file system   | end of log: corrupt (cannot be ours)       |
-//! | commit whose count or transaction CRC differ | end of log: a block of it is torn/missing  |
+//! | commit whose count or transaction hash differ| end of log: a block of it is torn/missing  |
 //! | commit that verifies                         | transaction committed; expect tid + 1      |
 //! | read budget (one pass over the ring) spent   | end of log                                 |
 //!
@@ -59,7 +59,7 @@ enum Phase {
 #[derive(Debug)]
 struct Partial {
     start: u64,
-    crc: u32,
+    hash: u64,
     count: u64,
     blocks: Vec<(u64, Tag)>,
     revoke_blocks: Vec<u64>,
@@ -122,8 +122,8 @@ impl Scan {
 
     fn partial(&mut self) -> &mut Partial {
         let pos = self.pos;
-        let seed = jf::tx_crc_seed(self.expected);
-        self.cur.get_or_insert_with(|| Partial { start: pos, crc: seed, count: 0, blocks: Vec::new(), revoke_blocks: Vec::new() })
+        let seed = jf::tx_hash_seed(self.expected);
+        self.cur.get_or_insert_with(|| Partial { start: pos, hash: seed, count: 0, blocks: Vec::new(), revoke_blocks: Vec::new() })
     }
 
     /// Feeds the block read at [`Scan::next_read`].
@@ -135,11 +135,11 @@ impl Scan {
             Phase::Header => self.feed_header(block),
             Phase::Data { tags, next } => {
                 let tag = tags[next];
-                if crate::format::crc(0, block) != tag.data_crc {
+                if jf::data_hash(tag.fs_block, block) != tag.data_hash {
                     return self.stop(format!("logged block at {pos} of transaction {} fails its tag checksum", self.expected));
                 }
                 let p = self.partial();
-                p.crc = jf::tx_crc_append(p.crc, block);
+                p.hash = jf::tx_hash_append(p.hash, block);
                 p.count += 1;
                 p.blocks.push((pos, tag));
                 if next + 1 < tags.len() {
@@ -172,7 +172,7 @@ impl Scan {
                         return self.stop(format!("descriptor at {pos} tags block {} outside the file system", t.fs_block));
                     }
                     let p = self.partial();
-                    p.crc = jf::tx_crc_append(p.crc, block);
+                    p.hash = jf::tx_hash_append(p.hash, block);
                     p.count += 1;
                     self.phase = Phase::Data { tags: d.tags, next: 0 };
                 }
@@ -181,7 +181,7 @@ impl Scan {
             JBlockType::Revoke => match RevokeBlock::decode(block) {
                 Ok(_) => {
                     let p = self.partial();
-                    p.crc = jf::tx_crc_append(p.crc, block);
+                    p.hash = jf::tx_hash_append(p.hash, block);
                     p.count += 1;
                     p.revoke_blocks.push(pos);
                 }
@@ -190,7 +190,7 @@ impl Scan {
             JBlockType::Commit => match CommitBlock::decode(block) {
                 Ok(c) => {
                     let p = self.partial();
-                    if c.block_count != p.count || c.tx_crc != p.crc {
+                    if c.block_count != p.count || c.tx_hash != p.hash {
                         return self.stop(format!("commit of transaction {tid} at {pos} does not match its blocks"));
                     }
                     let p = self.cur.take().expect("partial transaction");
