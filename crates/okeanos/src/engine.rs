@@ -266,7 +266,28 @@ impl Okeanos {
 
     /// Runs `op` as one atomic handle. `credits` may look at the state (it runs under the lock
     /// and again after every wait).
-    fn handle<R>(&self, credits: impl Fn(&mut Fs) -> FsResult<Credits>, op: impl FnOnce(&mut Fs) -> FsResult<R>) -> FsResult<R> {
+    fn handle<R>(&self, credits: impl Fn(&mut Fs) -> FsResult<Credits>, mut op: impl FnMut(&mut Fs) -> FsResult<R>) -> FsResult<R> {
+        let r = self.handle_once(&credits, &mut op);
+        if matches!(r, Err(FsError::NoSpace)) && self.wait_for_pending_frees()? {
+            // ext4 does the same (ext4_should_retry_alloc): blocks freed by transactions that
+            // have not committed become allocatable once they do; commit, then try again.
+            return self.handle_once(&credits, &mut op);
+        }
+        r
+    }
+
+    /// Commits the transactions holding freed blocks back; true if there were any.
+    fn wait_for_pending_frees(&self) -> FsResult<bool> {
+        let core = self.lock();
+        if core.fs.pending_free_blocks.is_empty() && core.fs.pending_free_inodes.is_empty() {
+            return Ok(false);
+        }
+        let tid = core.fs.journal.current_tid();
+        self.wait_committed(core, tid)?;
+        Ok(true)
+    }
+
+    fn handle_once<R>(&self, credits: &impl Fn(&mut Fs) -> FsResult<Credits>, op: &mut impl FnMut(&mut Fs) -> FsResult<R>) -> FsResult<R> {
         let mut core = self.lock();
         let token = loop {
             if let Some(why) = &core.fs.read_only {

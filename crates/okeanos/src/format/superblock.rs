@@ -198,8 +198,13 @@ impl Superblock {
         }
         if let JournalLocation::Internal { start, blocks } = self.journal {
             let end = start.checked_add(blocks).ok_or_else(|| invalid(W, "journal overflows"))?;
-            if start < self.gdt_start + self.gdt_blocks as u64 || end > self.first_group_block || blocks < 16 {
+            if start < self.gdt_start + self.gdt_blocks as u64 || end > self.first_group_block || blocks < 256 {
                 return Err(invalid(W, "internal journal region is invalid"));
+            }
+        }
+        if let JournalLocation::External { blocks, .. } = self.journal {
+            if blocks < 256 {
+                return Err(invalid(W, "external journal is smaller than 256 blocks"));
             }
         }
         if self.root_ino == 0 || self.root_ino > self.inode_count || self.orphan_head > self.inode_count {

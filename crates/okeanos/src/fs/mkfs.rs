@@ -8,6 +8,9 @@ use crate::format::journal::{jfeature, JournalSuperblock, JOURNAL_VERSION};
 use crate::format::superblock::{compat, incompat, state, JournalLocation, SB_VERSION};
 use crate::format::{bitmap_crc, GroupDesc, Superblock};
 
+/// The smallest journal: its largest transaction (a quarter) must hold the biggest handle.
+pub const MIN_JOURNAL_BLOCKS: u64 = 256;
+
 /// Options of `mkfs`.
 #[derive(Debug, Clone)]
 pub struct MkfsOptions {
@@ -73,8 +76,8 @@ pub fn plan(dev_bytes: u64, o: &MkfsOptions, journal_dev_bytes: Option<u64>) -> 
     } else {
         o.journal_blocks
     };
-    if journal_blocks < 64 {
-        return Err(MkfsError::Invalid(format!("journal of {journal_blocks} blocks is too small (at least 64)")));
+    if journal_blocks < MIN_JOURNAL_BLOCKS {
+        return Err(MkfsError::Invalid(format!("journal of {journal_blocks} blocks is too small (at least {MIN_JOURNAL_BLOCKS})")));
     }
     let internal_journal = if o.external_journal { 0 } else { journal_blocks };
     let mut groups = 1u64;
