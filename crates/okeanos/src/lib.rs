@@ -37,6 +37,7 @@ pub mod device;
 pub mod engine;
 pub mod format;
 pub mod fs;
+pub mod inspect;
 pub mod journal;
 pub mod options;
 pub mod runtime;
