@@ -61,6 +61,8 @@ struct Core {
     stop: bool,
     /// No new operations (unmounting).
     closing: bool,
+    /// Every user handle was dropped without unmount: the journal thread exits at once.
+    abandoned: bool,
     next_writeback_ns: u64,
 }
 
@@ -78,6 +80,20 @@ struct Inner {
 #[derive(Clone)]
 pub struct Okeanos {
     inner: Arc<Inner>,
+    /// Held by user handles only (not by the journal thread): when the last one goes without
+    /// `unmount`, the journal thread stops without further I/O, as after a crash.
+    _user: Option<Arc<UserGuard>>,
+}
+
+struct UserGuard(Arc<Inner>);
+
+impl Drop for UserGuard {
+    fn drop(&mut self) {
+        // No I/O: only tell the journal thread to stop where it stands.
+        let mut core = self.0.core.lock().unwrap_or_else(|e| e.into_inner());
+        core.abandoned = true;
+        self.0.cv.notify_all();
+    }
 }
 
 /// Reads and validates the superblock and group descriptors.
@@ -227,7 +243,7 @@ impl Okeanos {
         };
         let now = clock.now_ns();
         let inner = Arc::new(Inner {
-            core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64 }),
+            core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, abandoned: false, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64 }),
             cv: Condvar::new(),
             devs,
             opts,
@@ -235,7 +251,7 @@ impl Okeanos {
             stats,
             thread: Mutex::new(None),
         });
-        let me = Okeanos { inner };
+        let me = Okeanos { _user: Some(Arc::new(UserGuard(inner.clone()))), inner };
         // Check the root before anything else: a foreign or damaged image fails here, clearly.
         me.getattr(me.root())?;
         if !me.inner.opts.read_only {
@@ -902,13 +918,16 @@ impl Drop for File {
 // The journal thread.
 
 fn journal_thread(inner: Arc<Inner>) {
-    let me = Okeanos { inner };
+    let me = Okeanos { inner, _user: None };
     let inner = &me.inner;
     let interval = inner.opts.commit_interval.as_nanos() as u64;
     let wb_period = inner.opts.writeback_period.as_nanos() as u64;
     let expire = inner.opts.expire_period.as_nanos() as u64;
     let mut core = me.lock();
     loop {
+        if core.abandoned {
+            return;
+        }
         if core.fs.journal.aborted.is_some() {
             inner.cv.notify_all();
             if core.stop {

@@ -153,6 +153,11 @@ impl Journal {
         if after > self.cfg.max_tx_blocks && !self.running.is_empty() {
             return Err(Admit::NeedCommit);
         }
+        // Data written in place by the commit (ordered, writeback) is not logged but is held
+        // in memory until the commit: bound it too.
+        if self.running.final_data.len() as u64 >= self.cfg.max_tx_blocks * 4 {
+            return Err(Admit::NeedCommit);
+        }
         if after > self.free_blocks() {
             return Err(Admit::NeedSpace);
         }
