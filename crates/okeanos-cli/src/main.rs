@@ -66,7 +66,8 @@ enum Cmd {
         #[command(subcommand)]
         cmd: JournalCmd,
     },
-    /// Superblock, space and journal state of an unmounted file system (add --json for JSON).
+    /// Superblock, space, journal state and lifetime counters of an unmounted file system
+    /// (--json for JSON). The live counters of a mount come from the library (Okeanos::counters).
     Stat {
         image: PathBuf,
         #[arg(long)]
@@ -300,7 +301,8 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                     "block_size": sb.block_size, "blocks": sb.block_count, "blocks_free": free_blocks,
                     "inodes": sb.inode_count, "inodes_free": free_inodes, "groups": sb.group_count,
                     "state": st, "mount_count": sb.mount_count, "journal": jkind, "journal_blocks": jblocks,
-                    "journal_clean": jsb.start == 0, "journal_sequence": jsb.sequence,
+                    "journal_clean": jsb.start == 0, "mkfs_time_ns": sb.mkfs_time_ns, "journal_sequence": jsb.sequence,
+                    "lifetime": sb.lifetime,
                 });
                 println!("{v:#}");
             } else {
@@ -310,6 +312,12 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 println!("groups          {} of {} blocks, {} inodes", sb.group_count, sb.blocks_per_group, sb.inodes_per_group);
                 println!("state           {st}, mounted {} times", sb.mount_count);
                 println!("journal         {jkind}, {jblocks} blocks, {}, next transaction {}", if jsb.start == 0 { "clean" } else { "needs recovery" }, jsb.sequence);
+                let l = &sb.lifetime;
+                println!("lifetime        {} commits, {} syncs", l.commits, l.syncs);
+                println!("                {} payload bytes, {} journal bytes, {} final-location bytes", l.payload_bytes, l.journal_bytes, l.final_bytes);
+                if l.payload_bytes > 0 {
+                    println!("                {:.2} journal and {:.2} final-location bytes per payload byte", l.journal_bytes as f64 / l.payload_bytes as f64, l.final_bytes as f64 / l.payload_bytes as f64);
+                }
             }
             Ok(ExitCode::SUCCESS)
         }

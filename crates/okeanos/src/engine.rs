@@ -320,6 +320,10 @@ impl Okeanos {
                 let mut fs = Fs { st: &mut core.fs, dev: self.inner.devs.fs.as_ref(), now_ns: now_wall };
                 credits(&mut fs)?
             };
+            let max = core.fs.journal.max_handle_credits();
+            if c.blocks > max.blocks || c.revokes > max.revokes {
+                return Err(FsError::Invalid(format!("operation needs {c:?} of journal space, more than one handle may take ({max:?}); use a larger journal")));
+            }
             let now = self.inner.clock.now_ns();
             match core.fs.journal.handle_start(c, now) {
                 Ok(t) => break t,
@@ -518,6 +522,10 @@ impl Okeanos {
     /// Writes `data` at `off`. Writes of up to one handle's size (1 MiB with the default
     /// journal) are atomic; larger ones are split into several handles.
     pub fn write(&self, ino: u32, off: u64, data: &[u8]) -> FsResult<usize> {
+        let end = off.checked_add(data.len() as u64).ok_or(FsError::TooBig)?;
+        if end.div_ceil(self.lock().fs.block_size() as u64) > crate::fs::file::MAX_FILE_BLOCKS {
+            return Err(FsError::TooBig);
+        }
         self.drain_evictions()?;
         let mut done = 0usize;
         while done < data.len() || (data.is_empty() && done == 0) {
@@ -553,6 +561,9 @@ impl Okeanos {
 
     /// Sets the file's size, freeing or zero-extending as needed.
     pub fn truncate(&self, ino: u32, size: u64) -> FsResult<()> {
+        if size.div_ceil(self.lock().fs.block_size() as u64) > crate::fs::file::MAX_FILE_BLOCKS {
+            return Err(FsError::TooBig);
+        }
         self.drain_evictions()?;
         self.truncate_steps(ino, size)
     }
@@ -666,9 +677,6 @@ impl Okeanos {
             if let Some(e) = &core.fs.journal.aborted {
                 return Err(FsError::Io(format!("journal aborted: {e}")));
             }
-            if core.fs.journal.running.tid == tid {
-                core.fs.journal.running.sync_waiters += 1;
-            }
             let j = &mut core.fs.journal;
             j.commit_requested = j.commit_requested.max(tid);
             self.inner.cv.notify_all();
@@ -742,6 +750,13 @@ impl Okeanos {
         runtime::execute(&core.fs.journal.clean_plan(), devs, stats)?;
         let mut sb = core.fs.sb.clone();
         sb.state = state::CLEAN;
+        let c = self.counters();
+        let l = &mut sb.lifetime;
+        l.journal_bytes += c.journal_bytes;
+        l.final_bytes += c.final_bytes;
+        l.payload_bytes += c.payload_bytes;
+        l.commits += c.commits;
+        l.syncs += c.syncs;
         let mut b0 = vec![0u8; sb.block_size as usize];
         sb.encode(&mut b0);
         devs.fs.write_at(0, &b0)?;

@@ -63,6 +63,18 @@ pub struct Superblock {
     pub mkfs_time_ns: i64,
     pub last_mount_ns: i64,
     pub label: [u8; 32],
+    /// Lifetime counters, updated at every clean unmount (ext4 keeps `s_kbytes_written`).
+    pub lifetime: Lifetime,
+}
+
+/// Counters over the life of the file system, summed over every mount that unmounted cleanly.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Lifetime {
+    pub journal_bytes: u64,
+    pub final_bytes: u64,
+    pub payload_bytes: u64,
+    pub commits: u64,
+    pub syncs: u64,
 }
 
 impl Superblock {
@@ -105,6 +117,11 @@ impl Superblock {
         Le::put_i64(out, 152, self.mkfs_time_ns);
         Le::put_i64(out, 160, self.last_mount_ns);
         out[168..200].copy_from_slice(&self.label);
+        Le::put_u64(out, 200, self.lifetime.journal_bytes);
+        Le::put_u64(out, 208, self.lifetime.final_bytes);
+        Le::put_u64(out, 216, self.lifetime.payload_bytes);
+        Le::put_u64(out, 224, self.lifetime.commits);
+        Le::put_u64(out, 232, self.lifetime.syncs);
         put_crc(out, SB_CRC_AT, seed::SUPERBLOCK);
     }
 
@@ -151,6 +168,13 @@ impl Superblock {
             mkfs_time_ns: Le::i64(b, 152),
             last_mount_ns: Le::i64(b, 160),
             label: b[168..200].try_into().unwrap(),
+            lifetime: Lifetime {
+                journal_bytes: Le::u64(b, 200),
+                final_bytes: Le::u64(b, 208),
+                payload_bytes: Le::u64(b, 216),
+                commits: Le::u64(b, 224),
+                syncs: Le::u64(b, 232),
+            },
         };
         sb.validate()?;
         Ok(sb)

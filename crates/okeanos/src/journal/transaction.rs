@@ -45,8 +45,6 @@ pub struct Transaction {
     pub freed: Vec<u64>,
     /// Inodes freed by this transaction: not reusable until it commits.
     pub freed_inodes: Vec<u32>,
-    /// A sync is waiting on this transaction.
-    pub sync_waiters: u32,
 }
 
 impl Transaction {
@@ -62,7 +60,6 @@ impl Transaction {
             revoked: BTreeSet::new(),
             freed: Vec::new(),
             freed_inodes: Vec::new(),
-            sync_waiters: 0,
         }
     }
 
