@@ -386,11 +386,10 @@ fn prepare(path: &Path, size: Option<&str>, force: bool) -> Result<Arc<dyn Devic
         let dev = FileDevice::open(path).map_err(|e| e.to_string())?;
         if !force {
             let mut b = vec![0u8; 512];
-            if dev.len_bytes() >= 512 && dev.read_at(0, &mut b).is_ok() {
-                if okeanos::format::Superblock::decode(&b).is_ok() || okeanos::format::journal::JournalSuperblock::decode(&b).is_ok() {
+            if dev.len_bytes() >= 512 && dev.read_at(0, &mut b).is_ok()
+                && (okeanos::format::Superblock::decode(&b).is_ok() || okeanos::format::journal::JournalSuperblock::decode(&b).is_ok()) {
                     return Err(format!("{} already holds an Okeanos file system or journal; use --force to overwrite it", path.display()));
                 }
-            }
         }
         if let Some(s) = size {
             let want = parse_size(s)?;

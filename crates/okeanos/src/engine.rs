@@ -29,7 +29,6 @@ use crate::journal::{Admit, Journal, JournalConfig};
 use crate::options::MountOptions;
 use crate::runtime::{self, Devices};
 use crate::stats::{Counters, Stats};
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -222,25 +221,7 @@ impl Okeanos {
             dev.flush()?;
             runtime::execute(&journal.mount_plan(), &devs, &stats)?;
         }
-        let groups = sb.group_count as usize;
-        let bs = sb.block_size as usize;
-        let fs = FsState {
-            sb,
-            gdt,
-            cache: Cache::new(bs, opts.cache_blocks),
-            journal,
-            inodes: HashMap::new(),
-            dirs: HashMap::new(),
-            open_count: HashMap::new(),
-            pending_free_blocks: Default::default(),
-            pending_free_inodes: Default::default(),
-            sync_tid: HashMap::new(),
-            datasync_tid: HashMap::new(),
-            deferred_evict: Vec::new(),
-            dirty_epoch: 0,
-            read_only: opts.read_only.then(|| "mounted read-only".to_string()),
-            alloc_cursor: vec![0; groups],
-        };
+        let fs = FsState::new(sb, gdt, journal, opts.cache_blocks, opts.read_only.then(|| "mounted read-only".to_string()));
         let now = clock.now_ns();
         let inner = Arc::new(Inner {
             core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, abandoned: false, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64 }),

@@ -95,7 +95,7 @@ fn workload(mode: DataMode, journal_blocks: u64, ops: usize, skip_flush: bool, s
             _ => {
                 let f = fs.create_file("/trunc").unwrap();
                 f.write_at(0, &record(8, k, 9000)).unwrap();
-                f.set_len(((r >> 16) % 9000) as u64).unwrap();
+                f.set_len((((r >> 16) % 9000))).unwrap();
                 f.fsync().unwrap();
             }
         }
@@ -131,7 +131,7 @@ fn check(mode: DataMode, run: &Run, k: usize, fs: &Okeanos) -> Result<(), String
         if content.len() < floor {
             return Err(format!("{name}: {} bytes after recovery, {floor} were synced", content.len()));
         }
-        let latest = &h.versions.iter().filter(|(at, _)| *at <= k).last().unwrap().1;
+        let latest = &h.versions.iter().filter(|(at, _)| *at <= k).next_back().unwrap().1;
         let full = &h.versions.last().unwrap().1;
         match mode {
             DataMode::Data => {

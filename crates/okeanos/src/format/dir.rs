@@ -4,7 +4,7 @@
 //! stored: ".." is the parent field of the directory's inode. Byte map: docs/FORMAT.md,
 //! "Directory block".
 
-use super::{invalid, need, seed, FormatError, Le};
+use super::{invalid, seed, FormatError, Le};
 
 pub const DIR_MAGIC: u32 = u32::from_le_bytes(*b"OKDR");
 pub const DIR_HEADER: usize = 16;
@@ -68,7 +68,6 @@ impl DirBlock {
         out.fill(0);
         let used = self.used_bytes();
         assert!(DIR_HEADER + used <= out.len(), "directory block overflow");
-        Le::put_u32(out, 0, DIR_MAGIC);
         Le::put_u16(out, 8, used as u16);
         Le::put_u16(out, 10, self.entries.len() as u16);
         Le::put_u32(out, 12, self.owner);
@@ -81,22 +80,12 @@ impl DirBlock {
             out[at + 6..at + 6 + e.name.len()].copy_from_slice(&e.name);
             at += e.encoded_len();
         }
-        let c = crc_of(out);
-        Le::put_u32(out, 4, c);
+        super::headed::seal(out, DIR_MAGIC, seed::DIR);
     }
 
     pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
         const W: &str = "directory block";
-        need(W, b, DIR_HEADER)?;
-        let magic = Le::u32(b, 0);
-        if magic != DIR_MAGIC {
-            return Err(FormatError::BadMagic { what: W, found: magic as u64, expected: DIR_MAGIC as u64 });
-        }
-        let stored = Le::u32(b, 4);
-        let computed = crc_of(b);
-        if stored != computed {
-            return Err(FormatError::BadChecksum { what: W, stored, computed });
-        }
+        super::headed::check(W, b, DIR_HEADER, DIR_MAGIC, seed::DIR)?;
         let used = Le::u16(b, 8) as usize;
         let count = Le::u16(b, 10) as usize;
         if DIR_HEADER + used > b.len() {
@@ -127,9 +116,4 @@ impl DirBlock {
         }
         Ok(DirBlock { owner: Le::u32(b, 12), entries })
     }
-}
-
-fn crc_of(b: &[u8]) -> u32 {
-    let c = super::crc(seed::DIR, &b[..4]);
-    super::crc(c, &b[8..])
 }

@@ -52,30 +52,18 @@ impl ExtentBlock {
     pub fn encode(&self, out: &mut [u8]) {
         assert!(self.extents.len() <= Self::capacity(out.len()));
         out.fill(0);
-        Le::put_u32(out, 0, EXTENT_BLOCK_MAGIC);
         Le::put_u32(out, 8, self.extents.len() as u32);
         Le::put_u32(out, 12, self.owner);
         Le::put_u64(out, 16, self.next);
         for (i, e) in self.extents.iter().enumerate() {
             e.encode(&mut out[HEADER + i * EXTENT_SIZE..]);
         }
-        // The CRC covers everything but its own field at bytes 4..8.
-        let c = crc_of(out);
-        Le::put_u32(out, 4, c);
+        super::headed::seal(out, EXTENT_BLOCK_MAGIC, seed::EXTENT);
     }
 
     pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
         const W: &str = "extent block";
-        need(W, b, HEADER)?;
-        let magic = Le::u32(b, 0);
-        if magic != EXTENT_BLOCK_MAGIC {
-            return Err(FormatError::BadMagic { what: W, found: magic as u64, expected: EXTENT_BLOCK_MAGIC as u64 });
-        }
-        let stored = Le::u32(b, 4);
-        let computed = crc_of(b);
-        if stored != computed {
-            return Err(FormatError::BadChecksum { what: W, stored, computed });
-        }
+        super::headed::check(W, b, HEADER, EXTENT_BLOCK_MAGIC, seed::EXTENT)?;
         let count = Le::u32(b, 8) as usize;
         if count > Self::capacity(b.len()) {
             return Err(invalid(W, format!("{count} extents do not fit")));
@@ -84,9 +72,3 @@ impl ExtentBlock {
         Ok(ExtentBlock { owner: Le::u32(b, 12), next: Le::u64(b, 16), extents })
     }
 }
-
-fn crc_of(b: &[u8]) -> u32 {
-    let c = super::crc(seed::EXTENT, &b[..4]);
-    super::crc(c, &b[8..])
-}
-

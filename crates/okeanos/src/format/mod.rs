@@ -94,6 +94,38 @@ impl Le {
     }
 }
 
+/// Blocks with a header `[magic u32][crc u32]...` whose CRC covers the whole block except
+/// its own field (bytes 4..8): extent blocks and directory blocks.
+pub(crate) mod headed {
+    use super::{crc, need, FormatError, Le};
+
+    fn crc_of(seed: u32, b: &[u8]) -> u32 {
+        crc(crc(seed, &b[..4]), &b[8..])
+    }
+
+    /// Stores magic and CRC; call after the rest of the block is written.
+    pub fn seal(out: &mut [u8], magic: u32, seed: u32) {
+        Le::put_u32(out, 0, magic);
+        let c = crc_of(seed, out);
+        Le::put_u32(out, 4, c);
+    }
+
+    /// Checks length, magic and CRC.
+    pub fn check(what: &'static str, b: &[u8], header_len: usize, magic: u32, seed: u32) -> Result<(), FormatError> {
+        need(what, b, header_len)?;
+        let found = Le::u32(b, 0);
+        if found != magic {
+            return Err(FormatError::BadMagic { what, found: found as u64, expected: magic as u64 });
+        }
+        let stored = Le::u32(b, 4);
+        let computed = crc_of(seed, b);
+        if stored != computed {
+            return Err(FormatError::BadChecksum { what, stored, computed });
+        }
+        Ok(())
+    }
+}
+
 /// CRC seeds, one per structure role (so a block copied to the wrong role fails its check).
 pub(crate) mod seed {
     pub const SUPERBLOCK: u32 = 0x5342_0001;

@@ -8,7 +8,7 @@
 //! inode-table slots in use that nothing reaches.
 
 use super::{Fs, FsState};
-use crate::cache::{BufKind, Cache};
+use crate::cache::BufKind;
 use crate::device::Device;
 use crate::format::bitmap_crc;
 use crate::format::dir::FileType;
@@ -83,23 +83,8 @@ pub fn fsck(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> FsckRepor
     };
     let bs = sb.block_size as usize;
     let cfg = JournalConfig::new(region, bs);
-    let mut st = FsState {
-        sb: sb.clone(),
-        gdt: gdt.clone(),
-        cache: Cache::new(bs, 1 << 16),
-        journal: Journal::new(cfg, DataMode::Ordered.policy(), jsb, 1),
-        inodes: HashMap::new(),
-        dirs: HashMap::new(),
-        open_count: HashMap::new(),
-        pending_free_blocks: Default::default(),
-        pending_free_inodes: Default::default(),
-        sync_tid: HashMap::new(),
-        datasync_tid: HashMap::new(),
-        deferred_evict: Vec::new(),
-        dirty_epoch: 0,
-        read_only: Some("fsck".into()),
-        alloc_cursor: vec![0; sb.group_count as usize],
-    };
+    let journal = Journal::new(cfg, DataMode::Ordered.policy(), jsb, 1);
+    let mut st = FsState::new(sb.clone(), gdt.clone(), journal, 1 << 16, Some("fsck".into()));
     let mut fs = Fs { st: &mut st, dev: dev.as_ref(), now_ns: 0 };
     let mut p = Problems { out: &mut report.problems, per_kind: HashMap::new() };
 

@@ -126,6 +126,29 @@ pub struct Fs<'a> {
 }
 
 impl FsState {
+    /// The state of a file system just mounted (or opened for fsck).
+    pub fn new(sb: Superblock, gdt: Vec<GroupDesc>, journal: Journal, cache_blocks: usize, read_only: Option<String>) -> Self {
+        let groups = sb.group_count as usize;
+        let bs = sb.block_size as usize;
+        FsState {
+            sb,
+            gdt,
+            cache: Cache::new(bs, cache_blocks),
+            journal,
+            inodes: HashMap::new(),
+            dirs: HashMap::new(),
+            open_count: HashMap::new(),
+            pending_free_blocks: HashSet::new(),
+            pending_free_inodes: HashSet::new(),
+            sync_tid: HashMap::new(),
+            datasync_tid: HashMap::new(),
+            deferred_evict: Vec::new(),
+            dirty_epoch: 0,
+            read_only,
+            alloc_cursor: vec![0; groups],
+        }
+    }
+
     pub fn block_size(&self) -> usize {
         self.sb.block_size as usize
     }
