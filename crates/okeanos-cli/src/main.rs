@@ -263,16 +263,31 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 d.jsb.sequence,
                 if d.jsb.start == 0 { "clean" } else { "needs recovery" }
             );
+            use okeanos::format::journal::tag_flags;
+            use okeanos::journal::recovery::ScanItem;
             for (t, rev) in d.transactions.iter().zip(&d.revoked) {
-                let meta = t.blocks.iter().filter(|(_, g)| g.flags & okeanos::format::journal::tag_flags::METADATA != 0).count();
+                let full = t.items.iter().filter(|i| matches!(i, ScanItem::Full { .. })).count();
+                let meta = t.items.iter().filter(|i| i.tag().is_metadata()).count();
                 println!(
-                    "transaction {}: log blocks {}..{}, {} handles, {} logged ({} metadata, {} data), {} revoked",
-                    t.tid, t.start, t.end, t.handle_count, t.blocks.len(), meta, t.blocks.len() - meta, rev.len()
+                    "transaction {}: log blocks {}..{}, {} handles, {} whole blocks, {} records, {} metadata, {} revoked",
+                    t.tid, t.start, t.end, t.handle_count, full, t.items.len() - full, meta, rev.len()
                 );
-                for (pos, g) in &t.blocks {
-                    let kind = if g.flags & okeanos::format::journal::tag_flags::METADATA != 0 { "metadata" } else { "data" };
-                    let esc = if g.flags & okeanos::format::journal::tag_flags::ESCAPED != 0 { " escaped" } else { "" };
-                    println!("  log {pos:>8} -> block {:>10}  {kind}{esc}", g.fs_block);
+                for item in &t.items {
+                    let g = item.tag();
+                    let kind = if g.is_metadata() { "metadata" } else { "data" };
+                    let mut flags = String::new();
+                    if g.flags & tag_flags::ESCAPED != 0 {
+                        flags.push_str(" escaped");
+                    }
+                    if g.flags & tag_flags::FRESH != 0 {
+                        flags.push_str(" fresh");
+                    }
+                    match item {
+                        ScanItem::Full { pos, .. } => println!("  log {pos:>8} -> block {:>10}  {kind} whole block{flags}", g.fs_block),
+                        ScanItem::Record { bytes, .. } => {
+                            println!("  record     -> block {:>10}  {kind} {} bytes at {}{flags}", g.fs_block, bytes.len(), g.offset)
+                        }
+                    }
                 }
                 for b in rev {
                     println!("  revoke block {b}");

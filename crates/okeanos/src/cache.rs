@@ -14,6 +14,7 @@
 //! Clean buffers (no `tx`, no `cp_tid`) are evicted least-recently-used when the cache grows
 //! past its capacity.
 
+use crate::journal::content::Sequence;
 use crate::journal::transaction::Tid;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -32,6 +33,8 @@ pub struct Buffer {
     pub cp_tid: Option<Tid>,
     pub cp_data: Option<Arc<Vec<u8>>>,
     pub cp_since_ns: u64,
+    /// Selective journaling: the decision for the block's current update sequence.
+    pub seq: Option<Sequence>,
     last_use: u64,
 }
 
@@ -86,7 +89,7 @@ impl Cache {
     pub fn insert(&mut self, block: u64, data: Vec<u8>, kind: BufKind) -> &mut Buffer {
         assert_eq!(data.len(), self.block_size);
         self.tick += 1;
-        let buf = Buffer { data: Arc::new(data), kind, tx: None, cp_tid: None, cp_data: None, cp_since_ns: 0, last_use: self.tick };
+        let buf = Buffer { data: Arc::new(data), kind, tx: None, cp_tid: None, cp_data: None, cp_since_ns: 0, seq: None, last_use: self.tick };
         self.map.insert(block, buf);
         self.map.get_mut(&block).unwrap()
     }

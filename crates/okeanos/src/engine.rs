@@ -194,7 +194,7 @@ impl Okeanos {
         let (sb, _) = read_meta(dev.as_ref())?;
         let devs = Devices { fs: dev.clone(), journal, block_size: sb.block_size as usize };
         let (region, jsb) = open_journal(&sb, &devs)?;
-        let stats = Stats::default();
+        let stats = Stats::new(sb.block_size as usize);
         let mut next_tid = jsb.sequence.max(1);
         if jsb.start != 0 {
             let now = || clock.now_ns();
@@ -210,7 +210,8 @@ impl Okeanos {
             cfg.max_tx_blocks = m.min(region.ring_len() / 2).max(16);
         }
         cfg.fault_skip_commit_flush = opts.fault_skip_commit_flush;
-        let journal = Journal::new(cfg, opts.data.policy(), jsb, next_tid);
+        let content = opts.content().map_err(FsError::Invalid)?;
+        let journal = Journal::new(cfg, content.policy(), jsb, next_tid);
         if !opts.read_only {
             sb.state = state::MOUNTED;
             sb.mount_count = sb.mount_count.wrapping_add(1);
@@ -367,7 +368,7 @@ impl Okeanos {
 
     fn data_journaled(fs: &Fs, ino: u32) -> bool {
         let symlink = fs.st.inodes.get(&ino).is_some_and(|m| m.inode.is_symlink());
-        symlink || fs.st.journal.policy.data_disposition() == crate::journal::content::DataDisposition::Journal
+        symlink || fs.st.journal.policy.journals_data()
     }
 
     // ----------------------------------------------------------------------------------------
@@ -685,7 +686,7 @@ impl Okeanos {
     }
 
     /// The content policy's name and guarantee.
-    pub fn mode(&self) -> (&'static str, &'static str) {
+    pub fn mode(&self) -> (String, &'static str) {
         let core = self.lock();
         (core.fs.journal.policy.name(), core.fs.journal.policy.guarantee())
     }
@@ -990,7 +991,7 @@ impl Okeanos {
                 for i in done.freed_inodes {
                     fs.pending_free_inodes.remove(&i);
                 }
-                inner.stats.on_commit(plan.handles, plan.journal_blocks);
+                inner.stats.on_commit(plan.handles, plan.journal_blocks, plan.records);
             }
             Err(e) => {
                 let why = format!("commit of transaction {} failed: {e}", plan.tid);

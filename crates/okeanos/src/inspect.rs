@@ -62,7 +62,7 @@ pub fn recover_image(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> 
     }
     let origin = std::time::Instant::now();
     let now = || origin.elapsed().as_nanos() as u64;
-    let (report, _) = runtime::recover(&devs, region, &jsb, sb.block_count, &Stats::default(), &now).map_err(|e| FsError::Io(e.to_string()))?;
+    let (report, _) = runtime::recover(&devs, region, &jsb, sb.block_count, &Stats::new(sb.block_size as usize), &now).map_err(|e| FsError::Io(e.to_string()))?;
     Ok(Some(report))
 }
 

@@ -1,14 +1,18 @@
 //! Mount options. Where ext4 has an option with the same meaning, Okeanos uses its name:
 //! `data=`, `commit=`, `journal_path=`, `ro`, `errors=`.
 
-use crate::journal::content::DataMode;
+use crate::journal::content::{ContentConfig, DataMode};
 use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Debug, Clone)]
 pub struct MountOptions {
-    /// The content policy (`data=writeback|ordered|data`).
+    /// The content policy (`data=writeback|ordered|data|wasteless|selective`).
     pub data: DataMode,
+    /// Differential metadata for wasteless and selective (`dmeta`, or `data=wasteless+dmeta`).
+    pub dmeta: bool,
+    /// Selective journaling's write threshold in bytes (`write_threshold=`, default 4096).
+    pub write_threshold: usize,
     /// Commit interval (`commit=<seconds>`, default 5).
     pub commit_interval: Duration,
     /// How often age-based writeback runs (`writeback_period=<seconds>`, default 5).
@@ -33,6 +37,8 @@ impl Default for MountOptions {
     fn default() -> Self {
         MountOptions {
             data: DataMode::Ordered,
+            dmeta: false,
+            write_threshold: 4096,
             commit_interval: Duration::from_secs(5),
             writeback_period: Duration::from_secs(5),
             expire_period: Duration::from_secs(30),
@@ -49,6 +55,25 @@ impl MountOptions {
     pub fn data(mut self, mode: DataMode) -> Self {
         self.data = mode;
         self
+    }
+
+    /// Sets the content policy and its options from a [`ContentConfig`].
+    pub fn content_config(mut self, c: ContentConfig) -> Self {
+        self.data = c.mode;
+        self.dmeta = c.dmeta;
+        self.write_threshold = c.write_threshold;
+        self
+    }
+
+    /// The content policy with its options, checked.
+    pub fn content(&self) -> Result<ContentConfig, String> {
+        if self.dmeta && !matches!(self.data, DataMode::Wasteless | DataMode::Selective) {
+            return Err(format!("dmeta (differential metadata) needs data=wasteless or data=selective, not data={}", self.data));
+        }
+        if self.write_threshold == 0 || self.write_threshold > 1 << 20 {
+            return Err(format!("write_threshold={} is out of range 1..=1048576", self.write_threshold));
+        }
+        Ok(ContentConfig { mode: self.data, dmeta: self.dmeta, write_threshold: self.write_threshold })
     }
 
     /// Parses a comma-separated option string such as `data=data,commit=1`. An unknown or
@@ -73,7 +98,13 @@ impl MountOptions {
                 v.parse().map_err(|_| format!("option {k}={v}: not a whole number"))
             };
             match k {
-                "data" => o.data = v.ok_or("option data needs a value")?.parse()?,
+                "data" => {
+                    let c = ContentConfig::parse(v.ok_or("option data needs a value")?)?;
+                    o.data = c.mode;
+                    o.dmeta |= c.dmeta;
+                }
+                "dmeta" => o.dmeta = true,
+                "write_threshold" => o.write_threshold = num(v)? as usize,
                 "commit" => {
                     o.commit_interval = secs(v)?;
                     if o.commit_interval.is_zero() {
@@ -95,6 +126,7 @@ impl MountOptions {
                 _ => return Err(format!("unknown mount option {item:?}")),
             }
         }
+        o.content()?;
         Ok(o)
     }
 }

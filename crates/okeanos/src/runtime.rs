@@ -6,7 +6,7 @@ use crate::device::{Device, DeviceError};
 use crate::format::journal::{self as jf, JournalSuperblock};
 use crate::journal::placement::LogRegion;
 use crate::journal::plan::{DevId, IoPlan};
-use crate::journal::recovery::{self, ReplayCopy, Scan};
+use crate::journal::recovery::{self, ReplayBase, ReplayBlock, Scan};
 use crate::journal::revoke::RevokeTable;
 use crate::stats::{RecoveryReport, Stats};
 use std::sync::Arc;
@@ -110,17 +110,28 @@ pub fn recover(
     Ok((report, next_tid))
 }
 
-fn replay(devs: &Devices, region: LogRegion, copies: &[ReplayCopy], stats: &Stats) -> Result<(), DeviceError> {
+fn replay(devs: &Devices, region: LogRegion, blocks: &[ReplayBlock], stats: &Stats) -> Result<(), DeviceError> {
     let bs = devs.block_size as u64;
-    for c in copies {
-        let mut b = devs.read_block(region.dev(), region.device_block(c.pos))?;
-        if c.escaped {
-            jf::unescape(&mut b);
+    for r in blocks {
+        let mut b = match r.base {
+            ReplayBase::Journal { pos, escaped } => {
+                let mut b = devs.read_block(region.dev(), region.device_block(pos))?;
+                if escaped {
+                    jf::unescape(&mut b);
+                }
+                b
+            }
+            ReplayBase::Disk => devs.read_block(DevId::Fs, r.fs_block)?,
+            ReplayBase::Zero => vec![0u8; bs as usize],
+        };
+        for (offset, bytes) in &r.patches {
+            let at = *offset as usize;
+            b[at..at + bytes.len()].copy_from_slice(bytes);
         }
-        devs.fs.write_at(c.fs_block * bs, &b)?;
-        stats.on_write(c.kind, b.len());
+        devs.fs.write_at(r.fs_block * bs, &b)?;
+        stats.on_write(r.kind, b.len());
     }
-    if !copies.is_empty() {
+    if !blocks.is_empty() {
         devs.fs.flush()?;
     }
     Ok(())

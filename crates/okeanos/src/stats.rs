@@ -11,8 +11,12 @@ use std::sync::Mutex;
 
 #[derive(Default)]
 pub struct Stats {
-    kind_blocks: [AtomicU64; 8],
-    kind_bytes: [AtomicU64; 8],
+    block_size: usize,
+    kind_blocks: [AtomicU64; 9],
+    kind_bytes: [AtomicU64; 9],
+    records: AtomicU64,
+    record_bytes: AtomicU64,
+    inline_record_bytes: AtomicU64,
     commits: AtomicU64,
     commit_handles: AtomicU64,
     commit_journal_blocks: AtomicU64,
@@ -62,6 +66,8 @@ pub struct Counters {
     pub descriptor: KindCount,
     pub commit: KindCount,
     pub revoke: KindCount,
+    /// Multiwrite blocks (record stream continuing past a descriptor).
+    pub multiwrite: KindCount,
     pub journal_data: KindCount,
     pub journal_meta: KindCount,
     pub journal_super: KindCount,
@@ -78,6 +84,14 @@ pub struct Counters {
     pub syncs: u64,
     pub syncs_per_commit: f64,
     pub checkpoints: u64,
+    /// Multiwrite records logged, their payload bytes, and how many of those bytes sat inline
+    /// in descriptor blocks.
+    pub records: u64,
+    pub record_bytes: u64,
+    pub inline_record_bytes: u64,
+    pub records_per_commit: f64,
+    /// Record bytes in multiwrite blocks over the room those blocks offer.
+    pub multiwrite_fill: f64,
     pub sync_latency: Latency,
     pub fs_device: DeviceStats,
     pub journal_device: Option<DeviceStats>,
@@ -85,11 +99,18 @@ pub struct Counters {
 }
 
 impl Stats {
+    pub fn new(block_size: usize) -> Self {
+        Stats { block_size, ..Default::default() }
+    }
+
     pub fn on_write(&self, kind: BlockKind, bytes: usize) {
         self.kind_blocks[kind.index()].fetch_add(1, Relaxed);
         self.kind_bytes[kind.index()].fetch_add(bytes as u64, Relaxed);
     }
-    pub fn on_commit(&self, handles: u32, journal_blocks: u64) {
+    pub fn on_commit(&self, handles: u32, journal_blocks: u64, records: crate::journal::commit::RecordStats) {
+        self.records.fetch_add(records.records, Relaxed);
+        self.record_bytes.fetch_add(records.record_bytes, Relaxed);
+        self.inline_record_bytes.fetch_add(records.inline_bytes, Relaxed);
         self.commits.fetch_add(1, Relaxed);
         self.commit_handles.fetch_add(handles as u64, Relaxed);
         self.commit_journal_blocks.fetch_add(journal_blocks, Relaxed);
@@ -133,6 +154,7 @@ impl Stats {
             descriptor: k(BlockKind::Descriptor),
             commit: k(BlockKind::Commit),
             revoke: k(BlockKind::Revoke),
+            multiwrite: k(BlockKind::Multiwrite),
             journal_data: k(BlockKind::JournalData),
             journal_meta: k(BlockKind::JournalMeta),
             journal_super: k(BlockKind::JournalSuper),
@@ -149,6 +171,15 @@ impl Stats {
             syncs,
             syncs_per_commit: per(syncs),
             checkpoints: self.checkpoints.load(Relaxed),
+            records: self.records.load(Relaxed),
+            record_bytes: self.record_bytes.load(Relaxed),
+            inline_record_bytes: self.inline_record_bytes.load(Relaxed),
+            records_per_commit: per(self.records.load(Relaxed)),
+            multiwrite_fill: {
+                let mw = k(BlockKind::Multiwrite).blocks as f64 * crate::format::journal::multiwrite_capacity(self.block_size.max(512)) as f64;
+                let bytes = (self.record_bytes.load(Relaxed) - self.inline_record_bytes.load(Relaxed)) as f64;
+                if mw > 0.0 { bytes / mw } else { 0.0 }
+            },
             sync_latency,
             fs_device,
             journal_device,

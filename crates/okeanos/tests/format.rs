@@ -111,10 +111,29 @@ fn journal_blocks_round_trip_and_flips() {
     assert_eq!(JournalSuperblock::decode(&b).unwrap(), jsb);
     every_flip_caught(&b, 0..512, |x| JournalSuperblock::decode(x).map(|_| ()));
 
-    let d = Descriptor { tid: 9, tags: (0..100).map(|k| Tag { fs_block: 1000 + k, flags: jf::tag_flags::METADATA, data_hash: k as u32 * 31 }).collect() };
+    let d = Descriptor { tid: 9, tags: (0..100).map(|k| Tag::regular(1000 + k, jf::tag_flags::METADATA, k as u32 * 31)).collect(), inline: vec![] };
     d.encode(&mut b);
     assert_eq!(Descriptor::decode(&b).unwrap(), d);
     every_flip_caught(&b, 0..BS, |x| Descriptor::decode(x).map(|_| ()));
+
+    // Regular and multiwrite tags mixed, with the record stream partly inline.
+    let mut tags: Vec<Tag> = (0..40)
+        .map(|k| Tag { fs_block: 5000 + k, flags: jf::tag_flags::MULTIWRITE | if k == 0 { jf::tag_flags::FRESH } else { 0 }, offset: (k * 64) as u16, len: 128, data_hash: k as u32 })
+        .collect();
+    tags.push(Tag::regular(77, 0, 5));
+    let stream = Descriptor::stream_len(&tags);
+    let inline_len = stream.min(Descriptor::inline_capacity(BS, tags.len()));
+    let d = Descriptor { tid: 10, tags, inline: (0..inline_len).map(|i| i as u8).collect() };
+    d.encode(&mut b);
+    assert_eq!(Descriptor::decode(&b).unwrap(), d);
+    every_flip_caught(&b, 0..BS, |x| Descriptor::decode(x).map(|_| ()));
+
+    let mut mw = vec![0u8; BS];
+    jf::encode_multiwrite(&mut mw, &[9u8; 1000]);
+    assert_eq!(jf::decode_multiwrite(&mw).unwrap(), &[9u8; 1000][..]);
+    assert!(jf::header(&mw).is_none(), "a multiwrite block never passes for a journal header");
+    mw[0] ^= 1;
+    assert!(jf::decode_multiwrite(&mw).is_err());
 
     let r = RevokeBlock { tid: 9, blocks: (0..300).collect() };
     r.encode(&mut b);
@@ -152,7 +171,7 @@ fn journal_hash_sees_changes_inside_self_checksummed_records() {
     GroupDesc { free_blocks: 1222, free_inodes: 8185, block_bitmap_crc: 1, ..gd }.encode(0, &mut b[..GD_SIZE]);
     assert_ne!(a, b);
     assert_eq!(okeanos::format::crc(0, &a), okeanos::format::crc(0, &b), "the CRC residue property this test is about");
-    assert_ne!(jf::data_hash(1, &a), jf::data_hash(1, &b));
+    assert_ne!(jf::data_hash(1, 0, &a), jf::data_hash(1, 0, &b));
     assert_ne!(jf::tx_hash_append(5, &a), jf::tx_hash_append(5, &b));
 }
 

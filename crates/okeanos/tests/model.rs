@@ -36,7 +36,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (any::<u8>(), 0u8..4, 0u8..6).prop_map(|(file, dir, name)| Op::Rename { file, dir, name }),
         1 => (any::<u8>(), 0u8..4, 0u8..6).prop_map(|(file, dir, name)| Op::Link { file, dir, name }),
         2 => any::<u8>().prop_map(|file| Op::Fsync { file }),
-        1 => (0u8..3).prop_map(|mode| Op::Remount { mode }),
+        1 => (0u8..5).prop_map(|mode| Op::Remount { mode }),
     ]
 }
 
@@ -237,7 +237,7 @@ fn run(ops: &[Op], start: DataMode) -> Result<(), String> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
     #[test]
-    fn engine_matches_model(ops in proptest::collection::vec(op(), 1..120), start in 0usize..3) {
+    fn engine_matches_model(ops in proptest::collection::vec(op(), 1..120), start in 0usize..5) {
         if let Err(e) = run(&ops, DataMode::ALL[start]) {
             prop_assert!(false, "{}", e);
         }

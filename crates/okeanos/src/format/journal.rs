@@ -52,15 +52,32 @@ pub mod tag_flags {
     pub const ESCAPED: u16 = 1 << 0;
     /// The logged block is file-system metadata (otherwise file data). Informational.
     pub const METADATA: u16 = 1 << 1;
-    pub const KNOWN: u16 = ESCAPED | METADATA;
+    /// A multiwrite record: `len` bytes at `offset` of the final block, stored in the
+    /// descriptor's record stream rather than as a whole logged block (Okeanos paper
+    /// section 4; thesis section 5.3).
+    pub const MULTIWRITE: u16 = 1 << 2;
+    /// The final block was allocated by this transaction: replay starts from a zeroed block
+    /// instead of reading its old contents.
+    pub const FRESH: u16 = 1 << 3;
+    pub const KNOWN: u16 = ESCAPED | METADATA | MULTIWRITE | FRESH;
 }
 
 /// Journal feature flags (incompatible).
 pub mod jfeature {
     /// Commit blocks carry a checksum over the whole transaction.
     pub const TX_CHECKSUM: u32 = 1 << 0;
-    pub const KNOWN: u32 = TX_CHECKSUM;
+    /// Descriptors may carry multiwrite tags and record streams.
+    pub const MULTIWRITE: u32 = 1 << 1;
+    pub const KNOWN: u32 = TX_CHECKSUM | MULTIWRITE;
 }
+
+/// Magic of a multiwrite block (continuation of a descriptor's record stream). It is not
+/// the journal magic, so no multiwrite block can pass for a journal header.
+pub const MULTIWRITE_MAGIC: u32 = u32::from_le_bytes(*b"OKMW");
+/// Bytes of a multiwrite block before its stream bytes.
+pub const MULTIWRITE_HEADER: usize = 8;
+/// Largest block number a tag can name (multiwrite tags store 48 bits).
+pub const MAX_TAG_BLOCK: u64 = (1 << 48) - 1;
 
 pub const TAG_SIZE: usize = 16;
 const DESC_COUNT_AT: usize = 16;
@@ -171,20 +188,44 @@ impl JournalSuperblock {
 
 // ---------------------------------------------------------------------------------------------
 
-/// A descriptor tag: the final location of one logged block.
+/// A descriptor tag. A regular tag names the final location of one logged block that follows
+/// the descriptor; a multiwrite tag (flag [`tag_flags::MULTIWRITE`]) describes a record of
+/// `len` bytes at `offset` of the final block, stored in the descriptor's record stream.
+///
+/// Both are 16 bytes: `[fs_block: u48][len: u16][flags: u16][offset: u16][hash: u32]`; a
+/// regular tag has `len` and `offset` zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tag {
     pub fs_block: u64,
     pub flags: u16,
-    /// Low 32 bits of XXH3-64 (seeded with `fs_block`) of the logged block as written (after
-    /// escaping).
+    pub offset: u16,
+    pub len: u16,
+    /// Low 32 bits of XXH3-64 of the logged block as written (after escaping), or of the
+    /// record's bytes, seeded with [`data_hash`]'s seed.
     pub data_hash: u32,
 }
 
+impl Tag {
+    pub fn regular(fs_block: u64, flags: u16, data_hash: u32) -> Self {
+        Tag { fs_block, flags, offset: 0, len: 0, data_hash }
+    }
+    pub fn is_multiwrite(&self) -> bool {
+        self.flags & tag_flags::MULTIWRITE != 0
+    }
+    pub fn is_metadata(&self) -> bool {
+        self.flags & tag_flags::METADATA != 0
+    }
+}
+
+/// A descriptor: tags, then (after them, in the same block) the start of the record stream
+/// of its multiwrite tags. The rest of the stream, if any, follows the descriptor's regular
+/// blocks in multiwrite blocks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Descriptor {
     pub tid: u64,
     pub tags: Vec<Tag>,
+    /// The first bytes of the record stream, stored inline after the tags.
+    pub inline: Vec<u8>,
 }
 
 impl Descriptor {
@@ -192,17 +233,34 @@ impl Descriptor {
         (block_size - 4 - DESC_TAGS_AT) / TAG_SIZE
     }
 
+    /// Stream bytes a descriptor with `tags` tags holds inline.
+    pub fn inline_capacity(block_size: usize, tags: usize) -> usize {
+        block_size - 4 - DESC_TAGS_AT - tags * TAG_SIZE
+    }
+
+    /// Total bytes of the record stream of these tags.
+    pub fn stream_len(tags: &[Tag]) -> usize {
+        tags.iter().filter(|t| t.is_multiwrite()).map(|t| t.len as usize).sum()
+    }
+
     pub fn encode(&self, out: &mut [u8]) {
         assert!(self.tags.len() <= Self::capacity(out.len()) && !self.tags.is_empty());
+        assert!(self.inline.len() <= Self::inline_capacity(out.len(), self.tags.len()));
         out.fill(0);
         put_header(out, JBlockType::Descriptor, self.tid);
         Le::put_u32(out, DESC_COUNT_AT, self.tags.len() as u32);
+        Le::put_u32(out, DESC_COUNT_AT + 4, self.inline.len() as u32);
         for (i, t) in self.tags.iter().enumerate() {
             let at = DESC_TAGS_AT + i * TAG_SIZE;
+            assert!(t.fs_block <= MAX_TAG_BLOCK);
             Le::put_u64(out, at, t.fs_block);
+            Le::put_u16(out, at + 6, t.len);
             Le::put_u16(out, at + 8, t.flags);
+            Le::put_u16(out, at + 10, t.offset);
             Le::put_u32(out, at + 12, t.data_hash);
         }
+        let at = DESC_TAGS_AT + self.tags.len() * TAG_SIZE;
+        out[at..at + self.inline.len()].copy_from_slice(&self.inline);
         let end = out.len() - 4;
         put_crc(out, end, seed::JOURNAL ^ 1);
     }
@@ -218,6 +276,10 @@ impl Descriptor {
         if n == 0 || n > Self::capacity(b.len()) {
             return Err(invalid(W, format!("{n} tags do not fit")));
         }
+        let inline_len = Le::u32(b, DESC_COUNT_AT + 4) as usize;
+        if inline_len > Self::inline_capacity(b.len(), n) {
+            return Err(invalid(W, format!("{inline_len} inline stream bytes do not fit")));
+        }
         let mut tags = Vec::with_capacity(n);
         for i in 0..n {
             let at = DESC_TAGS_AT + i * TAG_SIZE;
@@ -225,9 +287,24 @@ impl Descriptor {
             if flags & !tag_flags::KNOWN != 0 {
                 return Err(invalid(W, format!("unknown tag flags {flags:#x}")));
             }
-            tags.push(Tag { fs_block: Le::u64(b, at), flags, data_hash: Le::u32(b, at + 12) });
+            let fs_block = Le::u64(b, at) & MAX_TAG_BLOCK;
+            let (len, offset) = (Le::u16(b, at + 6), Le::u16(b, at + 10));
+            let t = Tag { fs_block, flags, offset, len, data_hash: Le::u32(b, at + 12) };
+            if t.is_multiwrite() {
+                if len == 0 || offset as usize + len as usize > b.len() || flags & tag_flags::ESCAPED != 0 {
+                    return Err(invalid(W, format!("multiwrite tag {t:?} is malformed")));
+                }
+            } else if len != 0 || offset != 0 {
+                return Err(invalid(W, format!("regular tag {t:?} carries a range")));
+            }
+            tags.push(t);
         }
-        Ok(Descriptor { tid, tags })
+        let stream = Self::stream_len(&tags);
+        if inline_len != stream.min(Self::inline_capacity(b.len(), n)) {
+            return Err(invalid(W, format!("inline stream of {inline_len} bytes disagrees with {stream} record bytes")));
+        }
+        let at = DESC_TAGS_AT + n * TAG_SIZE;
+        Ok(Descriptor { tid, tags, inline: b[at..at + inline_len].to_vec() })
     }
 }
 
@@ -325,7 +402,35 @@ pub fn tx_hash_seed(tid: u64) -> u64 {
     xxhash_rust::xxh3::xxh3_64_with_seed(&tid.to_le_bytes(), 0x6f6b_6a6c_7478)
 }
 
-/// The tag hash of a logged block destined for `fs_block`.
-pub fn data_hash(fs_block: u64, block: &[u8]) -> u32 {
-    xxhash_rust::xxh3::xxh3_64_with_seed(block, fs_block) as u32
+/// The tag hash of a logged block (offset 0) or record (at `offset`) for `fs_block`.
+pub fn data_hash(fs_block: u64, offset: u16, bytes: &[u8]) -> u32 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(bytes, fs_block ^ ((offset as u64) << 48)) as u32
+}
+
+/// Bytes of record stream one multiwrite block carries.
+pub fn multiwrite_capacity(block_size: usize) -> usize {
+    block_size - MULTIWRITE_HEADER
+}
+
+/// Encodes a multiwrite block holding `bytes` of a record stream.
+pub fn encode_multiwrite(out: &mut [u8], bytes: &[u8]) {
+    assert!(bytes.len() <= multiwrite_capacity(out.len()));
+    out.fill(0);
+    Le::put_u32(out, 0, MULTIWRITE_MAGIC);
+    Le::put_u32(out, 4, bytes.len() as u32);
+    out[MULTIWRITE_HEADER..MULTIWRITE_HEADER + bytes.len()].copy_from_slice(bytes);
+}
+
+/// The stream bytes of a multiwrite block.
+pub fn decode_multiwrite(b: &[u8]) -> Result<&[u8], FormatError> {
+    const W: &str = "multiwrite block";
+    need(W, b, MULTIWRITE_HEADER)?;
+    if Le::u32(b, 0) != MULTIWRITE_MAGIC {
+        return Err(FormatError::BadMagic { what: W, found: Le::u32(b, 0) as u64, expected: MULTIWRITE_MAGIC as u64 });
+    }
+    let n = Le::u32(b, 4) as usize;
+    if n > multiwrite_capacity(b.len()) {
+        return Err(invalid(W, format!("{n} stream bytes do not fit")));
+    }
+    Ok(&b[MULTIWRITE_HEADER..MULTIWRITE_HEADER + n])
 }

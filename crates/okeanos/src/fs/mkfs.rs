@@ -215,7 +215,7 @@ pub fn mkfs(dev: &dyn Device, journal_dev: Option<&dyn Device>, o: &MkfsOptions)
     };
     let jsb = JournalSuperblock {
         version: JOURNAL_VERSION,
-        features: jfeature::TX_CHECKSUM,
+        features: jfeature::TX_CHECKSUM | jfeature::MULTIWRITE,
         block_size: sb.block_size,
         total_blocks: jblocks,
         first: 1,

@@ -203,7 +203,7 @@ impl<'a> Fs<'a> {
     pub fn meta_mut(&mut self, block: u64) -> FsResult<&mut Vec<u8>> {
         self.bread(block, BufKind::Meta)?;
         self.st.dirty_epoch += 1;
-        self.st.journal.dirty_metadata(&mut self.st.cache, block);
+        self.st.journal.dirty_metadata(&mut self.st.cache, block, false);
         Ok(self.st.cache.data_mut(block))
     }
 
@@ -213,7 +213,7 @@ impl<'a> Fs<'a> {
             self.st.cache.insert(block, vec![0u8; self.bs()], BufKind::Meta);
         }
         self.st.dirty_epoch += 1;
-        self.st.journal.dirty_metadata(&mut self.st.cache, block);
+        self.st.journal.dirty_metadata(&mut self.st.cache, block, true);
         let d = self.st.cache.data_mut(block);
         d.fill(0);
         d
@@ -235,8 +235,8 @@ impl<'a> Fs<'a> {
         }
         self.st.dirty_epoch += 1;
         match kind {
-            BufKind::Meta => self.st.journal.dirty_metadata(&mut self.st.cache, block),
-            BufKind::Data => self.st.journal.dirty_data(&mut self.st.cache, block),
+            BufKind::Meta => self.st.journal.dirty_metadata(&mut self.st.cache, block, fresh),
+            BufKind::Data => self.st.journal.dirty_data(&mut self.st.cache, block, offset, bytes.len(), fresh),
         }
         self.st.cache.data_mut(block)[offset..offset + bytes.len()].copy_from_slice(bytes);
         Ok(())

@@ -108,6 +108,10 @@ impl Journal {
                 buf.cp_tid = None;
                 buf.cp_data = None;
                 buf.cp_since_ns = 0;
+                if buf.tx.is_none() {
+                    // At its final location: the block's update sequence ends.
+                    buf.seq = None;
+                }
                 if let Some(t) = self.log.iter_mut().find(|t| t.tid == tid) {
                     t.checkpoint.remove(&b);
                 }

@@ -17,7 +17,6 @@
 //! While the commit's I/O is in flight, new handles run in the next transaction: concurrent
 //! syncs share that next commit (group commit).
 
-use super::content::DataDisposition;
 use super::plan::{BlockKind, DevId, IoPlan, IoWrite};
 use super::transaction::{Tid, Transaction, TxState};
 use super::{Journal, LoggedTx};
@@ -42,6 +41,17 @@ pub struct CommitPlan {
     pub io: IoPlan,
     pub journal_blocks: u64,
     pub handles: u32,
+    pub records: RecordStats,
+}
+
+/// Multiwrite records of one commit.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RecordStats {
+    pub records: u64,
+    /// Record payload bytes.
+    pub record_bytes: u64,
+    /// Of those, bytes stored inline in descriptor blocks.
+    pub inline_bytes: u64,
 }
 
 /// What a finished commit released to the allocator.
@@ -52,7 +62,85 @@ pub struct CommitDone {
     pub freed_inodes: Vec<u32>,
 }
 
+/// A differential metadata block is logged as records only if it changed in at most this
+/// many ranges (else whole).
+pub const MAX_DIFF_RANGES: usize = 8;
+/// Differing bytes closer than this are logged as one range (a tag costs 16 bytes).
+const DIFF_GAP: usize = 16;
+
+/// One thing a transaction logs.
+enum Item {
+    /// A whole block (metadata, a fully written data block, or a metadata block logged whole).
+    Full { block: u64, data: Arc<Vec<u8>>, flags: u16 },
+    /// A multiwrite record: bytes at an offset of the final block.
+    Record { block: u64, offset: u32, bytes: Vec<u8>, flags: u16 },
+}
+
+impl Item {
+    fn block(&self) -> u64 {
+        match self {
+            Item::Full { block, .. } | Item::Record { block, .. } => *block,
+        }
+    }
+}
+
+/// Byte ranges where `new` differs from `old`, merging ranges closer than [`DIFF_GAP`].
+fn diff_ranges(old: &[u8], new: &[u8]) -> Vec<(usize, usize)> {
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    let mut i = 0;
+    while i < new.len() {
+        if old[i] == new[i] {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < new.len() && old[i] != new[i] {
+            i += 1;
+        }
+        match out.last_mut() {
+            Some(last) if start - last.1 < DIFF_GAP => last.1 = i,
+            _ => out.push((start, i)),
+        }
+    }
+    out
+}
+
 impl Journal {
+    /// What the transaction logs, in block order: whole blocks and multiwrite records.
+    fn collect_items(&self, tx: &Transaction, frozen: &std::collections::HashMap<u64, Arc<Vec<u8>>>) -> Vec<Item> {
+        let bs = self.cfg.block_size;
+        let mut items = Vec::with_capacity(tx.journaled.len() + tx.record_count as usize);
+        for &b in &tx.journaled {
+            let data = frozen[&b].clone();
+            let meta = !tx.journaled_data.contains(&b);
+            let flags = if meta { jf::tag_flags::METADATA } else { 0 };
+            if let Some(base) = tx.meta_base.get(&b).filter(|_| meta) {
+                let ranges = diff_ranges(base, &data);
+                let bytes: usize = ranges.iter().map(|(a, e)| e - a).sum();
+                let fresh = tx.fresh.contains(&b);
+                if ranges.len() <= MAX_DIFF_RANGES && bytes + jf::TAG_SIZE * ranges.len() < bs / 2 && !(fresh && ranges.is_empty()) {
+                    for (k, (a, e)) in ranges.into_iter().enumerate() {
+                        let f = flags | jf::tag_flags::MULTIWRITE | if fresh && k == 0 { jf::tag_flags::FRESH } else { 0 };
+                        items.push(Item::Record { block: b, offset: a as u32, bytes: data[a..e].to_vec(), flags: f });
+                    }
+                    continue;
+                }
+            }
+            items.push(Item::Full { block: b, data, flags });
+        }
+        for (&b, ranges) in &tx.ranges {
+            let data = &frozen[&b];
+            let fresh = tx.fresh.contains(&b);
+            for (k, (a, e)) in ranges.iter().enumerate() {
+                let f = jf::tag_flags::MULTIWRITE | if fresh && k == 0 { jf::tag_flags::FRESH } else { 0 };
+                items.push(Item::Record { block: b, offset: a, bytes: data[a as usize..e as usize].to_vec(), flags: f });
+            }
+        }
+        // Stable: records of one block stay in offset order, after nothing else of that block.
+        items.sort_by_key(Item::block);
+        items
+    }
+
     /// Starts committing the running transaction. `None` if it has no handles.
     pub fn commit_begin(&mut self, cache: &mut Cache, wall_ns: i64) -> Option<CommitPlan> {
         assert!(self.committing.is_none(), "one commit at a time");
@@ -63,7 +151,7 @@ impl Journal {
         let mut tx = std::mem::replace(&mut self.running, next);
         tx.lock();
         tx.start_commit();
-        let size = self.tx_blocks(tx.journaled.len() as u64, tx.revoked.len() as u64);
+        let size = self.tx_blocks(tx.units(), tx.revoked.len() as u64);
         assert!(size <= self.free_blocks(), "admission keeps every transaction within free log space");
 
         let bs = self.cfg.block_size;
@@ -80,38 +168,18 @@ impl Journal {
             w.push(Arc::new(b), BlockKind::Revoke);
         }
 
-        // Descriptors and the frozen blocks they tag.
+        // Freeze every logged block (an Arc clone: a later write copies).
         let journaled: Vec<(u64, Arc<Vec<u8>>)> = tx
             .journaled
             .iter()
+            .chain(tx.ranges.keys())
             .map(|&b| (b, cache.peek(b).expect("a block in a transaction stays cached").data.clone()))
             .collect();
-        for group in journaled.chunks(Descriptor::capacity(bs)) {
-            let mut tags = Vec::with_capacity(group.len());
-            let mut blocks = Vec::with_capacity(group.len());
-            for (fs_block, data) in group {
-                let mut flags = 0;
-                if !tx.journaled_data.contains(fs_block) {
-                    flags |= jf::tag_flags::METADATA;
-                }
-                let logged = if jf::needs_escape(data) {
-                    let mut copy = data.as_ref().clone();
-                    jf::escape(&mut copy);
-                    flags |= jf::tag_flags::ESCAPED;
-                    Arc::new(copy)
-                } else {
-                    data.clone()
-                };
-                tags.push(Tag { fs_block: *fs_block, flags, data_hash: jf::data_hash(*fs_block, &logged) });
-                let kind = if flags & jf::tag_flags::METADATA != 0 { BlockKind::JournalMeta } else { BlockKind::JournalData };
-                blocks.push((logged, kind));
-            }
-            let mut d = vec![0u8; bs];
-            Descriptor { tid: tx.tid, tags }.encode(&mut d);
-            w.push(Arc::new(d), BlockKind::Descriptor);
-            for (data, kind) in blocks {
-                w.push(data, kind);
-            }
+        let frozen: std::collections::HashMap<u64, Arc<Vec<u8>>> = journaled.iter().cloned().collect();
+        let items = self.collect_items(&tx, &frozen);
+        let mut stats = RecordStats::default();
+        for group in items.chunks(Descriptor::capacity(bs)) {
+            self.write_descriptor(&mut w, tx.tid, group, &mut stats);
         }
 
         let block_count = w.writes.len() as u64;
@@ -121,41 +189,78 @@ impl Journal {
         assert!(w.writes.len() as u64 <= size, "layout within the reserved size");
         let LogWriter { pos, writes: jwrites, .. } = w;
 
-        let data_writes: Vec<IoWrite> = tx
-            .final_data
-            .iter()
-            .map(|&b| IoWrite { dev: DevId::Fs, block: b, data: cache.peek(b).expect("ordered data stays cached").data.clone(), kind: BlockKind::FinalData })
-            .collect();
+        let in_place = |set: &std::collections::BTreeSet<u64>| -> Vec<IoWrite> {
+            set.iter()
+                .map(|&b| IoWrite { dev: DevId::Fs, block: b, data: cache.peek(b).expect("in-place data stays cached").data.clone(), kind: BlockKind::FinalData })
+                .collect()
+        };
+        let ordered = in_place(&tx.final_data);
+        let unordered = in_place(&tx.final_unordered);
         let mut commit_flush = vec![log_dev];
+        if !unordered.is_empty() && log_dev != DevId::Fs {
+            commit_flush.insert(0, DevId::Fs);
+        }
         if self.cfg.fault_skip_commit_flush {
             commit_flush.clear();
         }
         let mut io = IoPlan::default();
-        match self.policy.data_disposition() {
-            DataDisposition::FinalBeforeCommit => {
-                io.push(data_writes, vec![DevId::Fs]);
-                io.push(jwrites, commit_flush);
-            }
-            DataDisposition::FinalWithCommit => {
-                let flush_fs = !data_writes.is_empty() && log_dev != DevId::Fs;
-                let mut all = data_writes;
-                all.extend(jwrites);
-                if flush_fs {
-                    commit_flush.insert(0, DevId::Fs);
-                }
-                io.push(all, commit_flush);
-            }
-            DataDisposition::Journal => {
-                assert!(data_writes.is_empty(), "data journaling writes no data in place at commit");
-                io.push(jwrites, commit_flush);
-            }
-        }
+        // Ordered data reaches its final location, durably, before anything of the commit.
+        io.push(ordered, vec![DevId::Fs]);
+        let mut batch = unordered;
+        batch.extend(jwrites);
+        io.push(batch, commit_flush);
 
         let journal_blocks = region.distance(start, pos);
         self.head = pos;
-        let plan = CommitPlan { tid: tx.tid, io, journal_blocks, handles: tx.handles };
+        let plan = CommitPlan { tid: tx.tid, io, journal_blocks, handles: tx.handles, records: stats };
         self.committing = Some(Committing { tx, start, end: pos, journaled });
         Some(plan)
+    }
+
+    /// Writes one descriptor (tags, then as much of its record stream as fits), the whole
+    /// blocks it tags, and multiwrite blocks with the rest of the stream.
+    fn write_descriptor(&self, w: &mut LogWriter, tid: Tid, group: &[Item], stats: &mut RecordStats) {
+        let bs = self.cfg.block_size;
+        let mut tags = Vec::with_capacity(group.len());
+        let mut blocks = Vec::new();
+        let mut stream = Vec::new();
+        for item in group {
+            match item {
+                Item::Full { block, data, flags } => {
+                    let mut flags = *flags;
+                    let logged = if jf::needs_escape(data) {
+                        let mut copy = data.as_ref().clone();
+                        jf::escape(&mut copy);
+                        flags |= jf::tag_flags::ESCAPED;
+                        Arc::new(copy)
+                    } else {
+                        data.clone()
+                    };
+                    tags.push(Tag::regular(*block, flags, jf::data_hash(*block, 0, &logged)));
+                    let kind = if flags & jf::tag_flags::METADATA != 0 { BlockKind::JournalMeta } else { BlockKind::JournalData };
+                    blocks.push((logged, kind));
+                }
+                Item::Record { block, offset, bytes, flags } => {
+                    tags.push(Tag { fs_block: *block, flags: *flags, offset: *offset as u16, len: bytes.len() as u16, data_hash: jf::data_hash(*block, *offset as u16, bytes) });
+                    stream.extend_from_slice(bytes);
+                    stats.records += 1;
+                    stats.record_bytes += bytes.len() as u64;
+                }
+            }
+        }
+        let inline_len = stream.len().min(Descriptor::inline_capacity(bs, tags.len()));
+        stats.inline_bytes += inline_len as u64;
+        let mut d = vec![0u8; bs];
+        Descriptor { tid, tags, inline: stream[..inline_len].to_vec() }.encode(&mut d);
+        w.push(Arc::new(d), BlockKind::Descriptor);
+        for (data, kind) in blocks {
+            w.push(data, kind);
+        }
+        for chunk in stream[inline_len..].chunks(jf::multiwrite_capacity(bs)) {
+            let mut b = vec![0u8; bs];
+            jf::encode_multiwrite(&mut b, chunk);
+            w.push(Arc::new(b), BlockKind::Multiwrite);
+        }
     }
 
     /// The commit's I/O completed: the transaction is durable. Moves its blocks to the
@@ -183,10 +288,14 @@ impl Journal {
             checkpoint.insert(block);
             self.logged_copies.insert(block, tid);
         }
-        for &block in &tx.final_data {
+        for &block in tx.final_data.iter().chain(&tx.final_unordered) {
             if let Some(buf) = cache.get(block) {
                 if buf.tx == Some(tid) {
+                    // In place and durable: the block's update sequence ends here.
                     buf.tx = None;
+                    if buf.cp_tid.is_none() {
+                        buf.seq = None;
+                    }
                 }
             }
         }

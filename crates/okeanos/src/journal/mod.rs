@@ -21,7 +21,7 @@ pub mod transaction;
 
 use crate::cache::{BufKind, Cache};
 use crate::format::journal::{Descriptor, JournalSuperblock, RevokeBlock};
-use content::{ContentPolicy, DataDisposition};
+use content::{ContentPolicy, Route};
 use placement::LogRegion;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use transaction::{Credits, HandleToken, Tid, Transaction, TxState};
@@ -113,15 +113,19 @@ impl Journal {
         }
     }
 
-    /// Journal blocks a transaction of this many logged blocks and revokes takes at most.
-    pub fn tx_blocks(&self, journaled: u64, revokes: u64) -> u64 {
+    /// Journal blocks a transaction of `units` logged blocks or records and `revokes` revoke
+    /// records takes at most. A record never takes more room than a block; a differential
+    /// metadata block yields at most [`commit::MAX_DIFF_RANGES`] tags; each descriptor may
+    /// leave one multiwrite block partly filled.
+    pub fn tx_blocks(&self, units: u64, revokes: u64) -> u64 {
         let per_desc = Descriptor::capacity(self.cfg.block_size) as u64;
         let per_revoke = RevokeBlock::capacity(self.cfg.block_size) as u64;
-        journaled + journaled.div_ceil(per_desc) + revokes.div_ceil(per_revoke) + 1
+        let tags = units * commit::MAX_DIFF_RANGES as u64;
+        units + 2 * tags.div_ceil(per_desc).max(1) + revokes.div_ceil(per_revoke) + 1
     }
 
     fn running_blocks(&self) -> u64 {
-        self.tx_blocks(self.running.journaled.len() as u64, self.running.revoked.len() as u64)
+        self.tx_blocks(self.running.units(), self.running.revoked.len() as u64)
     }
 
     /// Log blocks in use (committed, committing).
@@ -146,16 +150,13 @@ impl Journal {
         assert_eq!(self.running.state, TxState::Running);
         let max = self.max_handle_credits();
         assert!(credits.blocks <= max.blocks && credits.revokes <= max.revokes, "handle credits {credits:?} over the limit {max:?}");
-        let after = self.tx_blocks(
-            self.running.journaled.len() as u64 + credits.blocks,
-            self.running.revoked.len() as u64 + credits.revokes,
-        );
+        let after = self.tx_blocks(self.running.units() + credits.blocks, self.running.revoked.len() as u64 + credits.revokes);
         if after > self.cfg.max_tx_blocks && !self.running.is_empty() {
             return Err(Admit::NeedCommit);
         }
         // Data written in place by the commit (ordered, writeback) is not logged but is held
         // in memory until the commit: bound it too.
-        if self.running.final_data.len() as u64 >= self.cfg.max_tx_blocks * 4 {
+        if (self.running.final_data.len() + self.running.final_unordered.len()) as u64 >= self.cfg.max_tx_blocks * 4 {
             return Err(Admit::NeedCommit);
         }
         if after > self.free_blocks() {
@@ -165,30 +166,36 @@ impl Journal {
             self.running.start_ns = Some(now_ns);
         }
         self.running.handles += 1;
-        Ok(HandleToken {
-            tid: self.running.tid,
-            credits,
-            journaled_before: self.running.journaled.len(),
-            revoked_before: self.running.revoked.len(),
-        })
+        Ok(HandleToken { tid: self.running.tid, credits, units_before: self.running.units(), revoked_before: self.running.revoked.len() })
     }
 
     /// Ends a handle; checks it stayed within its credits (a broken estimate is a bug).
     pub fn handle_stop(&mut self, token: HandleToken) {
         assert_eq!(token.tid, self.running.tid, "a handle ends in the transaction it started in");
-        let added = self.running.journaled.len().saturating_sub(token.journaled_before) as u64;
+        let added = self.running.units().saturating_sub(token.units_before);
         let revoked = self.running.revoked.len().saturating_sub(token.revoked_before) as u64;
         assert!(added <= token.credits.blocks, "handle logged {added} blocks with {} credits", token.credits.blocks);
         assert!(revoked <= token.credits.revokes, "handle revoked {revoked} blocks with {} credits", token.credits.revokes);
         debug_assert!(self.running_blocks() <= self.free_blocks() + 1);
     }
 
-    /// A handle changed metadata block `block` (already cached): it is logged by this transaction.
-    pub fn dirty_metadata(&mut self, cache: &mut Cache, block: u64) {
+    /// A handle changed metadata block `block` (already cached): it is logged by this
+    /// transaction. `fresh`: the block was just allocated and zeroed.
+    pub fn dirty_metadata(&mut self, cache: &mut Cache, block: u64, fresh: bool) {
         let tid = self.running.tid;
+        let dmeta = self.policy.differential_metadata();
+        let bs = self.cfg.block_size;
         let buf = cache.get(block).expect("dirtied block is cached");
         buf.kind = BufKind::Meta;
         buf.tx = Some(tid);
+        if dmeta && !self.running.journaled.contains(&block) {
+            // The contents before this transaction's first change: what replay starts from.
+            let base = if fresh { std::sync::Arc::new(vec![0u8; bs]) } else { buf.data.clone() };
+            self.running.meta_base.insert(block, base);
+        }
+        if fresh {
+            self.running.fresh.insert(block);
+        }
         self.running.journaled.insert(block);
         self.running.journaled_data.remove(&block);
         // jbd2's journal_cancel_revoke: a block logged again after its revoke in the same
@@ -196,22 +203,50 @@ impl Journal {
         self.running.revoked.remove(&block);
     }
 
-    /// A handle changed file-data block `block`: the content policy decides where it goes.
-    pub fn dirty_data(&mut self, cache: &mut Cache, block: u64) {
+    /// A handle changed `len` bytes at `offset` of file-data block `block` (already cached);
+    /// `fresh`: the block was just allocated (zero-filled). The content policy routes it.
+    pub fn dirty_data(&mut self, cache: &mut Cache, block: u64, offset: usize, len: usize, fresh: bool) {
         let tid = self.running.tid;
+        let bs = self.cfg.block_size;
         let buf = cache.get(block).expect("dirtied block is cached");
         buf.kind = BufKind::Data;
         buf.tx = Some(tid);
-        match self.policy.data_disposition() {
-            DataDisposition::Journal => {
-                self.running.journaled.insert(block);
-                self.running.journaled_data.insert(block);
-                self.running.revoked.remove(&block);
+        let (route, seq) = self.policy.route(buf.seq, len, bs);
+        buf.seq = seq;
+        let tx = &mut self.running;
+        if fresh {
+            tx.fresh.insert(block);
+        }
+        match route {
+            Route::JournalFull => {
+                tx.forget_ranges(block);
+                tx.journaled.insert(block);
+                tx.journaled_data.insert(block);
+                tx.revoked.remove(&block);
             }
-            DataDisposition::FinalBeforeCommit | DataDisposition::FinalWithCommit => {
-                self.running.final_data.insert(block);
+            Route::JournalRecord if tx.journaled.contains(&block) => {}
+            Route::JournalRecord => {
+                let r = tx.ranges.entry(block).or_default();
+                let delta = r.add(offset as u32, (offset + len) as u32);
+                tx.record_count = (tx.record_count as i64 + delta) as u64;
+                if r.covers(bs as u32) {
+                    tx.forget_ranges(block);
+                    tx.journaled.insert(block);
+                    tx.journaled_data.insert(block);
+                }
+                tx.revoked.remove(&block);
+            }
+            Route::FinalBeforeCommit => {
+                tx.final_data.insert(block);
+            }
+            Route::FinalWithCommit => {
+                tx.final_unordered.insert(block);
             }
         }
+        debug_assert!(
+            !(tx.final_data.contains(&block) && (tx.journaled.contains(&block) || tx.ranges.contains_key(&block))),
+            "a block is either journaled or written in place within one transaction"
+        );
     }
 
     /// Whether the running transaction should commit now for its age.

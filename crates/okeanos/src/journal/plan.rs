@@ -20,6 +20,7 @@ pub enum BlockKind {
     Descriptor,
     Commit,
     Revoke,
+    Multiwrite,
     JournalData,
     JournalMeta,
     JournalSuper,
@@ -28,10 +29,11 @@ pub enum BlockKind {
 }
 
 impl BlockKind {
-    pub const ALL: [BlockKind; 8] = [
+    pub const ALL: [BlockKind; 9] = [
         BlockKind::Descriptor,
         BlockKind::Commit,
         BlockKind::Revoke,
+        BlockKind::Multiwrite,
         BlockKind::JournalData,
         BlockKind::JournalMeta,
         BlockKind::JournalSuper,
@@ -43,6 +45,7 @@ impl BlockKind {
             BlockKind::Descriptor => "descriptor",
             BlockKind::Commit => "commit",
             BlockKind::Revoke => "revoke",
+            BlockKind::Multiwrite => "multiwrite",
             BlockKind::JournalData => "journal_data",
             BlockKind::JournalMeta => "journal_meta",
             BlockKind::JournalSuper => "journal_super",

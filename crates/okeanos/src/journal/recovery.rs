@@ -7,7 +7,8 @@
 //!    incomplete transaction or leftovers from an earlier pass over the circular log.
 //! 2. **revoke** ([`RevokeTable`]): read the revoke blocks of the committed transactions.
 //! 3. **replay** ([`replay_plan`]): for every block, the newest logged copy that no revoke
-//!    covers is written to its final location (once, not once per copy).
+//!    covers, with the multiwrite records logged after it applied in order, is written to its
+//!    final location (once, not once per copy).
 //!
 //! Only the last step changes the journal superblock, after the replayed blocks are flushed,
 //! so a crash anywhere in recovery leaves the log as it was and recovery simply runs again
@@ -18,8 +19,9 @@
 //! | no journal header (data, zeros, garbage)     | end of log: nothing more was committed     |
 //! | header with another tid                      | end of log: a block of an earlier pass     |
 //! | descriptor/revoke that fails its CRC         | end of log: torn or stale write            |
-//! | logged block whose hash differs from its tag | end of log: torn or never written          |
+//! | logged block or record whose hash differs    | end of log: torn or never written          |
 //! | tag naming a block outside the file system   | end of log: corrupt (cannot be ours)       |
+//! | multiwrite block without its magic, or long  | end of log: torn or stale                  |
 //! | commit whose count or transaction hash differ| end of log: a block of it is torn/missing  |
 //! | commit that verifies                         | transaction committed; expect tid + 1      |
 //! | read budget (one pass over the ring) spent   | end of log                                 |
@@ -41,18 +43,48 @@ pub struct ScannedTx {
     pub tid: Tid,
     pub start: u64,
     pub end: u64,
-    /// Each logged block: its log position and its tag.
-    pub blocks: Vec<(u64, Tag)>,
+    /// What the transaction logged, in log order.
+    pub items: Vec<ScanItem>,
     /// Log positions of its revoke blocks.
     pub revoke_blocks: Vec<u64>,
     pub handle_count: u32,
     pub commit_time_ns: i64,
 }
 
+/// One thing a committed transaction logged.
+#[derive(Debug, Clone)]
+pub enum ScanItem {
+    /// A whole block at a log position.
+    Full { pos: u64, tag: Tag },
+    /// A multiwrite record and its bytes.
+    Record { tag: Tag, bytes: Vec<u8> },
+}
+
+impl ScanItem {
+    pub fn tag(&self) -> &Tag {
+        match self {
+            ScanItem::Full { tag, .. } | ScanItem::Record { tag, .. } => tag,
+        }
+    }
+}
+
+/// Reading the blocks that follow a descriptor: its whole blocks, then the multiwrite blocks
+/// that continue its record stream.
+#[derive(Debug)]
+struct Body {
+    tags: Vec<Tag>,
+    /// Positions of the whole blocks read so far, in tag order.
+    full_pos: Vec<u64>,
+    full_left: usize,
+    stream: Vec<u8>,
+    stream_len: usize,
+    mw_left: usize,
+}
+
 #[derive(Debug)]
 enum Phase {
     Header,
-    Data { tags: Vec<Tag>, next: usize },
+    Body(Body),
     Done,
 }
 
@@ -61,7 +93,7 @@ struct Partial {
     start: u64,
     hash: u64,
     count: u64,
-    blocks: Vec<(u64, Tag)>,
+    items: Vec<ScanItem>,
     revoke_blocks: Vec<u64>,
 }
 
@@ -70,6 +102,8 @@ struct Partial {
 pub struct Scan {
     region: LogRegion,
     fs_blocks: u64,
+    /// The journal allows multiwrite tags.
+    multiwrite: bool,
     pos: u64,
     expected: Tid,
     budget: u64,
@@ -89,6 +123,7 @@ impl Scan {
         Scan {
             region,
             fs_blocks,
+            multiwrite: jsb.features & jf::jfeature::MULTIWRITE != 0,
             pos: if empty { region.first } else { jsb.start },
             expected: jsb.sequence,
             budget: region.ring_len(),
@@ -123,29 +158,16 @@ impl Scan {
     fn partial(&mut self) -> &mut Partial {
         let pos = self.pos;
         let seed = jf::tx_hash_seed(self.expected);
-        self.cur.get_or_insert_with(|| Partial { start: pos, hash: seed, count: 0, blocks: Vec::new(), revoke_blocks: Vec::new() })
+        self.cur.get_or_insert_with(|| Partial { start: pos, hash: seed, count: 0, items: Vec::new(), revoke_blocks: Vec::new() })
     }
 
     /// Feeds the block read at [`Scan::next_read`].
     pub fn feed(&mut self, block: &[u8]) {
         self.blocks_read += 1;
-        let pos = self.pos;
         match std::mem::replace(&mut self.phase, Phase::Header) {
             Phase::Done => panic!("feed after the scan ended"),
             Phase::Header => self.feed_header(block),
-            Phase::Data { tags, next } => {
-                let tag = tags[next];
-                if jf::data_hash(tag.fs_block, block) != tag.data_hash {
-                    return self.stop(format!("logged block at {pos} of transaction {} fails its tag checksum", self.expected));
-                }
-                let p = self.partial();
-                p.hash = jf::tx_hash_append(p.hash, block);
-                p.count += 1;
-                p.blocks.push((pos, tag));
-                if next + 1 < tags.len() {
-                    self.phase = Phase::Data { tags, next: next + 1 };
-                }
-            }
+            Phase::Body(body) => self.feed_body(body, block),
         }
         if !matches!(self.phase, Phase::Done) {
             self.pos = self.region.next(self.pos);
@@ -154,6 +176,57 @@ impl Scan {
                 self.stop("scanned the whole ring");
             }
         }
+    }
+
+    fn feed_body(&mut self, mut body: Body, block: &[u8]) {
+        let pos = self.pos;
+        let expected = self.expected;
+        if body.full_left > 0 {
+            let tag = body.tags.iter().filter(|t| !t.is_multiwrite()).nth(body.full_pos.len()).copied().expect("a tag per whole block");
+            if jf::data_hash(tag.fs_block, 0, block) != tag.data_hash {
+                return self.stop(format!("logged block at {pos} of transaction {expected} fails its tag hash"));
+            }
+            body.full_pos.push(pos);
+            body.full_left -= 1;
+        } else {
+            match jf::decode_multiwrite(block) {
+                Ok(bytes) if body.stream.len() + bytes.len() <= body.stream_len => body.stream.extend_from_slice(bytes),
+                Ok(_) => return self.stop(format!("multiwrite block at {pos} overruns its stream")),
+                Err(e) => return self.stop(format!("multiwrite block at {pos}: {e}")),
+            }
+            body.mw_left -= 1;
+        }
+        let p = self.partial();
+        p.hash = jf::tx_hash_append(p.hash, block);
+        p.count += 1;
+        self.finish_body_or_continue(body);
+    }
+
+    /// Once every block of a descriptor is read, checks its records and adds its items.
+    fn finish_body_or_continue(&mut self, body: Body) {
+        if body.full_left > 0 || body.mw_left > 0 {
+            self.phase = Phase::Body(body);
+            return;
+        }
+        if body.stream.len() != body.stream_len {
+            return self.stop(format!("record stream of transaction {} is short", self.expected));
+        }
+        let mut items = Vec::with_capacity(body.tags.len());
+        let mut at = 0usize;
+        let mut full = body.full_pos.into_iter();
+        for tag in body.tags {
+            if tag.is_multiwrite() {
+                let bytes = body.stream[at..at + tag.len as usize].to_vec();
+                at += tag.len as usize;
+                if jf::data_hash(tag.fs_block, tag.offset, &bytes) != tag.data_hash {
+                    return self.stop(format!("record for block {} of transaction {} fails its tag hash", tag.fs_block, self.expected));
+                }
+                items.push(ScanItem::Record { tag, bytes });
+            } else {
+                items.push(ScanItem::Full { pos: full.next().expect("a position per whole block"), tag });
+            }
+        }
+        self.partial().items.extend(items);
     }
 
     fn feed_header(&mut self, block: &[u8]) {
@@ -171,10 +244,23 @@ impl Scan {
                     if let Some(t) = d.tags.iter().find(|t| t.fs_block >= self.fs_blocks) {
                         return self.stop(format!("descriptor at {pos} tags block {} outside the file system", t.fs_block));
                     }
+                    if !self.multiwrite && d.tags.iter().any(Tag::is_multiwrite) {
+                        return self.stop(format!("descriptor at {pos} has multiwrite tags but the journal lacks the feature"));
+                    }
                     let p = self.partial();
                     p.hash = jf::tx_hash_append(p.hash, block);
                     p.count += 1;
-                    self.phase = Phase::Data { tags: d.tags, next: 0 };
+                    let stream_len = Descriptor::stream_len(&d.tags);
+                    let rest = stream_len - d.inline.len();
+                    let body = Body {
+                        full_left: d.tags.iter().filter(|t| !t.is_multiwrite()).count(),
+                        full_pos: Vec::new(),
+                        mw_left: rest.div_ceil(jf::multiwrite_capacity(block.len())),
+                        stream: d.inline,
+                        stream_len,
+                        tags: d.tags,
+                    };
+                    self.finish_body_or_continue(body);
                 }
                 Err(e) => self.stop(format!("descriptor at {pos}: {e}")),
             },
@@ -198,7 +284,7 @@ impl Scan {
                         tid,
                         start: p.start,
                         end: self.region.next(pos),
-                        blocks: p.blocks,
+                        items: p.items,
                         revoke_blocks: p.revoke_blocks,
                         handle_count: c.handle_count,
                         commit_time_ns: c.commit_time_ns,
@@ -226,29 +312,58 @@ pub fn revoke_feed(table: &mut RevokeTable, tid: Tid, block: &[u8]) -> Result<()
     Ok(())
 }
 
-/// One replay step: copy the logged block at log position `pos` to `fs_block`.
+/// Where replay of one block starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReplayCopy {
-    pub pos: u64,
+pub enum ReplayBase {
+    /// The block's current contents at its final location.
+    Disk,
+    /// A zeroed block (the block was allocated by a transaction whose records follow).
+    Zero,
+    /// A whole logged copy at a log position.
+    Journal { pos: u64, escaped: bool },
+}
+
+/// Replay of one block: start from `base`, apply the records in order, write the result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayBlock {
     pub fs_block: u64,
-    pub escaped: bool,
-    pub tid: Tid,
+    pub base: ReplayBase,
+    pub patches: Vec<(u16, Vec<u8>)>,
     pub kind: BlockKind,
 }
 
-/// Pass 3: the newest unrevoked copy of every logged block, in block order.
-pub fn replay_plan(txs: &[ScannedTx], revoked: &RevokeTable) -> Vec<ReplayCopy> {
-    let mut newest: HashMap<u64, ReplayCopy> = HashMap::new();
+/// Pass 3: for every block, its newest unrevoked whole copy (or its final location, or
+/// zeros when a record says the block was freshly allocated) and the records after it, in
+/// transaction order. A record only covers what its transaction changed, so replay needs the
+/// block as the previous transactions left it: every transaction's changes are either in the
+/// log or were checkpointed before the tail passed it (docs/JOURNALING.md).
+pub fn replay_plan(txs: &[ScannedTx], revoked: &RevokeTable) -> Vec<ReplayBlock> {
+    let mut plan: HashMap<u64, ReplayBlock> = HashMap::new();
     for t in txs {
-        for (pos, tag) in &t.blocks {
+        for item in &t.items {
+            let tag = item.tag();
             if revoked.is_revoked(tag.fs_block, t.tid) {
                 continue;
             }
-            let kind = if tag.flags & jf::tag_flags::METADATA != 0 { BlockKind::FinalMeta } else { BlockKind::FinalData };
-            newest.insert(tag.fs_block, ReplayCopy { pos: *pos, fs_block: tag.fs_block, escaped: tag.flags & jf::tag_flags::ESCAPED != 0, tid: t.tid, kind });
+            let kind = if tag.is_metadata() { BlockKind::FinalMeta } else { BlockKind::FinalData };
+            let e = plan.entry(tag.fs_block).or_insert(ReplayBlock { fs_block: tag.fs_block, base: ReplayBase::Disk, patches: Vec::new(), kind });
+            e.kind = kind;
+            match item {
+                ScanItem::Full { pos, tag } => {
+                    e.base = ReplayBase::Journal { pos: *pos, escaped: tag.flags & jf::tag_flags::ESCAPED != 0 };
+                    e.patches.clear();
+                }
+                ScanItem::Record { tag, bytes } => {
+                    if tag.flags & jf::tag_flags::FRESH != 0 {
+                        e.base = ReplayBase::Zero;
+                        e.patches.clear();
+                    }
+                    e.patches.push((tag.offset, bytes.clone()));
+                }
+            }
         }
     }
-    let mut v: Vec<ReplayCopy> = newest.into_values().collect();
+    let mut v: Vec<ReplayBlock> = plan.into_values().collect();
     v.sort_by_key(|c| c.fs_block);
     v
 }

@@ -22,10 +22,8 @@ use std::collections::HashMap;
 impl Journal {
     /// A handle of the running transaction frees `block`.
     pub fn forget_block(&mut self, block: u64) {
-        self.running.journaled.remove(&block);
-        self.running.journaled_data.remove(&block);
-        self.running.final_data.remove(&block);
-        let in_committing = self.committing.as_ref().is_some_and(|c| c.tx.journaled.contains(&block));
+        self.running.forget(block);
+        let in_committing = self.committing.as_ref().is_some_and(|c| c.tx.journaled.contains(&block) || c.tx.ranges.contains_key(&block));
         if self.logged_copies.contains_key(&block) || in_committing {
             self.running.revoked.insert(block);
         }

@@ -11,7 +11,8 @@
 //! checks that the running transaction plus the handle's credits fit both the transaction size
 //! limit and the free log space, so commit never has to force a checkpoint to make room.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// A transaction id. Tids grow by one per transaction and never wrap in practice (u64).
 pub type Tid = u64;
@@ -37,8 +38,21 @@ pub struct Transaction {
     pub journaled: BTreeSet<u64>,
     /// Which of `journaled` are file data (for the counters and descriptor tags).
     pub journaled_data: BTreeSet<u64>,
-    /// Data blocks written to their final location by this commit (ordered, writeback).
+    /// Data blocks logged as multiwrite records: the byte ranges this transaction changed.
+    /// Overlapping and adjacent ranges merge, so each block's ranges are disjoint and replay
+    /// applies each once (docs/JOURNALING.md, "Multiwrite records").
+    pub ranges: BTreeMap<u64, RangeSet>,
+    /// Number of ranges in `ranges` (one multiwrite record each).
+    pub record_count: u64,
+    /// Blocks allocated by this transaction: their records replay onto a zeroed block.
+    pub fresh: BTreeSet<u64>,
+    /// Differential metadata: each logged metadata block's contents before this transaction
+    /// first changed it (the commit logs the bytes that differ).
+    pub meta_base: BTreeMap<u64, Arc<Vec<u8>>>,
+    /// Data blocks written in place before the commit record (ordered semantics).
     pub final_data: BTreeSet<u64>,
+    /// Data blocks written in place with the journal blocks, in no order (writeback).
+    pub final_unordered: BTreeSet<u64>,
     /// Blocks freed by this transaction whose older journal copies must not be replayed.
     pub revoked: BTreeSet<u64>,
     /// Blocks freed by this transaction: not reusable until it commits.
@@ -56,7 +70,12 @@ impl Transaction {
             handles: 0,
             journaled: BTreeSet::new(),
             journaled_data: BTreeSet::new(),
+            ranges: BTreeMap::new(),
+            record_count: 0,
+            fresh: BTreeSet::new(),
+            meta_base: BTreeMap::new(),
             final_data: BTreeSet::new(),
+            final_unordered: BTreeSet::new(),
             revoked: BTreeSet::new(),
             freed: Vec::new(),
             freed_inodes: Vec::new(),
@@ -67,6 +86,32 @@ impl Transaction {
         self.handles == 0
     }
 
+    /// Journal units: logged blocks plus multiwrite records (each record counted as a block,
+    /// an upper bound).
+    pub fn units(&self) -> u64 {
+        self.journaled.len() as u64 + self.record_count
+    }
+
+    /// Drops the multiwrite ranges of block `b` (it is now logged whole).
+    pub fn forget_ranges(&mut self, b: u64) {
+        if let Some(r) = self.ranges.remove(&b) {
+            self.record_count -= r.len() as u64;
+        }
+    }
+
+    /// Drops block `b` from every set (it was freed).
+    pub fn forget(&mut self, b: u64) {
+        self.journaled.remove(&b);
+        self.journaled_data.remove(&b);
+        if let Some(r) = self.ranges.remove(&b) {
+            self.record_count -= r.len() as u64;
+        }
+        self.fresh.remove(&b);
+        self.meta_base.remove(&b);
+        self.final_data.remove(&b);
+        self.final_unordered.remove(&b);
+    }
+
     pub fn lock(&mut self) {
         assert_eq!(self.state, TxState::Running, "only a running transaction can be locked");
         self.state = TxState::Locked;
@@ -75,6 +120,49 @@ impl Transaction {
     pub fn start_commit(&mut self) {
         assert_eq!(self.state, TxState::Locked, "commit starts from a locked transaction");
         self.state = TxState::Committing;
+    }
+}
+
+/// Disjoint, sorted byte ranges `[start, end)` of one block.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RangeSet(Vec<(u32, u32)>);
+
+impl RangeSet {
+    /// Adds `[start, end)`, merging with overlapping or adjacent ranges. Returns the change in
+    /// the number of ranges.
+    pub fn add(&mut self, start: u32, end: u32) -> i64 {
+        assert!(start < end);
+        let before = self.0.len() as i64;
+        let mut s = start;
+        let mut e = end;
+        self.0.retain(|&(a, b)| {
+            if b < s || a > e {
+                true
+            } else {
+                s = s.min(a);
+                e = e.max(b);
+                false
+            }
+        });
+        let at = self.0.partition_point(|&(a, _)| a < s);
+        self.0.insert(at, (s, e));
+        self.0.len() as i64 - before
+    }
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    pub fn bytes(&self) -> u64 {
+        self.0.iter().map(|&(a, b)| (b - a) as u64).sum()
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.0.iter().copied()
+    }
+    /// Whether the ranges cover `[0, block_size)`.
+    pub fn covers(&self, block_size: u32) -> bool {
+        self.0 == [(0, block_size)]
     }
 }
 
@@ -100,6 +188,6 @@ impl Credits {
 pub struct HandleToken {
     pub tid: Tid,
     pub credits: Credits,
-    pub(crate) journaled_before: usize,
+    pub(crate) units_before: u64,
     pub(crate) revoked_before: usize,
 }

@@ -2,17 +2,20 @@
 //! final locations at checkpoint, so a dirty data block can absorb many writes before it is
 //! written in place. Every write call up to the handle size is atomic after a crash.
 
-use super::{ContentPolicy, DataDisposition};
+use super::{ContentPolicy, Route, Sequence};
 
 #[derive(Debug, Clone, Copy)]
 pub struct DataJournaling;
 
 impl ContentPolicy for DataJournaling {
-    fn name(&self) -> &'static str {
-        "data"
+    fn name(&self) -> String {
+        "data".into()
     }
-    fn data_disposition(&self) -> DataDisposition {
-        DataDisposition::Journal
+    fn route(&self, _seq: Option<Sequence>, _len: usize, _block_size: usize) -> (Route, Option<Sequence>) {
+        (Route::JournalFull, None)
+    }
+    fn journals_data(&self) -> bool {
+        true
     }
     fn guarantee(&self) -> &'static str {
         "every synced write recovered whole; each write call atomic; metadata consistent"

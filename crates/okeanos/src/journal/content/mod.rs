@@ -1,33 +1,63 @@
 //! Content policies: *what* goes into the journal (DESIGN.md section 1, first axis).
 //!
-//! A content policy decides, for every file-data block a handle dirties, whether the block is
-//! logged whole, or written to its final location by the commit — before the commit record
-//! (ordered) or without ordering (writeback). Metadata is always logged whole. A policy knows
-//! nothing of where the journal lives.
+//! For every update of a file-data block, a content policy picks a [`Route`]: log the whole
+//! block, log only the changed bytes as a multiwrite record, or write the block in place
+//! with the commit (before the commit record, or in no order with it). Metadata is always
+//! logged; a policy may ask for it to be logged as differences ([`ContentPolicy::differential_metadata`]).
+//! A policy knows nothing of where the journal lives.
 
 mod data;
 mod ordered;
+mod selective;
+mod wasteless;
 mod writeback;
 
 pub use data::DataJournaling;
 pub use ordered::Ordered;
+pub use selective::Selective;
+pub use wasteless::Wasteless;
 pub use writeback::Writeback;
 
-/// What a commit does with a dirty file-data block.
+/// Where one update of a data block goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DataDisposition {
-    /// Logged whole in the journal; reaches its final location at checkpoint.
-    Journal,
-    /// Written to its final location and flushed before the transaction's journal blocks.
+pub enum Route {
+    /// Logged whole; reaches its final location at checkpoint.
+    JournalFull,
+    /// Only the updated bytes are logged, in a multiwrite record.
+    JournalRecord,
+    /// Written in place and flushed before the transaction's journal blocks.
     FinalBeforeCommit,
-    /// Written to its final location together with the journal blocks, in no order.
+    /// Written in place together with the journal blocks, in no order.
     FinalWithCommit,
 }
 
+impl Route {
+    pub fn is_journal(self) -> bool {
+        matches!(self, Route::JournalFull | Route::JournalRecord)
+    }
+}
+
+/// Selective journaling's decision for a block's update sequence (Okeanos paper section 3):
+/// made by the first update after the block last reached its final location, kept until it
+/// reaches it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sequence {
+    Journaled,
+    InPlace,
+}
+
 pub trait ContentPolicy: Send + Sync + std::fmt::Debug {
-    /// The mount option name (`data=<name>`).
-    fn name(&self) -> &'static str;
-    fn data_disposition(&self) -> DataDisposition;
+    /// The mount option name (`data=<name>`), with `+dmeta` when metadata is differential.
+    fn name(&self) -> String;
+    /// Routes an update of `len` bytes to a data block whose current update sequence is `seq`;
+    /// returns the route and the block's sequence afterwards.
+    fn route(&self, seq: Option<Sequence>, len: usize, block_size: usize) -> (Route, Option<Sequence>);
+    /// Whether any data may be logged (for sizing handles).
+    fn journals_data(&self) -> bool;
+    /// Log metadata blocks as their changed byte ranges rather than whole.
+    fn differential_metadata(&self) -> bool {
+        false
+    }
     /// The crash guarantee, in one sentence, for docs and `okeanos stat`.
     fn guarantee(&self) -> &'static str;
 }
@@ -38,20 +68,79 @@ pub enum DataMode {
     Writeback,
     Ordered,
     Data,
+    Wasteless,
+    Selective,
 }
 
-impl DataMode {
-    pub const ALL: [DataMode; 3] = [DataMode::Writeback, DataMode::Ordered, DataMode::Data];
+/// A content policy with its options: `data=<mode>[+dmeta]`, `write_threshold=`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContentConfig {
+    pub mode: DataMode,
+    /// Differential metadata (wasteless and selective only).
+    pub dmeta: bool,
+    /// Selective: updates smaller than this start a journaled sequence (default 4096).
+    pub write_threshold: usize,
+}
 
-    pub fn policy(self) -> Box<dyn ContentPolicy> {
-        match self {
+impl Default for ContentConfig {
+    fn default() -> Self {
+        ContentConfig { mode: DataMode::Ordered, dmeta: false, write_threshold: 4096 }
+    }
+}
+
+impl ContentConfig {
+    pub fn policy(&self) -> Box<dyn ContentPolicy> {
+        match self.mode {
             DataMode::Writeback => Box::new(Writeback),
             DataMode::Ordered => Box::new(Ordered),
             DataMode::Data => Box::new(DataJournaling),
+            DataMode::Wasteless => Box::new(Wasteless { dmeta: self.dmeta }),
+            DataMode::Selective => Box::new(Selective { dmeta: self.dmeta, threshold: self.write_threshold }),
         }
     }
-    pub fn name(self) -> &'static str {
+
+    /// Parses `mode` or `mode+dmeta`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let mut parts = s.split('+');
+        let mode: DataMode = parts.next().unwrap_or("").parse()?;
+        let mut c = ContentConfig { mode, ..Default::default() };
+        for opt in parts {
+            match opt {
+                "dmeta" if matches!(mode, DataMode::Wasteless | DataMode::Selective) => c.dmeta = true,
+                "dmeta" => return Err(format!("{s:?}: differential metadata (+dmeta) needs data=wasteless or data=selective")),
+                _ => return Err(format!("{s:?}: unknown policy option {opt:?} (known: dmeta)")),
+            }
+        }
+        Ok(c)
+    }
+
+    pub fn name(&self) -> String {
         self.policy().name()
+    }
+}
+
+impl DataMode {
+    pub const ALL: [DataMode; 5] = [DataMode::Writeback, DataMode::Ordered, DataMode::Data, DataMode::Wasteless, DataMode::Selective];
+    /// The ext3 baselines.
+    pub const BASELINES: [DataMode; 3] = [DataMode::Writeback, DataMode::Ordered, DataMode::Data];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DataMode::Writeback => "writeback",
+            DataMode::Ordered => "ordered",
+            DataMode::Data => "data",
+            DataMode::Wasteless => "wasteless",
+            DataMode::Selective => "selective",
+        }
+    }
+
+    pub fn policy(self) -> Box<dyn ContentPolicy> {
+        ContentConfig { mode: self, ..Default::default() }.policy()
+    }
+
+    /// Whether synced writes are recovered whole and atomically (the data-journaling modes).
+    pub fn journals_data(self) -> bool {
+        matches!(self, DataMode::Data | DataMode::Wasteless)
     }
 }
 
@@ -61,7 +150,7 @@ impl std::str::FromStr for DataMode {
         DataMode::ALL
             .into_iter()
             .find(|m| m.name() == s)
-            .ok_or_else(|| format!("unknown data mode {s:?} (expected one of: writeback, ordered, data)"))
+            .ok_or_else(|| format!("unknown data mode {s:?} (expected one of: writeback, ordered, data, wasteless, selective)"))
     }
 }
 

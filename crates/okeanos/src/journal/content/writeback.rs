@@ -3,17 +3,20 @@
 //! consistent, but a file may show stale blocks that were never written with its new size.
 //! `fsync` still makes the file's data durable: the commit it waits for writes and flushes it.
 
-use super::{ContentPolicy, DataDisposition};
+use super::{ContentPolicy, Route, Sequence};
 
 #[derive(Debug, Clone, Copy)]
 pub struct Writeback;
 
 impl ContentPolicy for Writeback {
-    fn name(&self) -> &'static str {
-        "writeback"
+    fn name(&self) -> String {
+        "writeback".into()
     }
-    fn data_disposition(&self) -> DataDisposition {
-        DataDisposition::FinalWithCommit
+    fn route(&self, _seq: Option<Sequence>, _len: usize, _block_size: usize) -> (Route, Option<Sequence>) {
+        (Route::FinalWithCommit, None)
+    }
+    fn journals_data(&self) -> bool {
+        false
     }
     fn guarantee(&self) -> &'static str {
         "metadata consistent after a crash; synced data durable; unsynced data may be stale"
