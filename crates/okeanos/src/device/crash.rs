@@ -157,6 +157,15 @@ impl CrashRecorder {
                 out.push(mk(f, format!("after {upto}: write #{k} torn (random sectors)")));
             }
         }
+        // Every unflushed write torn at once: checkpoints write many blocks in place in one
+        // stage, and replay must leave each of them right whatever reached the media.
+        let multi: Vec<usize> = (0..n).filter(|&k| sectors[k] > 1).collect();
+        if multi.len() > 1 {
+            let f = (0..n).map(|k| if sectors[k] > 1 { TearPlan::Torn((1u64 << (sectors[k] / 2)) - 1) } else { TearPlan::Keep }).collect();
+            out.push(mk(f, format!("after {upto}: every write torn (first half)")));
+            let f = (0..n).map(|k| if sectors[k] > 1 { TearPlan::Torn(rng.next() & ((1u64 << sectors[k]) - 1)) } else { TearPlan::Lose }).collect();
+            out.push(mk(f, format!("after {upto}: every write torn (random sectors)")));
+        }
         for r in 0..random {
             let fates = (0..n)
                 .map(|k| match rng.next() % 3 {

@@ -32,6 +32,10 @@ pub struct Committing {
     pub end: u64,
     /// The frozen contents written to the log.
     pub journaled: Vec<(u64, Arc<Vec<u8>>)>,
+    /// Blocks this transaction logged only as multiwrite records.
+    pub partial: std::collections::HashSet<u64>,
+    /// Blocks this transaction logged whole.
+    pub whole: std::collections::HashSet<u64>,
 }
 
 /// What a commit asks the runtime to do, and what it did, for the counters.
@@ -177,6 +181,8 @@ impl Journal {
             .collect();
         let frozen: std::collections::HashMap<u64, Arc<Vec<u8>>> = journaled.iter().cloned().collect();
         let items = self.collect_items(&tx, &frozen);
+        let partial = items.iter().filter_map(|i| if let Item::Record { block, .. } = i { Some(*block) } else { None }).collect();
+        let whole = items.iter().filter_map(|i| if let Item::Full { block, .. } = i { Some(*block) } else { None }).collect();
         let mut stats = RecordStats::default();
         for group in items.chunks(Descriptor::capacity(bs)) {
             self.write_descriptor(&mut w, tx.tid, group, &mut stats);
@@ -205,7 +211,9 @@ impl Journal {
         }
         let mut io = IoPlan::default();
         // Ordered data reaches its final location, durably, before anything of the commit.
-        io.push(ordered, vec![DevId::Fs]);
+        if !ordered.is_empty() {
+            io.push(ordered, vec![DevId::Fs]);
+        }
         let mut batch = unordered;
         batch.extend(jwrites);
         io.push(batch, commit_flush);
@@ -213,7 +221,7 @@ impl Journal {
         let journal_blocks = region.distance(start, pos);
         self.head = pos;
         let plan = CommitPlan { tid: tx.tid, io, journal_blocks, handles: tx.handles, records: stats };
-        self.committing = Some(Committing { tx, start, end: pos, journaled });
+        self.committing = Some(Committing { tx, start, end: pos, journaled, partial, whole });
         Some(plan)
     }
 
@@ -266,26 +274,46 @@ impl Journal {
     /// The commit's I/O completed: the transaction is durable. Moves its blocks to the
     /// checkpoint lists and returns what its frees release.
     pub fn commit_finish(&mut self, cache: &mut Cache, now_ns: u64) -> CommitDone {
-        let Committing { mut tx, start, end, journaled } = self.committing.take().expect("a commit in flight");
+        let Committing { mut tx, start, end, journaled, partial, whole } = self.committing.take().expect("a commit in flight");
         assert_eq!(tx.state, TxState::Committing, "finishing a transaction that is committing");
         tx.state = TxState::Committed;
         let tid = tx.tid;
         let mut checkpoint = std::collections::BTreeSet::new();
-        let logged: Vec<u64> = journaled.iter().map(|(b, _)| *b).collect();
+        let logged: Vec<u64> = journaled.iter().map(|(b, _)| *b).filter(|b| whole.contains(b) || partial.contains(b)).collect();
         for (block, frozen) in journaled {
             let buf = cache.get(block).expect("a block in a transaction stays cached");
-            if let Some(older) = buf.cp_tid.replace(tid) {
-                if let Some(t) = self.log.iter_mut().find(|t| t.tid == older) {
-                    t.checkpoint.remove(&block);
-                }
-            } else {
-                buf.cp_since_ns = now_ns;
-            }
-            buf.cp_data = Some(frozen);
             if buf.tx == Some(tid) {
                 buf.tx = None;
             }
-            checkpoint.insert(block);
+            if !whole.contains(&block) && !partial.contains(&block) {
+                // Dirtied but unchanged (differential metadata found no difference): nothing
+                // was logged, and the version owed to the final location, if any, stands.
+                continue;
+            }
+            // Which committed transaction's log space waits for this block's checkpoint. A
+            // whole logged copy supersedes the older ones, so the newest transaction owns it
+            // (jbd2 does the same). A record only carries the bytes this transaction changed
+            // and replays on top of the older records: the oldest transaction holding a
+            // change not yet at the final location keeps owning it, so the tail never passes
+            // a record that a later one depends on.
+            match buf.cp_tid {
+                Some(older) if partial.contains(&block) => {
+                    debug_assert!(older < tid);
+                }
+                Some(older) => {
+                    if let Some(t) = self.log.iter_mut().find(|t| t.tid == older) {
+                        t.checkpoint.remove(&block);
+                    }
+                    buf.cp_tid = Some(tid);
+                    checkpoint.insert(block);
+                }
+                None => {
+                    buf.cp_since_ns = now_ns;
+                    buf.cp_tid = Some(tid);
+                    checkpoint.insert(block);
+                }
+            }
+            buf.cp_data = Some(frozen);
             self.logged_copies.insert(block, tid);
         }
         for &block in tx.final_data.iter().chain(&tx.final_unordered) {
