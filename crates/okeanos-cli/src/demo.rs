@@ -3,7 +3,8 @@
 //! side by side.
 
 use clap::Args;
-use okeanos::{Counters, DataMode, MkfsOptions, MountOptions, Okeanos};
+use okeanos::journal::content::ContentConfig;
+use okeanos::{Counters, MkfsOptions, MountOptions, Okeanos};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Barrier};
@@ -16,12 +17,15 @@ pub struct DemoArgs {
     /// Records each writer appends and syncs.
     #[arg(long, default_value = "50")]
     records: usize,
-    /// Record size in bytes.
+    /// Record sizes in bytes, comma-separated; one run per size and policy.
     #[arg(long, default_value = "128")]
-    size: usize,
-    /// Policies to run, comma-separated.
-    #[arg(long, default_value = "writeback,ordered,data")]
+    size: String,
+    /// Policies to run, comma-separated; options follow a plus sign (wasteless+dmeta).
+    #[arg(long, default_value = "ordered,data,wasteless,wasteless+dmeta,selective")]
     modes: String,
+    /// Also print one markdown table of all runs (for docs/BENCHMARKS.md).
+    #[arg(long)]
+    markdown: bool,
     /// Directory for the image files (default: a temporary directory).
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -31,7 +35,8 @@ pub struct DemoArgs {
 }
 
 struct Row {
-    mode: DataMode,
+    mode: String,
+    size: usize,
     /// Counters when the writers finished.
     c: Counters,
     /// Counters after unmount (which commits and checkpoints everything).
@@ -40,9 +45,10 @@ struct Row {
 }
 
 pub fn run(a: DemoArgs) -> Result<ExitCode, String> {
-    let modes: Vec<DataMode> = a.modes.split(',').map(|m| m.trim().parse()).collect::<Result<_, _>>()?;
-    if a.writers == 0 || a.records == 0 || a.size == 0 {
-        return Err("writers, records and size must be positive".into());
+    let modes: Vec<ContentConfig> = a.modes.split(',').map(|m| ContentConfig::parse(m.trim())).collect::<Result<_, _>>()?;
+    let sizes: Vec<usize> = a.size.split(',').map(|s| crate::parse_size(s).map(|v| v as usize)).collect::<Result<_, _>>()?;
+    if a.writers == 0 || a.records == 0 || sizes.contains(&0) {
+        return Err("writers, records and sizes must be positive".into());
     }
     let fsync = match a.sync.as_str() {
         "fsync" => true,
@@ -50,47 +56,81 @@ pub fn run(a: DemoArgs) -> Result<ExitCode, String> {
         s => return Err(format!("--sync {s}: use fsync or fdatasync")),
     };
     let tmp = tempdir(a.dir.clone())?;
-    let payload = (a.writers * a.records * a.size) as u64;
-    let image_bytes = (payload * 3 + (a.writers as u64) * 64 * 1024).max(512 << 20);
-    let mut rows = Vec::new();
-    for mode in modes {
-        let path = tmp.join(format!("demo-{mode}.okfs"));
-        let _ = std::fs::remove_file(&path);
-        Okeanos::mkfs_file(&path, image_bytes, &MkfsOptions::default()).map_err(|e| e.to_string())?;
-        let fs = Okeanos::open(&path, MountOptions::default().data(mode)).map_err(|e| e.to_string())?;
-        eprintln!("{mode}: {} writers x {} records of {} bytes ...", a.writers, a.records, a.size);
-        let t0 = std::time::Instant::now();
-        let barrier = Arc::new(Barrier::new(a.writers));
-        let threads: Vec<_> = (0..a.writers)
-            .map(|w| {
-                let fs = fs.clone();
-                let barrier = barrier.clone();
-                let (records, size) = (a.records, a.size);
-                std::thread::spawn(move || -> Result<(), String> {
-                    let f = fs.create_file(&format!("/stream-{w:05}")).map_err(|e| e.to_string())?;
-                    let rec = vec![b'a' + (w % 26) as u8; size];
-                    barrier.wait();
-                    for _ in 0..records {
-                        f.append(&rec).map_err(|e| e.to_string())?;
-                        if fsync { f.fsync() } else { f.fdatasync() }.map_err(|e| e.to_string())?;
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().map_err(|_| "a writer panicked".to_string())??;
+    let mut all = Vec::new();
+    for &size in &sizes {
+        let payload = (a.writers * a.records * size) as u64;
+        let mut rows = Vec::new();
+        for cfg in &modes {
+            rows.push(run_one(&a, &tmp, *cfg, size, fsync)?);
         }
-        let wall_s = t0.elapsed().as_secs_f64();
-        let during = fs.counters();
-        let probe = fs.clone();
-        fs.unmount().map_err(|e| e.to_string())?;
-        let after = probe.counters();
-        let _ = std::fs::remove_file(&path);
-        rows.push(Row { mode, c: during, after, wall_s });
+        print_table(&rows, payload, size);
+        println!();
+        all.extend(rows);
     }
-    print_table(&rows, payload, a.size);
+    if a.markdown {
+        print_markdown(&all, a.writers, a.records);
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+fn run_one(a: &DemoArgs, tmp: &std::path::Path, cfg: ContentConfig, size: usize, fsync: bool) -> Result<Row, String> {
+    let name = cfg.name();
+    let payload = (a.writers * a.records * size) as u64;
+    let image_bytes = (payload * 3 + (a.writers as u64) * 64 * 1024).max(512 << 20);
+    let path = tmp.join(format!("demo-{name}-{size}.okfs"));
+    let _ = std::fs::remove_file(&path);
+    Okeanos::mkfs_file(&path, image_bytes, &MkfsOptions::default()).map_err(|e| e.to_string())?;
+    let fs = Okeanos::open(&path, MountOptions::default().content_config(cfg)).map_err(|e| e.to_string())?;
+    eprintln!("{name}: {} writers x {} records of {size} bytes ...", a.writers, a.records);
+    let t0 = std::time::Instant::now();
+    let barrier = Arc::new(Barrier::new(a.writers));
+    let threads: Vec<_> = (0..a.writers)
+        .map(|w| {
+            let fs = fs.clone();
+            let barrier = barrier.clone();
+            let records = a.records;
+            std::thread::spawn(move || -> Result<(), String> {
+                let f = fs.create_file(&format!("/stream-{w:05}")).map_err(|e| e.to_string())?;
+                let rec = vec![b'a' + (w % 26) as u8; size];
+                barrier.wait();
+                for _ in 0..records {
+                    f.append(&rec).map_err(|e| e.to_string())?;
+                    if fsync { f.fsync() } else { f.fdatasync() }.map_err(|e| e.to_string())?;
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().map_err(|_| "a writer panicked".to_string())??;
+    }
+    let wall_s = t0.elapsed().as_secs_f64();
+    let during = fs.counters();
+    let probe = fs.clone();
+    fs.unmount().map_err(|e| e.to_string())?;
+    let after = probe.counters();
+    let _ = std::fs::remove_file(&path);
+    Ok(Row { mode: name, size, c: during, after, wall_s })
+}
+
+fn print_markdown(rows: &[Row], writers: usize, records: usize) {
+    println!("| record | policy | journal B / payload B | final B / payload B (incl. unmount) | syncs / commit | records / commit | multiwrite fill | sync p50 (µs) | sync p99 (µs) |");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+    for r in rows {
+        let payload = (writers * records * r.size) as f64;
+        println!(
+            "| {} | {} | {:.2} | {:.2} | {:.1} | {:.1} | {:.2} | {:.0} | {:.0} |",
+            r.size,
+            r.mode,
+            r.c.journal_bytes as f64 / payload,
+            r.after.final_bytes as f64 / payload,
+            r.c.syncs_per_commit,
+            r.c.records_per_commit,
+            r.c.multiwrite_fill,
+            r.c.sync_latency.p50_us,
+            r.c.sync_latency.p99_us
+        );
+    }
 }
 
 fn tempdir(dir: Option<PathBuf>) -> Result<PathBuf, String> {
@@ -111,7 +151,7 @@ fn print_table(rows: &[Row], payload: u64, size: usize) {
         }
         println!();
     };
-    line("", &|r| r.mode.to_string());
+    line("", &|r| r.mode.clone());
     line("payload bytes", &|_| payload.to_string());
     line("journal bytes", &|r| r.c.journal_bytes.to_string());
     line("journal bytes per append", &|r| format!("{:.0}", r.c.journal_bytes as f64 / appends));
@@ -123,6 +163,7 @@ fn print_table(rows: &[Row], payload: u64, size: usize) {
     line("  descriptor blocks", &|r| r.c.descriptor.blocks.to_string());
     line("  commit blocks", &|r| r.c.commit.blocks.to_string());
     line("  revoke blocks", &|r| r.c.revoke.blocks.to_string());
+    line("  multiwrite blocks", &|r| r.c.multiwrite.blocks.to_string());
     line("  journaled data blocks", &|r| r.c.journal_data.blocks.to_string());
     line("  journaled metadata blocks", &|r| r.c.journal_meta.blocks.to_string());
     line("  final data blocks", &|r| r.c.final_data.blocks.to_string());
@@ -131,6 +172,9 @@ fn print_table(rows: &[Row], payload: u64, size: usize) {
     line("syncs", &|r| r.c.syncs.to_string());
     line("syncs per commit", &|r| format!("{:.1}", r.c.syncs_per_commit));
     line("journal blocks per commit", &|r| format!("{:.1}", r.c.journal_blocks_per_commit));
+    line("records per commit", &|r| format!("{:.1}", r.c.records_per_commit));
+    line("record payload bytes", &|r| r.c.record_bytes.to_string());
+    line("multiwrite fill", &|r| format!("{:.2}", r.c.multiwrite_fill));
     line("sync latency p50 (us)", &|r| format!("{:.0}", r.c.sync_latency.p50_us));
     line("sync latency p99 (us)", &|r| format!("{:.0}", r.c.sync_latency.p99_us));
     line("appends per second", &|r| format!("{:.0}", appends / r.wall_s));

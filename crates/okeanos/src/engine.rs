@@ -63,6 +63,9 @@ struct Core {
     /// Every user handle was dropped without unmount: the journal thread exits at once.
     abandoned: bool,
     next_writeback_ns: u64,
+    /// Moving average of commit durations, and the handles of the last commit (batching).
+    avg_commit_ns: u64,
+    last_commit_handles: u32,
 }
 
 struct Inner {
@@ -225,7 +228,7 @@ impl Okeanos {
         let fs = FsState::new(sb, gdt, journal, opts.cache_blocks, opts.read_only.then(|| "mounted read-only".to_string()));
         let now = clock.now_ns();
         let inner = Arc::new(Inner {
-            core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, abandoned: false, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64 }),
+            core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, abandoned: false, avg_commit_ns: 0, last_commit_handles: 0, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64 }),
             cv: Condvar::new(),
             devs,
             opts,
@@ -940,6 +943,9 @@ fn journal_thread(inner: Arc<Inner>) {
             || (core.want_space && !j.running.is_empty() && j.log.is_empty())
             || (core.stop && !j.running.is_empty());
         if commit {
+            if j.commit_wanted() && !core.stop && !core.want_space {
+                core = me.batch(core);
+            }
             core = me.do_commit(core);
             continue;
         }
@@ -969,9 +975,36 @@ fn journal_thread(inner: Arc<Inner>) {
 }
 
 impl Okeanos {
+    /// Transaction batching, as jbd2 does it (`min_batch_time`/`max_batch_time`): when a sync
+    /// asks for a commit while other writers were active in the last one, wait up to about one
+    /// commit time for them to join, as long as handles keep arriving. Syncs that arrive while
+    /// a commit is in flight share the next one anyway; this lets the writers that the last
+    /// commit woke up make it into the next one too, instead of trailing one commit behind.
+    fn batch<'a>(&'a self, mut core: MutexGuard<'a, Core>) -> MutexGuard<'a, Core> {
+        let inner = &self.inner;
+        if core.last_commit_handles < 2 {
+            return core;
+        }
+        let window = core.avg_commit_ns.clamp(inner.opts.min_batch_time.as_nanos() as u64, inner.opts.max_batch_time.as_nanos() as u64);
+        if window == 0 {
+            return core;
+        }
+        let start = inner.clock.now_ns();
+        let slice = (window / 8).max(20_000);
+        loop {
+            let handles = core.fs.journal.running.handles;
+            core = inner.cv.wait_timeout(core, std::time::Duration::from_nanos(slice)).unwrap_or_else(|e| e.into_inner()).0;
+            let grown = core.fs.journal.running.handles > handles;
+            if !grown || core.stop || core.abandoned || inner.clock.now_ns() - start >= window {
+                return core;
+            }
+        }
+    }
+
     fn do_commit<'a>(&'a self, mut core: MutexGuard<'a, Core>) -> MutexGuard<'a, Core> {
         let inner = &self.inner;
         let wall = inner.clock.wall_ns();
+        let t0 = inner.clock.now_ns();
         let plan = {
             let Core { fs, .. } = &mut *core;
             fs.journal.commit_begin(&mut fs.cache, wall)
@@ -992,6 +1025,9 @@ impl Okeanos {
                     fs.pending_free_inodes.remove(&i);
                 }
                 inner.stats.on_commit(plan.handles, plan.journal_blocks, plan.records);
+                let took = inner.clock.now_ns().saturating_sub(t0);
+                core.avg_commit_ns = if core.avg_commit_ns == 0 { took } else { (core.avg_commit_ns * 7 + took) / 8 };
+                core.last_commit_handles = plan.handles;
             }
             Err(e) => {
                 let why = format!("commit of transaction {} failed: {e}", plan.tid);

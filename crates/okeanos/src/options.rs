@@ -25,6 +25,11 @@ pub struct MountOptions {
     pub journal_path: Option<PathBuf>,
     /// Buffer cache capacity in blocks (`cache_blocks=`, default 65536).
     pub cache_blocks: usize,
+    /// Transaction batching bounds (`min_batch_time=`, `max_batch_time=` in microseconds, as
+    /// in ext4; defaults 0 and 15000): before a sync-requested commit, wait about one commit
+    /// time, within these bounds, while other writers keep joining.
+    pub min_batch_time: Duration,
+    pub max_batch_time: Duration,
     /// Largest transaction in journal blocks (`max_tx_blocks=`; default a quarter of the journal).
     pub max_tx_blocks: Option<u64>,
     /// Test-only fault injection: skip the flush that makes a commit durable (the canary that
@@ -45,6 +50,8 @@ impl Default for MountOptions {
             read_only: false,
             journal_path: None,
             cache_blocks: 65536,
+            min_batch_time: Duration::ZERO,
+            max_batch_time: Duration::from_micros(15_000),
             max_tx_blocks: None,
             fault_skip_commit_flush: false,
         }
@@ -117,6 +124,8 @@ impl MountOptions {
                 "rw" => o.read_only = false,
                 "journal_path" => o.journal_path = Some(PathBuf::from(v.ok_or("option journal_path needs a value")?)),
                 "cache_blocks" => o.cache_blocks = num(v)? as usize,
+                "min_batch_time" => o.min_batch_time = Duration::from_micros(num(v)?.min(10_000_000)),
+                "max_batch_time" => o.max_batch_time = Duration::from_micros(num(v)?.min(10_000_000)),
                 "max_tx_blocks" => o.max_tx_blocks = Some(num(v)?.max(16)),
                 "errors" => match v {
                     Some("remount-ro") => {}
@@ -127,6 +136,9 @@ impl MountOptions {
             }
         }
         o.content()?;
+        if o.min_batch_time > o.max_batch_time {
+            return Err(format!("min_batch_time ({:?}) exceeds max_batch_time ({:?})", o.min_batch_time, o.max_batch_time));
+        }
         Ok(o)
     }
 }

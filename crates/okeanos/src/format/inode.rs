@@ -2,14 +2,16 @@
 //! [`INLINE_EXTENTS`] extents; more live in a chain of extent blocks. Its CRC is seeded with the
 //! inode number, so an inode written to the wrong slot is caught. Byte map: docs/FORMAT.md,
 //! "Inode".
+//!
+//! The fields an append changes — the CRC, the size, mtime and ctime — lie together in the
+//! first 32 bytes, so differential metadata logs an append's inode change as one small range.
 
 use super::extent::{Extent, EXTENT_SIZE};
-use super::{check_crc, invalid, need, put_crc, seed, FormatError, Le};
+use super::{crc, invalid, need, seed, FormatError, Le};
 
 pub const INODE_SIZE: usize = 256;
 pub const INLINE_EXTENTS: usize = 10;
 const INLINE_AT: usize = 80;
-const CRC_AT: usize = 252;
 
 pub const S_IFMT: u32 = 0o170000;
 pub const S_IFREG: u32 = 0o100000;
@@ -60,24 +62,25 @@ impl Inode {
         assert!(self.inline.len() <= INLINE_EXTENTS, "inline extents overflow");
         let out = &mut out[..INODE_SIZE];
         out.fill(0);
-        Le::put_u32(out, 0, self.mode);
-        Le::put_u32(out, 4, self.uid);
-        Le::put_u32(out, 8, self.gid);
-        Le::put_u32(out, 12, self.nlink);
-        Le::put_u64(out, 16, self.size);
-        Le::put_i64(out, 24, self.atime_ns);
-        Le::put_i64(out, 32, self.mtime_ns);
-        Le::put_i64(out, 40, self.ctime_ns);
-        Le::put_u32(out, 48, self.generation);
-        Le::put_u32(out, 52, self.extent_count);
-        Le::put_u64(out, 56, self.extent_block);
-        Le::put_u32(out, 64, self.orphan_next);
-        Le::put_u32(out, 68, self.parent);
-        Le::put_u32(out, 72, self.flags);
+        Le::put_u32(out, 4, self.mode);
+        Le::put_u64(out, 8, self.size);
+        Le::put_i64(out, 16, self.mtime_ns);
+        Le::put_i64(out, 24, self.ctime_ns);
+        Le::put_i64(out, 32, self.atime_ns);
+        Le::put_u32(out, 40, self.nlink);
+        Le::put_u32(out, 44, self.uid);
+        Le::put_u32(out, 48, self.gid);
+        Le::put_u32(out, 52, self.generation);
+        Le::put_u32(out, 56, self.extent_count);
+        Le::put_u32(out, 60, self.orphan_next);
+        Le::put_u32(out, 64, self.parent);
+        Le::put_u32(out, 68, self.flags);
+        Le::put_u64(out, 72, self.extent_block);
         for (i, e) in self.inline.iter().enumerate() {
             e.encode(&mut out[INLINE_AT + i * EXTENT_SIZE..]);
         }
-        put_crc(out, CRC_AT, seed::INODE ^ ino);
+        let c = crc(seed::INODE ^ ino, &out[4..]);
+        Le::put_u32(out, 0, c);
     }
 
     /// Decodes inode `ino`. An all-zero slot (never used) decodes as a free inode.
@@ -88,28 +91,32 @@ impl Inode {
         if b.iter().all(|&x| x == 0) {
             return Ok(Inode::default());
         }
-        check_crc(W, b, CRC_AT, seed::INODE ^ ino)?;
-        let extent_count = Le::u32(b, 52);
+        let stored = Le::u32(b, 0);
+        let computed = crc(seed::INODE ^ ino, &b[4..]);
+        if stored != computed {
+            return Err(FormatError::BadChecksum { what: W, stored, computed });
+        }
+        let extent_count = Le::u32(b, 56);
         let n_inline = (extent_count as usize).min(INLINE_EXTENTS);
         let mut inline = Vec::with_capacity(n_inline);
         for i in 0..n_inline {
             inline.push(Extent::decode(&b[INLINE_AT + i * EXTENT_SIZE..])?);
         }
         let inode = Inode {
-            mode: Le::u32(b, 0),
-            uid: Le::u32(b, 4),
-            gid: Le::u32(b, 8),
-            nlink: Le::u32(b, 12),
-            size: Le::u64(b, 16),
-            atime_ns: Le::i64(b, 24),
-            mtime_ns: Le::i64(b, 32),
-            ctime_ns: Le::i64(b, 40),
-            generation: Le::u32(b, 48),
+            mode: Le::u32(b, 4),
+            size: Le::u64(b, 8),
+            mtime_ns: Le::i64(b, 16),
+            ctime_ns: Le::i64(b, 24),
+            atime_ns: Le::i64(b, 32),
+            nlink: Le::u32(b, 40),
+            uid: Le::u32(b, 44),
+            gid: Le::u32(b, 48),
+            generation: Le::u32(b, 52),
             extent_count,
-            extent_block: Le::u64(b, 56),
-            orphan_next: Le::u32(b, 64),
-            parent: Le::u32(b, 68),
-            flags: Le::u32(b, 72),
+            orphan_next: Le::u32(b, 60),
+            parent: Le::u32(b, 64),
+            flags: Le::u32(b, 68),
+            extent_block: Le::u64(b, 72),
             inline,
         };
         if inode.mode != 0 && ![S_IFREG, S_IFDIR, S_IFLNK].contains(&(inode.mode & S_IFMT)) {

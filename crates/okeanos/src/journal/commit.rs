@@ -68,7 +68,7 @@ pub struct CommitDone {
 
 /// A differential metadata block is logged as records only if it changed in at most this
 /// many ranges (else whole).
-pub const MAX_DIFF_RANGES: usize = 8;
+pub const MAX_DIFF_RANGES: usize = 32;
 /// Differing bytes closer than this are logged as one range (a tag costs 16 bytes).
 const DIFF_GAP: usize = 16;
 
