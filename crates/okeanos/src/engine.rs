@@ -214,6 +214,12 @@ impl Okeanos {
         }
         cfg.fault_skip_commit_flush = opts.fault_skip_commit_flush;
         let content = opts.content().map_err(FsError::Invalid)?;
+        let mut jsb = jsb;
+        if matches!(content.mode, crate::journal::content::DataMode::Wasteless | crate::journal::content::DataMode::Selective) {
+            // Multiwrite records need the journal feature; the mount writes the journal
+            // superblock (with the flag) before the first commit.
+            jsb.features |= crate::format::journal::jfeature::MULTIWRITE;
+        }
         let journal = Journal::new(cfg, content.policy(), jsb, next_tid);
         if !opts.read_only {
             sb.state = state::MOUNTED;
@@ -450,22 +456,23 @@ impl Okeanos {
         Ok(())
     }
 
+    /// Blocks owned by directory `name` in `parent` (0 if it is not a directory): removing
+    /// it frees them all. An empty directory may still own blocks from entries it once held.
+    fn dir_blocks(fs: &mut Fs, parent: u32, name: &[u8]) -> FsResult<u64> {
+        match fs.lookup_entry(parent, name)? {
+            Some((ino, FileType::Directory)) => {
+                let mi = fs.load(ino)?;
+                Ok(mi.mapped_blocks() + mi.chain.len() as u64)
+            }
+            _ => Ok(0),
+        }
+    }
+
     pub fn rmdir(&self, parent: u32, name: &[u8]) -> FsResult<()> {
         self.drain_evictions()?;
         self.handle(
             |fs| {
-                // An empty directory may still own blocks from entries it once held.
-                let blocks = match fs.lookup_entry(parent, name)? {
-                    Some((ino, FileType::Directory)) => {
-                        let mi = fs.load(ino)?;
-                        mi.mapped_blocks() + mi.chain.len() as u64
-                    }
-                    _ => 0,
-                };
-                let max = fs.st.journal.max_handle_credits();
-                if blocks + 16 > max.revokes {
-                    return Err(FsError::Invalid("directory too large to remove in one step".into()));
-                }
+                let blocks = Self::dir_blocks(fs, parent, name)?;
                 Ok(Credits { blocks: 12 + Self::alloc_credits(fs, blocks), revokes: blocks })
             },
             |fs| fs.rmdir(parent, name),
@@ -476,13 +483,7 @@ impl Okeanos {
         self.drain_evictions()?;
         let gone = self.handle(
             |fs| {
-                let blocks = match fs.lookup_entry(new_parent, new_name)? {
-                    Some((ino, FileType::Directory)) => {
-                        let mi = fs.load(ino)?;
-                        mi.mapped_blocks() + mi.chain.len() as u64
-                    }
-                    _ => 0,
-                };
+                let blocks = Self::dir_blocks(fs, new_parent, new_name)?;
                 Ok(Credits { blocks: 28 + Self::alloc_credits(fs, blocks), revokes: blocks })
             },
             |fs| fs.rename(parent, name, new_parent, new_name),
