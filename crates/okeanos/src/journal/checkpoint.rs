@@ -112,7 +112,7 @@ impl Journal {
                     // At its final location: the block's update sequence ends.
                     buf.seq = None;
                 }
-                if let Some(t) = self.log.iter_mut().find(|t| t.tid == tid) {
+                if let Some(t) = self.logged_tx_mut(tid) {
                     t.checkpoint.remove(&b);
                 }
             }

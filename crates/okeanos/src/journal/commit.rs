@@ -301,7 +301,7 @@ impl Journal {
                     debug_assert!(older < tid);
                 }
                 Some(older) => {
-                    if let Some(t) = self.log.iter_mut().find(|t| t.tid == older) {
+                    if let Some(t) = self.logged_tx_mut(older) {
                         t.checkpoint.remove(&block);
                     }
                     buf.cp_tid = Some(tid);
@@ -333,7 +333,7 @@ impl Journal {
             if let Some(buf) = cache.forget(block) {
                 assert!(buf.tx.is_none() || buf.tx == Some(tid), "a freed block is not reused before its free commits");
                 if let Some(owner) = buf.cp_tid {
-                    if let Some(t) = self.log.iter_mut().find(|t| t.tid == owner) {
+                    if let Some(t) = self.logged_tx_mut(owner) {
                         t.checkpoint.remove(&block);
                     }
                 }

@@ -113,6 +113,12 @@ impl Journal {
         }
     }
 
+    /// The committed transaction `tid` still in the log (the log is in tid order).
+    pub fn logged_tx_mut(&mut self, tid: Tid) -> Option<&mut LoggedTx> {
+        let i = self.log.binary_search_by_key(&tid, |t| t.tid).ok()?;
+        self.log.get_mut(i)
+    }
+
     /// Journal blocks a transaction of `units` logged blocks or records and `revokes` revoke
     /// records takes at most. A record never takes more room than a block; a differential
     /// metadata block yields at most [`commit::MAX_DIFF_RANGES`] tags; each descriptor may
