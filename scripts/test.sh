@@ -11,6 +11,23 @@ need_cargo() {
 }
 need_cargo
 
+# The FUSE tests run real programs on a mount: install them from Debian's packages when missing.
+# (Tests that need /dev/fuse skip with a message where it cannot be opened.)
+need_pkgs=()
+command -v fusermount3 >/dev/null 2>&1 || need_pkgs+=(fuse3)
+command -v fio >/dev/null 2>&1 || need_pkgs+=(fio)
+command -v postmark >/dev/null 2>&1 || need_pkgs+=(postmark)
+command -v sqlite3 >/dev/null 2>&1 || need_pkgs+=(sqlite3)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "installing ${need_pkgs[*]}" >&2
+        (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}") >&2 ||
+            echo "could not install ${need_pkgs[*]}; the tests that need them will say they skip" >&2
+    else
+        echo "missing ${need_pkgs[*]} and cannot install them (not root or no apt-get); those tests will skip" >&2
+    fi
+fi
+
 # Build everything first so that compile errors are reported on their own.
 cargo build --workspace --all-targets --locked
 cargo test --workspace --locked -- --test-threads=2

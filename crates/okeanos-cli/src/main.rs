@@ -2,6 +2,8 @@
 //! and run the demo that compares the journaling modes.
 
 mod demo;
+mod fuse;
+mod mount;
 
 use clap::{Parser, Subcommand};
 use okeanos::format::superblock::{state, JournalLocation};
@@ -67,7 +69,7 @@ enum Cmd {
         cmd: JournalCmd,
     },
     /// Superblock, space, journal state and lifetime counters of an unmounted file system
-    /// (--json for JSON). The live counters of a mount come from the library (Okeanos::counters).
+    /// (--json for JSON); for a mount point, the live counters of the mount (JSON).
     Stat {
         image: PathBuf,
         #[arg(long)]
@@ -114,6 +116,23 @@ enum Cmd {
         #[arg(short, long, default_value = "")]
         options: String,
     },
+    /// Mount an image with FUSE so that any program can use it.
+    Mount {
+        image: PathBuf,
+        mountpoint: PathBuf,
+        /// Options: data=, commit=, journal_path=, ro, errors=, dmeta, write_threshold=, ...,
+        /// and for FUSE: writeback_cache, allow_other, threads=N.
+        #[arg(short, long, default_value = "")]
+        options: String,
+        /// Stay in the foreground (log to stderr unless --log).
+        #[arg(short)]
+        foreground: bool,
+        /// Log file of the daemon.
+        #[arg(long)]
+        log: Option<PathBuf>,
+    },
+    /// Unmount a mounted Okeanos file system cleanly (or clear a stale mount).
+    Umount { mountpoint: PathBuf },
     /// The demo: concurrent writers appending and syncing small records under each policy,
     /// counters side by side.
     Demo(demo::DemoArgs),
@@ -296,6 +315,9 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             println!("end of log: {}", d.end_reason);
             Ok(ExitCode::SUCCESS)
         }
+        Cmd::Stat { image, .. } if image.is_dir() => mount::stat_mounted(&image),
+        Cmd::Mount { image, mountpoint, options, foreground, log } => mount::mount(&image, &mountpoint, &options, foreground, log),
+        Cmd::Umount { mountpoint } => mount::umount(&mountpoint),
         Cmd::Stat { image, journal, json } => {
             let dev = open_dev(&image, false)?;
             let jdev = journal.as_deref().map(|j| open_dev(j, false)).transpose()?;

@@ -28,6 +28,10 @@ pub struct Attr {
     pub mtime_ns: i64,
     pub ctime_ns: i64,
     pub block_size: u32,
+    /// Bumped each time the inode slot is reused (NFS/FUSE generation).
+    pub generation: u32,
+    /// Parent directory (directories only; 0 otherwise).
+    pub parent: u32,
 }
 
 /// Attribute changes of `setattr` (chmod, chown, utimens; size goes through truncate).
@@ -61,6 +65,8 @@ impl<'a> Fs<'a> {
             mtime_ns: i.mtime_ns,
             ctime_ns: i.ctime_ns,
             block_size: bs,
+            generation: i.generation,
+            parent: i.parent,
         })
     }
 

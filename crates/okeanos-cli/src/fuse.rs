@@ -1,0 +1,433 @@
+//! The FUSE front end: serves a mounted Okeanos engine to the kernel, so unmodified programs
+//! (fio, postmark, sqlite3) run on it.
+//!
+//! Requests are served by several threads. A sync (fsync, fdatasync, fsyncdir, and writes to
+//! files opened with O_SYNC/O_DSYNC) never blocks a request thread: its reply is handed to a
+//! thread that waits for the commit covering it, so concurrent syncs group-commit in the engine
+//! and other streams' writes go on meanwhile. No reply to a sync is sent before that commit is
+//! durable. Kernel write-back caching is off unless asked for (`writeback_cache`): with it the
+//! kernel turns sub-block appends into whole-page writes and hides the byte ranges that
+//! wasteless journaling saves.
+//!
+//! Counters are readable while mounted from the hidden file `/.okeanos-stats` (JSON), which
+//! `okeanos stat MOUNTPOINT` prints.
+
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags,
+    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request,
+    TimeOrNow, WriteFlags,
+};
+use okeanos::format::FileType as Kind;
+use okeanos::{Attr, FsError, Okeanos, SetAttr};
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The name of the counters file in the root directory (not listed by readdir).
+pub const STATS_NAME: &str = ".okeanos-stats";
+/// Its inode number: above every real one (those are 32-bit).
+const STATS_INO: u64 = 1 << 40;
+const TTL: Duration = Duration::from_secs(1);
+
+/// How a file handle syncs its writes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SyncMode {
+    None,
+    Data,
+    Full,
+}
+
+struct Handle {
+    ino: u32,
+    sync: SyncMode,
+}
+
+pub struct OkeanosFuse {
+    fs: Okeanos,
+    writeback_cache: bool,
+    handles: Mutex<HashMap<u64, Handle>>,
+    next_fh: AtomicU64,
+}
+
+fn errno(e: &FsError) -> Errno {
+    Errno::from_i32(e.errno())
+}
+
+fn time(ns: i64) -> SystemTime {
+    if ns >= 0 {
+        UNIX_EPOCH + Duration::from_nanos(ns as u64)
+    } else {
+        UNIX_EPOCH - Duration::from_nanos(ns.unsigned_abs())
+    }
+}
+
+fn kind(k: Kind) -> FileType {
+    match k {
+        Kind::Regular => FileType::RegularFile,
+        Kind::Directory => FileType::Directory,
+        Kind::Symlink => FileType::Symlink,
+    }
+}
+
+fn file_attr(a: &Attr) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(a.ino as u64),
+        size: a.size,
+        blocks: a.blocks,
+        atime: time(a.atime_ns),
+        mtime: time(a.mtime_ns),
+        ctime: time(a.ctime_ns),
+        crtime: time(a.ctime_ns),
+        kind: kind(a.kind),
+        perm: (a.perm & 0o7777) as u16,
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: 0,
+        flags: 0,
+        blksize: a.block_size,
+    }
+}
+
+fn ino32(ino: INodeNo) -> Result<u32, Errno> {
+    u32::try_from(u64::from(ino)).map_err(|_| Errno::from_i32(libc::ENOENT))
+}
+
+fn wall_ns(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_nanos() as i64,
+        Err(e) => -(e.duration().as_nanos() as i64),
+    }
+}
+
+impl OkeanosFuse {
+    pub fn new(fs: Okeanos, writeback_cache: bool) -> Self {
+        OkeanosFuse { fs, writeback_cache, handles: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1) }
+    }
+
+    fn stats_json(&self) -> Vec<u8> {
+        let mut v = serde_json::to_value(self.fs.counters()).unwrap_or_default();
+        let (mode, guarantee) = self.fs.mode();
+        v["mode"] = mode.into();
+        v["guarantee"] = guarantee.into();
+        let mut s = serde_json::to_string_pretty(&v).unwrap_or_default().into_bytes();
+        s.push(b'\n');
+        s
+    }
+
+    fn stats_attr(&self) -> FileAttr {
+        let now = SystemTime::now();
+        FileAttr {
+            ino: INodeNo(STATS_INO),
+            size: self.stats_json().len() as u64,
+            blocks: 0,
+            atime: now,
+            mtime: now,
+            ctime: now,
+            crtime: now,
+            kind: FileType::RegularFile,
+            perm: 0o444,
+            nlink: 1,
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            flags: 0,
+            blksize: 4096,
+        }
+    }
+
+    fn add_handle(&self, ino: u32, flags: i32) -> u64 {
+        let sync = if flags & libc::O_SYNC == libc::O_SYNC {
+            SyncMode::Full
+        } else if flags & libc::O_DSYNC != 0 {
+            SyncMode::Data
+        } else {
+            SyncMode::None
+        };
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        self.handles.lock().unwrap_or_else(|e| e.into_inner()).insert(fh, Handle { ino, sync });
+        fh
+    }
+
+    fn entry(&self, r: Result<Attr, FsError>, reply: ReplyEntry) {
+        match r {
+            Ok(a) => reply.entry(&TTL, &file_attr(&a), Generation(a.generation as u64)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    /// Waits for the commit covering `ino` on another thread, then replies.
+    fn sync_then(&self, ino: u32, datasync: bool, reply: impl FnOnce(Result<(), FsError>) + Send + 'static) {
+        let fs = self.fs.clone();
+        std::thread::spawn(move || reply(fs.fsync(ino, datasync)));
+    }
+}
+
+impl Filesystem for OkeanosFuse {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        if self.writeback_cache {
+            let _ = config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE);
+        }
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        if u64::from(parent) == 1 && name == STATS_NAME {
+            return reply.entry(&Duration::ZERO, &self.stats_attr(), Generation(0));
+        }
+        match ino32(parent) {
+            Ok(p) => self.entry(self.fs.lookup(p, name.as_bytes()), reply),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        if u64::from(ino) == STATS_INO {
+            return reply.attr(&Duration::ZERO, &self.stats_attr());
+        }
+        match ino32(ino).map(|i| self.fs.getattr(i)) {
+            Ok(Ok(a)) => reply.attr(&TTL, &file_attr(&a)),
+            Ok(Err(e)) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let Ok(i) = ino32(ino) else { return reply.error(Errno::from_i32(libc::EPERM)) };
+        let t = |x: TimeOrNow| match x {
+            TimeOrNow::SpecificTime(t) => wall_ns(t),
+            TimeOrNow::Now => wall_ns(SystemTime::now()),
+        };
+        let r = (|| {
+            if let Some(s) = size {
+                self.fs.truncate(i, s)?;
+            }
+            let set = SetAttr { mode, uid, gid, atime_ns: atime.map(t), mtime_ns: mtime.map(t) };
+            if mode.is_some() || uid.is_some() || gid.is_some() || atime.is_some() || mtime.is_some() {
+                self.fs.setattr(i, &set)
+            } else {
+                self.fs.getattr(i)
+            }
+        })();
+        match r {
+            Ok(a) => reply.attr(&TTL, &file_attr(&a)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match ino32(ino).map(|i| self.fs.readlink(i)) {
+            Ok(Ok(t)) => reply.data(&t),
+            Ok(Err(e)) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mknod(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, _rdev: u32, reply: ReplyEntry) {
+        if mode & libc::S_IFMT != libc::S_IFREG {
+            return reply.error(Errno::from_i32(libc::ENOTSUP));
+        }
+        match ino32(parent) {
+            Ok(p) => self.entry(self.fs.create(p, name.as_bytes(), mode & !umask & 0o7777), reply),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mkdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+        match ino32(parent) {
+            Ok(p) => self.entry(self.fs.mkdir(p, name.as_bytes(), mode & !umask & 0o7777), reply),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match ino32(parent).map(|p| self.fs.unlink(p, name.as_bytes())) {
+            Ok(Ok(())) => reply.ok(),
+            Ok(Err(e)) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match ino32(parent).map(|p| self.fs.rmdir(p, name.as_bytes())) {
+            Ok(Ok(())) => reply.ok(),
+            Ok(Err(e)) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn symlink(&self, _req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        match ino32(parent) {
+            Ok(p) => self.entry(self.fs.symlink(p, link_name.as_bytes(), target.as_os_str().as_bytes()), reply),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rename(&self, _req: &Request, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: RenameFlags, reply: ReplyEmpty) {
+        if flags.bits() != 0 {
+            // RENAME_NOREPLACE / RENAME_EXCHANGE are not offered.
+            return reply.error(Errno::from_i32(libc::EINVAL));
+        }
+        let r = ino32(parent).and_then(|p| ino32(newparent).map(|q| (p, q)));
+        match r.map(|(p, q)| self.fs.rename(p, name.as_bytes(), q, newname.as_bytes())) {
+            Ok(Ok(())) => reply.ok(),
+            Ok(Err(e)) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        match ino32(ino).and_then(|i| ino32(newparent).map(|p| (i, p))) {
+            Ok((i, p)) => self.entry(self.fs.link(i, p, newname.as_bytes()), reply),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        if u64::from(ino) == STATS_INO {
+            return reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO);
+        }
+        let Ok(i) = ino32(ino) else { return reply.error(Errno::from_i32(libc::ENOENT)) };
+        match self.fs.open_ino(i) {
+            Ok(_) => reply.opened(FileHandle(self.add_handle(i, flags.0)), FopenFlags::empty()),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn read(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, size: u32, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyData) {
+        if u64::from(ino) == STATS_INO {
+            let s = self.stats_json();
+            let from = (offset as usize).min(s.len());
+            let to = (from + size as usize).min(s.len());
+            return reply.data(&s[from..to]);
+        }
+        match ino32(ino).map(|i| self.fs.read(i, offset, size as usize)) {
+            Ok(Ok(d)) => reply.data(&d),
+            Ok(Err(e)) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let Ok(i) = ino32(ino) else { return reply.error(Errno::from_i32(libc::EBADF)) };
+        let sync = self.handles.lock().unwrap_or_else(|e| e.into_inner()).get(&u64::from(fh)).map_or(SyncMode::None, |h| h.sync);
+        match self.fs.write(i, offset, data) {
+            Ok(n) if sync == SyncMode::None => reply.written(n as u32),
+            Ok(n) => self.sync_then(i, sync == SyncMode::Data, move |r| match r {
+                Ok(()) => reply.written(n as u32),
+                Err(e) => reply.error(errno(&e)),
+            }),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock: LockOwner, reply: ReplyEmpty) {
+        // close() does not promise durability; the data is in the engine already.
+        reply.ok();
+    }
+
+    fn release(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, _lock: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
+        if let Some(h) = self.handles.lock().unwrap_or_else(|e| e.into_inner()).remove(&u64::from(fh)) {
+            self.fs.release(h.ino);
+        }
+        reply.ok();
+    }
+
+    fn fsync(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+        match ino32(ino) {
+            Ok(i) => self.sync_then(i, datasync, move |r| match r {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(errno(&e)),
+            }),
+            Err(_) => reply.ok(),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match ino32(ino).map(|i| self.fs.getattr(i)) {
+            Ok(Ok(a)) if a.kind == Kind::Directory => reply.opened(FileHandle(0), FopenFlags::empty()),
+            Ok(Ok(_)) => reply.error(Errno::from_i32(libc::ENOTDIR)),
+            Ok(Err(e)) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        let Ok(i) = ino32(ino) else { return reply.error(Errno::from_i32(libc::ENOENT)) };
+        let (attr, entries) = match (self.fs.getattr(i), self.fs.readdir(i)) {
+            (Ok(a), Ok(e)) => (a, e),
+            (Err(e), _) | (_, Err(e)) => return reply.error(errno(&e)),
+        };
+        let parent = if attr.parent == 0 { i } else { attr.parent };
+        let mut all: Vec<(u64, FileType, Vec<u8>)> = vec![(i as u64, FileType::Directory, b".".to_vec()), (parent as u64, FileType::Directory, b"..".to_vec())];
+        all.extend(entries.into_iter().map(|e| (e.ino as u64, kind(e.kind), e.name)));
+        for (k, (ino, t, name)) in all.into_iter().enumerate().skip(offset as usize) {
+            if reply.add(INodeNo(ino), k as u64 + 1, t, OsStr::from_bytes(&name)) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn fsyncdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+        match ino32(ino) {
+            Ok(i) => self.sync_then(i, datasync, move |r| match r {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(errno(&e)),
+            }),
+            Err(_) => reply.ok(),
+        }
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let s = self.fs.statfs();
+        reply.statfs(s.blocks, s.blocks_free, s.blocks_free, s.inodes, s.inodes_free, s.block_size, s.name_max, s.block_size);
+    }
+
+    fn create(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
+        if mode & libc::S_IFMT != libc::S_IFREG && mode & libc::S_IFMT != 0 {
+            return reply.error(Errno::from_i32(libc::ENOTSUP));
+        }
+        let Ok(p) = ino32(parent) else { return reply.error(Errno::from_i32(libc::ENOENT)) };
+        let r = self.fs.create(p, name.as_bytes(), mode & !umask & 0o7777).and_then(|a| self.fs.open_ino(a.ino));
+        match r {
+            Ok(a) => {
+                let fh = self.add_handle(a.ino, flags);
+                reply.created(&TTL, &file_attr(&a), Generation(a.generation as u64), FileHandle(fh), FopenFlags::empty())
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! `okeanos mount` and `okeanos umount`: the FUSE daemon's life.
+//!
+//! `mount` checks the mount point (a stale mount whose daemon died is named, with the command
+//! that clears it), mounts the engine (recovering the journal if the image was not unmounted
+//! cleanly) and serves it. Without `-f` it re-runs itself in the foreground as a detached
+//! process that logs to a file, and returns once the file system is mounted. SIGTERM and
+//! SIGINT unmount cleanly: the FUSE session ends, then the engine commits, checkpoints and
+//! marks the image clean. `umount` asks the kernel to unmount and waits for the daemon to
+//! finish that clean unmount.
+
+use crate::fuse::OkeanosFuse;
+use fuser::{Config, MountOption};
+use okeanos::{MountOptions, Okeanos};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+/// Options that belong to the FUSE layer rather than the engine.
+struct FuseOpts {
+    writeback_cache: bool,
+    allow_other: bool,
+    threads: usize,
+}
+
+/// Splits `-o` options into engine options and FUSE options.
+fn split_options(opts: &str) -> Result<(MountOptions, FuseOpts), String> {
+    let mut engine = Vec::new();
+    let mut f = FuseOpts { writeback_cache: false, allow_other: false, threads: 8 };
+    for item in opts.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        match item.split_once('=').map_or((item, None), |(k, v)| (k, Some(v))) {
+            ("writeback_cache", None) => f.writeback_cache = true,
+            ("allow_other", None) => f.allow_other = true,
+            ("threads", Some(v)) => f.threads = v.parse().ok().filter(|&n| (1..=64).contains(&n)).ok_or_else(|| format!("threads={v}: use 1 to 64"))?,
+            _ => engine.push(item),
+        }
+    }
+    Ok((MountOptions::parse(&engine.join(","))?, f))
+}
+
+/// Whether `mnt` is a FUSE mount whose daemon is gone ("Transport endpoint is not connected").
+pub fn is_stale(mnt: &Path) -> bool {
+    matches!(std::fs::metadata(mnt), Err(e) if e.raw_os_error() == Some(libc::ENOTCONN))
+}
+
+fn is_mounted(mnt: &Path) -> bool {
+    let Ok(canon) = std::fs::canonicalize(mnt) else { return false };
+    std::fs::read_to_string("/proc/self/mountinfo").is_ok_and(|m| m.lines().any(|l| l.split(' ').nth(4) == Some(canon.to_str().unwrap_or(""))))
+}
+
+/// Where the daemon of `mnt` records its pid.
+fn pid_file(mnt: &Path) -> PathBuf {
+    let canon = std::fs::canonicalize(mnt).unwrap_or_else(|_| mnt.to_path_buf());
+    let key = crc32c::crc32c(canon.as_os_str().as_encoded_bytes());
+    std::env::temp_dir().join(format!("okeanos-mount-{key:08x}.pid"))
+}
+
+pub fn mount(image: &Path, mnt: &Path, options: &str, foreground: bool, log: Option<PathBuf>) -> Result<ExitCode, String> {
+    if is_stale(mnt) {
+        return Err(format!(
+            "{} is a stale Okeanos mount: its daemon is gone. Clear it with `okeanos umount {}` (or `fusermount3 -u {}`), then mount again",
+            mnt.display(),
+            mnt.display(),
+            mnt.display()
+        ));
+    }
+    if !mnt.is_dir() {
+        return Err(format!("mount point {} is not a directory", mnt.display()));
+    }
+    if is_mounted(mnt) {
+        return Err(format!("{} is already a mount point", mnt.display()));
+    }
+    let (opts, fopts) = split_options(options)?;
+    if !foreground {
+        return detach(image, mnt, options, log);
+    }
+    if let Some(path) = &log {
+        redirect_stderr(path)?;
+    }
+    let ro = opts.read_only;
+    let fs = Okeanos::open(image, opts).map_err(|e| format!("{}: {e}", image.display()))?;
+    if let Some(r) = fs.counters().recovery {
+        eprintln!("okeanos: recovered {} transactions ({} blocks) from the journal", r.transactions, r.blocks_replayed);
+    }
+    let mut config = Config::default();
+    config.mount_options = vec![MountOption::FSName(format!("okeanos:{}", image.display())), MountOption::Subtype("okeanos".into()), MountOption::DefaultPermissions];
+    if ro {
+        config.mount_options.push(MountOption::RO);
+    }
+    if fopts.allow_other {
+        config.acl = fuser::SessionACL::All;
+    }
+    config.n_threads = Some(fopts.threads);
+    config.clone_fd = true;
+    let engine = fs.clone();
+    let mut session = fuser::Session::new(OkeanosFuse::new(fs, fopts.writeback_cache), mnt, &config).map_err(|e| format!("mounting {}: {e}", mnt.display()))?;
+    let mut unmounter = session.unmount_callable();
+    let _ = std::fs::write(pid_file(mnt), std::process::id().to_string());
+    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT]).map_err(|e| e.to_string())?;
+    std::thread::spawn(move || {
+        if signals.forever().next().is_some() {
+            eprintln!("okeanos: signal received, unmounting");
+            let _ = unmounter.unmount();
+        }
+    });
+    eprintln!("okeanos: {} mounted on {}", image.display(), mnt.display());
+    let served = session.run();
+    let unmounted = engine.unmount();
+    let _ = std::fs::remove_file(pid_file(mnt));
+    served.map_err(|e| format!("serving {}: {e}", mnt.display()))?;
+    unmounted.map_err(|e| format!("unmounting the engine: {e}"))?;
+    eprintln!("okeanos: {} unmounted cleanly", mnt.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn redirect_stderr(path: &Path) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|e| format!("log {}: {e}", path.display()))?;
+    // SAFETY: dup2 on two valid descriptors; stderr now writes to the log file.
+    if unsafe { libc::dup2(f.as_raw_fd(), 2) } < 0 {
+        return Err(format!("log {}: {}", path.display(), std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// Runs the daemon in the foreground as a detached child and waits until it has mounted.
+fn detach(image: &Path, mnt: &Path, options: &str, log: Option<PathBuf>) -> Result<ExitCode, String> {
+    use std::os::unix::process::CommandExt;
+    let log = log.unwrap_or_else(|| std::env::temp_dir().join(format!("okeanos-{}.log", mnt.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())));
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut child = Command::new(exe)
+        .arg("mount")
+        .arg(image)
+        .arg(mnt)
+        .arg("-f")
+        .arg("--log")
+        .arg(&log)
+        .arg("-o")
+        .arg(options)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if is_mounted(mnt) {
+            println!("{} mounted on {} (daemon pid {}, log {})", image.display(), mnt.display(), child.id(), log.display());
+            return Ok(ExitCode::SUCCESS);
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            let tail = std::fs::read_to_string(&log).unwrap_or_default();
+            return Err(format!("the daemon exited ({status}) before mounting:\n{}", tail.lines().rev().take(10).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")));
+        }
+        if Instant::now() > deadline {
+            return Err("the daemon did not mount within 60 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Unmounts `mnt` and waits for its daemon to finish the clean unmount. A stale mount is
+/// cleared (lazily) and the user is told the image will recover at its next mount.
+pub fn umount(mnt: &Path) -> Result<ExitCode, String> {
+    let stale = is_stale(mnt);
+    let pid = std::fs::read_to_string(pid_file(mnt)).ok().and_then(|s| s.trim().parse::<i32>().ok());
+    let mut args = vec!["-u"];
+    if stale {
+        args.push("-z");
+    }
+    let ok = Command::new("fusermount3").args(&args).arg(mnt).status().is_ok_and(|s| s.success())
+        || Command::new("umount").args(if stale { vec!["-l"] } else { vec![] }).arg(mnt).status().is_ok_and(|s| s.success());
+    if !ok {
+        return Err(format!("could not unmount {}", mnt.display()));
+    }
+    if stale {
+        let _ = std::fs::remove_file(pid_file(mnt));
+        println!("cleared the stale mount {}; the image recovers from its journal at the next mount", mnt.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(pid) = pid {
+        let deadline = Instant::now() + Duration::from_secs(300);
+        while Path::new(&format!("/proc/{pid}")).exists() && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z ")) {
+            if Instant::now() > deadline {
+                return Err(format!("daemon {pid} is still finishing after 300 s"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let _ = std::io::stdout().flush();
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints the counters of a mounted file system.
+pub fn stat_mounted(mnt: &Path) -> Result<ExitCode, String> {
+    let p = mnt.join(crate::fuse::STATS_NAME);
+    let s = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e} (is it an Okeanos mount?)", p.display()))?;
+    print!("{s}");
+    Ok(ExitCode::SUCCESS)
+}

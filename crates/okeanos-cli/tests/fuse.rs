@@ -1,0 +1,278 @@
+//! `okeanos mount` end to end: real programs on a FUSE mount in a temporary directory. Skipped,
+//! with a message, where /dev/fuse cannot be opened or fusermount3 is missing (the README's
+//! test command installs fuse3, fio, postmark and sqlite3 when it can).
+
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_okeanos");
+
+fn fuse_usable() -> bool {
+    if std::fs::OpenOptions::new().read(true).write(true).open("/dev/fuse").is_err() {
+        eprintln!("skipping: /dev/fuse cannot be opened on this machine");
+        return false;
+    }
+    if Command::new("fusermount3").arg("-V").output().is_err() {
+        eprintln!("skipping: fusermount3 is not installed (apt-get install fuse3)");
+        return false;
+    }
+    true
+}
+
+fn have(tool: &str) -> bool {
+    let ok = Command::new("sh").arg("-c").arg(format!("command -v {tool}")).output().is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("skipping: {tool} is not installed");
+    }
+    ok
+}
+
+fn mounted(mnt: &Path) -> bool {
+    let canon = std::fs::canonicalize(mnt).unwrap();
+    std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().any(|l| l.split(' ').nth(4) == canon.to_str())
+}
+
+/// A foreground daemon serving an image; unmounted (cleanly) when dropped.
+struct Mount {
+    child: Option<Child>,
+    mnt: PathBuf,
+}
+
+impl Mount {
+    fn new(image: &Path, mnt: &Path, opts: &str) -> Mount {
+        std::fs::create_dir_all(mnt).unwrap();
+        let child = Command::new(BIN).arg("mount").arg(image).arg(mnt).args(["-f", "-o", opts]).stdout(Stdio::null()).spawn().unwrap();
+        let m = Mount { child: Some(child), mnt: mnt.to_path_buf() };
+        let t0 = Instant::now();
+        while !mounted(mnt) {
+            assert!(t0.elapsed() < Duration::from_secs(30), "mount did not appear");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        m
+    }
+
+    fn stats(&self) -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(self.mnt.join(".okeanos-stats")).unwrap()).unwrap()
+    }
+
+    /// Unmounts with `okeanos umount` and waits for the daemon's clean exit.
+    fn unmount(mut self) {
+        let out = Command::new(BIN).arg("umount").arg(&self.mnt).output().unwrap();
+        assert!(out.status.success(), "umount: {}", String::from_utf8_lossy(&out.stderr));
+        let status = self.child.take().unwrap().wait().unwrap();
+        assert!(status.success(), "daemon exit {status}");
+    }
+
+    fn kill9(mut self) {
+        let mut c = self.child.take().unwrap();
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("fusermount3").arg("-u").arg("-z").arg(&self.mnt).status();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn image(dir: &Path) -> PathBuf {
+    let img = dir.join("img.okfs");
+    let out = Command::new(BIN).arg("mkfs").arg(&img).args(["--size", "512M", "--journal-size", "32M"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    img
+}
+
+fn fsck_clean(img: &Path) {
+    let out = Command::new(BIN).arg("fsck").arg(img).output().unwrap();
+    assert!(out.status.success(), "fsck: {}", String::from_utf8_lossy(&out.stdout));
+}
+
+#[test]
+fn posix_operations_through_the_mount() {
+    if !fuse_usable() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = image(dir.path());
+    let mnt = dir.path().join("mnt");
+    let m = Mount::new(&img, &mnt, "data=wasteless+dmeta");
+    std::fs::create_dir(mnt.join("logs")).unwrap();
+    std::fs::write(mnt.join("logs/a"), b"first").unwrap();
+    assert_eq!(std::fs::read(mnt.join("logs/a")).unwrap(), b"first");
+    std::fs::rename(mnt.join("logs/a"), mnt.join("b")).unwrap();
+    std::os::unix::fs::symlink("b", mnt.join("c")).unwrap();
+    assert_eq!(std::fs::read(mnt.join("c")).unwrap(), b"first");
+    std::fs::hard_link(mnt.join("b"), mnt.join("d")).unwrap();
+    assert_eq!(std::fs::metadata(mnt.join("b")).unwrap().len(), 5);
+    // Errors map to their errno.
+    assert_eq!(std::fs::create_dir(mnt.join("logs")).unwrap_err().raw_os_error(), Some(libc::EEXIST));
+    std::fs::write(mnt.join("logs/x"), b"").unwrap();
+    assert_eq!(std::fs::remove_dir(mnt.join("logs")).unwrap_err().raw_os_error(), Some(libc::ENOTEMPTY));
+    assert_eq!(std::fs::read(mnt.join("nope")).unwrap_err().raw_os_error(), Some(libc::ENOENT));
+    // An unsupported call is refused, not a crash of the daemon.
+    let fifo = std::ffi::CString::new(mnt.join("fifo").to_str().unwrap()).unwrap();
+    assert_ne!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    // An open file keeps its data after unlink, until the last close.
+    let mut f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(mnt.join("tmp")).unwrap();
+    f.write_all(&[7u8; 10_000]).unwrap();
+    std::fs::remove_file(mnt.join("tmp")).unwrap();
+    let mut back = Vec::new();
+    use std::io::Seek;
+    f.seek(std::io::SeekFrom::Start(0)).unwrap();
+    f.read_to_end(&mut back).unwrap();
+    assert_eq!(back, vec![7u8; 10_000]);
+    drop(f);
+    // O_DSYNC writes reach the engine as syncs.
+    let before = m.stats()["syncs"].as_u64().unwrap();
+    let mut s = std::fs::OpenOptions::new().write(true).create(true).truncate(true).custom_flags(libc::O_DSYNC).open(mnt.join("sync")).unwrap();
+    for _ in 0..5 {
+        s.write_all(b"0123456789").unwrap();
+    }
+    assert!(m.stats()["syncs"].as_u64().unwrap() >= before + 5);
+    drop(s);
+    let names: Vec<String> = std::fs::read_dir(&mnt).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert!(names.contains(&"b".to_string()) && !names.iter().any(|n| n.starts_with(".okeanos")));
+    m.unmount();
+    fsck_clean(&img);
+}
+
+#[test]
+fn fio_sixteen_jobs_appending_with_fdatasync() {
+    if !fuse_usable() || !have("fio") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = image(dir.path());
+    let mnt = dir.path().join("mnt");
+    let m = Mount::new(&img, &mnt, "data=wasteless");
+    let before = m.stats()["syncs"].as_u64().unwrap();
+    let out = Command::new("fio")
+        .args(["--name=append", "--numjobs=16", "--rw=write", "--bs=1k", "--size=128k", "--fdatasync=1", "--ioengine=sync", "--output-format=json"])
+        .arg(format!("--directory={}", mnt.display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "fio: {}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let fio_syncs: u64 = v["jobs"].as_array().unwrap().iter().map(|j| j["sync"]["lat_ns"]["N"].as_u64().unwrap_or(0)).sum();
+    let writes: u64 = v["jobs"].as_array().unwrap().iter().map(|j| j["write"]["total_ios"].as_u64().unwrap()).sum();
+    assert_eq!(writes, 16 * 128);
+    let st = m.stats();
+    let engine_syncs = st["syncs"].as_u64().unwrap() - before;
+    assert!(fio_syncs >= 16 * 127, "fio reported {fio_syncs} syncs");
+    assert_eq!(engine_syncs, fio_syncs, "every fdatasync reached the engine");
+    assert!(st["syncs_per_commit"].as_f64().unwrap() > 1.0, "concurrent syncs share commits: {}", st["syncs_per_commit"]);
+    m.unmount();
+    fsck_clean(&img);
+}
+
+fn sqlite(db: &Path, sql: &str) -> String {
+    let mut c = Command::new("sqlite3").arg(db).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    c.stdin.take().unwrap().write_all(sql.as_bytes()).unwrap();
+    let out = c.wait_with_output().unwrap();
+    assert!(out.status.success(), "sqlite3: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn sqlite_rollback_and_wal_survive_a_remount() {
+    if !fuse_usable() || !have("sqlite3") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = image(dir.path());
+    let mnt = dir.path().join("mnt");
+    let m = Mount::new(&img, &mnt, "data=selective+dmeta");
+    for mode in ["delete", "wal"] {
+        let mut sql = format!("PRAGMA journal_mode={mode};\nCREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT);\n");
+        for i in 0..300 {
+            sql.push_str(&format!("INSERT INTO t(v) VALUES('row {i} {}');\n", "x".repeat(i % 50)));
+        }
+        sqlite(&mnt.join(format!("{mode}.db")), &sql);
+    }
+    m.unmount();
+    let m = Mount::new(&img, &mnt, "data=selective+dmeta");
+    for mode in ["delete", "wal"] {
+        let out = sqlite(&mnt.join(format!("{mode}.db")), "PRAGMA integrity_check; SELECT count(*), max(k) FROM t;");
+        assert_eq!(out, "ok\n300|300\n", "{mode}");
+    }
+    m.unmount();
+    fsck_clean(&img);
+}
+
+#[test]
+fn postmark_small() {
+    if !fuse_usable() || !have("postmark") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = image(dir.path());
+    let mnt = dir.path().join("mnt");
+    let m = Mount::new(&img, &mnt, "data=ordered");
+    let mut c = Command::new("postmark").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let cfg = format!("set location {}\nset number 300\nset transactions 1000\nset size 500 20000\nrun\nquit\n", mnt.display());
+    c.stdin.take().unwrap().write_all(cfg.as_bytes()).unwrap();
+    let out = c.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("transactions"), "postmark: {text}");
+    m.unmount();
+    fsck_clean(&img);
+}
+
+#[test]
+fn kill_nine_loses_nothing_acknowledged() {
+    if !fuse_usable() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = image(dir.path());
+    let mnt = dir.path().join("mnt");
+    let m = Mount::new(&img, &mnt, "data=wasteless");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let path = mnt.join(format!("w{w}"));
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut acked = 0u64;
+                let Ok(mut f) = std::fs::OpenOptions::new().append(true).create(true).open(&path) else { return 0 };
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let rec = format!("writer {w} record {:08}\n", acked);
+                    if f.write_all(rec.as_bytes()).is_err() || f.sync_data().is_err() {
+                        break;
+                    }
+                    acked += 1; // the sync returned: this record is acknowledged
+                }
+                acked
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(700));
+    m.kill9();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let acked: Vec<u64> = writers.into_iter().map(|t| t.join().unwrap()).collect();
+    assert!(acked.iter().sum::<u64>() > 50, "writers made progress: {acked:?}");
+    // The mount point is stale now: mount says how to clear it, umount clears it.
+    let out = Command::new(BIN).arg("mount").arg(&img).arg(&mnt).output().unwrap();
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("stale"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(Command::new(BIN).arg("umount").arg(&mnt).status().unwrap().success());
+    // fsck replays the journal, then finds nothing wrong.
+    fsck_clean(&img);
+    let m = Mount::new(&img, &mnt, "data=wasteless");
+    for (w, &n) in acked.iter().enumerate() {
+        let text = std::fs::read_to_string(mnt.join(format!("w{w}"))).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines.len() as u64 >= n, "writer {w}: {} records after recovery, {n} acknowledged", lines.len());
+        for (k, l) in lines.iter().enumerate() {
+            assert_eq!(*l, format!("writer {w} record {k:08}"));
+        }
+    }
+    m.unmount();
+    fsck_clean(&img);
+}
