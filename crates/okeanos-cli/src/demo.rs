@@ -32,6 +32,11 @@ pub struct DemoArgs {
     /// Use fdatasync (default) or fsync.
     #[arg(long, default_value = "fdatasync")]
     sync: String,
+    /// Run the writers through the file system mounted at this directory (an Okeanos FUSE
+    /// mount, or any other) with ordinary system calls, instead of through the library.
+    /// Counters come from the mount's `.okeanos-stats` when it has one.
+    #[arg(long)]
+    mount: Option<PathBuf>,
 }
 
 struct Row {
@@ -55,6 +60,12 @@ pub fn run(a: DemoArgs) -> Result<ExitCode, String> {
         "fdatasync" => false,
         s => return Err(format!("--sync {s}: use fsync or fdatasync")),
     };
+    if let Some(m) = &a.mount {
+        for &size in &sizes {
+            run_mounted(&a, m, size, fsync)?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let tmp = tempdir(a.dir.clone())?;
     let mut all = Vec::new();
     for &size in &sizes {
@@ -89,28 +100,96 @@ fn run_one(a: &DemoArgs, tmp: &std::path::Path, cfg: ContentConfig, size: usize,
             let fs = fs.clone();
             let barrier = barrier.clone();
             let records = a.records;
-            std::thread::spawn(move || -> Result<(), String> {
+            std::thread::spawn(move || -> Result<Vec<u64>, String> {
                 let f = fs.create_file(&format!("/stream-{w:05}")).map_err(|e| e.to_string())?;
                 let rec = vec![b'a' + (w % 26) as u8; size];
+                let mut lat = Vec::with_capacity(records);
                 barrier.wait();
                 for _ in 0..records {
                     f.append(&rec).map_err(|e| e.to_string())?;
+                    let s = std::time::Instant::now();
                     if fsync { f.fsync() } else { f.fdatasync() }.map_err(|e| e.to_string())?;
+                    lat.push(s.elapsed().as_nanos() as u64);
                 }
-                Ok(())
+                Ok(lat)
             })
         })
         .collect();
+    let mut lat = Vec::new();
     for t in threads {
-        t.join().map_err(|_| "a writer panicked".to_string())??;
+        lat.extend(t.join().map_err(|_| "a writer panicked".to_string())??);
     }
     let wall_s = t0.elapsed().as_secs_f64();
+    let (mean, p50, p99, p999) = summarize(lat);
+    eprintln!("  library client-side sync latency (us): mean {mean:.0} p50 {p50:.0} p99 {p99:.0} p99.9 {p999:.0}; {:.0} appends/s", (a.writers * a.records) as f64 / wall_s);
     let during = fs.counters();
     let probe = fs.clone();
     fs.unmount().map_err(|e| e.to_string())?;
     let after = probe.counters();
     let _ = std::fs::remove_file(&path);
     Ok(Row { mode: name, size, c: during, after, wall_s })
+}
+
+/// Client-side latency summary (µs): mean, p50, p99, p99.9.
+fn summarize(mut lat_ns: Vec<u64>) -> (f64, f64, f64, f64) {
+    if lat_ns.is_empty() {
+        return (0.0, 0.0, 0.0, 0.0);
+    }
+    lat_ns.sort_unstable();
+    let q = |p: f64| lat_ns[((lat_ns.len() as f64 * p) as usize).min(lat_ns.len() - 1)] as f64 / 1e3;
+    (lat_ns.iter().sum::<u64>() as f64 / lat_ns.len() as f64 / 1e3, q(0.5), q(0.99), q(0.999))
+}
+
+fn read_stats(mnt: &std::path::Path) -> Option<serde_json::Value> {
+    serde_json::from_slice(&std::fs::read(mnt.join(".okeanos-stats")).ok()?).ok()
+}
+
+/// The writers on a mounted directory, through system calls.
+fn run_mounted(a: &DemoArgs, mnt: &std::path::Path, size: usize, fsync: bool) -> Result<(), String> {
+    use std::io::Write;
+    let dir = mnt.join(format!("demo-{}-{size}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let before = read_stats(mnt);
+    let barrier = Arc::new(Barrier::new(a.writers));
+    let t0 = std::time::Instant::now();
+    let threads: Vec<_> = (0..a.writers)
+        .map(|w| {
+            let path = dir.join(format!("stream-{w:05}"));
+            let barrier = barrier.clone();
+            let records = a.records;
+            std::thread::spawn(move || -> Result<Vec<u64>, String> {
+                let mut f = std::fs::OpenOptions::new().append(true).create(true).open(&path).map_err(|e| e.to_string())?;
+                let rec = vec![b'a' + (w % 26) as u8; size];
+                let mut lat = Vec::with_capacity(records);
+                barrier.wait();
+                for _ in 0..records {
+                    f.write_all(&rec).map_err(|e| e.to_string())?;
+                    let s = std::time::Instant::now();
+                    if fsync { f.sync_all() } else { f.sync_data() }.map_err(|e| e.to_string())?;
+                    lat.push(s.elapsed().as_nanos() as u64);
+                }
+                Ok(lat)
+            })
+        })
+        .collect();
+    let mut lat = Vec::new();
+    for t in threads {
+        lat.extend(t.join().map_err(|_| "a writer panicked".to_string())??);
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    let (mean, p50, p99, p999) = summarize(lat);
+    let appends = (a.writers * a.records) as f64;
+    println!("mount {}: {} writers x {} records of {size} bytes", mnt.display(), a.writers, a.records);
+    println!("  appends per second         {:.0}", appends / wall);
+    println!("  sync latency (client, us)  mean {mean:.0}  p50 {p50:.0}  p99 {p99:.0}  p99.9 {p999:.0}");
+    if let (Some(b), Some(c)) = (before, read_stats(mnt)) {
+        let d = |k: &str| c[k].as_u64().unwrap_or(0) - b[k].as_u64().unwrap_or(0);
+        let payload = appends * size as f64;
+        println!("  syncs seen by the engine   {}  commits {}  syncs per commit {:.1}", d("syncs"), d("commits"), d("syncs") as f64 / d("commits").max(1) as f64);
+        println!("  journal bytes per payload byte {:.2}", d("journal_bytes") as f64 / payload);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
 }
 
 fn print_markdown(rows: &[Row], writers: usize, records: usize) {

@@ -276,3 +276,44 @@ fn kill_nine_loses_nothing_acknowledged() {
     m.unmount();
     fsck_clean(&img);
 }
+
+#[test]
+fn hundred_writers_share_commits_and_sigterm_unmounts_cleanly() {
+    if !fuse_usable() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = image(dir.path());
+    let mnt = dir.path().join("mnt");
+    let mut m = Mount::new(&img, &mnt, "data=wasteless+dmeta");
+    let threads: Vec<_> = (0..100)
+        .map(|w| {
+            let path = mnt.join(format!("s{w}"));
+            std::thread::spawn(move || {
+                let mut f = std::fs::OpenOptions::new().append(true).create(true).open(path).unwrap();
+                for k in 0..20 {
+                    f.write_all(format!("{w:03} {k:04} {}\n", "r".repeat(1000)).as_bytes()).unwrap();
+                    f.sync_data().unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    // `okeanos stat MOUNTPOINT` prints the live counters.
+    let out = Command::new(BIN).arg("stat").arg(&mnt).output().unwrap();
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(st["syncs"].as_u64().unwrap() >= 2000);
+    assert!(st["syncs_per_commit"].as_f64().unwrap() >= 5.0, "many syncs per commit: {}", st["syncs_per_commit"]);
+    // SIGTERM: the daemon unmounts, commits, checkpoints and exits cleanly.
+    let child = m.child.take().unwrap();
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = { let mut c = child; c.wait().unwrap() };
+    assert!(status.success(), "daemon exit after SIGTERM: {status}");
+    assert!(!mounted(&mnt));
+    let out = Command::new(BIN).arg("stat").arg(&img).arg("--json").output().unwrap();
+    let sb: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((sb["state"].as_str(), sb["journal_clean"].as_bool()), (Some("clean"), Some(true)));
+    fsck_clean(&img);
+}
