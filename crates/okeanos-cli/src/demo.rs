@@ -93,22 +93,61 @@ fn run_one(a: &DemoArgs, tmp: &std::path::Path, cfg: ContentConfig, size: usize,
     Okeanos::mkfs_file(&path, image_bytes, &MkfsOptions::default()).map_err(|e| e.to_string())?;
     let fs = Okeanos::open(&path, MountOptions::default().content_config(cfg)).map_err(|e| e.to_string())?;
     eprintln!("{name}: {} writers x {} records of {size} bytes ...", a.writers, a.records);
+    let lib = fs.clone();
+    let (lat, wall_s) = run_writers(a.writers, a.records, size, fsync, move |w| lib.create_file(&format!("/stream-{w:05}")).map_err(|e| e.to_string()))?;
+    let (mean, p50, p99, p999) = summarize(lat);
+    eprintln!("  library client-side sync latency (us): mean {mean:.0} p50 {p50:.0} p99 {p99:.0} p99.9 {p999:.0}; {:.0} appends/s", (a.writers * a.records) as f64 / wall_s);
+    let during = fs.counters();
+    let probe = fs.clone();
+    fs.unmount().map_err(|e| e.to_string())?;
+    let after = probe.counters();
+    let _ = std::fs::remove_file(&path);
+    Ok(Row { mode: name, size, c: during, after, wall_s })
+}
+
+/// A stream the writers append to: a library file handle or an ordinary file on a mount.
+trait Stream: Send + 'static {
+    fn append(&mut self, data: &[u8]) -> Result<(), String>;
+    fn sync(&mut self, full: bool) -> Result<(), String>;
+}
+
+impl Stream for okeanos::File {
+    fn append(&mut self, data: &[u8]) -> Result<(), String> {
+        okeanos::File::append(self, data).map(|_| ()).map_err(|e| e.to_string())
+    }
+    fn sync(&mut self, full: bool) -> Result<(), String> {
+        if full { self.fsync() } else { self.fdatasync() }.map_err(|e| e.to_string())
+    }
+}
+
+impl Stream for std::fs::File {
+    fn append(&mut self, data: &[u8]) -> Result<(), String> {
+        std::io::Write::write_all(self, data).map_err(|e| e.to_string())
+    }
+    fn sync(&mut self, full: bool) -> Result<(), String> {
+        if full { self.sync_all() } else { self.sync_data() }.map_err(|e| e.to_string())
+    }
+}
+
+/// Runs `writers` threads, each opening its stream with `open(w)` and appending `records`
+/// records of `size` bytes with a sync after each. Returns the client-side sync latencies (ns)
+/// and the wall time (s).
+fn run_writers<S: Stream>(writers: usize, records: usize, size: usize, fsync: bool, open: impl Fn(usize) -> Result<S, String> + Send + Sync + 'static) -> Result<(Vec<u64>, f64), String> {
+    let open = Arc::new(open);
+    let barrier = Arc::new(Barrier::new(writers));
     let t0 = std::time::Instant::now();
-    let barrier = Arc::new(Barrier::new(a.writers));
-    let threads: Vec<_> = (0..a.writers)
+    let threads: Vec<_> = (0..writers)
         .map(|w| {
-            let fs = fs.clone();
-            let barrier = barrier.clone();
-            let records = a.records;
+            let (open, barrier) = (open.clone(), barrier.clone());
             std::thread::spawn(move || -> Result<Vec<u64>, String> {
-                let f = fs.create_file(&format!("/stream-{w:05}")).map_err(|e| e.to_string())?;
+                let mut f = open(w)?;
                 let rec = vec![b'a' + (w % 26) as u8; size];
                 let mut lat = Vec::with_capacity(records);
                 barrier.wait();
                 for _ in 0..records {
-                    f.append(&rec).map_err(|e| e.to_string())?;
+                    f.append(&rec)?;
                     let s = std::time::Instant::now();
-                    if fsync { f.fsync() } else { f.fdatasync() }.map_err(|e| e.to_string())?;
+                    f.sync(fsync)?;
                     lat.push(s.elapsed().as_nanos() as u64);
                 }
                 Ok(lat)
@@ -119,15 +158,7 @@ fn run_one(a: &DemoArgs, tmp: &std::path::Path, cfg: ContentConfig, size: usize,
     for t in threads {
         lat.extend(t.join().map_err(|_| "a writer panicked".to_string())??);
     }
-    let wall_s = t0.elapsed().as_secs_f64();
-    let (mean, p50, p99, p999) = summarize(lat);
-    eprintln!("  library client-side sync latency (us): mean {mean:.0} p50 {p50:.0} p99 {p99:.0} p99.9 {p999:.0}; {:.0} appends/s", (a.writers * a.records) as f64 / wall_s);
-    let during = fs.counters();
-    let probe = fs.clone();
-    fs.unmount().map_err(|e| e.to_string())?;
-    let after = probe.counters();
-    let _ = std::fs::remove_file(&path);
-    Ok(Row { mode: name, size, c: during, after, wall_s })
+    Ok((lat, t0.elapsed().as_secs_f64()))
 }
 
 /// Client-side latency summary (µs): mean, p50, p99, p99.9.
@@ -146,37 +177,13 @@ fn read_stats(mnt: &std::path::Path) -> Option<serde_json::Value> {
 
 /// The writers on a mounted directory, through system calls.
 fn run_mounted(a: &DemoArgs, mnt: &std::path::Path, size: usize, fsync: bool) -> Result<(), String> {
-    use std::io::Write;
     let dir = mnt.join(format!("demo-{}-{size}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let before = read_stats(mnt);
-    let barrier = Arc::new(Barrier::new(a.writers));
-    let t0 = std::time::Instant::now();
-    let threads: Vec<_> = (0..a.writers)
-        .map(|w| {
-            let path = dir.join(format!("stream-{w:05}"));
-            let barrier = barrier.clone();
-            let records = a.records;
-            std::thread::spawn(move || -> Result<Vec<u64>, String> {
-                let mut f = std::fs::OpenOptions::new().append(true).create(true).open(&path).map_err(|e| e.to_string())?;
-                let rec = vec![b'a' + (w % 26) as u8; size];
-                let mut lat = Vec::with_capacity(records);
-                barrier.wait();
-                for _ in 0..records {
-                    f.write_all(&rec).map_err(|e| e.to_string())?;
-                    let s = std::time::Instant::now();
-                    if fsync { f.sync_all() } else { f.sync_data() }.map_err(|e| e.to_string())?;
-                    lat.push(s.elapsed().as_nanos() as u64);
-                }
-                Ok(lat)
-            })
-        })
-        .collect();
-    let mut lat = Vec::new();
-    for t in threads {
-        lat.extend(t.join().map_err(|_| "a writer panicked".to_string())??);
-    }
-    let wall = t0.elapsed().as_secs_f64();
+    let d = dir.clone();
+    let (lat, wall) = run_writers(a.writers, a.records, size, fsync, move |w| {
+        std::fs::OpenOptions::new().append(true).create(true).open(d.join(format!("stream-{w:05}"))).map_err(|e| e.to_string())
+    })?;
     let (mean, p50, p99, p999) = summarize(lat);
     let appends = (a.writers * a.records) as f64;
     println!("mount {}: {} writers x {} records of {size} bytes", mnt.display(), a.writers, a.records);
