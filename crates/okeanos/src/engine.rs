@@ -583,15 +583,33 @@ impl Okeanos {
     }
 
     /// Frees an unlinked inode's blocks and the inode itself (several handles).
+    /// Several threads may decide to evict the same inode (an unlink racing with the last
+    /// release): one claims it, and only an unused inode that is still an orphan is evicted —
+    /// an inode number freed meanwhile, or already reused by a new file, is left alone.
     fn evict(&self, ino: u32) -> FsResult<()> {
-        self.truncate_steps(ino, 0)?;
-        self.handle(Self::meta_credits(8), |fs| {
-            let chain = std::mem::take(&mut fs.load(ino)?.chain);
-            for b in chain {
-                fs.free_block(b)?;
+        {
+            let mut core = self.lock();
+            let st = &mut core.fs;
+            if st.open_count.contains_key(&ino) || !st.evicting.insert(ino) {
+                return Ok(());
             }
-            fs.finish_orphan(ino)
-        })
+        }
+        let r = (|| {
+            let orphan = self.with_fs(|fs| Ok(fs.load(ino).is_ok_and(|m| m.inode.nlink == 0)))?;
+            if !orphan {
+                return Ok(());
+            }
+            self.truncate_steps(ino, 0)?;
+            self.handle(Self::meta_credits(8), |fs| {
+                let chain = std::mem::take(&mut fs.load(ino)?.chain);
+                for b in chain {
+                    fs.free_block(b)?;
+                }
+                fs.finish_orphan(ino)
+            })
+        })();
+        self.lock().fs.evicting.remove(&ino);
+        r
     }
 
     fn release_if_unused(&self, ino: u32) -> FsResult<()> {
@@ -602,11 +620,17 @@ impl Okeanos {
         Ok(())
     }
 
+    /// Finishes the deletions that last releases queued. A deletion that fails leaves its
+    /// inode on the orphan list (the next mount finishes it) and does not fail the operation
+    /// that happened to run it; a failure that matters (an I/O error) has made the file system
+    /// read-only, which that operation reports itself.
     fn drain_evictions(&self) -> FsResult<()> {
         loop {
             let next = self.lock().fs.deferred_evict.pop();
             match next {
-                Some(ino) => self.evict(ino)?,
+                Some(ino) => {
+                    let _ = self.evict(ino);
+                }
                 None => return Ok(()),
             }
         }
@@ -614,9 +638,11 @@ impl Okeanos {
 
     /// Notes that a handle holds `ino` open (unlinked files keep their data until release).
     pub fn open_ino(&self, ino: u32) -> FsResult<Attr> {
-        let attr = self.getattr(ino)?;
-        *self.lock().fs.open_count.entry(ino).or_insert(0) += 1;
-        Ok(attr)
+        self.with_fs(|fs| {
+            let attr = fs.attr(ino)?;
+            *fs.st.open_count.entry(ino).or_insert(0) += 1;
+            Ok(attr)
+        })
     }
 
     /// Drops one open reference; the last one of an unlinked inode queues its deletion, which

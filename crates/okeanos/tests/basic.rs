@@ -155,3 +155,25 @@ fn unlinked_open_file_keeps_data_until_close() {
     let r = okeanos::fsck(image, None);
     assert!(r.is_clean() && r.orphans == 0, "{r:#?}");
 }
+
+/// Regression (found by the sqlite3 test through FUSE, where RELEASE can arrive after UNLINK):
+/// an unlink racing with the last close of the same file evicts it exactly once, and the
+/// operations that happen to run the deferred deletion do not fail.
+#[test]
+fn unlink_racing_with_the_last_close() {
+    let dev = mem_fs(32 * MB, 1024);
+    let fs = mount(&dev, DataMode::Wasteless);
+    for k in 0..300 {
+        let f = fs.create_file("/journal").unwrap();
+        f.write_at(0, &record(1, k, 3000)).unwrap();
+        let fs2 = fs.clone();
+        let t = std::thread::spawn(move || fs2.remove_path("/journal").unwrap());
+        drop(f);
+        t.join().unwrap();
+        fs.create_file(&format!("/other{}", k % 7)).unwrap();
+    }
+    fs.sync().unwrap();
+    fs.unmount().unwrap();
+    let r = okeanos::fsck(dev, None);
+    assert!(r.is_clean() && r.orphans == 0, "{r:#?}");
+}

@@ -109,6 +109,8 @@ pub struct FsState {
     pub datasync_tid: HashMap<u32, Tid>,
     /// Unlinked inodes whose last handle closed: their blocks are freed by the next operation.
     pub deferred_evict: Vec<u32>,
+    /// Inodes some thread is evicting now.
+    pub evicting: HashSet<u32>,
     /// Bumped whenever a handle dirties a block; tells whether a failed handle left changes.
     pub dirty_epoch: u64,
     /// Why the file system turned read-only, if it did.
@@ -143,6 +145,7 @@ impl FsState {
             sync_tid: HashMap::new(),
             datasync_tid: HashMap::new(),
             deferred_evict: Vec::new(),
+            evicting: HashSet::new(),
             dirty_epoch: 0,
             read_only,
             alloc_cursor: vec![0; groups],
