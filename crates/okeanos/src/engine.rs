@@ -362,7 +362,9 @@ impl Okeanos {
     fn write_credits(fs: &Fs, nblocks: u64, journaled: bool) -> Credits {
         let chain = 2 + nblocks / crate::format::extent::ExtentBlock::capacity(fs.bs()) as u64;
         let data = if journaled { nblocks } else { 0 };
-        Credits::blocks(data + Self::alloc_credits(fs, nblocks + chain) + chain + 2)
+        // A block that starts an in-place sequence while older logged copies of it remain in
+        // the log gets a revoke record (selective journaling; see Journal::dirty_data).
+        Credits { blocks: data + Self::alloc_credits(fs, nblocks + chain) + chain + 2, revokes: nblocks }
     }
 
     /// Blocks per write handle: the largest that fits the handle limit, at most 1 MiB worth.

@@ -19,6 +19,9 @@ pub mod recovery;
 pub mod revoke;
 pub mod transaction;
 
+#[cfg(test)]
+mod tests;
+
 use crate::cache::{BufKind, Cache};
 use crate::format::journal::{Descriptor, JournalSuperblock, RevokeBlock};
 use content::{ContentPolicy, Route};
@@ -219,6 +222,8 @@ impl Journal {
         buf.tx = Some(tid);
         let (route, seq) = self.policy.route(buf.seq, len, bs);
         buf.seq = seq;
+        let has_logged_copy = self.logged_copies.contains_key(&block)
+            || self.committing.as_ref().is_some_and(|c| c.tx.journaled.contains(&block) || c.tx.ranges.contains_key(&block));
         let tx = &mut self.running;
         if fresh {
             tx.fresh.insert(block);
@@ -242,11 +247,18 @@ impl Journal {
                 }
                 tx.revoked.remove(&block);
             }
-            Route::FinalBeforeCommit => {
-                tx.final_data.insert(block);
-            }
-            Route::FinalWithCommit => {
-                tx.final_unordered.insert(block);
+            Route::FinalBeforeCommit | Route::FinalWithCommit => {
+                if route == Route::FinalBeforeCommit {
+                    tx.final_data.insert(block);
+                } else {
+                    tx.final_unordered.insert(block);
+                }
+                // A block written in place while older logged copies of it (from a journaled
+                // sequence that reached its final location) remain in the log: those copies
+                // must never replay over the in-place data once this transaction commits.
+                if has_logged_copy {
+                    tx.revoked.insert(block);
+                }
             }
         }
         debug_assert!(
