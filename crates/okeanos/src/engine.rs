@@ -516,10 +516,7 @@ impl Okeanos {
         }
         self.drain_evictions()?;
         let mut done = 0usize;
-        while done < data.len() || (data.is_empty() && done == 0) {
-            if data.is_empty() {
-                break;
-            }
+        while done < data.len() {
             let pos = off + done as u64;
             let chunk_len = {
                 let mut core = self.lock();
