@@ -228,6 +228,7 @@ impl Okeanos {
             let mut b0 = vec![0u8; sb.block_size as usize];
             sb.encode(&mut b0);
             dev.write_at(0, &b0)?;
+            stats.on_write(crate::journal::plan::BlockKind::FinalMeta, b0.len());
             dev.flush()?;
             runtime::execute(&journal.mount_plan(), &devs, &stats)?;
         }
@@ -771,6 +772,7 @@ impl Okeanos {
         let mut b0 = vec![0u8; sb.block_size as usize];
         sb.encode(&mut b0);
         devs.fs.write_at(0, &b0)?;
+        stats.on_write(crate::journal::plan::BlockKind::FinalMeta, b0.len());
         devs.fs.flush()?;
         Ok(())
     }

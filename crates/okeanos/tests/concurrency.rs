@@ -60,3 +60,44 @@ fn hundred_writers_share_commits() {
         assert!(c.syncs_per_commit >= 10.0, "{mode}: only {:.1} syncs per commit", c.syncs_per_commit);
     }
 }
+
+/// The counters account for every byte the engine writes: their per-kind totals equal what the
+/// devices themselves counted, for an internal and for an external journal.
+#[test]
+fn counters_equal_the_devices_own_counts() {
+    use okeanos::MemDevice;
+    for external in [false, true] {
+        for policy in ["ordered", "data", "wasteless+dmeta", "selective"] {
+            let dev = Arc::new(MemDevice::new(64 * MB));
+            let jdev = Arc::new(MemDevice::new(8 * MB));
+            let mk = MkfsOptions { journal_blocks: 1024, external_journal: external, ..Default::default() };
+            Okeanos::mkfs(dev.as_ref(), external.then_some(jdev.as_ref() as &dyn Device), &mk).unwrap();
+            let (f0, j0) = (dev.counters(), jdev.counters());
+            let opts = MountOptions::default().content_config(okeanos::journal::content::ContentConfig::parse(policy).unwrap());
+            let fs = Okeanos::mount(dev.clone(), external.then(|| jdev.clone() as Arc<dyn Device>), opts).unwrap();
+            let threads: Vec<_> = (0..8)
+                .map(|w| {
+                    let fs = fs.clone();
+                    std::thread::spawn(move || {
+                        let f = fs.create_file(&format!("/s{w}")).unwrap();
+                        for k in 0..50 {
+                            f.append(&record(w, k, 300)).unwrap();
+                            f.fdatasync().unwrap();
+                        }
+                    })
+                })
+                .collect();
+            for t in threads {
+                t.join().unwrap();
+            }
+            let probe = fs.clone();
+            fs.unmount().unwrap();
+            let c = probe.counters();
+            let dev_bytes = dev.counters().bytes_written - f0.bytes_written + jdev.counters().bytes_written - j0.bytes_written;
+            assert_eq!(c.journal_bytes + c.final_bytes, dev_bytes, "{policy} external={external}: counters {c:?}");
+            if external {
+                assert_eq!(c.journal_bytes, jdev.counters().bytes_written - j0.bytes_written, "{policy}: journal device");
+            }
+        }
+    }
+}
