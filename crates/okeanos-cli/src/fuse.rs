@@ -160,6 +160,18 @@ impl OkeanosFuse {
         }
     }
 
+    /// fsync and fsyncdir: reply once the commit covering `ino` is durable (the counters file
+    /// has nothing to sync).
+    fn sync_reply(&self, ino: INodeNo, datasync: bool, reply: ReplyEmpty) {
+        match ino32(ino) {
+            Ok(i) => self.sync_then(i, datasync, move |r| match r {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(errno(&e)),
+            }),
+            Err(_) => reply.ok(),
+        }
+    }
+
     /// Waits for the commit covering `ino` on another thread, then replies.
     fn sync_then(&self, ino: u32, datasync: bool, reply: impl FnOnce(Result<(), FsError>) + Send + 'static) {
         let fs = self.fs.clone();
@@ -366,13 +378,7 @@ impl Filesystem for OkeanosFuse {
     }
 
     fn fsync(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
-        match ino32(ino) {
-            Ok(i) => self.sync_then(i, datasync, move |r| match r {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(errno(&e)),
-            }),
-            Err(_) => reply.ok(),
-        }
+        self.sync_reply(ino, datasync, reply);
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -402,13 +408,7 @@ impl Filesystem for OkeanosFuse {
     }
 
     fn fsyncdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
-        match ino32(ino) {
-            Ok(i) => self.sync_then(i, datasync, move |r| match r {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(errno(&e)),
-            }),
-            Err(_) => reply.ok(),
-        }
+        self.sync_reply(ino, datasync, reply);
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
