@@ -118,12 +118,4 @@ impl Cache {
         }
     }
 
-    /// Buffers owed to their final location, for checkpoint selection.
-    pub fn checkpoint_owed(&self) -> impl Iterator<Item = (u64, &Buffer)> {
-        self.map.iter().filter(|(_, b)| b.cp_tid.is_some()).map(|(&k, b)| (k, b))
-    }
-
-    pub fn dirty_count(&self) -> usize {
-        self.map.values().filter(|b| !b.is_clean()).count()
-    }
 }

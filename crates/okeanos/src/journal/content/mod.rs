@@ -121,8 +121,6 @@ impl ContentConfig {
 
 impl DataMode {
     pub const ALL: [DataMode; 5] = [DataMode::Writeback, DataMode::Ordered, DataMode::Data, DataMode::Wasteless, DataMode::Selective];
-    /// The ext3 baselines.
-    pub const BASELINES: [DataMode; 3] = [DataMode::Writeback, DataMode::Ordered, DataMode::Data];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -136,11 +134,6 @@ impl DataMode {
 
     pub fn policy(self) -> Box<dyn ContentPolicy> {
         ContentConfig { mode: self, ..Default::default() }.policy()
-    }
-
-    /// Whether synced writes are recovered whole and atomically (the data-journaling modes).
-    pub fn journals_data(self) -> bool {
-        matches!(self, DataMode::Data | DataMode::Wasteless)
     }
 }
 
