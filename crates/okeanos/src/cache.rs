@@ -16,7 +16,7 @@
 
 use crate::journal::content::Sequence;
 use crate::journal::transaction::Tid;
-use std::collections::HashMap;
+use crate::det::HashMap;
 use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +53,7 @@ pub struct Cache {
 
 impl Cache {
     pub fn new(block_size: usize, capacity: usize) -> Self {
-        Cache { map: HashMap::new(), capacity: capacity.max(64), tick: 0, block_size }
+        Cache { map: HashMap::default(), capacity: capacity.max(64), tick: 0, block_size }
     }
 
     pub fn block_size(&self) -> usize {

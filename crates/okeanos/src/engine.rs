@@ -66,6 +66,37 @@ struct Core {
     /// Moving average of commit durations, and the handles of the last commit (batching).
     avg_commit_ns: u64,
     last_commit_handles: u32,
+    /// A batching window in progress: (started, handles seen at the last look, next look).
+    batch: Option<(u64, u32, u64)>,
+    /// Driven step by step (the simulator): no journal thread, and operations that would wait
+    /// for the journal return [`FsError::WouldBlock`] instead.
+    manual: bool,
+}
+
+/// Journal work taken by [`Okeanos::journal_poll`]: run its I/O, then hand it back to
+/// [`Okeanos::journal_complete`].
+pub enum JournalWork {
+    Commit { plan: crate::journal::commit::CommitPlan, started_ns: u64 },
+    Checkpoint(crate::journal::checkpoint::CheckpointPlan),
+}
+
+impl JournalWork {
+    /// The writes and flushes to carry out.
+    pub fn io(&self) -> &crate::journal::plan::IoPlan {
+        match self {
+            JournalWork::Commit { plan, .. } => &plan.io,
+            JournalWork::Checkpoint(p) => &p.io,
+        }
+    }
+}
+
+/// What the journal does next.
+pub enum JournalStep {
+    Work(JournalWork),
+    /// Nothing to do before `wake_ns` (monotonic clock; `u64::MAX`: until something changes).
+    Idle { wake_ns: u64 },
+    /// Unmounting (or abandoned): the journal thread exits.
+    Stop,
 }
 
 struct Inner {
@@ -177,10 +208,21 @@ impl Okeanos {
 
     /// Mounts an image file or block device (and `opts.journal_path`, if set).
     pub fn open(path: &Path, opts: MountOptions) -> FsResult<Okeanos> {
-        let open = |p: &Path| if opts.read_only { FileDevice::open_read_only(p) } else { FileDevice::open(p) };
-        let dev: Arc<dyn Device> = Arc::new(open(path)?);
-        let journal: Option<Arc<dyn Device>> = match &opts.journal_path {
-            Some(j) => Some(Arc::new(open(j)?)),
+        let open = |p: &Path| -> FsResult<Arc<dyn Device>> {
+            let d: Arc<dyn Device> = Arc::new(match (opts.read_only, opts.direct_io) {
+                (ro, true) => FileDevice::open_direct(p, !ro),
+                (true, false) => FileDevice::open_read_only(p),
+                (false, false) => FileDevice::open(p),
+            }?);
+            Ok(match &opts.device_model {
+                // Each device gets its own model instance: its own arm, queue and cache.
+                Some(m) => Arc::new(crate::device::TimedDevice::new(d, crate::sim::model::preset(m).map_err(FsError::Invalid)?)),
+                None => d,
+            })
+        };
+        let dev = open(path)?;
+        let journal = match &opts.journal_path {
+            Some(j) => Some(open(j)?),
             None => None,
         };
         Okeanos::mount(dev, journal, opts)
@@ -235,7 +277,7 @@ impl Okeanos {
         let fs = FsState::new(sb, gdt, journal, opts.cache_blocks, opts.read_only.then(|| "mounted read-only".to_string()));
         let now = clock.now_ns();
         let inner = Arc::new(Inner {
-            core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, abandoned: false, avg_commit_ns: 0, last_commit_handles: 0, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64 }),
+            core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, abandoned: false, avg_commit_ns: 0, last_commit_handles: 0, batch: None, manual: opts.manual_journal, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64 }),
             cv: Condvar::new(),
             devs,
             opts,
@@ -247,9 +289,11 @@ impl Okeanos {
         // Check the root before anything else: a foreign or damaged image fails here, clearly.
         me.getattr(me.root())?;
         if !me.inner.opts.read_only {
-            let t = me.inner.clone();
-            let handle = std::thread::Builder::new().name("okeanos-journal".into()).spawn(move || journal_thread(t)).map_err(|e| FsError::Io(e.to_string()))?;
-            *me.inner.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+            if !me.inner.opts.manual_journal {
+                let t = me.inner.clone();
+                let handle = std::thread::Builder::new().name("okeanos-journal".into()).spawn(move || journal_thread(t)).map_err(|e| FsError::Io(e.to_string()))?;
+                *me.inner.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+            }
             let orphans = me.with_fs(|fs| fs.orphans())?;
             for ino in orphans {
                 me.evict(ino)?;
@@ -324,6 +368,9 @@ impl Okeanos {
                     core.fs.journal.commit_requested = core.fs.journal.commit_requested.max(tid);
                 }
                 Err(Admit::NeedSpace) => core.want_space = true,
+            }
+            if core.manual {
+                return Err(FsError::WouldBlock);
             }
             self.inner.cv.notify_all();
             core = self.inner.cv.wait(core).unwrap_or_else(|e| e.into_inner());
@@ -691,6 +738,9 @@ impl Okeanos {
             }
             let j = &mut core.fs.journal;
             j.commit_requested = j.commit_requested.max(tid);
+            if core.manual {
+                return Err(FsError::WouldBlock);
+            }
             self.inner.cv.notify_all();
             core = self.inner.cv.wait(core).unwrap_or_else(|e| e.into_inner());
         }
@@ -948,23 +998,43 @@ impl Drop for File {
 fn journal_thread(inner: Arc<Inner>) {
     let me = Okeanos { inner, _user: None };
     let inner = &me.inner;
-    let interval = inner.opts.commit_interval.as_nanos() as u64;
-    let wb_period = inner.opts.writeback_period.as_nanos() as u64;
-    let expire = inner.opts.expire_period.as_nanos() as u64;
     let mut core = me.lock();
     loop {
+        let now = inner.clock.now_ns();
+        match me.step_begin(&mut core, now) {
+            JournalStep::Stop => return,
+            JournalStep::Idle { wake_ns } => {
+                core = if wake_ns == u64::MAX {
+                    inner.cv.wait(core).unwrap_or_else(|e| e.into_inner())
+                } else {
+                    let wait = std::time::Duration::from_nanos(wake_ns.saturating_sub(now).max(20_000));
+                    inner.cv.wait_timeout(core, wait).unwrap_or_else(|e| e.into_inner()).0
+                };
+            }
+            JournalStep::Work(work) => {
+                drop(core);
+                let res = runtime::execute(work.io(), &inner.devs, &inner.stats);
+                core = me.lock();
+                me.step_finish(&mut core, work, res);
+            }
+        }
+    }
+}
+
+impl Okeanos {
+    /// The journal's next step at `now`: the one decision procedure of the journal thread and
+    /// of the simulator. Commit when a sync, the commit interval, a full transaction or a
+    /// waiting handle asks for it; checkpoint when the log runs short or buffers expire.
+    fn step_begin(&self, core: &mut Core, now: u64) -> JournalStep {
+        let opts = &self.inner.opts;
         if core.abandoned {
-            return;
+            return JournalStep::Stop;
         }
         if core.fs.journal.aborted.is_some() {
-            inner.cv.notify_all();
-            if core.stop {
-                return;
-            }
-            core = inner.cv.wait(core).unwrap_or_else(|e| e.into_inner());
-            continue;
+            self.inner.cv.notify_all();
+            return if core.stop { JournalStep::Stop } else { JournalStep::Idle { wake_ns: u64::MAX } };
         }
-        let now = inner.clock.now_ns();
+        let interval = opts.commit_interval.as_nanos() as u64;
         let j = &core.fs.journal;
         let commit = j.commit_wanted()
             || j.commit_due(now, interval)
@@ -972,78 +1042,79 @@ fn journal_thread(inner: Arc<Inner>) {
             || (core.stop && !j.running.is_empty());
         if commit {
             if j.commit_wanted() && !core.stop && !core.want_space {
-                core = me.batch(core);
+                if let Some(wake_ns) = self.batch_wait(core, now) {
+                    return JournalStep::Idle { wake_ns };
+                }
             }
-            core = me.do_commit(core);
-            continue;
+            core.batch = None;
+            let wall = self.inner.clock.wall_ns();
+            let Core { fs, .. } = &mut *core;
+            if let Some(plan) = fs.journal.commit_begin(&mut fs.cache, wall) {
+                return JournalStep::Work(JournalWork::Commit { plan, started_ns: now });
+            }
         }
         if core.want_space || core.fs.journal.space_low() {
             let target = core.fs.journal.cfg.region.ring_len() / 2;
-            let (c, did) = me.do_checkpoint(core, CheckpointGoal::Space { target_free: target });
-            core = c;
-            core.want_space = false;
-            inner.cv.notify_all();
-            if did {
-                continue;
+            if let Some(plan) = core.fs.journal.checkpoint_begin(&core.fs.cache, CheckpointGoal::Space { target_free: target }) {
+                return JournalStep::Work(JournalWork::Checkpoint(plan));
             }
+            core.want_space = false;
+            self.inner.cv.notify_all();
         }
         if now >= core.next_writeback_ns {
-            core.next_writeback_ns = now + wb_period;
-            let (c, _) = me.do_checkpoint(core, CheckpointGoal::Expired { owed_since_ns: now.saturating_sub(expire) });
-            core = c;
-            continue;
+            core.next_writeback_ns = now + opts.writeback_period.as_nanos() as u64;
+            let expire = opts.expire_period.as_nanos() as u64;
+            if let Some(plan) = core.fs.journal.checkpoint_begin(&core.fs.cache, CheckpointGoal::Expired { owed_since_ns: now.saturating_sub(expire) }) {
+                return JournalStep::Work(JournalWork::Checkpoint(plan));
+            }
         }
         if core.stop {
-            return;
+            return JournalStep::Stop;
         }
-        let next_commit = core.fs.journal.running.start_ns.map_or(u64::MAX, |s| s + interval);
-        let wake = next_commit.min(core.next_writeback_ns).saturating_sub(now).max(1_000_000);
-        core = inner.cv.wait_timeout(core, std::time::Duration::from_nanos(wake)).unwrap_or_else(|e| e.into_inner()).0;
+        let next_commit = core.fs.journal.running.start_ns.map_or(u64::MAX, |s| s.saturating_add(interval));
+        JournalStep::Idle { wake_ns: next_commit.min(core.next_writeback_ns) }
     }
-}
 
-impl Okeanos {
     /// Transaction batching, as jbd2 does it (`min_batch_time`/`max_batch_time`): when a sync
     /// asks for a commit while other writers were active in the last one, wait up to about one
     /// commit time for them to join, as long as handles keep arriving. Syncs that arrive while
     /// a commit is in flight share the next one anyway; this lets the writers that the last
     /// commit woke up make it into the next one too, instead of trailing one commit behind.
-    fn batch<'a>(&'a self, mut core: MutexGuard<'a, Core>) -> MutexGuard<'a, Core> {
-        let inner = &self.inner;
+    /// Returns when to look again, or None to commit now.
+    fn batch_wait(&self, core: &mut Core, now: u64) -> Option<u64> {
+        let opts = &self.inner.opts;
         if core.last_commit_handles < 2 {
-            return core;
+            return None;
         }
-        let window = core.avg_commit_ns.clamp(inner.opts.min_batch_time.as_nanos() as u64, inner.opts.max_batch_time.as_nanos() as u64);
+        let window = core.avg_commit_ns.clamp(opts.min_batch_time.as_nanos() as u64, opts.max_batch_time.as_nanos() as u64);
         if window == 0 {
-            return core;
+            return None;
         }
-        let start = inner.clock.now_ns();
         let slice = (window / 8).max(20_000);
-        loop {
-            let handles = core.fs.journal.running.handles;
-            core = inner.cv.wait_timeout(core, std::time::Duration::from_nanos(slice)).unwrap_or_else(|e| e.into_inner()).0;
-            let grown = core.fs.journal.running.handles > handles;
-            if !grown || core.stop || core.abandoned || inner.clock.now_ns() - start >= window {
-                return core;
+        let handles = core.fs.journal.running.handles;
+        match core.batch {
+            None => {
+                core.batch = Some((now, handles, now + slice));
+                Some(now + slice)
+            }
+            Some((_, _, next)) if now < next => Some(next),
+            Some((start, seen, _)) => {
+                if handles > seen && now - start < window {
+                    core.batch = Some((start, handles, now + slice));
+                    Some(now + slice)
+                } else {
+                    None
+                }
             }
         }
     }
 
-    fn do_commit<'a>(&'a self, mut core: MutexGuard<'a, Core>) -> MutexGuard<'a, Core> {
+    /// Records the outcome of a step's I/O.
+    fn step_finish(&self, core: &mut Core, work: JournalWork, res: Result<(), crate::device::DeviceError>) {
         let inner = &self.inner;
-        let wall = inner.clock.wall_ns();
-        let t0 = inner.clock.now_ns();
-        let plan = {
-            let Core { fs, .. } = &mut *core;
-            fs.journal.commit_begin(&mut fs.cache, wall)
-        };
-        let Some(plan) = plan else { return core };
-        drop(core);
-        let res = runtime::execute(&plan.io, &inner.devs, &inner.stats);
-        let mut core = self.lock();
-        match res {
-            Ok(()) => {
-                let now = inner.clock.now_ns();
+        let now = inner.clock.now_ns();
+        match (work, res) {
+            (JournalWork::Commit { plan, started_ns }, Ok(())) => {
                 let Core { fs, .. } = &mut *core;
                 let done = fs.journal.commit_finish(&mut fs.cache, now);
                 for b in done.freed_blocks {
@@ -1053,39 +1124,84 @@ impl Okeanos {
                     fs.pending_free_inodes.remove(&i);
                 }
                 inner.stats.on_commit(plan.handles, plan.journal_blocks, plan.records);
-                let took = inner.clock.now_ns().saturating_sub(t0);
+                let took = now.saturating_sub(started_ns);
                 core.avg_commit_ns = if core.avg_commit_ns == 0 { took } else { (core.avg_commit_ns * 7 + took) / 8 };
                 core.last_commit_handles = plan.handles;
             }
-            Err(e) => {
-                let why = format!("commit of transaction {} failed: {e}", plan.tid);
-                core.fs.journal.commit_failed(why.clone());
-                core.fs.read_only = Some(why);
-            }
-        }
-        inner.cv.notify_all();
-        core
-    }
-
-    fn do_checkpoint<'a>(&'a self, core: MutexGuard<'a, Core>, goal: CheckpointGoal) -> (MutexGuard<'a, Core>, bool) {
-        let inner = &self.inner;
-        let Some(plan) = core.fs.journal.checkpoint_begin(&core.fs.cache, goal) else { return (core, false) };
-        drop(core);
-        let res = runtime::execute(&plan.io, &inner.devs, &inner.stats);
-        let mut core = self.lock();
-        match res {
-            Ok(()) => {
+            (JournalWork::Checkpoint(plan), Ok(())) => {
                 let Core { fs, .. } = &mut *core;
                 fs.journal.checkpoint_finish(&mut fs.cache, plan);
                 inner.stats.on_checkpoint();
+                // Waiting handles look again and ask again if they still lack space.
+                core.want_space = false;
             }
-            Err(e) => {
-                let why = format!("checkpoint failed: {e}");
+            (work, Err(e)) => {
+                let why = match work {
+                    JournalWork::Commit { plan, .. } => format!("commit of transaction {} failed: {e}", plan.tid),
+                    JournalWork::Checkpoint(_) => format!("checkpoint failed: {e}"),
+                };
                 core.fs.journal.commit_failed(why.clone());
                 core.fs.read_only = Some(why);
             }
         }
         inner.cv.notify_all();
-        (core, true)
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Driving the journal step by step (the simulator; mounts with `manual_journal`).
+
+    /// Takes the journal's next step at the clock's current time.
+    pub fn journal_poll(&self) -> JournalStep {
+        let mut core = self.lock();
+        assert!(core.manual, "journal_poll is for mounts driven step by step");
+        let now = self.inner.clock.now_ns();
+        self.step_begin(&mut core, now)
+    }
+
+    /// Hands back the work of [`journal_poll`](Self::journal_poll) once its I/O ran.
+    pub fn journal_complete(&self, work: JournalWork, res: Result<(), crate::device::DeviceError>) {
+        let mut core = self.lock();
+        self.step_finish(&mut core, work, res);
+    }
+
+    /// Runs the I/O of a step on the mount's devices, counting it (the simulator times it).
+    pub fn journal_execute(&self, work: &JournalWork) -> Result<(), crate::device::DeviceError> {
+        runtime::execute(work.io(), &self.inner.devs, &self.inner.stats)
+    }
+
+    /// The transaction a sync of `ino` must see committed (requesting its commit), or None if
+    /// it already is.
+    pub fn sync_target(&self, ino: u32, datasync: bool) -> Option<Tid> {
+        let mut core = self.lock();
+        let map = if datasync { &core.fs.datasync_tid } else { &core.fs.sync_tid };
+        let tid = map.get(&ino).copied().unwrap_or(0);
+        let j = &mut core.fs.journal;
+        if j.committed_tid >= tid {
+            return None;
+        }
+        j.commit_requested = j.commit_requested.max(tid);
+        Some(tid)
+    }
+
+    /// Requests a commit of everything done so far; the transaction to wait for, if any.
+    pub fn sync_all_target(&self) -> Option<Tid> {
+        let mut core = self.lock();
+        let j = &mut core.fs.journal;
+        let tid = j.current_tid();
+        if j.committed_tid >= tid {
+            return None;
+        }
+        j.commit_requested = j.commit_requested.max(tid);
+        Some(tid)
+    }
+
+    /// The newest committed transaction.
+    pub fn committed_tid(&self) -> Tid {
+        self.lock().fs.journal.committed_tid
+    }
+
+    /// Counts one sync and its latency (for drivers that wait for commits themselves).
+    pub fn record_sync(&self, latency_ns: u64) {
+        self.inner.stats.on_sync(latency_ns);
     }
 }

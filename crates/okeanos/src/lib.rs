@@ -33,6 +33,7 @@
 
 pub mod cache;
 pub mod clock;
+pub mod det;
 pub mod device;
 pub mod engine;
 pub mod format;
@@ -41,7 +42,9 @@ pub mod inspect;
 pub mod journal;
 pub mod options;
 pub mod runtime;
+pub mod sim;
 pub mod stats;
+pub mod workload;
 
 pub use device::{CrashDevice, CrashRecorder, Device, FaultDevice, FileDevice, MemDevice};
 pub use engine::{DirEntryInfo, File, Okeanos, StatFs};

@@ -32,6 +32,16 @@ pub struct MountOptions {
     pub max_batch_time: Duration,
     /// Largest transaction in journal blocks (`max_tx_blocks=`; default a quarter of the journal).
     pub max_tx_blocks: Option<u64>,
+    /// Delay every real I/O as a device model says (`device_model=cheetah15k|sata7200|ssd|nvm`):
+    /// a timed emulation of a slower disk for real programs (see docs/SIMULATION.md).
+    pub device_model: Option<String>,
+    /// Open the image and journal with O_DIRECT (`direct_io`; block devices): every engine
+    /// write reaches the device as written, bypassing the page cache.
+    pub direct_io: bool,
+    /// Drive the journal step by step instead of from a journal thread (the simulator);
+    /// operations that would wait return `FsError::WouldBlock`. Not accepted by `parse`.
+    #[doc(hidden)]
+    pub manual_journal: bool,
     /// Test-only fault injection: skip the flush that makes a commit durable (the canary that
     /// proves the crash tests can fail). Not accepted by [`MountOptions::parse`].
     #[doc(hidden)]
@@ -53,6 +63,9 @@ impl Default for MountOptions {
             min_batch_time: Duration::ZERO,
             max_batch_time: Duration::from_micros(15_000),
             max_tx_blocks: None,
+            device_model: None,
+            direct_io: false,
+            manual_journal: false,
             fault_skip_commit_flush: false,
         }
     }
@@ -131,6 +144,12 @@ impl MountOptions {
                     Some("remount-ro") => {}
                     other => return Err(format!("option errors={}: only errors=remount-ro is supported", other.unwrap_or(""))),
                 },
+                "direct_io" => o.direct_io = true,
+                "device_model" => {
+                    let m = v.ok_or("option device_model needs a value")?;
+                    crate::sim::model::preset(m)?;
+                    o.device_model = Some(m.to_string());
+                }
                 "journal_checksum" => {} // always on: commit blocks carry a transaction checksum
                 _ => return Err(format!("unknown mount option {item:?}")),
             }

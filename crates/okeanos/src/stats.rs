@@ -187,3 +187,57 @@ impl Stats {
         }
     }
 }
+
+impl KindCount {
+    fn minus(&self, b: &KindCount) -> KindCount {
+        KindCount { blocks: self.blocks - b.blocks, bytes: self.bytes - b.bytes }
+    }
+}
+
+impl Counters {
+    /// The counts accumulated since `base` (an earlier snapshot of the same mount): per-kind
+    /// bytes and blocks, totals, commits, syncs and records, with the per-commit ratios
+    /// recomputed. The latency histogram and the multiwrite fill are the whole mount's.
+    pub fn since(&self, base: &Counters) -> Counters {
+        let commits = self.commits - base.commits;
+        let per = |x: f64| if commits == 0 { 0.0 } else { x / commits as f64 };
+        let syncs = self.syncs - base.syncs;
+        let records = self.records - base.records;
+        let handles_in_commits = self.handles_per_commit * self.commits as f64 - base.handles_per_commit * base.commits as f64;
+        let blocks_in_commits = self.journal_blocks_per_commit * self.commits as f64 - base.journal_blocks_per_commit * base.commits as f64;
+        Counters {
+            descriptor: self.descriptor.minus(&base.descriptor),
+            commit: self.commit.minus(&base.commit),
+            revoke: self.revoke.minus(&base.revoke),
+            multiwrite: self.multiwrite.minus(&base.multiwrite),
+            journal_data: self.journal_data.minus(&base.journal_data),
+            journal_meta: self.journal_meta.minus(&base.journal_meta),
+            journal_super: self.journal_super.minus(&base.journal_super),
+            final_data: self.final_data.minus(&base.final_data),
+            final_meta: self.final_meta.minus(&base.final_meta),
+            journal_bytes: self.journal_bytes - base.journal_bytes,
+            final_bytes: self.final_bytes - base.final_bytes,
+            payload_bytes: self.payload_bytes - base.payload_bytes,
+            commits,
+            handles: self.handles - base.handles,
+            handles_per_commit: per(handles_in_commits),
+            max_handles_per_commit: self.max_handles_per_commit,
+            journal_blocks_per_commit: per(blocks_in_commits),
+            syncs,
+            syncs_per_commit: per(syncs as f64),
+            checkpoints: self.checkpoints - base.checkpoints,
+            records,
+            record_bytes: self.record_bytes - base.record_bytes,
+            inline_record_bytes: self.inline_record_bytes - base.inline_record_bytes,
+            records_per_commit: per(records as f64),
+            multiwrite_fill: self.multiwrite_fill,
+            sync_latency: self.sync_latency.clone(),
+            fs_device: self.fs_device.since(&base.fs_device),
+            journal_device: match (&self.journal_device, &base.journal_device) {
+                (Some(a), Some(b)) => Some(a.since(b)),
+                (a, _) => *a,
+            },
+            recovery: self.recovery.clone(),
+        }
+    }
+}

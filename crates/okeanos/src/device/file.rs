@@ -1,5 +1,7 @@
 //! A device over a regular file or a block device (for example a loop device), with
-//! pread/pwrite and fdatasync.
+//! pread/pwrite and fdatasync; optionally with O_DIRECT, so that what the engine writes is
+//! exactly what reaches the block device (no page-cache writeback in 4 KiB pages), which is
+//! how the benchmark compares its byte counts with /sys/block/<dev>/stat.
 
 use super::{check_access, Device, DeviceCounters, DeviceError, DeviceStats, Poison};
 use std::fs::{File, OpenOptions};
@@ -13,26 +15,69 @@ pub struct FileDevice {
     len: u64,
     counters: DeviceCounters,
     poison: Poison,
+    direct: bool,
+}
+
+/// A heap buffer aligned for O_DIRECT.
+struct Aligned {
+    ptr: *mut u8,
+    layout: std::alloc::Layout,
+}
+
+impl Aligned {
+    const ALIGN: usize = 4096;
+    fn new(len: usize) -> Aligned {
+        let layout = std::alloc::Layout::from_size_align(len.max(1), Self::ALIGN).expect("valid layout");
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Aligned { ptr, layout }
+    }
+    fn as_mut(&mut self, len: usize) -> &mut [u8] {
+        assert!(len <= self.layout.size());
+        // SAFETY: ptr points to layout.size() initialised bytes we own exclusively.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, len) }
+    }
+}
+
+impl Drop for Aligned {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { std::alloc::dealloc(self.ptr, self.layout) }
+    }
 }
 
 impl FileDevice {
     /// Opens an existing file or block device for reading and writing. Its length is measured
     /// with a seek to the end, which works for block devices too (their metadata length is 0).
     pub fn open(path: &Path) -> Result<Self, DeviceError> {
-        Self::open_mode(path, true)
+        Self::open_mode(path, true, false)
     }
 
     /// Opens read-only (fsck -n, journal dump).
     pub fn open_read_only(path: &Path) -> Result<Self, DeviceError> {
-        Self::open_mode(path, false)
+        Self::open_mode(path, false, false)
     }
 
-    fn open_mode(path: &Path, write: bool) -> Result<Self, DeviceError> {
+    /// Opens for reading and writing with O_DIRECT (block devices; page cache bypassed).
+    pub fn open_direct(path: &Path, write: bool) -> Result<Self, DeviceError> {
+        Self::open_mode(path, write, true)
+    }
+
+    fn open_mode(path: &Path, write: bool, direct: bool) -> Result<Self, DeviceError> {
+        use std::os::unix::fs::OpenOptionsExt;
         let name = path.display().to_string();
         let io = |op, e: std::io::Error| DeviceError::Io { device: name.clone(), op, offset: 0, message: e.to_string() };
-        let mut file = OpenOptions::new().read(true).write(write).open(path).map_err(|e| io("open", e))?;
+        let mut oo = OpenOptions::new();
+        oo.read(true).write(write);
+        if direct {
+            oo.custom_flags(libc::O_DIRECT);
+        }
+        let mut file = oo.open(path).map_err(|e| io("open", e))?;
         let len = file.seek(SeekFrom::End(0)).map_err(|e| io("seek", e))?;
-        Ok(FileDevice { file, name, len, counters: DeviceCounters::default(), poison: Poison::default() })
+        Ok(FileDevice { file, name, len, counters: DeviceCounters::default(), poison: Poison::default(), direct })
     }
 
     /// Creates (or truncates) a regular file of `len` bytes. Refuses to touch an existing file
@@ -49,7 +94,7 @@ impl FileDevice {
         }
         let file = opts.open(path).map_err(|e| io("create", e))?;
         file.set_len(len).map_err(|e| io("set_len", e))?;
-        Ok(FileDevice { file, name, len, counters: DeviceCounters::default(), poison: Poison::default() })
+        Ok(FileDevice { file, name, len, counters: DeviceCounters::default(), poison: Poison::default(), direct: false })
     }
 
     fn fail(&self, op: &'static str, offset: u64, e: std::io::Error) -> DeviceError {
@@ -69,14 +114,26 @@ impl Device for FileDevice {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
         self.poison.check(&self.name)?;
         check_access(&self.name, self.len, offset, buf.len() as u64)?;
-        self.file.read_exact_at(buf, offset).map_err(|e| self.fail("read", offset, e))?;
+        if self.direct && buf.as_ptr() as usize % Aligned::ALIGN != 0 {
+            let mut a = Aligned::new(buf.len());
+            self.file.read_exact_at(a.as_mut(buf.len()), offset).map_err(|e| self.fail("read", offset, e))?;
+            buf.copy_from_slice(a.as_mut(buf.len()));
+        } else {
+            self.file.read_exact_at(buf, offset).map_err(|e| self.fail("read", offset, e))?;
+        }
         self.counters.on_read(buf.len());
         Ok(())
     }
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
         self.poison.check(&self.name)?;
         check_access(&self.name, self.len, offset, data.len() as u64)?;
-        self.file.write_all_at(data, offset).map_err(|e| self.fail("write", offset, e))?;
+        if self.direct && data.as_ptr() as usize % Aligned::ALIGN != 0 {
+            let mut a = Aligned::new(data.len());
+            a.as_mut(data.len()).copy_from_slice(data);
+            self.file.write_all_at(a.as_mut(data.len()), offset).map_err(|e| self.fail("write", offset, e))?;
+        } else {
+            self.file.write_all_at(data, offset).map_err(|e| self.fail("write", offset, e))?;
+        }
         self.counters.on_write(data.len());
         Ok(())
     }

@@ -19,11 +19,13 @@ mod crash;
 mod fault;
 mod file;
 mod memory;
+mod timed;
 
 pub use crash::{CrashDevice, CrashEvent, CrashRecorder, CrashState, TearPlan};
 pub use fault::FaultDevice;
 pub use file::FileDevice;
 pub use memory::MemDevice;
+pub use timed::TimedDevice;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -4,7 +4,7 @@
 use super::{Fs, FsError, FsResult};
 use crate::cache::BufKind;
 use crate::format::dir::{DirBlock, DirEntry, FileType, DIR_HEADER, MAX_NAME};
-use std::collections::HashMap;
+use crate::det::HashMap;
 
 #[derive(Debug, Clone, Default)]
 pub struct DirIndex {

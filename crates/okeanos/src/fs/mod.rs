@@ -21,7 +21,7 @@ use crate::device::{Device, DeviceError};
 use crate::format::{FormatError, GroupDesc, Superblock};
 use crate::journal::transaction::Tid;
 use crate::journal::Journal;
-use std::collections::{HashMap, HashSet};
+use crate::det::{HashMap, HashSet};
 
 pub use dir::DirIndex;
 pub use inode::MemInode;
@@ -55,6 +55,10 @@ pub enum FsError {
     Io(String),
     #[error("file system is corrupt: {0}")]
     Corrupt(String),
+    /// Only in a mount driven step by step (the simulator): the operation must wait for the
+    /// journal (a commit or log space); nothing was changed, retry after the next step.
+    #[error("operation must wait for the journal")]
+    WouldBlock,
 }
 
 impl FsError {
@@ -74,6 +78,7 @@ impl FsError {
             FsError::TooBig => 27,
             FsError::Io(_) => 5,
             FsError::Corrupt(_) => 117,
+            FsError::WouldBlock => 11,
         }
     }
 }
@@ -137,15 +142,15 @@ impl FsState {
             gdt,
             cache: Cache::new(bs, cache_blocks),
             journal,
-            inodes: HashMap::new(),
-            dirs: HashMap::new(),
-            open_count: HashMap::new(),
-            pending_free_blocks: HashSet::new(),
-            pending_free_inodes: HashSet::new(),
-            sync_tid: HashMap::new(),
-            datasync_tid: HashMap::new(),
+            inodes: HashMap::default(),
+            dirs: HashMap::default(),
+            open_count: HashMap::default(),
+            pending_free_blocks: HashSet::default(),
+            pending_free_inodes: HashSet::default(),
+            sync_tid: HashMap::default(),
+            datasync_tid: HashMap::default(),
             deferred_evict: Vec::new(),
-            evicting: HashSet::new(),
+            evicting: HashSet::default(),
             dirty_epoch: 0,
             read_only,
             alloc_cursor: vec![0; groups],

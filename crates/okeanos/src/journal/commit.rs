@@ -33,9 +33,9 @@ pub struct Committing {
     /// The frozen contents written to the log.
     pub journaled: Vec<(u64, Arc<Vec<u8>>)>,
     /// Blocks this transaction logged only as multiwrite records.
-    pub partial: std::collections::HashSet<u64>,
+    pub partial: crate::det::HashSet<u64>,
     /// Blocks this transaction logged whole.
-    pub whole: std::collections::HashSet<u64>,
+    pub whole: crate::det::HashSet<u64>,
 }
 
 /// What a commit asks the runtime to do, and what it did, for the counters.
@@ -111,7 +111,7 @@ fn diff_ranges(old: &[u8], new: &[u8]) -> Vec<(usize, usize)> {
 
 impl Journal {
     /// What the transaction logs, in block order: whole blocks and multiwrite records.
-    fn collect_items(&self, tx: &Transaction, frozen: &std::collections::HashMap<u64, Arc<Vec<u8>>>) -> Vec<Item> {
+    fn collect_items(&self, tx: &Transaction, frozen: &crate::det::HashMap<u64, Arc<Vec<u8>>>) -> Vec<Item> {
         let bs = self.cfg.block_size;
         let mut items = Vec::with_capacity(tx.journaled.len() + tx.record_count as usize);
         for &b in &tx.journaled {
@@ -179,7 +179,7 @@ impl Journal {
             .chain(tx.ranges.keys())
             .map(|&b| (b, cache.peek(b).expect("a block in a transaction stays cached").data.clone()))
             .collect();
-        let frozen: std::collections::HashMap<u64, Arc<Vec<u8>>> = journaled.iter().cloned().collect();
+        let frozen: crate::det::HashMap<u64, Arc<Vec<u8>>> = journaled.iter().cloned().collect();
         let items = self.collect_items(&tx, &frozen);
         let partial = items.iter().filter_map(|i| if let Item::Record { block, .. } = i { Some(*block) } else { None }).collect();
         let whole = items.iter().filter_map(|i| if let Item::Full { block, .. } = i { Some(*block) } else { None }).collect();

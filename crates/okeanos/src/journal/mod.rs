@@ -26,7 +26,8 @@ use crate::cache::{BufKind, Cache};
 use crate::format::journal::{Descriptor, JournalSuperblock, RevokeBlock};
 use content::{ContentPolicy, Route};
 use placement::LogRegion;
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use crate::det::HashMap;
+use std::collections::{BTreeSet, VecDeque};
 use transaction::{Credits, HandleToken, Tid, Transaction, TxState};
 
 #[derive(Debug, Clone)]
@@ -111,7 +112,7 @@ impl Journal {
             tail_tid: next_tid,
             committed_tid: next_tid - 1,
             commit_requested: 0,
-            logged_copies: HashMap::new(),
+            logged_copies: HashMap::default(),
             aborted: None,
         }
     }

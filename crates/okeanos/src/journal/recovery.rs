@@ -35,7 +35,7 @@ use super::revoke::RevokeTable;
 use super::transaction::Tid;
 use crate::format::journal::{self as jf, CommitBlock, Descriptor, JBlockType, JournalSuperblock, RevokeBlock, Tag};
 use crate::format::FormatError;
-use std::collections::HashMap;
+use crate::det::HashMap;
 
 /// A committed transaction found by the scan.
 #[derive(Debug, Clone)]
@@ -338,7 +338,7 @@ pub struct ReplayBlock {
 /// block as the previous transactions left it: every transaction's changes are either in the
 /// log or were checkpointed before the tail passed it (docs/JOURNALING.md).
 pub fn replay_plan(txs: &[ScannedTx], revoked: &RevokeTable) -> Vec<ReplayBlock> {
-    let mut plan: HashMap<u64, ReplayBlock> = HashMap::new();
+    let mut plan: HashMap<u64, ReplayBlock> = HashMap::default();
     for t in txs {
         for item in &t.items {
             let tag = item.tag();

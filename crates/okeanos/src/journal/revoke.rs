@@ -17,7 +17,7 @@
 
 use super::transaction::Tid;
 use super::Journal;
-use std::collections::HashMap;
+use crate::det::HashMap;
 
 impl Journal {
     /// A handle of the running transaction frees `block`.

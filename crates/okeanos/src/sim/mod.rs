@@ -1,0 +1,11 @@
+//! The deterministic simulator (DESIGN.md sections 2 and 3): the unmodified engine, mounted
+//! with its journal driven step by step, in virtual time, on in-memory devices whose timing
+//! comes from device models. No thread per stream and no real clock: the same seed gives the
+//! same results bit for bit.
+
+pub mod clock;
+pub mod clocked;
+pub mod multistream;
+pub mod rng;
+pub mod model;
+pub mod world;

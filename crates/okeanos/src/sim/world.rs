@@ -1,0 +1,334 @@
+//! The simulated world: one mounted engine, its devices and their models, the virtual clock
+//! and the event queue. The journal is an actor: whenever it is idle the world asks the
+//! engine for its next step ([`Okeanos::journal_poll`], the same decision procedure the journal
+//! thread runs), carries out the step's bytes on the in-memory devices, and times its stages
+//! on the models: a stage's writes go to the device queues together, its flushes after the
+//! last write completed, the next stage after the flushes. Clients (workload streams) are
+//! event handlers; an operation that would wait for the journal parks its client until the
+//! next journal step completes, and a sync parks it until its transaction is committed.
+//!
+//! Everything a client does in the engine takes no virtual time (CPU is free; reads of
+//! uncached blocks, rare in these workloads, are not timed). Device time is all there is.
+
+use super::clock::VirtualClock;
+use super::model::{DiskModel, Op};
+use crate::device::{Device, MemDevice};
+use crate::engine::{JournalStep, JournalWork};
+use crate::fs::mkfs::MkfsOptions;
+use crate::journal::plan::DevId;
+use crate::journal::transaction::Tid;
+use crate::options::MountOptions;
+use crate::fs::FsResult;
+use crate::{FsError, Okeanos};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+
+/// A client's wake-up: which client and what it was waiting for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Wake {
+    pub client: usize,
+    pub tag: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    Client(Wake),
+    JournalWake,
+    JournalStage,
+}
+
+struct InFlight {
+    work: JournalWork,
+    stage: usize,
+    flushing: bool,
+}
+
+/// How the simulated storage is laid out.
+pub struct WorldConfig {
+    pub fs_bytes: u64,
+    /// An external journal of this many blocks on its own device, or None for an internal one.
+    pub external_journal_blocks: Option<u64>,
+    pub journal_blocks: u64,
+    pub fs_model: Box<dyn DiskModel>,
+    /// The journal device's model (external journal only).
+    pub journal_model: Option<Box<dyn DiskModel>>,
+    pub mount: MountOptions,
+    /// Wall-clock origin of virtual time (timestamps written into the image).
+    pub wall_origin: i64,
+    pub frozen_wall: bool,
+}
+
+pub struct World {
+    pub clock: Arc<VirtualClock>,
+    pub fs: Okeanos,
+    pub fs_dev: Arc<dyn Device>,
+    pub journal_dev: Option<Arc<dyn Device>>,
+    fs_model: Box<dyn DiskModel>,
+    journal_model: Option<Box<dyn DiskModel>>,
+    queue: BinaryHeap<Reverse<(u64, u64, Event)>>,
+    seq: u64,
+    in_flight: Option<InFlight>,
+    wake_at: Option<u64>,
+    waiters: Vec<(Tid, Wake)>,
+    blocked: Vec<Wake>,
+    /// Steps of journal work completed (commits and checkpoints).
+    pub steps: u64,
+    /// The first journal I/O error, if any.
+    pub error: Option<String>,
+}
+
+impl World {
+    /// Formats fresh in-memory devices and mounts them with the journal driven by the world.
+    pub fn new(cfg: WorldConfig, mkfs: &MkfsOptions) -> FsResult<World> {
+        let (fs_dev, journal_dev) = World::format(&cfg, mkfs)?;
+        World::mount(fs_dev, journal_dev, cfg)
+    }
+
+    /// Formats fresh in-memory devices as `cfg` lays them out.
+    pub fn format(cfg: &WorldConfig, mkfs: &MkfsOptions) -> FsResult<(Arc<dyn Device>, Option<Arc<dyn Device>>)> {
+        let fs_dev: Arc<dyn Device> = Arc::new(MemDevice::new(cfg.fs_bytes).named("sim-fs"));
+        let journal_dev: Option<Arc<dyn Device>> = cfg.external_journal_blocks.map(|b| Arc::new(MemDevice::new(b * mkfs.block_size as u64).named("sim-journal")) as Arc<dyn Device>);
+        let mut m = mkfs.clone();
+        m.journal_blocks = cfg.external_journal_blocks.unwrap_or(cfg.journal_blocks);
+        m.external_journal = cfg.external_journal_blocks.is_some();
+        Okeanos::mkfs(fs_dev.as_ref(), journal_dev.as_deref(), &m).map_err(|e| FsError::Invalid(e.to_string()))?;
+        Ok((fs_dev, journal_dev))
+    }
+
+    /// Mounts existing in-memory devices (after a simulated crash, for recovery).
+    pub fn mount(fs_dev: Arc<dyn Device>, journal_dev: Option<Arc<dyn Device>>, cfg: WorldConfig) -> FsResult<World> {
+        let clock = Arc::new(VirtualClock::new(cfg.wall_origin, cfg.frozen_wall));
+        let mut opts = cfg.mount;
+        opts.manual_journal = true;
+        let fs = Okeanos::mount_with_clock(fs_dev.clone(), journal_dev.clone(), opts, clock.clone())?;
+        Ok(World {
+            clock,
+            fs,
+            fs_dev,
+            journal_dev,
+            fs_model: cfg.fs_model,
+            journal_model: cfg.journal_model,
+            queue: BinaryHeap::new(),
+            seq: 0,
+            in_flight: None,
+            wake_at: None,
+            waiters: Vec::new(),
+            blocked: Vec::new(),
+            steps: 0,
+            error: None,
+        })
+    }
+
+    pub fn now(&self) -> u64 {
+        use crate::clock::Clock;
+        self.clock.now_ns()
+    }
+
+    fn push(&mut self, t: u64, e: Event) {
+        self.seq += 1;
+        self.queue.push(Reverse((t, self.seq, e)));
+    }
+
+    /// Wakes `client` with `tag` at virtual time `t` (not before now).
+    pub fn at(&mut self, t: u64, w: Wake) {
+        let t = t.max(self.now());
+        self.push(t, Event::Client(w));
+    }
+
+    /// Wakes `w` when transaction `tid` is committed.
+    pub fn wait_commit(&mut self, tid: Tid, w: Wake) {
+        self.waiters.push((tid, w));
+        self.kick();
+    }
+
+    /// Wakes `w` after the next journal step completes (its operation would have waited).
+    pub fn wait_journal(&mut self, w: Wake) {
+        self.blocked.push(w);
+        self.kick();
+    }
+
+    /// Submits raw I/O to the file-system device's model (a client of the disk that is not
+    /// the file system, such as the large sequential reader of the mixed workload); returns
+    /// when it completes.
+    pub fn raw_io(&mut self, op: Op, offset: u64, len: u64) -> u64 {
+        let now = self.now();
+        self.fs_model.submit(now, op, offset, len)
+    }
+
+    pub fn fs_model_capacity(&self) -> u64 {
+        self.fs_model.capacity()
+    }
+
+    /// Lets the journal take its next step if it is idle.
+    pub fn kick(&mut self) {
+        if self.in_flight.is_some() || self.error.is_some() {
+            return;
+        }
+        match self.fs.journal_poll() {
+            JournalStep::Work(work) => {
+                if let Err(e) = self.fs.journal_execute(&work) {
+                    self.error = Some(e.to_string());
+                    self.fs.journal_complete(work, Err(e));
+                    self.release_all();
+                    return;
+                }
+                self.in_flight = Some(InFlight { work, stage: 0, flushing: false });
+                self.advance_stage();
+            }
+            JournalStep::Idle { wake_ns } => {
+                if wake_ns != u64::MAX && self.wake_at != Some(wake_ns) {
+                    self.wake_at = Some(wake_ns);
+                    self.push(wake_ns.max(self.now()), Event::JournalWake);
+                }
+            }
+            JournalStep::Stop => {}
+        }
+    }
+
+    fn model(&mut self, d: DevId) -> &mut Box<dyn DiskModel> {
+        match (d, &mut self.journal_model) {
+            (DevId::Journal, Some(m)) => m,
+            _ => &mut self.fs_model,
+        }
+    }
+
+    /// Submits the current phase of the in-flight step to the models and schedules its end;
+    /// completes the step when no phase is left.
+    fn advance_stage(&mut self) {
+        let now = self.now();
+        let bs = self.fs.statfs().block_size as u64;
+        loop {
+            let Some(f) = self.in_flight.as_mut() else { return };
+            let stages = &f.work.io().stages;
+            if f.stage >= stages.len() {
+                let f = self.in_flight.take().expect("in flight");
+                self.fs.journal_complete(f.work, Ok(()));
+                self.steps += 1;
+                self.release_all();
+                self.kick();
+                return;
+            }
+            let stage = &stages[f.stage];
+            let mut done = now;
+            if !f.flushing {
+                f.flushing = true;
+                let ios: Vec<(DevId, u64)> = stage.writes.iter().map(|w| (w.dev, w.block)).collect();
+                for (d, block) in ios {
+                    let t = self.model(d).submit(now, Op::Write, block * bs, bs);
+                    done = done.max(t);
+                }
+            } else {
+                f.flushing = false;
+                f.stage += 1;
+                let mut devs: Vec<DevId> = stage.flush.clone();
+                devs.sort_by_key(|d| *d as u8);
+                devs.dedup_by_key(|d| if self.journal_model.is_some() { *d as u8 } else { 0 });
+                for d in devs {
+                    let t = self.model(d).submit(now, Op::Flush, 0, 0);
+                    done = done.max(t);
+                }
+            }
+            if done > now {
+                self.push(done, Event::JournalStage);
+                return;
+            }
+        }
+    }
+
+    /// Wakes syncs whose transactions are committed and everything that was blocked.
+    fn release_all(&mut self) {
+        let committed = self.fs.committed_tid();
+        let now = self.now();
+        let failed = self.error.is_some();
+        let mut keep = Vec::with_capacity(self.waiters.len());
+        for (tid, w) in std::mem::take(&mut self.waiters) {
+            if tid <= committed || failed {
+                self.push(now, Event::Client(w));
+            } else {
+                keep.push((tid, w));
+            }
+        }
+        self.waiters = keep;
+        for w in std::mem::take(&mut self.blocked) {
+            self.push(now, Event::Client(w));
+        }
+    }
+
+    /// Processes the next event if it is due no later than `until`, handing client wake-ups
+    /// to `client`. False when there is none.
+    pub fn step(&mut self, until: u64, client: &mut dyn FnMut(&mut World, Wake)) -> bool {
+        let Some(Reverse((t, _, e))) = self.queue.peek().copied() else { return false };
+        if t > until {
+            return false;
+        }
+        self.queue.pop();
+        self.clock.advance_to(t);
+        match e {
+            Event::Client(w) => {
+                client(self, w);
+                self.kick();
+            }
+            Event::JournalWake => {
+                if self.wake_at == Some(t) {
+                    self.wake_at = None;
+                }
+                self.kick();
+            }
+            Event::JournalStage => self.advance_stage(),
+        }
+        true
+    }
+
+    /// Runs events up to virtual time `until`; then sets the clock to `until`.
+    pub fn run(&mut self, until: u64, client: &mut dyn FnMut(&mut World, Wake)) {
+        while self.step(until, client) {}
+        self.clock.advance_to(until);
+    }
+
+    /// Commits everything done so far, running the journal (and any client events) until it
+    /// is durable.
+    pub fn sync_all(&mut self, client: &mut dyn FnMut(&mut World, Wake)) -> FsResult<()> {
+        let Some(tid) = self.fs.sync_all_target() else { return Ok(()) };
+        self.kick();
+        while self.fs.committed_tid() < tid {
+            if let Some(e) = &self.error {
+                return Err(FsError::Io(e.clone()));
+            }
+            if !self.step(u64::MAX, client) {
+                return Err(FsError::Io("the journal stopped before the sync completed".into()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `op` against the engine, driving the journal whenever it would block (setup work
+    /// outside any workload; no client events may be pending).
+    pub fn settle<R>(&mut self, mut op: impl FnMut(&Okeanos) -> FsResult<R>) -> FsResult<R> {
+        loop {
+            match op(&self.fs) {
+                Err(FsError::WouldBlock) => {
+                    self.kick();
+                    if self.in_flight.is_none() {
+                        // Nothing in flight: let time pass to the journal's next wake-up.
+                        if !self.step(u64::MAX, &mut |_, _| {}) {
+                            return Err(FsError::Io("the journal cannot make progress".into()));
+                        }
+                    }
+                    while self.in_flight.is_some() {
+                        if let Some(e) = &self.error {
+                            return Err(FsError::Io(e.clone()));
+                        }
+                        self.step(u64::MAX, &mut |_, _| {});
+                    }
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// Whether a journal step is in progress.
+    pub fn journal_busy(&self) -> bool {
+        self.in_flight.is_some()
+    }
+}
