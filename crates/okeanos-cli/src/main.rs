@@ -1,9 +1,12 @@
 //! The `okeanos` command: make, check, inspect and use Okeanos file systems without a mount,
 //! and run the demo that compares the journaling modes.
 
-mod demo;
+mod bench;
 mod fuse;
 mod mount;
+mod plot;
+mod report;
+mod sim;
 
 use clap::{Parser, Subcommand};
 use okeanos::format::superblock::{state, JournalLocation};
@@ -133,9 +136,10 @@ enum Cmd {
     },
     /// Unmount a mounted Okeanos file system cleanly (or clear a stale mount).
     Umount { mountpoint: PathBuf },
-    /// The demo: concurrent writers appending and syncing small records under each policy,
-    /// counters side by side.
-    Demo(demo::DemoArgs),
+    /// Benchmarks on Okeanos and on Linux file systems: multistream, recovery, mixed.
+    Bench(bench::BenchArgs),
+    /// The deterministic simulator: the engine in virtual time on modelled disks; crash fuzzing.
+    Sim(sim::SimArgs),
 }
 
 #[derive(Subcommand)]
@@ -412,7 +416,8 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             fs.unmount().map_err(|e| e.to_string())?;
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Demo(args) => demo::run(args),
+        Cmd::Bench(args) => bench::run(args),
+        Cmd::Sim(args) => sim::run(args),
     }
 }
 

@@ -1,0 +1,398 @@
+//! Where a benchmark runs: the library in-process (`engine`: an image file with an internal
+//! journal, `engine:external` with an external journal file, `engine:loop` on two loop
+//! devices), any mounted directory (`mount:PATH`, such as an Okeanos FUSE mount), or a Linux
+//! file system the command makes on loop devices (`kernel:ext4-journal`, `kernel:ext4-ordered`,
+//! `kernel:ext4-writeback`, `kernel:xfs`). An [`Env`] is one prepared target for one mode:
+//! it opens stream files, measures what has been written so far, and finishes (sync and
+//! unmount, so deferred writes are counted).
+
+use super::loopdev::{self, LoopSet};
+use crate::report::{Bytes, DeviceBytes};
+use okeanos::device::FileDevice;
+use okeanos::journal::content::ContentConfig;
+use okeanos::{Device, MkfsOptions, MountOptions, Okeanos};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    Engine { external: bool, loopdev: bool },
+    Mount(PathBuf),
+    Kernel(String),
+}
+
+pub const KERNEL_KINDS: [&str; 4] = ["ext4-journal", "ext4-ordered", "ext4-writeback", "xfs"];
+
+impl Target {
+    pub fn parse(s: &str) -> Result<Target, String> {
+        match s {
+            "engine" | "engine:image" => Ok(Target::Engine { external: false, loopdev: false }),
+            "engine:external" => Ok(Target::Engine { external: true, loopdev: false }),
+            "engine:loop" => Ok(Target::Engine { external: true, loopdev: true }),
+            _ => {
+                if let Some(p) = s.strip_prefix("mount:") {
+                    let p = PathBuf::from(p);
+                    if !p.is_dir() {
+                        return Err(format!("target {s}: {} is not a directory", p.display()));
+                    }
+                    Ok(Target::Mount(p))
+                } else if let Some(k) = s.strip_prefix("kernel:") {
+                    if !KERNEL_KINDS.contains(&k) {
+                        return Err(format!("target {s}: use kernel:{}", KERNEL_KINDS.join(", kernel:")));
+                    }
+                    Ok(Target::Kernel(k.to_string()))
+                } else {
+                    Err(format!("unknown target {s:?}: use engine, engine:external, engine:loop, mount:PATH or kernel:ext4-journal|ext4-ordered|ext4-writeback|xfs"))
+                }
+            }
+        }
+    }
+
+    pub fn name(&self) -> String {
+        match self {
+            Target::Engine { loopdev: true, .. } => "engine:loop".into(),
+            Target::Engine { external: true, .. } => "engine:external".into(),
+            Target::Engine { .. } => "engine".into(),
+            Target::Mount(p) => format!("mount:{}", p.display()),
+            Target::Kernel(k) => format!("kernel:{k}"),
+        }
+    }
+
+    /// Whether `--modes` applies (the engine), or the target has one mode of its own.
+    pub fn takes_modes(&self) -> bool {
+        matches!(self, Target::Engine { .. })
+    }
+
+    pub fn needs_root(&self) -> bool {
+        matches!(self, Target::Kernel(_) | Target::Engine { loopdev: true, .. })
+    }
+}
+
+/// Cumulative counts of a target at one moment.
+#[derive(Debug, Clone, Default)]
+pub struct Measure {
+    pub bytes: Bytes,
+    pub commits: Option<u64>,
+    pub device: Option<DeviceBytes>,
+    pub counters: Option<okeanos::Counters>,
+}
+
+impl Measure {
+    /// `self - base`, field by field.
+    pub fn since(&self, base: &Measure) -> Measure {
+        let sub = |a: Option<u64>, b: Option<u64>| a.map(|a| a - b.unwrap_or(0));
+        let mut per_kind = self.bytes.per_kind.clone();
+        for (k, v) in per_kind.iter_mut() {
+            *v -= base.bytes.per_kind.get(k).copied().unwrap_or(0);
+        }
+        Measure {
+            bytes: Bytes {
+                payload_bytes: self.bytes.payload_bytes - base.bytes.payload_bytes,
+                journal_bytes: sub(self.bytes.journal_bytes, base.bytes.journal_bytes),
+                final_bytes: sub(self.bytes.final_bytes, base.bytes.final_bytes),
+                per_kind,
+            },
+            commits: sub(self.commits, base.commits),
+            device: match (&self.device, &base.device) {
+                (Some(a), Some(b)) => Some(DeviceBytes {
+                    source: a.source.clone(),
+                    fs_written: a.fs_written - b.fs_written,
+                    journal_written: sub(a.journal_written, b.journal_written),
+                    flushes: sub(a.flushes, b.flushes),
+                }),
+                (a, _) => a.clone(),
+            },
+            counters: match (&self.counters, &base.counters) {
+                (Some(a), Some(b)) => Some(a.since(b)),
+                (a, _) => a.clone(),
+            },
+        }
+    }
+}
+
+/// A stream file: a library handle or an ordinary file.
+pub trait Stream: Send {
+    fn append(&mut self, data: &[u8]) -> Result<(), String>;
+    fn write_at(&mut self, off: u64, data: &[u8]) -> Result<(), String>;
+    fn read_at(&mut self, off: u64, len: usize) -> Result<usize, String>;
+    fn sync(&mut self, full: bool) -> Result<(), String>;
+}
+
+impl Stream for okeanos::File {
+    fn append(&mut self, data: &[u8]) -> Result<(), String> {
+        okeanos::File::append(self, data).map(|_| ()).map_err(|e| e.to_string())
+    }
+    fn write_at(&mut self, off: u64, data: &[u8]) -> Result<(), String> {
+        okeanos::File::write_at(self, off, data).map(|_| ()).map_err(|e| e.to_string())
+    }
+    fn read_at(&mut self, off: u64, len: usize) -> Result<usize, String> {
+        okeanos::File::read_at(self, off, len).map(|v| v.len()).map_err(|e| e.to_string())
+    }
+    fn sync(&mut self, full: bool) -> Result<(), String> {
+        if full { self.fsync() } else { self.fdatasync() }.map_err(|e| e.to_string())
+    }
+}
+
+impl Stream for std::fs::File {
+    fn append(&mut self, data: &[u8]) -> Result<(), String> {
+        std::io::Write::write_all(self, data).map_err(|e| e.to_string())
+    }
+    fn write_at(&mut self, off: u64, data: &[u8]) -> Result<(), String> {
+        std::os::unix::fs::FileExt::write_all_at(self, data, off).map_err(|e| e.to_string())
+    }
+    fn read_at(&mut self, off: u64, len: usize) -> Result<usize, String> {
+        let mut buf = vec![0u8; len];
+        std::os::unix::fs::FileExt::read_at(self, &mut buf, off).map_err(|e| e.to_string())
+    }
+    fn sync(&mut self, full: bool) -> Result<(), String> {
+        if full { self.sync_all() } else { self.sync_data() }.map_err(|e| e.to_string())
+    }
+}
+
+/// How to size and mount a target.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// Where image files and loop-device backing files go.
+    pub dir: PathBuf,
+    pub fs_bytes: u64,
+    pub journal_bytes: u64,
+    /// Extra engine mount options (`commit=1,max_batch_time=0`).
+    pub mount_options: String,
+}
+
+/// One prepared target for one mode.
+pub trait Env {
+    fn target(&self) -> String;
+    fn mode(&self) -> String;
+    /// Creates (or opens) stream file `name`.
+    fn open(&self, name: &str) -> Result<Box<dyn Stream>, String>;
+    fn measure(&self) -> Result<Measure, String>;
+    /// Syncs and unmounts; returns the final counts.
+    fn finish(self: Box<Self>) -> Result<Measure, String>;
+    /// Simulates a crash: drops the mount without syncing or unmounting (engine targets).
+    fn crash(self: Box<Self>) -> Result<Crashed, String> {
+        Err(format!("target {} cannot be crashed on purpose", self.target()))
+    }
+}
+
+/// What is left after [`Env::crash`]: the devices, to mount again (recovery).
+pub struct Crashed {
+    pub image: PathBuf,
+    pub journal: Option<PathBuf>,
+    pub direct: bool,
+    pub cfg: ContentConfig,
+    pub extra_options: String,
+    /// Loop devices stay attached until the recovery mount is done.
+    pub _keep: Option<LoopSet>,
+    pub _tmp: Option<tempfile::TempDir>,
+}
+
+pub fn prepare(t: &Target, cfg: Option<ContentConfig>, s: &Setup) -> Result<Box<dyn Env>, String> {
+    match t {
+        Target::Engine { external, loopdev } => {
+            let cfg = cfg.ok_or("the engine target needs a mode")?;
+            Ok(Box::new(EngineEnv::new(*external, *loopdev, cfg, s)?))
+        }
+        Target::Mount(p) => Ok(Box::new(DirEnv::mount(p)?)),
+        Target::Kernel(k) => Ok(Box::new(DirEnv::kernel(k, s)?)),
+    }
+}
+
+pub fn engine_options(cfg: ContentConfig, extra: &str) -> Result<MountOptions, String> {
+    let mut o = if extra.is_empty() { MountOptions::default() } else { MountOptions::parse(extra)? };
+    o = o.content_config(cfg);
+    o.content()?;
+    Ok(o)
+}
+
+/// The engine in-process.
+pub struct EngineEnv {
+    fs: Okeanos,
+    cfg: ContentConfig,
+    target: String,
+    loops: Option<LoopSet>,
+    image: PathBuf,
+    journal: Option<PathBuf>,
+    extra: String,
+    tmp: Option<tempfile::TempDir>,
+}
+
+impl EngineEnv {
+    fn new(external: bool, loopdev: bool, cfg: ContentConfig, s: &Setup) -> Result<EngineEnv, String> {
+        let opts = engine_options(cfg, &s.mount_options)?;
+        let bs = 4096u64;
+        let mkfs = MkfsOptions { journal_blocks: s.journal_bytes / bs, external_journal: external, ..Default::default() };
+        let (fs, loops, image, journal, tmp, target) = if loopdev {
+            let loops = LoopSet::new(&s.dir, s.fs_bytes, s.journal_bytes)?;
+            let fsd: Arc<dyn Device> = Arc::new(FileDevice::open_direct(&loops.fs_dev, true).map_err(|e| e.to_string())?);
+            let jd: Arc<dyn Device> = Arc::new(FileDevice::open_direct(&loops.journal_dev, true).map_err(|e| e.to_string())?);
+            Okeanos::mkfs(fsd.as_ref(), Some(jd.as_ref()), &mkfs).map_err(|e| e.to_string())?;
+            let fs = Okeanos::mount(fsd, Some(jd), opts).map_err(|e| e.to_string())?;
+            let (i, j) = (loops.fs_dev.clone(), Some(loops.journal_dev.clone()));
+            (fs, Some(loops), i, j, None, "engine:loop")
+        } else {
+            let tmp = tempfile::Builder::new().prefix("okeanos-bench-").tempdir_in(&s.dir).map_err(|e| format!("{}: {e}", s.dir.display()))?;
+            let image = tmp.path().join("fs.okfs");
+            let fsd = FileDevice::create(&image, s.fs_bytes + if external { 0 } else { s.journal_bytes }, false).map_err(|e| e.to_string())?;
+            let (journal, jd) = if external {
+                let j = tmp.path().join("journal.okj");
+                let d = FileDevice::create(&j, s.journal_bytes, false).map_err(|e| e.to_string())?;
+                (Some(j), Some(d))
+            } else {
+                (None, None)
+            };
+            Okeanos::mkfs(&fsd, jd.as_ref().map(|d| d as &dyn Device), &mkfs).map_err(|e| e.to_string())?;
+            drop((fsd, jd));
+            let mut o = opts;
+            o.journal_path = journal.clone();
+            let fs = Okeanos::open(&image, o).map_err(|e| e.to_string())?;
+            (fs, None, image, journal, Some(tmp), if external { "engine:external" } else { "engine" })
+        };
+        fs.mkdir_path("/bench").map_err(|e| e.to_string())?;
+        fs.sync().map_err(|e| e.to_string())?;
+        Ok(EngineEnv { fs, cfg, target: target.into(), loops, image, journal, extra: s.mount_options.clone(), tmp })
+    }
+
+    fn measure_now(fs: &Okeanos, loops: &Option<LoopSet>) -> Result<Measure, String> {
+        let c = fs.counters();
+        let device = match loops {
+            Some(l) => {
+                let (f, j, fl) = l.stats()?;
+                DeviceBytes { source: "/sys/block".into(), fs_written: f, journal_written: Some(j), flushes: Some(fl) }
+            }
+            None => DeviceBytes {
+                source: "engine devices".into(),
+                fs_written: c.fs_device.bytes_written,
+                journal_written: c.journal_device.map(|d| d.bytes_written),
+                flushes: Some(c.fs_device.flushes + c.journal_device.map_or(0, |d| d.flushes)),
+            },
+        };
+        Ok(Measure { bytes: Bytes::from_counters(&c), commits: Some(c.commits), device: Some(device), counters: Some(c) })
+    }
+}
+
+impl Env for EngineEnv {
+    fn target(&self) -> String {
+        self.target.clone()
+    }
+    fn mode(&self) -> String {
+        self.cfg.name()
+    }
+    fn open(&self, name: &str) -> Result<Box<dyn Stream>, String> {
+        let p = format!("/bench/{name}");
+        let f = match self.fs.open_file(&p) {
+            Ok(f) => f,
+            Err(okeanos::FsError::NotFound) => self.fs.create_file(&p).map_err(|e| e.to_string())?,
+            Err(e) => return Err(e.to_string()),
+        };
+        Ok(Box::new(f))
+    }
+    fn measure(&self) -> Result<Measure, String> {
+        Self::measure_now(&self.fs, &self.loops)
+    }
+    fn finish(self: Box<Self>) -> Result<Measure, String> {
+        let probe = self.fs.clone();
+        self.fs.unmount().map_err(|e| format!("unmount: {e}"))?;
+        Self::measure_now(&probe, &self.loops)
+    }
+    fn crash(self: Box<Self>) -> Result<Crashed, String> {
+        let EngineEnv { fs, cfg, loops, image, journal, extra, tmp, .. } = *self;
+        drop(fs); // no sync, no unmount: the journal thread stops where it stands
+        Ok(Crashed { direct: loops.is_some(), image, journal, cfg, extra_options: extra, _keep: loops, _tmp: tmp })
+    }
+}
+
+/// A directory on a mounted file system: an existing mount or a kernel file system on loop
+/// devices that this benchmark made.
+pub struct DirEnv {
+    target: String,
+    mode: String,
+    dir: PathBuf,
+    root: PathBuf,
+    loops: Option<LoopSet>,
+}
+
+fn stats_json(root: &Path) -> Option<serde_json::Value> {
+    serde_json::from_slice(&std::fs::read(root.join(".okeanos-stats")).ok()?).ok()
+}
+
+fn syncfs(dir: &Path) -> Result<(), String> {
+    let f = std::fs::File::open(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    use std::os::fd::AsRawFd;
+    // SAFETY: the descriptor is valid while `f` lives.
+    if unsafe { libc::syncfs(f.as_raw_fd()) } != 0 {
+        return Err(format!("syncfs {}: {}", dir.display(), std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+impl DirEnv {
+    fn mount(root: &Path) -> Result<DirEnv, String> {
+        let dir = root.join(format!("okeanos-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mode = stats_json(root).and_then(|v| v["mode"].as_str().map(|m| format!("okeanos-fuse:{m}"))).unwrap_or_else(|| "mount".into());
+        Ok(DirEnv { target: format!("mount:{}", root.display()), mode, dir, root: root.to_path_buf(), loops: None })
+    }
+
+    fn kernel(kind: &str, s: &Setup) -> Result<DirEnv, String> {
+        let mut loops = LoopSet::new(&s.dir, s.fs_bytes, s.journal_bytes)?;
+        let root = loops.mount_kernel(kind)?;
+        let dir = root.join("bench");
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        syncfs(&root)?;
+        Ok(DirEnv { target: format!("kernel:{kind}"), mode: kind.to_string(), dir, root, loops: Some(loops) })
+    }
+
+    fn measure_now(&self) -> Result<Measure, String> {
+        if let Some(l) = &self.loops {
+            let (f, j, fl) = l.stats()?;
+            return Ok(Measure {
+                bytes: Bytes { payload_bytes: 0, journal_bytes: Some(j), final_bytes: Some(f), per_kind: Default::default() },
+                commits: loopdev::jbd2_transactions(&l.journal_dev),
+                device: Some(DeviceBytes { source: "/sys/block".into(), fs_written: f, journal_written: Some(j), flushes: Some(fl) }),
+                counters: None,
+            });
+        }
+        Ok(match stats_json(&self.root) {
+            Some(v) => {
+                let g = |k: &str| v[k].as_u64();
+                let mut b = Bytes { payload_bytes: 0, journal_bytes: g("journal_bytes"), final_bytes: g("final_bytes"), per_kind: Default::default() };
+                for k in ["descriptor", "commit", "revoke", "multiwrite", "journal_data", "journal_meta", "journal_super", "final_data", "final_meta"] {
+                    if let Some(x) = v[k]["bytes"].as_u64() {
+                        b.per_kind.insert(k.to_string(), x);
+                    }
+                }
+                Measure { bytes: b, commits: g("commits"), device: None, counters: None }
+            }
+            None => Measure::default(),
+        })
+    }
+}
+
+impl Env for DirEnv {
+    fn target(&self) -> String {
+        self.target.clone()
+    }
+    fn mode(&self) -> String {
+        self.mode.clone()
+    }
+    fn open(&self, name: &str) -> Result<Box<dyn Stream>, String> {
+        let p = self.dir.join(name);
+        let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        Ok(Box::new(f))
+    }
+    fn measure(&self) -> Result<Measure, String> {
+        self.measure_now()
+    }
+    fn finish(mut self: Box<Self>) -> Result<Measure, String> {
+        syncfs(&self.root)?;
+        if let Some(l) = self.loops.as_mut() {
+            l.unmount()?;
+            return self.measure_now();
+        }
+        let m = self.measure_now();
+        let _ = std::fs::remove_dir_all(&self.dir);
+        syncfs(&self.root)?;
+        m
+    }
+}

@@ -1,0 +1,161 @@
+//! Plots like the papers' figures: journal throughput, final-location throughput and sync
+//! latency against the number of streams, one line per mode, latency on a log scale. Drawn as
+//! SVG with plotters and rasterised to PNG with resvg, with a font compiled in (DejaVu Sans,
+//! assets/DejaVuSans.LICENSE), so plots look the same on every machine.
+
+use crate::report::Run;
+use plotters::prelude::*;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+const FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+const W: u32 = 800;
+const H: u32 = 520;
+const COLORS: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+/// What a chart shows on its y axis.
+#[derive(Clone, Copy)]
+enum Metric {
+    Journal,
+    Final,
+    Latency,
+}
+
+impl Metric {
+    fn get(self, r: &Run) -> Option<f64> {
+        match self {
+            Metric::Journal => r.journal_mb_s,
+            Metric::Final => r.final_mb_s,
+            Metric::Latency => Some(r.sync_latency_us.mean / 1e3).filter(|&v| v > 0.0),
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Metric::Journal => "journal",
+            Metric::Final => "final",
+            Metric::Latency => "latency",
+        }
+    }
+    fn axis(self) -> &'static str {
+        match self {
+            Metric::Journal => "journal throughput (MB/s)",
+            Metric::Final => "final-location throughput (MB/s)",
+            Metric::Latency => "mean sync latency (ms, log scale)",
+        }
+    }
+}
+
+/// Writes three charts (SVG and PNG) for every group of multistream runs that share request
+/// size, rate, sync and target family and cover more than one stream count. Returns the files.
+pub fn plot_multistream(dir: &Path, prefix: &str, runs: &[Run]) -> Result<Vec<PathBuf>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut groups: BTreeMap<(usize, String, String), Vec<&Run>> = BTreeMap::new();
+    for r in runs.iter().filter(|r| r.workload == "multistream" && r.error.is_none()) {
+        groups.entry((r.size, r.rate.clone(), r.sync.clone())).or_default().push(r);
+    }
+    let mut out = Vec::new();
+    for ((size, rate, _sync), group) in groups {
+        let mut counts: Vec<usize> = group.iter().map(|r| r.streams).collect();
+        counts.sort_unstable();
+        counts.dedup();
+        if counts.len() < 2 {
+            continue;
+        }
+        for metric in [Metric::Journal, Metric::Final, Metric::Latency] {
+            let stem = format!("{prefix}-{size}B-{}-{}", rate.replace('/', "per"), metric.name());
+            let title = format!("{prefix}: {size}-byte writes at {rate} per stream");
+            let svg = chart(&title, metric, &group)?;
+            let svg_path = dir.join(format!("{stem}.svg"));
+            std::fs::write(&svg_path, &svg).map_err(|e| format!("{}: {e}", svg_path.display()))?;
+            let png_path = dir.join(format!("{stem}.png"));
+            rasterize(&svg, &png_path)?;
+            out.push(svg_path);
+            out.push(png_path);
+        }
+    }
+    Ok(out)
+}
+
+/// One line label per mode; the target is added when a mode ran on several targets.
+fn label(r: &Run, group: &[&Run]) -> String {
+    let targets: std::collections::BTreeSet<&str> = group.iter().filter(|x| x.mode == r.mode).map(|x| x.target.as_str()).collect();
+    if targets.len() > 1 {
+        format!("{} ({})", r.mode, r.target)
+    } else {
+        r.mode.clone()
+    }
+}
+
+fn chart(title: &str, metric: Metric, group: &[&Run]) -> Result<String, String> {
+    let mut lines: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    for r in group {
+        if let Some(y) = metric.get(r) {
+            lines.entry(label(r, group)).or_default().push((r.streams as f64, y));
+        }
+    }
+    for pts in lines.values_mut() {
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    let xs: Vec<f64> = lines.values().flatten().map(|p| p.0).collect();
+    let ys: Vec<f64> = lines.values().flatten().map(|p| p.1).collect();
+    let (xmin, xmax) = (xs.iter().cloned().fold(f64::MAX, f64::min).max(1.0), xs.iter().cloned().fold(1.0, f64::max));
+    let ymax = ys.iter().cloned().fold(0.0, f64::max);
+    let ymin_pos = ys.iter().cloned().filter(|&y| y > 0.0).fold(f64::MAX, f64::min);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let mut b = ChartBuilder::on(&root);
+        b.caption(title, ("sans-serif", 18)).margin(12).x_label_area_size(40).y_label_area_size(70);
+        let x_range = (xmin * 0.8..xmax * 1.25).log_scale();
+        macro_rules! draw {
+            ($chart:expr) => {{
+                let mut c = $chart;
+                c.configure_mesh().x_desc("streams (log scale)").y_desc(metric.axis()).label_style(("sans-serif", 13)).draw().map_err(|e| e.to_string())?;
+                for (i, (name, pts)) in lines.iter().enumerate() {
+                    let color = COLORS[i % COLORS.len()];
+                    c.draw_series(LineSeries::new(pts.iter().cloned(), color.stroke_width(2)))
+                        .map_err(|e| e.to_string())?
+                        .label(name.as_str())
+                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+                    c.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(|e| e.to_string())?;
+                }
+                c.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).label_font(("sans-serif", 13)).position(SeriesLabelPosition::UpperLeft).draw().map_err(|e| e.to_string())?;
+            }};
+        }
+        match metric {
+            Metric::Latency => {
+                let lo = if ymin_pos == f64::MAX { 0.001 } else { ymin_pos / 2.0 };
+                draw!(b.build_cartesian_2d(x_range, (lo..(ymax * 2.0).max(lo * 10.0)).log_scale()).map_err(|e| e.to_string())?)
+            }
+            _ => draw!(b.build_cartesian_2d(x_range, 0.0..(ymax * 1.15).max(1e-6)).map_err(|e| e.to_string())?),
+        }
+        root.present().map_err(|e| e.to_string())?;
+    }
+    Ok(svg)
+}
+
+/// Renders an SVG to a PNG with the compiled-in font.
+fn rasterize(svg: &str, png: &Path) -> Result<(), String> {
+    use resvg::{tiny_skia, usvg};
+    let mut opt = usvg::Options { font_family: "DejaVu Sans".into(), ..Default::default() };
+    let db = opt.fontdb_mut();
+    db.load_font_data(FONT.to_vec());
+    db.set_sans_serif_family("DejaVu Sans");
+    let tree = usvg::Tree::from_str(svg, &opt).map_err(|e| format!("plot: {e}"))?;
+    let size = tree.size().to_int_size();
+    let mut pixmap = tiny_skia::Pixmap::new(size.width(), size.height()).ok_or("plot: empty image")?;
+    resvg::render(&tree, tiny_skia::Transform::default(), &mut pixmap.as_mut());
+    pixmap.save_png(png).map_err(|e| format!("{}: {e}", png.display()))
+}
