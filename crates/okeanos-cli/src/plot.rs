@@ -74,7 +74,8 @@ pub fn plot_multistream(dir: &Path, prefix: &str, runs: &[Run]) -> Result<Vec<Pa
         }
         for metric in [Metric::Journal, Metric::Final, Metric::Latency] {
             let stem = format!("{prefix}-{size}B-{}-{}", rate.replace('/', "per"), metric.name());
-            let title = format!("{prefix}: {size}-byte writes at {rate} per stream");
+            let how = if rate == "closed" { "in a closed loop".to_string() } else { format!("at {rate}/s per stream") };
+            let title = format!("{prefix}: {size}-byte writes {how}");
             let svg = chart(&title, metric, &group)?;
             let svg_path = dir.join(format!("{stem}.svg"));
             std::fs::write(&svg_path, &svg).map_err(|e| format!("{}: {e}", svg_path.display()))?;

@@ -3,8 +3,10 @@
 //! comes from device models. No thread per stream and no real clock: the same seed gives the
 //! same results bit for bit.
 
+pub mod check;
 pub mod clock;
 pub mod clocked;
+pub mod crashfuzz;
 pub mod multistream;
 pub mod rng;
 pub mod model;

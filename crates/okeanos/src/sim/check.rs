@@ -1,0 +1,78 @@
+//! The crash guarantee of each content policy (DESIGN.md section 3), checked on a recovered
+//! file system against the history of what was written and acknowledged. Shared by the crash
+//! tests and the simulator's crash fuzzer.
+
+use crate::journal::content::DataMode;
+use crate::{FsError, Okeanos};
+use std::collections::HashMap;
+
+/// One file's history: its versions (the event count when each write started, and the
+/// content after it), when it was created, and the syncs acknowledged (event count at return,
+/// version synced).
+#[derive(Debug, Default, Clone)]
+pub struct History {
+    pub created_at: usize,
+    pub versions: Vec<(usize, Vec<u8>)>,
+    pub acks: Vec<(usize, usize)>,
+}
+
+/// Checks the guarantee of `mode` on a file system recovered from a crash after `k` device
+/// events. `overwritten` names files rewritten in place, whose synced bytes writeback mode
+/// need not keep (it may show newer, unsynced bytes there).
+pub fn check(mode: DataMode, files: &HashMap<String, History>, overwritten: &[String], k: usize, fs: &Okeanos) -> Result<(), String> {
+    let mut names: Vec<&String> = files.keys().collect();
+    names.sort();
+    for name in names {
+        let h = &files[name];
+        let synced = h.acks.iter().filter(|(at, _)| *at <= k).map(|&(_, v)| v).max();
+        let content = match fs.resolve(name) {
+            Ok(ino) => {
+                let size = fs.getattr(ino).map_err(|e| e.to_string())?.size;
+                fs.read(ino, 0, size as usize).map_err(|e| format!("{name}: read: {e}"))?
+            }
+            Err(FsError::NotFound) => {
+                if synced.is_some() {
+                    return Err(format!("{name}: synced but missing after recovery"));
+                }
+                continue;
+            }
+            Err(e) => return Err(format!("{name}: {e}")),
+        };
+        if h.created_at > k {
+            return Err(format!("{name}: exists although it was created after the crash point"));
+        }
+        let s = synced.unwrap_or(0);
+        // Versions the recovered file may show: the synced one and any later one begun before
+        // the crash.
+        let possible: Vec<&Vec<u8>> = h.versions.iter().skip(s).filter(|(at, _)| *at <= k).map(|(_, v)| v).collect();
+        let floor = synced.map_or(0, |v| h.versions[v].1.len());
+        if content.len() < floor {
+            return Err(format!("{name}: {} bytes after recovery, {floor} were synced", content.len()));
+        }
+        match mode {
+            // Data journaling: each write atomic, so the content is exactly one version.
+            DataMode::Data | DataMode::Wasteless => {
+                if !possible.iter().any(|v| **v == content) {
+                    return Err(format!("{name}: {} bytes recovered match no version at or after the synced one", content.len()));
+                }
+            }
+            // No stale data: every byte was written by one of the possible versions (or is a
+            // hole's zero), and the size is one of theirs.
+            DataMode::Ordered | DataMode::Selective => {
+                if !possible.iter().any(|v| v.len() == content.len()) {
+                    return Err(format!("{name}: recovered size {} is no version's size", content.len()));
+                }
+                if let Some(i) = (0..content.len()).find(|&i| content[i] != 0 && !possible.iter().any(|v| v.get(i) == Some(&content[i]))) {
+                    return Err(format!("{name}: byte {i} ({}) was never written there", content[i]));
+                }
+            }
+            DataMode::Writeback => {
+                let full = &h.versions.last().expect("a file has a first version").1;
+                if !overwritten.contains(name) && content[..floor] != full[..floor] {
+                    return Err(format!("{name}: synced bytes differ after recovery"));
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,171 @@
+//! Crash fuzzing (`okeanos sim --crash-fuzz`): a seeded random workload under a random policy
+//! runs in the simulator on crash-recording devices — appends and in-place overwrites of
+//! several files, fsyncs and fdatasyncs, virtual time passing so that commit intervals and
+//! age-based checkpoints fire, a journal small enough to wrap — then crashes at random points:
+//! the unflushed writes are each kept, lost or torn at sector boundaries as the crash model
+//! allows (DESIGN.md section 3). Each crash state is recovered, checked against the policy's
+//! guarantee ([`super::check`]) and by fsck. A seed names one run exactly.
+
+use super::check::{check, History};
+use super::model;
+use super::rng::Rng;
+use super::world::{World, WorldConfig};
+use crate::device::{CrashRecorder, CrashState, Device, MemDevice, TearPlan};
+use crate::fs::mkfs::MkfsOptions;
+use crate::journal::content::ContentConfig;
+use crate::options::MountOptions;
+use crate::{fsck, FsError, Okeanos};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The seven policies the fuzzer draws from.
+pub const ALL: [&str; 7] = ["writeback", "ordered", "data", "wasteless", "wasteless+dmeta", "selective", "selective+dmeta"];
+
+/// The outcome of one seeded run.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    pub seed: u64,
+    pub mode: String,
+    pub external_journal: bool,
+    pub ops: usize,
+    pub events: usize,
+    pub states: usize,
+    pub violations: Vec<String>,
+}
+
+const MB: u64 = 1 << 20;
+
+fn world_config(cfg: ContentConfig, canary: bool, external: bool) -> WorldConfig {
+    let mut mount = MountOptions::default().content_config(cfg);
+    mount.commit_interval = Duration::from_secs(1);
+    mount.writeback_period = Duration::from_millis(700);
+    mount.expire_period = Duration::from_secs(2);
+    mount.fault_skip_commit_flush = canary;
+    WorldConfig {
+        fs_bytes: 8 * MB,
+        external_journal_blocks: external.then_some(256),
+        journal_blocks: 256,
+        fs_model: model::preset("ssd").expect("preset"),
+        journal_model: external.then(|| model::preset("ssd").expect("preset")),
+        mount,
+        wall_origin: 1_700_000_000_000_000_000,
+        frozen_wall: false,
+    }
+}
+
+/// Runs one seed: the workload, then `points` crash states, each recovered and checked.
+pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool) -> Result<RunReport, String> {
+    let mut rng = Rng::new(seed);
+    let cfg = modes[rng.below(modes.len() as u64) as usize];
+    let external = rng.chance(0.3);
+    // Format, then move the images onto recording devices.
+    let wc = world_config(cfg, canary, external);
+    let (fs0, j0) = World::format(&wc, &MkfsOptions { journal_blocks: 256, ..Default::default() }).map_err(|e| e.to_string())?;
+    let snap = |d: &Arc<dyn Device>| -> Result<Vec<u8>, String> {
+        let mut b = vec![0u8; d.len_bytes() as usize];
+        d.read_at(0, &mut b).map_err(|e| e.to_string())?;
+        Ok(b)
+    };
+    let rec = CrashRecorder::new();
+    let fs_dev: Arc<dyn Device> = Arc::new(rec.device("fs", snap(&fs0)?));
+    let j_dev: Option<Arc<dyn Device>> = match &j0 {
+        Some(j) => Some(Arc::new(rec.device("journal", snap(j)?))),
+        None => None,
+    };
+    let mut w = World::mount(fs_dev, j_dev, wc).map_err(|e| format!("mount: {e}"))?;
+    let mut files: HashMap<String, History> = HashMap::new();
+    let mut inos: Vec<(String, u32)> = Vec::new();
+    let overwritten = vec!["/ow".to_string()];
+    let root = w.fs.root();
+    let nfiles = 2 + rng.below(3) as usize;
+    for i in 0..=nfiles {
+        let name = if i == nfiles { "/ow".to_string() } else { format!("/s{i}") };
+        let at = rec.event_count();
+        let ino = w.settle(|fs| fs.create(root, &name.as_bytes()[1..], 0o644)).map_err(|e| format!("create: {e}"))?.ino;
+        files.insert(name.clone(), History { created_at: at, versions: vec![(at, Vec::new())], acks: vec![] });
+        inos.push((name, ino));
+    }
+    let ops = 15 + rng.below(45) as usize;
+    for k in 0..ops {
+        let (name, ino) = inos[rng.below(inos.len() as u64) as usize].clone();
+        let cur = files[&name].versions.last().expect("a version").1.clone();
+        let len = [1, 100, 128, 700, 3000, 4096, 6000][rng.below(7) as usize];
+        let off = if name == "/ow" { rng.below(cur.len() as u64 + 2000) } else { cur.len() as u64 };
+        let byte = b'A' + (k % 26) as u8;
+        let data = vec![byte; len];
+        let at = rec.event_count();
+        match w.settle(|fs| fs.write(ino, off, &data)) {
+            Ok(_) => {}
+            Err(FsError::NoSpace) => break,
+            Err(e) => return Err(format!("seed {seed}: write: {e}")),
+        }
+        let mut v = cur;
+        if v.len() < off as usize + len {
+            v.resize(off as usize + len, 0);
+        }
+        v[off as usize..off as usize + len].copy_from_slice(&data);
+        files.get_mut(&name).expect("file").versions.push((at, v));
+        if rng.chance(0.6) {
+            if let Some(tid) = w.fs.sync_target(ino, rng.chance(0.5)) {
+                w.kick();
+                while w.fs.committed_tid() < tid {
+                    if !w.step(u64::MAX, &mut |_, _| {}) {
+                        return Err(format!("seed {seed}: the journal stopped before a sync completed"));
+                    }
+                }
+            }
+            let h = files.get_mut(&name).expect("file");
+            let v = h.versions.len() - 1;
+            h.acks.push((rec.event_count(), v));
+        }
+        if rng.chance(0.3) {
+            // Let virtual time pass: commit intervals and age-based checkpoints fire.
+            let t = w.now() + rng.below(1_500_000_000);
+            w.run(t, &mut |_, _| {});
+        }
+    }
+    let events = rec.event_count();
+    drop(w);
+    let mut report = RunReport { seed, mode: cfg.name(), external_journal: external, ops, events, states: 0, violations: Vec::new() };
+    for p in 0..points {
+        // Crash points: uniform over the run, with some right after flushes and acks.
+        let k = if p % 3 == 2 {
+            let acks: Vec<usize> = files.values().flat_map(|h| h.acks.iter().map(|a| a.0)).collect();
+            if acks.is_empty() { rng.below(events as u64 + 1) as usize } else { acks[rng.below(acks.len() as u64) as usize] }
+        } else {
+            rng.below(events as u64 + 1) as usize
+        };
+        let pending = rec.unflushed(k);
+        let fates: Vec<TearPlan> = pending
+            .iter()
+            .map(|_| match rng.below(3) {
+                0 => TearPlan::Keep,
+                1 => TearPlan::Lose,
+                _ => TearPlan::Torn(rng.next_u64()),
+            })
+            .collect();
+        let st = CrashState { after_events: k, fates, label: format!("after event {k} of {events}, {} unflushed writes", pending.len()) };
+        let mut images = rec.build(&st);
+        let jimg = if external { Some(images.remove(1)) } else { None };
+        let fimg = images.remove(0);
+        report.states += 1;
+        if let Err(e) = recover_and_check(cfg, &files, &overwritten, k, fimg, jimg) {
+            report.violations.push(format!("seed {seed} ({}, {}): {}: {e}", cfg.name(), if external { "external journal" } else { "internal journal" }, st.label));
+        }
+    }
+    Ok(report)
+}
+
+fn recover_and_check(cfg: ContentConfig, files: &HashMap<String, History>, overwritten: &[String], k: usize, fimg: Vec<u8>, jimg: Option<Vec<u8>>) -> Result<(), String> {
+    let fs_dev: Arc<dyn Device> = Arc::new(MemDevice::from_bytes(fimg));
+    let j_dev: Option<Arc<dyn Device>> = jimg.map(|j| Arc::new(MemDevice::from_bytes(j)) as Arc<dyn Device>);
+    let fs = Okeanos::mount(fs_dev.clone(), j_dev.clone(), MountOptions::default().content_config(cfg)).map_err(|e| format!("recovery mount: {e}"))?;
+    check(cfg.mode, files, overwritten, k, &fs)?;
+    fs.unmount().map_err(|e| format!("unmount: {e}"))?;
+    let r = fsck(fs_dev, j_dev);
+    if !r.is_clean() {
+        return Err(format!("fsck: {:?}", r.problems));
+    }
+    Ok(())
+}
