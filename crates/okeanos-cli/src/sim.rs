@@ -251,12 +251,109 @@ fn multistream(c: &Common, m: &ModelArgs) -> Result<Vec<Run>, String> {
     }))
 }
 
-fn mixed_runs(_c: &Common, _m: &ModelArgs, _x: &MixedArgs) -> Result<Vec<Run>, String> {
-    Err("todo".into())
+fn mixed_runs(c: &Common, m: &ModelArgs, x: &MixedArgs) -> Result<Vec<Run>, String> {
+    let g = c.grid()?;
+    let mx = x.parse()?;
+    m.world(g.modes[0])?;
+    let mut plan = Vec::new();
+    for &size in &g.sizes {
+        for &rate in &g.rates {
+            for &n in &g.streams {
+                for &mode in &g.modes {
+                    plan.push((mode, Multistream { streams: n, size, rate, sync: g.sync, sync_every: 1, duration: g.duration }));
+                }
+            }
+        }
+    }
+    Ok(parallel(&plan, m.jobs(), c.quiet, |(mode, spec)| {
+        let mut r = Run {
+            workload: "mixed".into(),
+            mode: mode.name(),
+            target: m.target(),
+            streams: spec.streams,
+            size: spec.size,
+            rate: spec.rate.to_string(),
+            sync: spec.sync.name().into(),
+            sync_every: 1,
+            model: Some(m.model.clone()),
+            seed: Some(m.seed),
+            ..Default::default()
+        };
+        let t0 = Instant::now();
+        let large = okeanos::sim::mixed::Large { read: mx.read, request: mx.request as u64 };
+        let make = || m.world(*mode).expect("checked");
+        match okeanos::sim::mixed::run(&make, spec, &large, mx.file_size, m.seed) {
+            Ok(o) => {
+                r.duration_s = o.virtual_s;
+                r.set_counters(&o.during, &o.after);
+                r.ops = o.writes;
+                r.ops_per_s = o.writes as f64 / o.virtual_s.max(1e-9);
+                r.sync_latency_us = LatencyUs::from_counters(&o.during);
+                r.extra = serde_json::json!({
+                    "large": if mx.read { "read" } else { "write" },
+                    "large_request": mx.request,
+                    "large_alone_mb_s": o.alone_bps / 1e6,
+                    "large_mixed_mb_s": o.mixed_bps / 1e6,
+                    "large_share": if o.alone_bps > 0.0 { o.mixed_bps / o.alone_bps } else { 0.0 },
+                });
+                r.error = o.error;
+            }
+            Err(e) => r.error = Some(e),
+        }
+        r.wall_s = t0.elapsed().as_secs_f64();
+        r.cpu_s = r.wall_s;
+        r
+    }))
 }
-fn recovery(_c: &Common, _m: &ModelArgs, _records: usize) -> Result<Vec<Run>, String> {
-    Err("todo".into())
+
+fn recovery(c: &Common, m: &ModelArgs, records: usize) -> Result<Vec<Run>, String> {
+    let g = c.grid()?;
+    m.world(g.modes[0])?;
+    let mut plan = Vec::new();
+    for &size in &g.sizes {
+        for &n in &g.streams {
+            for &mode in &g.modes {
+                plan.push((mode, n, size));
+            }
+        }
+    }
+    Ok(parallel(&plan, m.jobs(), c.quiet, |&(mode, n, size)| {
+        let mut r = Run { workload: "recovery".into(), mode: mode.name(), target: m.target(), streams: n, size, rate: "closed".into(), sync: "fsync".into(), sync_every: 1, model: Some(m.model.clone()), seed: Some(m.seed), ..Default::default() };
+        let t0 = Instant::now();
+        let make = || m.world(mode).expect("checked");
+        match okeanos::sim::recovery::run(&make, n, size, records) {
+            Ok(o) => {
+                let rep = &o.report;
+                r.ops = o.writes;
+                r.payload_bytes = o.writes * size as u64;
+                r.duration_s = o.write_s;
+                r.journal_bytes = Some(o.before.journal_bytes);
+                r.final_bytes = Some(o.before.final_bytes);
+                r.commits = Some(o.before.commits);
+                let ms = |ns: u64| ns as f64 / 1e6;
+                r.extra = serde_json::json!({
+                    "records_per_stream": records,
+                    "checkpoints_before_crash": o.before.checkpoints,
+                    "transactions": rep.transactions,
+                    "blocks_scanned": rep.blocks_scanned,
+                    "revoke_records": rep.revoke_records,
+                    "blocks_replayed": rep.blocks_replayed,
+                    "scan_ms": ms(rep.scan_ns),
+                    "revoke_ms": ms(rep.revoke_ns),
+                    "replay_ms": ms(rep.replay_ns),
+                    "recovery_ms": ms(rep.scan_ns + rep.revoke_ns + rep.replay_ns),
+                });
+                if o.before.checkpoints > 0 {
+                    r.error = Some(format!("{} checkpoints ran before the crash (the journal filled up): use a larger --journal-size", o.before.checkpoints));
+                }
+            }
+            Err(e) => r.error = Some(e),
+        }
+        r.wall_s = t0.elapsed().as_secs_f64();
+        r
+    }))
 }
+
 fn crash_fuzz(a: &SimArgs) -> Result<ExitCode, String> {
     use okeanos::sim::crashfuzz;
     let modes: Vec<ContentConfig> = match &a.modes {

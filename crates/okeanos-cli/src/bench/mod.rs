@@ -106,9 +106,11 @@ impl Common {
 
     /// Writes the JSON, CSV and plots asked for, and prints the table.
     pub fn output(&self, command: &str, prefix: &str, runs: &[Run]) -> Result<(), String> {
-        println!();
-        report::print_table(runs);
-        if self.markdown {
+        if prefix.ends_with("multistream") {
+            println!();
+            report::print_table(runs);
+        }
+        if self.markdown && prefix.ends_with("multistream") {
             println!();
             report::print_markdown(runs);
         }
