@@ -136,3 +136,21 @@ fn crash_fuzzing_finds_nothing_and_the_canary_fails_it() {
     let caught = (0..60).map(|seed| crashfuzz::run_seed(seed, &modes, 6, true).unwrap().violations.len()).sum::<usize>();
     assert!(caught > 0, "skipping the commit flush must produce violations");
 }
+
+#[test]
+fn timed_emulation_mounts_and_refuses_unknown_models() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("timed.okfs");
+    Okeanos::mkfs_file(&img, 64 * MB, &okeanos::MkfsOptions { journal_blocks: 1024, ..Default::default() }).unwrap();
+    let fs = Okeanos::open(&img, MountOptions::parse("data=wasteless,device_model=ssd").unwrap()).unwrap();
+    let f = fs.create_file("/log").unwrap();
+    f.append(b"timed").unwrap();
+    f.fdatasync().unwrap();
+    drop(f);
+    assert_eq!(fs.read_path("/log").unwrap(), b"timed");
+    let c = fs.counters();
+    assert_eq!(c.fs_device.bytes_written, c.journal_bytes + c.final_bytes, "the timed device counts what reached the file");
+    fs.unmount().unwrap();
+    let e = MountOptions::parse("device_model=floppy").unwrap_err();
+    assert!(e.contains("unknown device model") && e.contains("cheetah15k"), "{e}");
+}

@@ -1,0 +1,165 @@
+//! `okeanos bench` and `okeanos sim` end to end: the byte counts a benchmark reports are the
+//! device layer's own, the JSON has the documented fields, plots are written, the simulator
+//! is deterministic, and bad flags get clear errors.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn okeanos(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_okeanos")).args(args).output().expect("run okeanos")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn runs(path: &Path) -> Vec<Value> {
+    let v: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    v["runs"].as_array().unwrap().clone()
+}
+
+fn u(v: &Value, k: &str) -> u64 {
+    v[k].as_u64().unwrap_or_else(|| panic!("{k} missing in {v}"))
+}
+
+/// Checks a run's bytes against the devices' own counts and its fields against the issue.
+fn check_counts(r: &Value) {
+    assert!(r["error"].is_null(), "{}", r["error"]);
+    for k in ["mode", "target", "streams", "size", "rate", "duration_s", "payload_bytes", "journal_bytes", "final_bytes", "syncs", "commits", "ops_per_s", "cpu_s"] {
+        assert!(!r[k].is_null(), "field {k} missing: {r}");
+    }
+    for k in ["mean", "p50", "p99", "p999"] {
+        assert!(r["sync_latency_us"][k].as_f64().unwrap() > 0.0, "latency {k}: {r}");
+    }
+    let dev = &r["device"];
+    assert_eq!(u(r, "journal_bytes"), u(dev, "journal_written"), "journal bytes vs the journal device's own count: {r}");
+    assert_eq!(u(r, "final_bytes"), u(dev, "fs_written"), "final bytes vs the file-system device's own count: {r}");
+    let kinds: u64 = r["per_kind"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+    assert_eq!(kinds, u(r, "journal_bytes") + u(r, "final_bytes"), "per-kind bytes add up: {r}");
+    // Unmount writes what was deferred: the totals include the during-run figures.
+    assert!(u(r, "journal_bytes") >= u(&r["during"], "journal_bytes") && u(r, "final_bytes") >= u(&r["during"], "final_bytes"));
+    assert_eq!(u(r, "payload_bytes"), u(r, "ops") * u(r, "size"));
+    assert!(u(r, "syncs") > 0 && u(r, "commits") > 0);
+}
+
+#[test]
+fn benchmark_byte_counts_equal_the_device_layers_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("runs.json");
+    let csv = dir.path().join("runs.csv");
+    let plots = dir.path().join("plots");
+    let d = dir.path().to_str().unwrap();
+    let o = okeanos(&[
+        "bench", "multistream", "--target", "engine:external", "--modes", "ordered,data,wasteless+dmeta,selective", "--streams", "1,4", "--size", "300",
+        "--duration", "700ms", "--dir", d, "--fs-size", "256M", "--journal-size", "16M", "--quiet",
+        "--json", json.to_str().unwrap(), "--csv", csv.to_str().unwrap(), "--plot", plots.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let rs = runs(&json);
+    assert_eq!(rs.len(), 8);
+    for r in &rs {
+        check_counts(r);
+        assert_eq!(r["device"]["source"], "engine devices");
+    }
+    assert_eq!(std::fs::read_to_string(&csv).unwrap().lines().count(), 9, "a header and a row per run");
+    for m in ["journal", "final", "latency"] {
+        for ext in ["png", "svg"] {
+            let p = plots.join(format!("multistream-300B-closed-{m}.{ext}"));
+            assert!(std::fs::metadata(&p).map(|m| m.len() > 1000).unwrap_or(false), "{} missing or empty", p.display());
+        }
+    }
+    let png = std::fs::read(plots.join("multistream-300B-closed-latency.png")).unwrap();
+    assert_eq!(&png[1..4], b"PNG");
+}
+
+/// On loop devices the counts must also equal the kernel's own: /sys/block/<dev>/stat.
+#[test]
+fn on_loop_devices_the_counts_equal_sys_block() {
+    // SAFETY: no preconditions.
+    if unsafe { libc::geteuid() } != 0 || Command::new("losetup").arg("--version").output().is_err() {
+        eprintln!("skipped: needs root and losetup");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("runs.json");
+    let o = okeanos(&[
+        "bench", "multistream", "--target", "engine:loop", "--modes", "data,wasteless", "--streams", "3", "--duration", "500ms", "--dir", dir.path().to_str().unwrap(),
+        "--fs-size", "256M", "--journal-size", "16M", "--quiet", "--json", json.to_str().unwrap(),
+    ]);
+    if !o.status.success() && text(&o).contains("losetup") {
+        eprintln!("skipped: loop devices unavailable: {}", text(&o));
+        return;
+    }
+    assert!(o.status.success(), "{}", text(&o));
+    for r in runs(&json) {
+        check_counts(&r);
+        assert_eq!(r["device"]["source"], "/sys/block");
+    }
+}
+
+#[test]
+fn recovery_and_mixed_report_their_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("rec.json");
+    let d = dir.path().to_str().unwrap();
+    let o = okeanos(&["bench", "recovery", "--modes", "data,wasteless", "--streams", "4", "--records", "20", "--dir", d, "--fs-size", "256M", "--journal-size", "32M", "--quiet", "--json", json.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    for r in runs(&json) {
+        assert!(r["error"].is_null(), "{r}");
+        assert!(u(&r["extra"], "transactions") >= 1 && u(&r["extra"], "blocks_replayed") >= 1, "{r}");
+        assert!(r["extra"]["scan_ms"].as_f64().unwrap() > 0.0);
+    }
+    let mixed = dir.path().join("mixed.json");
+    let o = okeanos(&["bench", "mixed", "--modes", "ordered", "--streams", "2", "--rate", "20/s", "--duration", "500ms", "--file-size", "1M", "--dir", d, "--fs-size", "256M", "--journal-size", "16M", "--quiet", "--json", mixed.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let r = &runs(&mixed)[0];
+    assert!(r["extra"]["large_alone_mb_s"].as_f64().unwrap() > 0.0 && r["extra"]["large_share"].as_f64().unwrap() > 0.0, "{r}");
+    // A kernel file system cannot be crashed on purpose.
+    let o = okeanos(&["bench", "recovery", "--target", "mount:/tmp", "--quiet"]);
+    assert!(!o.status.success() && text(&o).contains("cannot be crashed"), "{}", text(&o));
+}
+
+#[test]
+fn bad_flags_get_clear_errors() {
+    for (args, want) in [
+        (vec!["bench", "multistream", "--rate", "fast"], "rate"),
+        (vec!["bench", "multistream", "--target", "kernel:zfs"], "kernel:ext4-journal"),
+        (vec!["bench", "multistream", "--modes", "journal"], "journal"),
+        (vec!["bench", "multistream", "--sync", "never"], "fsync or fdatasync"),
+        (vec!["bench", "multistream", "--streams", "0"], "--streams"),
+        (vec!["bench", "multistream", "--duration", "soon"], "duration"),
+        (vec!["bench", "multistream", "--target", "mount:/nonexistent/dir"], "not a directory"),
+        (vec!["sim", "multistream", "--model", "floppy"], "unknown device model"),
+        (vec!["sim", "multistream", "--journal", "sideways"], "--journal"),
+        (vec!["sim"], "give a workload"),
+    ] {
+        let o = okeanos(&args);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        assert!(text(&o).contains(want), "{args:?}: {}", text(&o));
+    }
+}
+
+#[test]
+fn the_simulator_is_deterministic_and_its_fuzzer_can_fail() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut outs = Vec::new();
+    for k in 0..2 {
+        let json = dir.path().join(format!("sim{k}.json"));
+        let o = okeanos(&["sim", "multistream", "--modes", "ordered,wasteless", "--streams", "200", "--rate", "1kbit", "--duration", "10s", "--seed", "5", "--quiet", "--json", json.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", text(&o));
+        let mut rs = runs(&json);
+        for r in rs.iter_mut() {
+            // Wall-clock figures are the only ones that may differ.
+            r["wall_s"] = Value::Null;
+            r["cpu_s"] = Value::Null;
+        }
+        outs.push(rs);
+    }
+    assert_eq!(outs[0], outs[1]);
+    assert!(outs[0][0]["sync_latency_us"]["p50"].as_f64().unwrap() > outs[0][1]["sync_latency_us"]["p50"].as_f64().unwrap(), "ordered waits for in-place data writes, wasteless does not");
+    let ok = okeanos(&["sim", "--crash-fuzz", "--seed", "100", "--runs", "40", "--points", "5"]);
+    assert!(ok.status.success() && text(&ok).contains("0 violations"), "{}", text(&ok));
+    let canary = okeanos(&["sim", "--crash-fuzz", "--seed", "100", "--runs", "40", "--points", "5", "--canary"]);
+    assert!(!canary.status.success() && text(&canary).contains("reproduce: okeanos sim --crash-fuzz --seed"), "{}", text(&canary));
+}
