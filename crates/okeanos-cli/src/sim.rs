@@ -65,6 +65,32 @@ pub struct ModelArgs {
     /// Simulations to run in parallel (each is single-threaded and deterministic).
     #[arg(long)]
     pub jobs: Option<usize>,
+    /// Age-based writeback tuning: `default` (the mount options), or `thesis`: the writeback
+    /// and expiration periods the thesis chose per rate and stream count (its Tables 6.2-6.4).
+    #[arg(long, default_value = "default")]
+    pub flush_tuning: String,
+}
+
+/// The thesis' flushing policy (writeback period, expiration period, in seconds) for a
+/// stream rate and count: Tables 6.2 (1 Kbit/s), 6.3 (10 Kbit/s) and 6.4 (1 Mbit/s); the row
+/// with the nearest stream count at or above `n` (the last row beyond the table).
+pub fn thesis_tuning(rate: okeanos::workload::Rate, n: usize) -> Option<(u64, u64)> {
+    const T1K: [(usize, u64, u64); 10] = [(100, 10, 300), (500, 10, 300), (1000, 10, 150), (2000, 10, 60), (3000, 1, 30), (4000, 1, 30), (5000, 1, 5), (6000, 1, 5), (7000, 1, 5), (8000, 1, 5)];
+    const T10K: [(usize, u64, u64); 5] = [(50, 10, 300), (100, 5, 100), (500, 5, 60), (1000, 1, 30), (1500, 1, 10)];
+    const T1M: [(usize, u64, u64); 5] = [(10, 5, 20), (25, 1, 5), (50, 1, 3), (75, 1, 1), (100, 1, 1)];
+    let bits = match rate {
+        okeanos::workload::Rate::Bits(b) => b,
+        _ => return None,
+    };
+    let table: &[(usize, u64, u64)] = if bits <= 2e3 {
+        &T1K
+    } else if bits <= 1e5 {
+        &T10K
+    } else {
+        &T1M
+    };
+    let row = table.iter().find(|r| r.0 >= n).or(table.last())?;
+    Some((row.1, row.2))
 }
 
 #[derive(Subcommand)]
@@ -130,6 +156,22 @@ impl ModelArgs {
             wall_origin: 1_700_000_000_000_000_000,
             frozen_wall: false,
         })
+    }
+
+    /// The configuration for one run, with the flush tuning applied.
+    pub fn world_for(&self, cfg: ContentConfig, rate: okeanos::workload::Rate, n: usize) -> Result<WorldConfig, String> {
+        let mut w = self.world(cfg)?;
+        match self.flush_tuning.as_str() {
+            "default" => {}
+            "thesis" => {
+                if let Some((wb, exp)) = thesis_tuning(rate, n) {
+                    w.mount.writeback_period = std::time::Duration::from_secs(wb);
+                    w.mount.expire_period = std::time::Duration::from_secs(exp);
+                }
+            }
+            x => return Err(format!("--flush-tuning {x}: use default or thesis")),
+        }
+        Ok(w)
     }
 
     pub fn target(&self) -> String {
@@ -207,7 +249,7 @@ fn parallel<T: Sync, R: Send>(items: &[T], jobs: usize, quiet: bool, f: impl Fn(
 
 fn multistream(c: &Common, m: &ModelArgs) -> Result<Vec<Run>, String> {
     let g = c.grid()?;
-    m.world(g.modes[0])?; // check the flags once, before any run
+    m.world_for(g.modes[0], g.rates[0], g.streams[0])?; // check the flags once, before any run
     let mut plan = Vec::new();
     for &size in &g.sizes {
         for &rate in &g.rates {
@@ -233,7 +275,7 @@ fn multistream(c: &Common, m: &ModelArgs) -> Result<Vec<Run>, String> {
             ..Default::default()
         };
         let t0 = Instant::now();
-        let res = m.world(*mode).and_then(|cfg| World::new(cfg, &MkfsOptions::default()).map_err(|e| e.to_string())).and_then(|w| okeanos::sim::multistream::run(w, spec, m.seed));
+        let res = m.world_for(*mode, spec.rate, spec.streams).and_then(|cfg| World::new(cfg, &MkfsOptions::default()).map_err(|e| e.to_string())).and_then(|w| okeanos::sim::multistream::run(w, spec, m.seed));
         r.wall_s = t0.elapsed().as_secs_f64();
         match res {
             Ok(o) => {

@@ -101,7 +101,13 @@ pub enum JournalStep {
 
 struct Inner {
     core: Mutex<Core>,
+    /// Waiters for the journal (a commit, log space) sleep here; the journal notifies it after
+    /// each step.
     cv: Condvar,
+    /// The journal thread sleeps here; a handle that needs it (a sync, a full transaction, no
+    /// log space) wakes it. Two condition variables, so that a sync poking the journal thread
+    /// does not wake every other sync waiting for the same commit.
+    jcv: Condvar,
     devs: Devices,
     opts: MountOptions,
     clock: Arc<dyn Clock>,
@@ -126,6 +132,7 @@ impl Drop for UserGuard {
         let mut core = self.0.core.lock().unwrap_or_else(|e| e.into_inner());
         core.abandoned = true;
         self.0.cv.notify_all();
+        self.0.jcv.notify_all();
     }
 }
 
@@ -279,6 +286,7 @@ impl Okeanos {
         let inner = Arc::new(Inner {
             core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, abandoned: false, avg_commit_ns: 0, last_commit_handles: 0, batch: None, manual: opts.manual_journal, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64 }),
             cv: Condvar::new(),
+            jcv: Condvar::new(),
             devs,
             opts,
             clock,
@@ -372,7 +380,7 @@ impl Okeanos {
             if core.manual {
                 return Err(FsError::WouldBlock);
             }
-            self.inner.cv.notify_all();
+            self.inner.jcv.notify_one();
             core = self.inner.cv.wait(core).unwrap_or_else(|e| e.into_inner());
         };
         let epoch = core.fs.dirty_epoch;
@@ -390,6 +398,7 @@ impl Okeanos {
                 core.fs.journal.commit_failed(why.clone());
                 core.fs.read_only = Some(why);
                 self.inner.cv.notify_all();
+                self.inner.jcv.notify_one();
             }
         }
         core.fs.cache.shrink();
@@ -741,7 +750,7 @@ impl Okeanos {
             if core.manual {
                 return Err(FsError::WouldBlock);
             }
-            self.inner.cv.notify_all();
+            self.inner.jcv.notify_one();
             core = self.inner.cv.wait(core).unwrap_or_else(|e| e.into_inner());
         }
     }
@@ -787,6 +796,7 @@ impl Okeanos {
             core.closing = true;
             core.stop = true;
             self.inner.cv.notify_all();
+            self.inner.jcv.notify_all();
         }
         if let Some(t) = self.inner.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
             let _ = t.join();
@@ -1005,10 +1015,10 @@ fn journal_thread(inner: Arc<Inner>) {
             JournalStep::Stop => return,
             JournalStep::Idle { wake_ns } => {
                 core = if wake_ns == u64::MAX {
-                    inner.cv.wait(core).unwrap_or_else(|e| e.into_inner())
+                    inner.jcv.wait(core).unwrap_or_else(|e| e.into_inner())
                 } else {
                     let wait = std::time::Duration::from_nanos(wake_ns.saturating_sub(now).max(20_000));
-                    inner.cv.wait_timeout(core, wait).unwrap_or_else(|e| e.into_inner()).0
+                    inner.jcv.wait_timeout(core, wait).unwrap_or_else(|e| e.into_inner()).0
                 };
             }
             JournalStep::Work(work) => {
