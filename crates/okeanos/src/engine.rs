@@ -68,10 +68,15 @@ struct Core {
     last_commit_handles: u32,
     /// A batching window in progress: (started, handles seen at the last look, next look).
     batch: Option<(u64, u32, u64)>,
+    /// Age-based writeback in progress, in bounded steps: the expiry threshold it works to.
+    expiring: Option<u64>,
     /// Driven step by step (the simulator): no journal thread, and operations that would wait
     /// for the journal return [`FsError::WouldBlock`] instead.
     manual: bool,
 }
+
+/// Blocks one step of age-based writeback writes at most (4 MiB with 4 KiB blocks).
+const EXPIRY_STEP_BLOCKS: usize = 1024;
 
 /// Journal work taken by [`Okeanos::journal_poll`]: run its I/O, then hand it back to
 /// [`Okeanos::journal_complete`].
@@ -284,7 +289,7 @@ impl Okeanos {
         let fs = FsState::new(sb, gdt, journal, opts.cache_blocks, opts.read_only.then(|| "mounted read-only".to_string()));
         let now = clock.now_ns();
         let inner = Arc::new(Inner {
-            core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, abandoned: false, avg_commit_ns: 0, last_commit_handles: 0, batch: None, manual: opts.manual_journal, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64 }),
+            core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, abandoned: false, avg_commit_ns: 0, last_commit_handles: 0, batch: None, expiring: None, manual: opts.manual_journal, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64 }),
             cv: Condvar::new(),
             jcv: Condvar::new(),
             devs,
@@ -1073,9 +1078,20 @@ impl Okeanos {
         }
         if now >= core.next_writeback_ns {
             core.next_writeback_ns = now + opts.writeback_period.as_nanos() as u64;
-            let expire = opts.expire_period.as_nanos() as u64;
-            if let Some(plan) = core.fs.journal.checkpoint_begin(&core.fs.cache, CheckpointGoal::Expired { owed_since_ns: now.saturating_sub(expire) }) {
-                return JournalStep::Work(JournalWork::Checkpoint(plan));
+            core.expiring = Some(now.saturating_sub(opts.expire_period.as_nanos() as u64));
+        }
+        if let Some(owed_since_ns) = core.expiring {
+            // Bounded steps (as pdflush writes back in chunks beside kjournald), with the
+            // commit check above between them.
+            let goal = CheckpointGoal::Expired { owed_since_ns, max_blocks: EXPIRY_STEP_BLOCKS };
+            match core.fs.journal.checkpoint_begin(&core.fs.cache, goal) {
+                Some(plan) => {
+                    if plan.written.len() < EXPIRY_STEP_BLOCKS {
+                        core.expiring = None;
+                    }
+                    return JournalStep::Work(JournalWork::Checkpoint(plan));
+                }
+                None => core.expiring = None,
             }
         }
         if core.stop {

@@ -26,7 +26,9 @@ pub enum CrashEvent {
 pub enum TearPlan {
     Keep,
     Lose,
-    /// Only the sectors whose bit is set reach the media (bit i = sector i of the write).
+    /// Only the sectors whose bit is set reach the media: bit i is sector i of the write, or,
+    /// for a write of more than 64 sectors (a run of blocks issued as one write), the i-th of
+    /// 64 equal runs of sectors.
     Torn(u64),
 }
 
@@ -45,6 +47,15 @@ struct Log {
 }
 
 /// The shared log of all recording devices.
+/// The low `bits` bits set (all 64 for 64 or more).
+fn mask_of(bits: u64) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    }
+}
+
 #[derive(Default)]
 pub struct CrashRecorder {
     log: Mutex<Log>,
@@ -110,8 +121,10 @@ impl CrashRecorder {
                 TearPlan::Keep => img[off..off + data.len()].copy_from_slice(data),
                 TearPlan::Lose => {}
                 TearPlan::Torn(mask) => {
-                    for s in 0..data.len() / SECTOR_SIZE as usize {
-                        if s < 64 && mask & (1 << s) != 0 {
+                    let sectors = data.len() / SECTOR_SIZE as usize;
+                    let per_bit = sectors.div_ceil(64).max(1);
+                    for s in 0..sectors {
+                        if mask & (1 << (s / per_bit)) != 0 {
                             let r = s * SECTOR_SIZE as usize..(s + 1) * SECTOR_SIZE as usize;
                             img[off + r.start..off + r.end].copy_from_slice(&data[r]);
                         }
@@ -150,10 +163,10 @@ impl CrashRecorder {
             f[k] = TearPlan::Lose;
             out.push(mk(f.clone(), format!("after {upto}: write #{k} lost")));
             if sectors[k] > 1 {
-                let half = (1u64 << (sectors[k] / 2)) - 1;
+                let half = mask_of(sectors[k] / 2);
                 f[k] = TearPlan::Torn(half);
                 out.push(mk(f.clone(), format!("after {upto}: write #{k} torn (first half)")));
-                f[k] = TearPlan::Torn(rng.next() & ((1u64 << sectors[k]) - 1));
+                f[k] = TearPlan::Torn(rng.next() & mask_of(sectors[k]));
                 out.push(mk(f, format!("after {upto}: write #{k} torn (random sectors)")));
             }
         }
@@ -161,9 +174,9 @@ impl CrashRecorder {
         // stage, and replay must leave each of them right whatever reached the media.
         let multi: Vec<usize> = (0..n).filter(|&k| sectors[k] > 1).collect();
         if multi.len() > 1 {
-            let f = (0..n).map(|k| if sectors[k] > 1 { TearPlan::Torn((1u64 << (sectors[k] / 2)) - 1) } else { TearPlan::Keep }).collect();
+            let f = (0..n).map(|k| if sectors[k] > 1 { TearPlan::Torn(mask_of(sectors[k] / 2)) } else { TearPlan::Keep }).collect();
             out.push(mk(f, format!("after {upto}: every write torn (first half)")));
-            let f = (0..n).map(|k| if sectors[k] > 1 { TearPlan::Torn(rng.next() & ((1u64 << sectors[k]) - 1)) } else { TearPlan::Lose }).collect();
+            let f = (0..n).map(|k| if sectors[k] > 1 { TearPlan::Torn(rng.next() & mask_of(sectors[k])) } else { TearPlan::Lose }).collect();
             out.push(mk(f, format!("after {upto}: every write torn (random sectors)")));
         }
         for r in 0..random {
@@ -171,7 +184,7 @@ impl CrashRecorder {
                 .map(|k| match rng.next() % 3 {
                     0 => TearPlan::Keep,
                     1 => TearPlan::Lose,
-                    _ => TearPlan::Torn(rng.next() & ((1u64 << sectors[k]) - 1)),
+                    _ => TearPlan::Torn(rng.next() & mask_of(sectors[k])),
                 })
                 .collect();
             out.push(mk(fates, format!("after {upto}: random mixture {r}")));

@@ -23,8 +23,10 @@ use std::sync::Arc;
 pub enum CheckpointGoal {
     /// Free at least this many log blocks (or everything that can be freed).
     Space { target_free: u64 },
-    /// Write blocks owed since at or before this time (engine nanoseconds).
-    Expired { owed_since_ns: u64 },
+    /// Write blocks owed since at or before this time (engine nanoseconds), at most
+    /// `max_blocks` of them, oldest transactions first: a bounded step, so that the journal
+    /// thread can commit between steps instead of making syncs wait behind a long writeback.
+    Expired { owed_since_ns: u64, max_blocks: usize },
     /// Write everything; the log becomes empty.
     All,
 }
@@ -61,9 +63,12 @@ impl Journal {
                     free += self.cfg.region.distance(t.start, t.end);
                 }
             }
-            CheckpointGoal::Expired { owed_since_ns } => {
-                for t in &self.log {
+            CheckpointGoal::Expired { owed_since_ns, max_blocks } => {
+                'log: for t in &self.log {
                     for &b in &t.checkpoint {
+                        if chosen.len() >= max_blocks {
+                            break 'log;
+                        }
                         let buf = cache.peek(b).expect("owed block stays cached");
                         if buf.cp_since_ns <= owed_since_ns {
                             chosen.insert(b);
