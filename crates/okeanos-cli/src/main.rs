@@ -140,6 +140,21 @@ enum Cmd {
     Bench(bench::BenchArgs),
     /// The deterministic simulator: the engine in virtual time on modelled disks; crash fuzzing.
     Sim(sim::SimArgs),
+    /// Tables and plots from saved JSON reports (of bench or sim), several merged into one.
+    Report {
+        /// JSON files written with --json.
+        #[arg(required = true)]
+        json: Vec<PathBuf>,
+        /// Write plots into this directory.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+        /// File-name prefix of the plots.
+        #[arg(long, default_value = "report")]
+        prefix: String,
+        /// Print the table as markdown.
+        #[arg(long)]
+        markdown: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -418,6 +433,22 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
         }
         Cmd::Bench(args) => bench::run(args),
         Cmd::Sim(args) => sim::run(args),
+        Cmd::Report { json, plot, prefix, markdown } => {
+            let mut runs = Vec::new();
+            for j in &json {
+                runs.extend(report::read_json(j)?);
+            }
+            if markdown {
+                report::print_markdown(&runs);
+            } else {
+                report::print_table(&runs);
+            }
+            if let Some(d) = plot {
+                let files = plot::plot_multistream(&d, &prefix, &runs)?;
+                eprintln!("wrote {} plot files into {}", files.len(), d.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

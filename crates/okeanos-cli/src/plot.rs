@@ -118,12 +118,12 @@ fn chart(title: &str, metric: Metric, group: &[&Run]) -> Result<String, String> 
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
         let mut b = ChartBuilder::on(&root);
-        b.caption(title, ("sans-serif", 18)).margin(12).x_label_area_size(40).y_label_area_size(70);
+        b.caption(title, ("sans-serif", 18)).margin(12).margin_right(30).x_label_area_size(40).y_label_area_size(70);
         let x_range = (xmin * 0.8..xmax * 1.25).log_scale();
         macro_rules! draw {
             ($chart:expr) => {{
                 let mut c = $chart;
-                c.configure_mesh().x_desc("streams (log scale)").y_desc(metric.axis()).label_style(("sans-serif", 13)).draw().map_err(|e| e.to_string())?;
+                c.configure_mesh().x_label_formatter(&|v: &f64| format!("{}", v.round() as u64)).x_desc("streams (log scale)").y_desc(metric.axis()).label_style(("sans-serif", 13)).draw().map_err(|e| e.to_string())?;
                 for (i, (name, pts)) in lines.iter().enumerate() {
                     let color = COLORS[i % COLORS.len()];
                     c.draw_series(LineSeries::new(pts.iter().cloned(), color.stroke_width(2)))

@@ -3,12 +3,13 @@
 //! share them, so their numbers line up column for column.
 
 use okeanos::Counters;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Sync latency as the clients saw it, in microseconds.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct LatencyUs {
     pub mean: f64,
     pub p50: f64,
@@ -37,7 +38,8 @@ pub fn histogram() -> hdrhistogram::Histogram<u64> {
 }
 
 /// Bytes written, in total and by block kind (where the target exposes kinds).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Bytes {
     pub payload_bytes: u64,
     pub journal_bytes: Option<u64>,
@@ -68,7 +70,8 @@ impl Bytes {
 
 /// Bytes the devices themselves report having written (the engine's device layer, or
 /// /sys/block/<dev>/stat for loop devices), for cross-checking the counters.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct DeviceBytes {
     pub source: String,
     pub fs_written: u64,
@@ -77,7 +80,8 @@ pub struct DeviceBytes {
 }
 
 /// One measured configuration.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Run {
     /// multistream, recovery or mixed.
     pub workload: String,
@@ -188,6 +192,17 @@ pub fn write_json(path: &Path, command: &str, runs: &[Run]) -> Result<(), String
     let doc = serde_json::json!({ "command": command, "runs": runs });
     let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
     std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Reads the runs of a JSON report written by [`write_json`].
+pub fn read_json(path: &Path) -> Result<Vec<Run>, String> {
+    #[derive(Deserialize)]
+    struct Doc {
+        runs: Vec<Run>,
+    }
+    let text = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let doc: Doc = serde_json::from_slice(&text).map_err(|e| format!("{}: not a benchmark report: {e}", path.display()))?;
+    Ok(doc.runs)
 }
 
 pub fn write_csv(path: &Path, runs: &[Run]) -> Result<(), String> {
