@@ -444,7 +444,8 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 report::print_table(&runs);
             }
             if let Some(d) = plot {
-                let files = plot::plot_multistream(&d, &prefix, &runs)?;
+                let mut files = plot::plot_multistream(&d, &prefix, &runs)?;
+                files.extend(plot::plot_recovery(&d, &prefix, &runs)?);
                 eprintln!("wrote {} plot files into {}", files.len(), d.display());
             }
             Ok(ExitCode::SUCCESS)

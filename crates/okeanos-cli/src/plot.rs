@@ -160,3 +160,69 @@ fn rasterize(svg: &str, png: &Path) -> Result<(), String> {
     resvg::render(&tree, tiny_skia::Transform::default(), &mut pixmap.as_mut());
     pixmap.save_png(png).map_err(|e| format!("{}: {e}", png.display()))
 }
+
+/// Recovery time by pass (the thesis' Figure 6.6): one stacked bar per mode and target —
+/// scan, revoke, replay — for every group of recovery runs with the same streams and size.
+pub fn plot_recovery(dir: &Path, prefix: &str, runs: &[Run]) -> Result<Vec<PathBuf>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut groups: BTreeMap<(usize, usize), Vec<&Run>> = BTreeMap::new();
+    for r in runs.iter().filter(|r| r.workload == "recovery" && r.error.is_none()) {
+        groups.entry((r.streams, r.size)).or_default().push(r);
+    }
+    let mut out = Vec::new();
+    for ((n, size), group) in groups {
+        let ms = |r: &Run, k: &str| r.extra[k].as_f64().unwrap_or(0.0);
+        let ymax = group.iter().map(|r| ms(r, "scan_ms") + ms(r, "revoke_ms") + ms(r, "replay_ms")).fold(0.0, f64::max).max(1e-3);
+        let mut svg = String::new();
+        {
+            let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+            root.fill(&WHITE).map_err(|e| e.to_string())?;
+            let title = format!("{prefix}: recovery time by pass, {n} streams of {size}-byte records");
+            let labels: Vec<String> = group.iter().map(|r| label(r, &group)).collect();
+            let mut c = ChartBuilder::on(&root)
+                .caption(title, ("sans-serif", 18))
+                .margin(12)
+                .margin_right(30)
+                .x_label_area_size(40)
+                .y_label_area_size(70)
+                .build_cartesian_2d(0.0..group.len() as f64, 0.0..ymax * 1.2)
+                .map_err(|e| e.to_string())?;
+            let l2 = labels.clone();
+            c.configure_mesh()
+                .disable_x_mesh()
+                .x_labels(group.len() * 2 + 1)
+                .x_label_formatter(&move |x: &f64| {
+                    let i = x.floor() as usize;
+                    if (x - x.floor() - 0.5).abs() < 0.01 { l2.get(i).cloned().unwrap_or_default() } else { String::new() }
+                })
+                .y_desc("recovery time (ms)")
+                .label_style(("sans-serif", 13))
+                .draw()
+                .map_err(|e| e.to_string())?;
+            for (p, (pass, color)) in [("scan_ms", COLORS[0]), ("revoke_ms", COLORS[1]), ("replay_ms", COLORS[2])].into_iter().enumerate() {
+                let bars: Vec<Rectangle<(f64, f64)>> = group
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| {
+                        let below: f64 = ["scan_ms", "revoke_ms", "replay_ms"][..p].iter().map(|k| ms(r, k)).sum();
+                        Rectangle::new([(i as f64 + 0.2, below), (i as f64 + 0.8, below + ms(r, pass))], color.filled())
+                    })
+                    .collect();
+                c.draw_series(bars)
+                    .map_err(|e| e.to_string())?
+                    .label(pass.trim_end_matches("_ms"))
+                    .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+            }
+            c.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).label_font(("sans-serif", 13)).position(SeriesLabelPosition::UpperRight).draw().map_err(|e| e.to_string())?;
+            root.present().map_err(|e| e.to_string())?;
+        }
+        let stem = format!("{prefix}-{n}x{size}B");
+        let svg_path = dir.join(format!("{stem}.svg"));
+        std::fs::write(&svg_path, &svg).map_err(|e| format!("{}: {e}", svg_path.display()))?;
+        let png_path = dir.join(format!("{stem}.png"));
+        rasterize(&svg, &png_path)?;
+        out.push(svg_path);
+        out.push(png_path);
+    }
+    Ok(out)
+}

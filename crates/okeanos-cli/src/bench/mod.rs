@@ -123,7 +123,8 @@ impl Common {
             eprintln!("wrote {}", p.display());
         }
         if let Some(d) = &self.plot {
-            let files = crate::plot::plot_multistream(d, prefix, runs)?;
+            let mut files = crate::plot::plot_multistream(d, prefix, runs)?;
+            files.extend(crate::plot::plot_recovery(d, prefix, runs)?);
             if files.is_empty() {
                 eprintln!("no plots: plots need runs at two or more stream counts (--streams 1,10,100)");
             } else {
