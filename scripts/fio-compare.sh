@@ -59,7 +59,7 @@ for p in "${policies[@]}"; do
     d=$(loopdev "ok-$p.img" 2G)
     "$okeanos" mkfs "$d" --journal-size 128M --force >/dev/null
     mkdir -p "$work/mnt-ok"
-    "$okeanos" mount "$d" "$work/mnt-ok" -o "data=$p" >/dev/null
+    "$okeanos" mount "$d" "$work/mnt-ok" -o "data=$p,direct_io" >/dev/null
     run_fio "okeanos data=$p (FUSE, internal journal)" "$work/mnt-ok" "$d"
     "$okeanos" umount "$work/mnt-ok"
 done

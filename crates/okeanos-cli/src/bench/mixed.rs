@@ -56,7 +56,7 @@ pub fn run(c: &Common, t: &TargetArgs, m: &MixedArgs) -> Result<Vec<Run>, String
     for (i, (tg, md, n, size, rate)) in plan.into_iter().enumerate() {
         check_interrupted()?;
         pb.set_message(format!("mixed {} {} N={n} R={size} {rate}", tg.name(), md.map_or(String::new(), |x| x.name())));
-        let r = one(&tg, md, n, size, rate, &g, &mx, &setup).unwrap_or_else(|e| Run { workload: "mixed".into(), mode: md.map_or_else(|| tg.name(), |x| x.name()), target: tg.name(), streams: n, size, rate: rate.to_string(), error: Some(e), ..Default::default() });
+        let r = one(&tg, md, n, size, rate, &g, &mx, &setup).unwrap_or_else(|e| Run { workload: "mixed".into(), mode: md.map_or_else(|| tg.mode_name(), |x| x.name()), target: tg.name(), streams: n, size, rate: rate.to_string(), error: Some(e), ..Default::default() });
         pb.set_position((i as u64 + 1) * 1000);
         runs.push(r);
     }
@@ -64,16 +64,19 @@ pub fn run(c: &Common, t: &TargetArgs, m: &MixedArgs) -> Result<Vec<Run>, String
     Ok(runs)
 }
 
-/// Runs the large stream until `stop`; returns bytes moved.
+/// Runs the large stream until `stop`, sequentially through a file of `file_bytes` (wrapping
+/// around); returns bytes moved.
 fn large(mut s: Box<dyn target::Stream>, read: bool, request: usize, file_bytes: u64, stop: Arc<AtomicBool>) -> Result<u64, String> {
     let buf = vec![0x5au8; request];
     let mut off = 0u64;
     let mut moved = 0u64;
     while !stop.load(Ordering::Relaxed) {
+        // Both directions cycle through one file of `file_bytes`, so a fast disk cannot fill
+        // the file system.
+        if off + request as u64 > file_bytes {
+            off = 0;
+        }
         if read {
-            if off + request as u64 > file_bytes {
-                off = 0;
-            }
             s.read_at(off, request)?;
         } else {
             s.write_at(off, &buf)?;

@@ -34,7 +34,7 @@ pub fn run(c: &Common, t: &TargetArgs) -> Result<Vec<Run>, String> {
         check_interrupted()?;
         pb.set_message(format!("{} {} N={} R={} {}", tg.name(), mode.map_or(String::new(), |m| m.name()), spec.streams, spec.size, spec.rate));
         let r = one(tg, *mode, spec, &setup, &pb, i as u64);
-        let r = r.unwrap_or_else(|e| Run { workload: "multistream".into(), mode: mode.map_or_else(|| tg.name(), |m| m.name()), target: tg.name(), streams: spec.streams, size: spec.size, rate: spec.rate.to_string(), error: Some(e), ..Default::default() });
+        let r = r.unwrap_or_else(|e| Run { workload: "multistream".into(), mode: mode.map_or_else(|| tg.mode_name(), |m| m.name()), target: tg.name(), streams: spec.streams, size: spec.size, rate: spec.rate.to_string(), error: Some(e), ..Default::default() });
         if let Some(e) = &r.error {
             pb.println(format!("{} {}: {e}", r.target, r.mode));
         }

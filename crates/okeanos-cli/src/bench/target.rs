@@ -58,6 +58,15 @@ impl Target {
         }
     }
 
+    /// The mode column of a target that has one mode of its own.
+    pub fn mode_name(&self) -> String {
+        match self {
+            Target::Kernel(k) => k.clone(),
+            Target::Mount(_) => "mount".into(),
+            Target::Engine { .. } => "engine".into(),
+        }
+    }
+
     /// Whether `--modes` applies (the engine), or the target has one mode of its own.
     pub fn takes_modes(&self) -> bool {
         matches!(self, Target::Engine { .. })
