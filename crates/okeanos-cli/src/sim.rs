@@ -121,6 +121,25 @@ enum SimCmd {
         #[arg(long, default_value = "100")]
         records: usize,
     },
+    /// A Postmark-like mix: a pool of files, then transactions (create or delete, read or
+    /// append) by concurrent clients, an fdatasync after every write request. `--size` is the
+    /// request size; `--streams` the number of clients.
+    Postmark {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Files in the initial pool.
+        #[arg(long, default_value = "500")]
+        files: usize,
+        #[arg(long, default_value = "10000")]
+        transactions: usize,
+        /// Smallest and largest file.
+        #[arg(long, default_value = "512")]
+        min_file: String,
+        #[arg(long, default_value = "100K")]
+        max_file: String,
+    },
     /// The device models and their parameters.
     Models,
 }
@@ -209,6 +228,14 @@ pub fn run(a: SimArgs) -> Result<ExitCode, String> {
             let runs = mixed_runs(&common, &model, &mixed)?;
             crate::bench::print_mixed(&runs);
             common.output(&command, "sim-mixed", &runs)?;
+            exit_for(&runs)
+        }
+        Some(SimCmd::Postmark { common, model, files, transactions, min_file, max_file }) => {
+            let min_file = crate::parse_size(&min_file)? as usize;
+            let max_file = crate::parse_size(&max_file)? as usize;
+            let runs = postmark(&common, &model, files, transactions, min_file, max_file)?;
+            print_postmark(&runs);
+            common.output(&command, "sim-postmark", &runs)?;
             exit_for(&runs)
         }
         Some(SimCmd::Recovery { common, model, records }) => {
@@ -346,6 +373,62 @@ fn mixed_runs(c: &Common, m: &ModelArgs, x: &MixedArgs) -> Result<Vec<Run>, Stri
         r.cpu_s = r.wall_s;
         r
     }))
+}
+
+fn postmark(c: &Common, m: &ModelArgs, files: usize, transactions: usize, min_file: usize, max_file: usize) -> Result<Vec<Run>, String> {
+    let g = c.grid()?;
+    m.world(g.modes[0])?;
+    if min_file == 0 || min_file > max_file || max_file > 64 << 20 {
+        return Err("--min-file must be positive and at most --max-file (at most 64M)".into());
+    }
+    let mut plan = Vec::new();
+    for &size in &g.sizes {
+        for &n in &g.streams {
+            for &mode in &g.modes {
+                plan.push((mode, n, size));
+            }
+        }
+    }
+    Ok(parallel(&plan, m.jobs(), c.quiet, |&(mode, n, size)| {
+        let mut r = Run { workload: "postmark".into(), mode: mode.name(), target: m.target(), streams: n, size, rate: "closed".into(), sync: "fdatasync".into(), sync_every: 1, model: Some(m.model.clone()), seed: Some(m.seed), ..Default::default() };
+        let t0 = Instant::now();
+        let spec = okeanos::sim::postmark::Spec { files, transactions, clients: n, request: size, min_file, max_file };
+        let res = m.world(mode).and_then(|cfg| World::new(cfg, &MkfsOptions::default()).map_err(|e| e.to_string())).and_then(|w| okeanos::sim::postmark::run(w, &spec, m.seed));
+        match res {
+            Ok(o) => {
+                r.duration_s = o.virtual_s;
+                r.set_counters(&o.during, &o.after);
+                r.ops = o.writes;
+                r.ops_per_s = o.writes as f64 / o.virtual_s.max(1e-9);
+                r.sync_latency_us = LatencyUs::from_counters(&o.during);
+                r.extra = serde_json::json!({ "transactions": o.transactions, "tps": o.transactions as f64 / o.virtual_s.max(1e-9), "files": files });
+                r.error = o.error;
+            }
+            Err(e) => r.error = Some(e),
+        }
+        r.wall_s = t0.elapsed().as_secs_f64();
+        r.cpu_s = r.wall_s;
+        r
+    }))
+}
+
+fn print_postmark(runs: &[Run]) {
+    println!("{:<18} {:<26} {:>7} {:>7} {:>12} {:>9} {:>10} {:>10} {:>10}", "mode", "target", "clients", "R", "transactions", "tps", "jrnl B/B", "final B/B", "sync p50us");
+    for r in runs {
+        println!(
+            "{:<18} {:<26} {:>7} {:>7} {:>12} {:>9.1} {:>10} {:>10} {:>10.0}{}",
+            r.mode,
+            r.target,
+            r.streams,
+            r.size,
+            r.extra["transactions"].as_u64().unwrap_or(0),
+            r.extra["tps"].as_f64().unwrap_or(0.0),
+            r.journal_amp().map_or("-".into(), |x| format!("{x:.2}")),
+            r.final_amp().map_or("-".into(), |x| format!("{x:.2}")),
+            r.sync_latency_us.p50,
+            r.error.as_ref().map_or(String::new(), |e| format!("  ERROR: {e}"))
+        );
+    }
 }
 
 fn recovery(c: &Common, m: &ModelArgs, records: usize) -> Result<Vec<Run>, String> {

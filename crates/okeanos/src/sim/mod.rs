@@ -9,6 +9,7 @@ pub mod clocked;
 pub mod crashfuzz;
 pub mod mixed;
 pub mod multistream;
+pub mod postmark;
 pub mod recovery;
 pub mod rng;
 pub mod model;
