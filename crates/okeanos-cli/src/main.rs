@@ -1,5 +1,5 @@
 //! The `okeanos` command: make, check, inspect and use Okeanos file systems without a mount,
-//! and run the demo that compares the journaling modes.
+//! run the benchmarks (bench), the simulator (sim) and reports of saved runs (report).
 
 mod bench;
 mod fuse;
