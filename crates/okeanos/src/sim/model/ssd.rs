@@ -73,3 +73,25 @@ impl DiskModel for Ssd {
         self.p.capacity
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_overlap_up_to_the_queue_depth_and_a_flush_waits_for_writes() {
+        let mut d = Ssd::new(SsdParams::sata_ssd());
+        // 32 small reads at once: the first complete after one latency, the rest as the
+        // shared bandwidth delivers them (32 x 4 KiB at 520 MB/s = 252 us); the 33rd waits
+        // for a free slot and the bus.
+        let done: Vec<u64> = (0..33).map(|i| d.submit(0, Op::Read, i * 4096, 4096)).collect();
+        assert_eq!(done[0], 90_000);
+        assert!((240_000..=260_000).contains(&done[31]), "{:?}", done);
+        assert!(done[32] > done[31]);
+        let w = d.submit(1_000_000, Op::Write, 0, 1 << 20);
+        // 1 MiB at 500 MB/s takes about 2 ms; the flush adds its own cost after it.
+        assert!((2_000_000..3_200_000).contains(&(w - 1_000_000)), "{}", w - 1_000_000);
+        let f = d.submit(1_000_000, Op::Flush, 0, 0);
+        assert_eq!(f, w + 1_000_000);
+    }
+}
