@@ -163,3 +163,56 @@ fn the_simulator_is_deterministic_and_its_fuzzer_can_fail() {
     let canary = okeanos(&["sim", "--crash-fuzz", "--seed", "100", "--runs", "40", "--points", "5", "--canary"]);
     assert!(!canary.status.success() && text(&canary).contains("reproduce: okeanos sim --crash-fuzz --seed"), "{}", text(&canary));
 }
+
+/// Loop devices and mounts whose backing files live under `dir`.
+fn leftovers(dir: &Path) -> Vec<String> {
+    let d = dir.to_str().unwrap();
+    let loops = Command::new("losetup").arg("-a").output().map(|o| String::from_utf8_lossy(&o.stdout).to_string()).unwrap_or_default();
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    loops.lines().chain(mounts.lines()).filter(|l| l.contains(d)).map(str::to_string).collect()
+}
+
+/// A kernel target makes ext4 on loop devices, measures, and releases everything — also when
+/// interrupted in the middle of a run.
+#[test]
+fn kernel_targets_release_their_loop_devices_and_mounts() {
+    // SAFETY: no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root || Command::new("mkfs.ext4").arg("-V").output().is_err() || Command::new("losetup").arg("--version").output().is_err() {
+        eprintln!("skipped: needs root, mkfs.ext4 and losetup");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let json = dir.path().join("k.json");
+    let o = okeanos(&["bench", "multistream", "--target", "kernel:ext4-ordered", "--streams", "2", "--duration", "300ms", "--dir", d, "--fs-size", "256M", "--journal-size", "16M", "--quiet", "--json", json.to_str().unwrap()]);
+    if !o.status.success() && text(&o).contains("losetup") {
+        eprintln!("skipped: loop devices unavailable: {}", text(&o));
+        return;
+    }
+    assert!(o.status.success(), "{}", text(&o));
+    let r = &runs(&json)[0];
+    assert_eq!(r["mode"], "ext4-ordered");
+    assert!(u(r, "journal_bytes") > 0 && u(r, "final_bytes") >= u(r, "payload_bytes"), "{r}");
+    assert_eq!(u(r, "journal_bytes"), u(&r["device"], "journal_written"));
+    assert!(leftovers(dir.path()).is_empty(), "left behind: {:?}", leftovers(dir.path()));
+
+    // Interrupted mid-run: SIGINT, a clean exit with an error, nothing left behind.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_okeanos"))
+        .args(["bench", "multistream", "--target", "kernel:ext4-journal", "--streams", "4", "--duration", "30s", "--dir", d, "--fs-size", "256M", "--journal-size", "16M", "--quiet"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the file system is mounted, then interrupt.
+    let t0 = std::time::Instant::now();
+    while leftovers(dir.path()).iter().all(|l| !l.contains("/mnt")) && t0.elapsed() < std::time::Duration::from_secs(20) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success() && text(&out).contains("interrupted"), "{}", text(&out));
+    assert!(t0.elapsed() < std::time::Duration::from_secs(25), "the run stopped at the interrupt");
+    assert!(leftovers(dir.path()).is_empty(), "left behind after SIGINT: {:?}", leftovers(dir.path()));
+}
