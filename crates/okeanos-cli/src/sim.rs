@@ -162,6 +162,10 @@ impl ModelArgs {
         if fs_bytes < 64 << 20 || journal_bytes < 1 << 20 {
             return Err("--fs-size must be at least 64M and --journal-size at least 1M".into());
         }
+        // Simulated devices live in memory (untouched pages cost nothing, but they must fit).
+        if fs_bytes > 64 << 30 || journal_bytes > 16 << 30 {
+            return Err("the simulator keeps its devices in memory: --fs-size at most 64G and --journal-size at most 16G".into());
+        }
         let mut mount = if self.mount_options.is_empty() { MountOptions::default() } else { MountOptions::parse(&self.mount_options)? };
         mount = mount.content_config(cfg);
         mount.content()?;

@@ -133,6 +133,9 @@ fn bad_flags_get_clear_errors() {
         (vec!["sim", "multistream", "--model", "floppy"], "unknown device model"),
         (vec!["sim", "multistream", "--journal", "sideways"], "--journal"),
         (vec!["sim"], "give a workload"),
+        (vec!["bench", "multistream", "--streams", "1000", "--size", "64M"], "within 1 GiB"),
+        (vec!["sim", "multistream", "--fs-size", "1T"], "in memory"),
+        (vec!["sim", "postmark", "--min-file", "2M", "--max-file", "1M"], "--min-file"),
     ] {
         let o = okeanos(&args);
         assert!(!o.status.success(), "{args:?} succeeded");

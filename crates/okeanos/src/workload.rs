@@ -38,7 +38,11 @@ impl Rate {
         } else if let Some(x) = t.strip_suffix("bps") {
             format!("{x}bit")
         } else if let Some(x) = t.strip_suffix("/s") {
-            return Ok(Rate::Ops(num(x)?));
+            let ops = num(x)?;
+            if ops < 0.001 {
+                return Err(format!("rate {s:?}: at least one write per 1000 seconds"));
+            }
+            return Ok(Rate::Ops(ops));
         } else {
             t
         };
@@ -49,7 +53,11 @@ impl Rate {
             Some('g') => (&x[..x.len() - 1], 1e9),
             _ => (x, 1.0),
         };
-        Ok(Rate::Bits(num(x)? * mult))
+        let bits = num(x)? * mult;
+        if !(1.0..=1e12).contains(&bits) {
+            return Err(format!("rate {s:?}: from 1 bit/s to 1 Tbit/s"));
+        }
+        Ok(Rate::Bits(bits))
     }
 
     /// Time between the starts of consecutive writes of `size` bytes (None: closed loop).
@@ -158,7 +166,7 @@ mod tests {
         assert_eq!(Rate::parse("1mbit").unwrap(), Rate::Bits(1e6));
         assert_eq!(Rate::parse("1Mbps").unwrap(), Rate::Bits(1e6));
         assert_eq!(Rate::parse("10/s").unwrap(), Rate::Ops(10.0));
-        for bad in ["", "fast", "0kbit", "-1/s", "kbit", "1kb", "nan/s"] {
+        for bad in ["", "fast", "0kbit", "-1/s", "kbit", "1kb", "nan/s", "0.5bit", "0.0001/s", "2000gbit"] {
             assert!(Rate::parse(bad).is_err(), "{bad}");
         }
         assert_eq!(Rate::Bits(1e3).to_string(), "1kbit");

@@ -95,6 +95,10 @@ impl Common {
             sync_every: self.sync_every,
             duration: parse_duration(&self.duration)?,
         };
+        let buffers = *g.streams.iter().max().unwrap_or(&1) as u64 * *g.sizes.iter().max().unwrap_or(&1) as u64;
+        if buffers > 1 << 30 {
+            return Err(format!("{} streams with {}-byte requests need {} MiB of request buffers; keep streams x size within 1 GiB", g.streams.iter().max().unwrap_or(&1), g.sizes.iter().max().unwrap_or(&1), buffers >> 20));
+        }
         if g.sync_every == 0 {
             return Err("--sync-every must be at least 1".into());
         }
