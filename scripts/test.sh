@@ -18,6 +18,9 @@ command -v fusermount3 >/dev/null 2>&1 || need_pkgs+=(fuse3)
 command -v fio >/dev/null 2>&1 || need_pkgs+=(fio)
 command -v postmark >/dev/null 2>&1 || need_pkgs+=(postmark)
 command -v sqlite3 >/dev/null 2>&1 || need_pkgs+=(sqlite3)
+# The benchmark tests make ext4 on loop devices (kernel targets); XFS is a benchmark target too.
+command -v mkfs.ext4 >/dev/null 2>&1 || need_pkgs+=(e2fsprogs)
+command -v mkfs.xfs >/dev/null 2>&1 || need_pkgs+=(xfsprogs)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "installing ${need_pkgs[*]}" >&2

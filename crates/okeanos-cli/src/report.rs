@@ -246,55 +246,77 @@ fn opt(v: Option<f64>, prec: usize) -> String {
     v.map_or("-".into(), |x| format!("{x:.prec$}"))
 }
 
+/// The multistream columns: header and the cells of one run.
+const COLUMNS: [&str; 13] = ["mode", "target", "N", "R", "rate", "ops/s", "syncs/commit", "journal B/payload B", "final B/payload B", "journal MB/s", "final MB/s", "sync p50 µs", "sync p99 µs"];
+
+fn cells(r: &Run) -> [String; 13] {
+    [
+        r.mode.clone(),
+        r.target.clone(),
+        r.streams.to_string(),
+        r.size.to_string(),
+        r.rate.clone(),
+        format!("{:.0}", r.ops_per_s),
+        opt(r.syncs_per_commit, 1),
+        opt(r.journal_amp(), 2),
+        opt(r.final_amp(), 2),
+        opt(r.journal_mb_s, 3),
+        opt(r.final_mb_s, 3),
+        format!("{:.0}", r.sync_latency_us.p50),
+        format!("{:.0}", r.sync_latency_us.p99),
+    ]
+}
+
 /// The multistream table: one line per run.
 pub fn print_table(runs: &[Run]) {
-    println!(
-        "{:<18} {:<22} {:>5} {:>6} {:>7} {:>9} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-        "mode", "target", "N", "R", "rate", "ops/s", "sync/c", "jrnl B/B", "final B/B", "jrnl MB/s", "final MB/s", "p50 us", "p99 us"
-    );
+    const SHORT: [&str; 13] = ["mode", "target", "N", "R", "rate", "ops/s", "sync/c", "jrnl B/B", "final B/B", "jrnl MB/s", "final MB/s", "p50 us", "p99 us"];
+    const WIDTH: [usize; 13] = [18, 22, 5, 6, 7, 9, 7, 9, 9, 9, 9, 9, 9];
+    let line = |cells: &[String]| {
+        let mut out = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            let w = WIDTH[i];
+            // The first two columns read left to right, the numbers right-aligned.
+            let cell = if i < 2 { format!("{c:<w$}") } else { format!("{c:>w$}") };
+            out.push_str(&cell);
+            out.push(' ');
+        }
+        out.trim_end().to_string()
+    };
+    println!("{}", line(&SHORT.map(String::from)));
     for r in runs {
-        println!(
-            "{:<18} {:<22} {:>5} {:>6} {:>7} {:>9.0} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9.0} {:>9.0}{}",
-            r.mode,
-            r.target,
-            r.streams,
-            r.size,
-            r.rate,
-            r.ops_per_s,
-            opt(r.syncs_per_commit, 1),
-            opt(r.journal_amp(), 2),
-            opt(r.final_amp(), 2),
-            opt(r.journal_mb_s, 3),
-            opt(r.final_mb_s, 3),
-            r.sync_latency_us.p50,
-            r.sync_latency_us.p99,
-            r.error.as_ref().map_or(String::new(), |e| format!("  ERROR: {e}"))
-        );
+        println!("{}{}", line(&cells(r)), r.error.as_ref().map_or(String::new(), |e| format!("  ERROR: {e}")));
     }
 }
 
 /// The same as a markdown table (for docs/BENCHMARKS.md and docs/SIMULATION.md).
 pub fn print_markdown(runs: &[Run]) {
-    println!("| mode | target | N | R | rate | ops/s | syncs/commit | journal B/payload B | final B/payload B | journal MB/s | final MB/s | sync p50 µs | sync p99 µs |");
+    println!("| {} |", COLUMNS.join(" | "));
     println!("|---|---|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|");
     for r in runs {
-        println!(
-            "| {} | {} | {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {:.0} | {:.0} |",
-            r.mode,
-            r.target,
-            r.streams,
-            r.size,
-            r.rate,
-            r.ops_per_s,
-            opt(r.syncs_per_commit, 1),
-            opt(r.journal_amp(), 2),
-            opt(r.final_amp(), 2),
-            opt(r.journal_mb_s, 3),
-            opt(r.final_mb_s, 3),
-            r.sync_latency_us.p50,
-            r.sync_latency_us.p99
-        );
+        println!("| {} |", cells(r).join(" | "));
     }
+}
+
+/// The `extra` object of a recovery run: what recovery found and each pass's time.
+pub fn recovery_extra(rep: &okeanos::stats::RecoveryReport, records: usize, checkpoints: u64) -> serde_json::Value {
+    let ms = |ns: u64| ns as f64 / 1e6;
+    serde_json::json!({
+        "records_per_stream": records,
+        "checkpoints_before_crash": checkpoints,
+        "transactions": rep.transactions,
+        "blocks_scanned": rep.blocks_scanned,
+        "revoke_records": rep.revoke_records,
+        "blocks_replayed": rep.blocks_replayed,
+        "scan_ms": ms(rep.scan_ns),
+        "revoke_ms": ms(rep.revoke_ns),
+        "replay_ms": ms(rep.replay_ns),
+        "recovery_ms": ms(rep.scan_ns + rep.revoke_ns + rep.replay_ns),
+    })
+}
+
+/// A recovery run measures nothing meaningful if checkpoints ran before the crash.
+pub fn checkpoints_error(checkpoints: u64) -> Option<String> {
+    (checkpoints > 0).then(|| format!("{checkpoints} checkpoints ran before the crash (the journal filled up): use a larger --journal-size"))
 }
 
 /// CPU time (user + system) of this process so far, in seconds.

@@ -197,6 +197,23 @@ impl ModelArgs {
         Ok(w)
     }
 
+    /// A run of this simulated storage, before its results.
+    fn run_of(&self, workload: &str, mode: ContentConfig, streams: usize, size: usize, rate: okeanos::workload::Rate, sync: &str, sync_every: usize) -> Run {
+        Run {
+            workload: workload.into(),
+            mode: mode.name(),
+            target: self.target(),
+            streams,
+            size,
+            rate: rate.to_string(),
+            sync: sync.into(),
+            sync_every,
+            model: Some(self.model.clone()),
+            seed: Some(self.seed),
+            ..Default::default()
+        }
+    }
+
     pub fn target(&self) -> String {
         match (&self.journal_model, self.journal.as_str()) {
             (_, "internal") => format!("sim:{}", self.model),
@@ -282,29 +299,13 @@ fn multistream(c: &Common, m: &ModelArgs) -> Result<Vec<Run>, String> {
     let g = c.grid()?;
     m.world_for(g.modes[0], g.rates[0], g.streams[0])?; // check the flags once, before any run
     let mut plan = Vec::new();
-    for &size in &g.sizes {
-        for &rate in &g.rates {
-            for &n in &g.streams {
-                for &mode in &g.modes {
-                    plan.push((mode, Multistream { streams: n, size, rate, sync: g.sync, sync_every: g.sync_every, duration: g.duration }));
-                }
-            }
+    for (size, rate, n) in g.cells(true) {
+        for &mode in &g.modes {
+            plan.push((mode, g.spec(size, rate, n)));
         }
     }
     Ok(parallel(&plan, m.jobs(), c.quiet, |(mode, spec)| {
-        let mut r = Run {
-            workload: "multistream".into(),
-            mode: mode.name(),
-            target: m.target(),
-            streams: spec.streams,
-            size: spec.size,
-            rate: spec.rate.to_string(),
-            sync: spec.sync.name().into(),
-            sync_every: spec.sync_every,
-            model: Some(m.model.clone()),
-            seed: Some(m.seed),
-            ..Default::default()
-        };
+        let mut r = m.run_of("multistream", *mode, spec.streams, spec.size, spec.rate, spec.sync.name(), spec.sync_every);
         let t0 = Instant::now();
         let res = m.world_for(*mode, spec.rate, spec.streams).and_then(|cfg| World::new(cfg, &MkfsOptions::default()).map_err(|e| e.to_string())).and_then(|w| okeanos::sim::multistream::run(w, spec, m.seed));
         r.wall_s = t0.elapsed().as_secs_f64();
@@ -329,29 +330,13 @@ fn mixed_runs(c: &Common, m: &ModelArgs, x: &MixedArgs) -> Result<Vec<Run>, Stri
     let mx = x.parse()?;
     m.world(g.modes[0])?;
     let mut plan = Vec::new();
-    for &size in &g.sizes {
-        for &rate in &g.rates {
-            for &n in &g.streams {
-                for &mode in &g.modes {
-                    plan.push((mode, Multistream { streams: n, size, rate, sync: g.sync, sync_every: 1, duration: g.duration }));
-                }
-            }
+    for (size, rate, n) in g.cells(true) {
+        for &mode in &g.modes {
+            plan.push((mode, Multistream { sync_every: 1, ..g.spec(size, rate, n) }));
         }
     }
     Ok(parallel(&plan, m.jobs(), c.quiet, |(mode, spec)| {
-        let mut r = Run {
-            workload: "mixed".into(),
-            mode: mode.name(),
-            target: m.target(),
-            streams: spec.streams,
-            size: spec.size,
-            rate: spec.rate.to_string(),
-            sync: spec.sync.name().into(),
-            sync_every: 1,
-            model: Some(m.model.clone()),
-            seed: Some(m.seed),
-            ..Default::default()
-        };
+        let mut r = m.run_of("mixed", *mode, spec.streams, spec.size, spec.rate, spec.sync.name(), 1);
         let t0 = Instant::now();
         let large = okeanos::sim::mixed::Large { read: mx.read, request: mx.request as u64 };
         let make = || m.world(*mode).expect("checked");
@@ -385,16 +370,9 @@ fn postmark(c: &Common, m: &ModelArgs, files: usize, transactions: usize, min_fi
     if min_file == 0 || min_file > max_file || max_file > 64 << 20 {
         return Err("--min-file must be positive and at most --max-file (at most 64M)".into());
     }
-    let mut plan = Vec::new();
-    for &size in &g.sizes {
-        for &n in &g.streams {
-            for &mode in &g.modes {
-                plan.push((mode, n, size));
-            }
-        }
-    }
+    let plan: Vec<(ContentConfig, usize, usize)> = g.cells(false).into_iter().flat_map(|(size, _, n)| g.modes.iter().map(move |&mode| (mode, n, size))).collect();
     Ok(parallel(&plan, m.jobs(), c.quiet, |&(mode, n, size)| {
-        let mut r = Run { workload: "postmark".into(), mode: mode.name(), target: m.target(), streams: n, size, rate: "closed".into(), sync: "fdatasync".into(), sync_every: 1, model: Some(m.model.clone()), seed: Some(m.seed), ..Default::default() };
+        let mut r = m.run_of("postmark", mode, n, size, okeanos::workload::Rate::Closed, "fdatasync", 1);
         let t0 = Instant::now();
         let spec = okeanos::sim::postmark::Spec { files, transactions, clients: n, request: size, min_file, max_file };
         let res = m.world(mode).and_then(|cfg| World::new(cfg, &MkfsOptions::default()).map_err(|e| e.to_string())).and_then(|w| okeanos::sim::postmark::run(w, &spec, m.seed));
@@ -438,16 +416,9 @@ fn print_postmark(runs: &[Run]) {
 fn recovery(c: &Common, m: &ModelArgs, records: usize) -> Result<Vec<Run>, String> {
     let g = c.grid()?;
     m.world(g.modes[0])?;
-    let mut plan = Vec::new();
-    for &size in &g.sizes {
-        for &n in &g.streams {
-            for &mode in &g.modes {
-                plan.push((mode, n, size));
-            }
-        }
-    }
+    let plan: Vec<(ContentConfig, usize, usize)> = g.cells(false).into_iter().flat_map(|(size, _, n)| g.modes.iter().map(move |&mode| (mode, n, size))).collect();
     Ok(parallel(&plan, m.jobs(), c.quiet, |&(mode, n, size)| {
-        let mut r = Run { workload: "recovery".into(), mode: mode.name(), target: m.target(), streams: n, size, rate: "closed".into(), sync: "fsync".into(), sync_every: 1, model: Some(m.model.clone()), seed: Some(m.seed), ..Default::default() };
+        let mut r = m.run_of("recovery", mode, n, size, okeanos::workload::Rate::Closed, "fsync", 1);
         let t0 = Instant::now();
         let make = || m.world(mode).expect("checked");
         match okeanos::sim::recovery::run(&make, n, size, records) {
@@ -459,22 +430,8 @@ fn recovery(c: &Common, m: &ModelArgs, records: usize) -> Result<Vec<Run>, Strin
                 r.journal_bytes = Some(o.before.journal_bytes);
                 r.final_bytes = Some(o.before.final_bytes);
                 r.commits = Some(o.before.commits);
-                let ms = |ns: u64| ns as f64 / 1e6;
-                r.extra = serde_json::json!({
-                    "records_per_stream": records,
-                    "checkpoints_before_crash": o.before.checkpoints,
-                    "transactions": rep.transactions,
-                    "blocks_scanned": rep.blocks_scanned,
-                    "revoke_records": rep.revoke_records,
-                    "blocks_replayed": rep.blocks_replayed,
-                    "scan_ms": ms(rep.scan_ns),
-                    "revoke_ms": ms(rep.revoke_ns),
-                    "replay_ms": ms(rep.replay_ns),
-                    "recovery_ms": ms(rep.scan_ns + rep.revoke_ns + rep.replay_ns),
-                });
-                if o.before.checkpoints > 0 {
-                    r.error = Some(format!("{} checkpoints ran before the crash (the journal filled up): use a larger --journal-size", o.before.checkpoints));
-                }
+                r.extra = crate::report::recovery_extra(rep, records, o.before.checkpoints);
+                r.error = crate::report::checkpoints_error(o.before.checkpoints);
             }
             Err(e) => r.error = Some(e),
         }

@@ -41,13 +41,9 @@ pub fn run(c: &Common, t: &TargetArgs, m: &MixedArgs) -> Result<Vec<Run>, String
     let mut plan = Vec::new();
     for tg in &targets {
         let modes: Vec<Option<okeanos::journal::content::ContentConfig>> = if tg.takes_modes() { g.modes.iter().copied().map(Some).collect() } else { vec![None] };
-        for &size in &g.sizes {
-            for &rate in &g.rates {
-                for &n in &g.streams {
-                    for md in &modes {
-                        plan.push((tg.clone(), *md, n, size, rate));
-                    }
-                }
+        for (size, rate, n) in g.cells(true) {
+            for md in &modes {
+                plan.push((tg.clone(), *md, n, size, rate));
             }
         }
     }

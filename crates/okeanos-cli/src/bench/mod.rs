@@ -84,6 +84,28 @@ fn list<T>(s: &str, what: &str, f: impl Fn(&str) -> Result<T, String>) -> Result
     Ok(v)
 }
 
+impl Grid {
+    /// The grid's points in report order (size, then rate, then stream count); workloads
+    /// without a rate (recovery, postmark) take one point per size and count.
+    pub fn cells(&self, with_rates: bool) -> Vec<(usize, Rate, usize)> {
+        let rates = if with_rates { self.rates.clone() } else { vec![Rate::Closed] };
+        let mut out = Vec::new();
+        for &size in &self.sizes {
+            for &rate in &rates {
+                for &n in &self.streams {
+                    out.push((size, rate, n));
+                }
+            }
+        }
+        out
+    }
+
+    /// The multistream workload at one point of the grid.
+    pub fn spec(&self, size: usize, rate: Rate, streams: usize) -> okeanos::workload::Multistream {
+        okeanos::workload::Multistream { streams, size, rate, sync: self.sync, sync_every: self.sync_every, duration: self.duration }
+    }
+}
+
 impl Common {
     pub fn grid(&self) -> Result<Grid, String> {
         let g = Grid {

@@ -18,13 +18,9 @@ pub fn run(c: &Common, t: &TargetArgs) -> Result<Vec<Run>, String> {
     let mut plan = Vec::new();
     for tg in &targets {
         let modes: Vec<Option<okeanos::journal::content::ContentConfig>> = if tg.takes_modes() { g.modes.iter().copied().map(Some).collect() } else { vec![None] };
-        for &size in &g.sizes {
-            for &rate in &g.rates {
-                for &n in &g.streams {
-                    for m in &modes {
-                        plan.push((tg.clone(), *m, Multistream { streams: n, size, rate, sync: g.sync, sync_every: g.sync_every, duration: g.duration }));
-                    }
-                }
+        for (size, rate, n) in g.cells(true) {
+            for m in &modes {
+                plan.push((tg.clone(), *m, g.spec(size, rate, n)));
             }
         }
     }

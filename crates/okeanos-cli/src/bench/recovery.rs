@@ -6,7 +6,7 @@
 use super::target::{self, Target};
 use super::TargetArgs;
 use super::{check_interrupted, progress, Common};
-use crate::report::Run;
+use crate::report::{self, Run};
 use okeanos::workload::{Multistream, Rate};
 use okeanos::{MountOptions, Okeanos};
 use std::time::{Duration, Instant};
@@ -23,21 +23,17 @@ pub fn run(c: &Common, t: &TargetArgs, records: usize) -> Result<Vec<Run>, Strin
     let mut setup = t.setup()?;
     let hold = "writeback_period=86400,expire=86400,commit=86400";
     setup.mount_options = if setup.mount_options.is_empty() { hold.into() } else { format!("{},{hold}", setup.mount_options) };
-    let total = (targets.len() * g.modes.len() * g.streams.len() * g.sizes.len()) as u64;
-    let pb = progress(total, c.quiet);
+    let cells = g.cells(false);
+    let pb = progress((targets.len() * g.modes.len() * cells.len()) as u64, c.quiet);
     let mut runs = Vec::new();
-    let mut idx = 0;
     for tg in &targets {
-        for &size in &g.sizes {
-            for &n in &g.streams {
-                for &m in &g.modes {
-                    check_interrupted()?;
-                    pb.set_message(format!("recovery {} {} N={n} K={records} R={size}", tg.name(), m.name()));
-                    let r = one(tg, m, n, size, records, &setup).unwrap_or_else(|e| Run { workload: "recovery".into(), mode: m.name(), target: tg.name(), streams: n, size, error: Some(e), ..Default::default() });
-                    idx += 1;
-                    pb.set_position(idx * 1000);
-                    runs.push(r);
-                }
+        for &(size, _, n) in &cells {
+            for &m in &g.modes {
+                check_interrupted()?;
+                pb.set_message(format!("recovery {} {} N={n} K={records} R={size}", tg.name(), m.name()));
+                let r = one(tg, m, n, size, records, &setup).unwrap_or_else(|e| Run { workload: "recovery".into(), mode: m.name(), target: tg.name(), streams: n, size, error: Some(e), ..Default::default() });
+                pb.inc(1000);
+                runs.push(r);
             }
         }
     }
@@ -75,23 +71,9 @@ fn one(tg: &Target, m: okeanos::journal::content::ContentConfig, n: usize, size:
     r.during = during.bytes.clone();
     r.commits = during.commits;
     r.syncs = cl.0;
-    let ms = |ns: u64| ns as f64 / 1e6;
-    r.extra = serde_json::json!({
-        "records_per_stream": records,
-        "checkpoints_before_crash": checkpoints,
-        "transactions": rep.transactions,
-        "blocks_scanned": rep.blocks_scanned,
-        "revoke_records": rep.revoke_records,
-        "blocks_replayed": rep.blocks_replayed,
-        "scan_ms": ms(rep.scan_ns),
-        "revoke_ms": ms(rep.revoke_ns),
-        "replay_ms": ms(rep.replay_ns),
-        "recovery_ms": ms(rep.scan_ns + rep.revoke_ns + rep.replay_ns),
-        "mount_ms": mount_s * 1e3,
-    });
-    if checkpoints > 0 {
-        r.error = Some(format!("{checkpoints} checkpoints ran before the crash (the journal filled up): use a larger --journal-size"));
-    }
+    r.extra = report::recovery_extra(&rep, records, checkpoints);
+    r.extra["mount_ms"] = (mount_s * 1e3).into();
+    r.error = report::checkpoints_error(checkpoints);
     Ok(r)
 }
 

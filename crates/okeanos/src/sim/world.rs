@@ -74,6 +74,7 @@ pub struct World {
     blocked: Vec<Wake>,
     /// Steps of journal work completed (commits and checkpoints).
     pub steps: u64,
+    block_size: u64,
     /// The first journal I/O error, if any.
     pub error: Option<String>,
 }
@@ -102,7 +103,9 @@ impl World {
         let mut opts = cfg.mount;
         opts.manual_journal = true;
         let fs = Okeanos::mount_with_clock(fs_dev.clone(), journal_dev.clone(), opts, clock.clone())?;
+        let block_size = fs.statfs().block_size as u64;
         Ok(World {
+            block_size,
             clock,
             fs,
             fs_dev,
@@ -197,7 +200,7 @@ impl World {
     /// completes the step when no phase is left.
     fn advance_stage(&mut self) {
         let now = self.now();
-        let bs = self.fs.statfs().block_size as u64;
+        let bs = self.block_size;
         loop {
             let Some(f) = self.in_flight.as_mut() else { return };
             let stages = &f.work.io().stages;
