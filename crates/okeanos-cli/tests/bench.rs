@@ -201,7 +201,7 @@ fn kernel_targets_release_their_loop_devices_and_mounts() {
     assert!(leftovers(dir.path()).is_empty(), "left behind: {:?}", leftovers(dir.path()));
 
     // Interrupted mid-run: SIGINT, a clean exit with an error, nothing left behind.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_okeanos"))
+    let child = Command::new(env!("CARGO_BIN_EXE_okeanos"))
         .args(["bench", "multistream", "--target", "kernel:ext4-journal", "--streams", "4", "--duration", "30s", "--dir", d, "--fs-size", "256M", "--journal-size", "16M", "--quiet"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

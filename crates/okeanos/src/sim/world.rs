@@ -329,9 +329,4 @@ impl World {
             }
         }
     }
-
-    /// Whether a journal step is in progress.
-    pub fn journal_busy(&self) -> bool {
-        self.in_flight.is_some()
-    }
 }
