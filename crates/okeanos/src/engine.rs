@@ -133,11 +133,22 @@ struct UserGuard(Arc<Inner>);
 
 impl Drop for UserGuard {
     fn drop(&mut self) {
-        // No I/O: only tell the journal thread to stop where it stands.
-        let mut core = self.0.core.lock().unwrap_or_else(|e| e.into_inner());
-        core.abandoned = true;
-        self.0.cv.notify_all();
-        self.0.jcv.notify_all();
+        // No I/O: only tell the journal thread to stop where it stands, and wait until it has
+        // (it finishes a step whose I/O is in flight), so that the devices, and with them the
+        // image's lock, are released when the last user handle goes: reopening right after a
+        // dropped mount must not find the image still held.
+        {
+            let mut core = self.0.core.lock().unwrap_or_else(|e| e.into_inner());
+            core.abandoned = true;
+            self.0.cv.notify_all();
+            self.0.jcv.notify_all();
+        }
+        let thread = self.0.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(t) = thread {
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
+        }
     }
 }
 
@@ -171,6 +182,29 @@ pub(crate) fn read_meta(dev: &dyn Device) -> FsResult<(Superblock, Vec<GroupDesc
         gdt.push(gd);
     }
     Ok((sb, gdt))
+}
+
+/// Why a file system must not be mounted read-write, from its superblock state.
+pub(crate) fn error_state(sb: &Superblock) -> Option<String> {
+    if !state::is_known(sb.state) {
+        return Some(format!("the superblock has an unknown state {:#x}", sb.state));
+    }
+    if sb.state & state::ERRORS == 0 {
+        return None;
+    }
+    let e = &sb.error;
+    Some(if e.tid != 0 {
+        format!(
+            "journal recovery found transaction {} damaged; {} committed transaction{} after it {} not replayed, so changes acknowledged after transaction {} are lost",
+            e.tid,
+            e.following,
+            if e.following == 1 { "" } else { "s" },
+            if e.following == 1 { "was" } else { "were" },
+            e.tid.saturating_sub(1)
+        )
+    } else {
+        "the file system is marked as having errors".to_string()
+    })
 }
 
 /// Locates the journal of `sb` and reads its superblock.
@@ -247,24 +281,45 @@ impl Okeanos {
 
     /// Mounts: validates the metadata, recovers the journal if needed, marks the file system
     /// mounted, finishes deleting orphans, and starts the journal thread.
-    pub fn mount_with_clock(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>, opts: MountOptions, clock: Arc<dyn Clock>) -> FsResult<Okeanos> {
+    pub fn mount_with_clock(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>, mut opts: MountOptions, clock: Arc<dyn Clock>) -> FsResult<Okeanos> {
         let (sb, _) = read_meta(dev.as_ref())?;
-        let devs = Devices { fs: dev.clone(), journal, block_size: sb.block_size as usize };
+        let mut devs = Devices { fs: dev.clone(), journal, block_size: sb.block_size as usize };
         let (region, jsb) = open_journal(&sb, &devs)?;
         let stats = Stats::new(sb.block_size as usize);
         let mut next_tid = jsb.sequence.max(1);
         if jsb.start != 0 {
+            if opts.read_only {
+                // Recover in memory, write nothing: the overlays keep the replayed blocks and
+                // serve every later read of this mount.
+                devs.fs = Arc::new(crate::device::OverlayDevice::new(devs.fs.clone()));
+                devs.journal = devs.journal.map(|j| Arc::new(crate::device::OverlayDevice::new(j)) as Arc<dyn Device>);
+            }
             let now = || clock.now_ns();
-            let (report, tid) = runtime::recover(&devs, region, &jsb, sb.block_count, &stats, &now).map_err(|e| FsError::Io(e.to_string()))?;
+            let (report, tid) = runtime::recover(&devs, region, &jsb, sb.block_count, &stats, &now, clock.wall_ns()).map_err(|e| FsError::Io(e.to_string()))?;
             next_tid = tid;
             *stats.recovery.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
         }
+        let dev = devs.fs.clone();
         // Recovery may have replayed the superblock and descriptors: read them again.
         let (mut sb, gdt) = read_meta(dev.as_ref())?;
         let (_, jsb) = open_journal(&sb, &devs)?;
+        if let Some(why) = error_state(&sb) {
+            if opts.read_only {
+            } else if opts.errors_remount_ro {
+                opts.read_only = true;
+            } else {
+                return Err(FsError::HasErrors(format!(
+                    "{why}. A read-write mount is refused until `okeanos fsck` has checked it; it can be mounted read-only (ro, or errors=remount-ro)"
+                )));
+            }
+        }
         let mut cfg = JournalConfig::new(region, sb.block_size as usize);
         if let Some(m) = opts.max_tx_blocks {
-            cfg.max_tx_blocks = m.min(region.ring_len() / 2).max(16);
+            let max = region.ring_len() / 2;
+            if m > max {
+                return Err(FsError::Invalid(format!("max_tx_blocks={m} is more than half of this journal ({max} blocks)")));
+            }
+            cfg.max_tx_blocks = m;
         }
         cfg.fault_skip_commit_flush = opts.fault_skip_commit_flush;
         let content = opts.content().map_err(FsError::Invalid)?;
@@ -286,7 +341,11 @@ impl Okeanos {
             dev.flush()?;
             runtime::execute(&journal.mount_plan(), &devs, &stats)?;
         }
-        let fs = FsState::new(sb, gdt, journal, opts.cache_blocks, opts.read_only.then(|| "mounted read-only".to_string()));
+        let ro_reason = match error_state(&sb) {
+            Some(why) if opts.read_only => format!("mounted read-only: {why}"),
+            _ => "mounted read-only".to_string(),
+        };
+        let fs = FsState::new(sb, gdt, journal, opts.cache_blocks, opts.read_only.then_some(ro_reason));
         let now = clock.now_ns();
         let inner = Arc::new(Inner {
             core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, abandoned: false, avg_commit_ns: 0, last_commit_handles: 0, batch: None, expiring: None, manual: opts.manual_journal, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64 }),

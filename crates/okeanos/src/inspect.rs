@@ -62,8 +62,34 @@ pub fn recover_image(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> 
     }
     let origin = std::time::Instant::now();
     let now = || origin.elapsed().as_nanos() as u64;
-    let (report, _) = runtime::recover(&devs, region, &jsb, sb.block_count, &Stats::new(sb.block_size as usize), &now).map_err(|e| FsError::Io(e.to_string()))?;
+    let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
+    let (report, _) = runtime::recover(&devs, region, &jsb, sb.block_count, &Stats::new(sb.block_size as usize), &now, wall).map_err(|e| FsError::Io(e.to_string()))?;
     Ok(Some(report))
+}
+
+/// Why the file system must not be mounted read-write (the ERRORS state or an unknown state),
+/// or None.
+pub fn error_state(dev: &dyn Device) -> Result<Option<String>, FsError> {
+    let (sb, _) = crate::engine::read_meta(dev)?;
+    Ok(crate::engine::error_state(&sb))
+}
+
+/// Clears the ERRORS state and error record after fsck found the file system consistent (e2fsck
+/// does the same once it has checked or repaired everything); the superblock is written and
+/// flushed. Refuses while the journal still needs recovery.
+pub fn clear_errors(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> Result<(), FsError> {
+    let (mut sb, devs, _, jsb) = open(&dev, journal)?;
+    if jsb.start != 0 {
+        return Err(FsError::Invalid("the journal still needs recovery".into()));
+    }
+    sb.state = crate::format::superblock::state::CLEAN;
+    sb.error = Default::default();
+    let mut b = vec![0u8; sb.block_size as usize];
+    devs.fs.read_at(0, &mut b)?;
+    sb.encode(&mut b);
+    devs.fs.write_at(0, &b)?;
+    devs.fs.flush()?;
+    Ok(())
 }
 
 /// The superblock and the journal superblock of an unmounted file system.

@@ -19,8 +19,12 @@ pub struct MountOptions {
     pub writeback_period: Duration,
     /// Age after which a committed block is written in place (`expire=<seconds>`, default 30).
     pub expire_period: Duration,
-    /// Mount read-only (`ro`). Recovery still runs when the journal needs it.
+    /// Mount read-only (`ro`). A journal that needs recovery is replayed in memory only:
+    /// nothing is written to the image (docs/JOURNALING.md).
     pub read_only: bool,
+    /// `errors=remount-ro`: a file system marked with errors mounts read-only instead of
+    /// being refused (it is refused read-write until `okeanos fsck` has checked it).
+    pub errors_remount_ro: bool,
     /// External journal device or file (`journal_path=`).
     pub journal_path: Option<PathBuf>,
     /// Buffer cache capacity in blocks (`cache_blocks=`, default 65536).
@@ -58,6 +62,7 @@ impl Default for MountOptions {
             writeback_period: Duration::from_secs(5),
             expire_period: Duration::from_secs(30),
             read_only: false,
+            errors_remount_ro: false,
             journal_path: None,
             cache_blocks: 65536,
             min_batch_time: Duration::ZERO,
@@ -115,7 +120,10 @@ impl MountOptions {
             };
             let num = |v: Option<&str>| -> Result<u64, String> {
                 let v = v.ok_or_else(|| format!("option {k} needs a value"))?;
-                v.parse().map_err(|_| format!("option {k}={v}: not a whole number"))
+                v.parse().map_err(|e: std::num::ParseIntError| match e.kind() {
+                    std::num::IntErrorKind::PosOverflow => format!("option {k}={v}: too large"),
+                    _ => format!("option {k}={v}: not a whole number"),
+                })
             };
             match k {
                 "data" => {
@@ -139,9 +147,16 @@ impl MountOptions {
                 "cache_blocks" => o.cache_blocks = num(v)? as usize,
                 "min_batch_time" => o.min_batch_time = Duration::from_micros(num(v)?.min(10_000_000)),
                 "max_batch_time" => o.max_batch_time = Duration::from_micros(num(v)?.min(10_000_000)),
-                "max_tx_blocks" => o.max_tx_blocks = Some(num(v)?.max(16)),
+                "max_tx_blocks" => {
+                    let n = num(v)?;
+                    let min = crate::journal::MIN_TX_BLOCKS;
+                    if n < min {
+                        return Err(format!("option max_tx_blocks={n}: below the smallest workable transaction ({min} blocks)"));
+                    }
+                    o.max_tx_blocks = Some(n);
+                }
                 "errors" => match v {
-                    Some("remount-ro") => {}
+                    Some("remount-ro") => o.errors_remount_ro = true,
                     other => return Err(format!("option errors={}: only errors=remount-ro is supported", other.unwrap_or(""))),
                 },
                 "direct_io" => o.direct_io = true,

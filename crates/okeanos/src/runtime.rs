@@ -6,7 +6,8 @@ use crate::device::{Device, DeviceError};
 use crate::format::journal::{self as jf, JournalSuperblock};
 use crate::journal::placement::LogRegion;
 use crate::journal::plan::{DevId, IoPlan};
-use crate::journal::recovery::{self, ReplayBase, ReplayBlock, Scan};
+use crate::format::superblock::{state, ErrorRecord, Superblock};
+use crate::journal::recovery::{self, Damage, Probe, ReplayBase, ReplayBlock, Scan};
 use crate::journal::revoke::RevokeTable;
 use crate::stats::{RecoveryReport, Stats};
 use std::sync::Arc;
@@ -96,7 +97,7 @@ pub fn execute(plan: &IoPlan, devs: &Devices, stats: &Stats) -> Result<(), Devic
 pub enum RecoveryError {
     #[error("journal recovery: {0}")]
     Device(#[from] DeviceError),
-    #[error("journal recovery: corrupt revoke block: {0}")]
+    #[error("journal recovery: corrupt revoke block or superblock: {0}")]
     Format(#[from] crate::format::FormatError),
 }
 
@@ -109,6 +110,7 @@ pub fn recover(
     fs_blocks: u64,
     stats: &Stats,
     now_ns: &dyn Fn() -> u64,
+    wall_ns: i64,
 ) -> Result<(RecoveryReport, u64), RecoveryError> {
     let t0 = now_ns();
     let mut scan = Scan::new(region, jsb, fs_blocks);
@@ -116,6 +118,14 @@ pub fn recover(
         let b = devs.read_block(region.dev(), region.device_block(pos))?;
         scan.feed(&b);
     }
+    let mut probe = Probe::after(&scan, devs.block_size);
+    if let Some(p) = probe.as_mut() {
+        while let Some(pos) = p.next_read() {
+            let b = devs.read_block(region.dev(), region.device_block(pos))?;
+            p.feed(&b);
+        }
+    }
+    let damage = probe.as_ref().and_then(|p| p.damage.clone());
     let t1 = now_ns();
     let mut table = RevokeTable::default();
     for (pos, tid) in recovery::revoke_reads(&scan.txs) {
@@ -125,7 +135,12 @@ pub fn recover(
     let t2 = now_ns();
     let copies = recovery::replay_plan(&scan.txs, &table);
     replay(devs, region, &copies, stats)?;
-    let next_tid = recovery::next_tid_after(&scan);
+    if let Some(d) = &damage {
+        // Durable before the journal is marked clean: a crash in between finds the same
+        // damage again, and never a clean journal without the error state.
+        mark_errors(devs, d, wall_ns)?;
+    }
+    let next_tid = recovery::next_tid(&scan, probe.as_ref(), jsb, region);
     execute(&recovery::finish_plan(region, jsb, next_tid), devs, stats)?;
     let t3 = now_ns();
     let report = RecoveryReport {
@@ -136,11 +151,26 @@ pub fn recover(
         revoke_records: table.len() as u64,
         blocks_replayed: copies.len() as u64,
         end_reason: scan.end_reason.clone(),
+        blocks_probed: probe.as_ref().map_or(0, |p| p.blocks_read),
+        damage,
+        next_tid,
         scan_ns: t1 - t0,
         revoke_ns: t2 - t1,
         replay_ns: t3 - t2,
     };
     Ok((report, next_tid))
+}
+
+/// Sets the ERRORS state and the error record in the superblock, durably.
+fn mark_errors(devs: &Devices, damage: &Damage, wall_ns: i64) -> Result<(), RecoveryError> {
+    let mut b = devs.read_block(DevId::Fs, 0)?;
+    let mut sb = Superblock::decode(&b)?;
+    sb.state |= state::ERRORS;
+    sb.error = ErrorRecord { tid: damage.tid, following: damage.following, time_ns: wall_ns };
+    sb.encode(&mut b);
+    devs.fs.write_at(0, &b)?;
+    devs.fs.flush()?;
+    Ok(())
 }
 
 fn replay(devs: &Devices, region: LogRegion, blocks: &[ReplayBlock], stats: &Stats) -> Result<(), DeviceError> {

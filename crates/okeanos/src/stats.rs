@@ -39,6 +39,13 @@ pub struct RecoveryReport {
     pub revoke_records: u64,
     pub blocks_replayed: u64,
     pub end_reason: String,
+    /// A damaged transaction with committed ones after it (corruption, not a torn tail):
+    /// only the transactions before it were replayed, and the file system is marked with errors.
+    pub damage: Option<crate::journal::recovery::Damage>,
+    /// Blocks read after the end of the log to tell a torn tail from damage.
+    pub blocks_probed: u64,
+    /// The tid the journal continues with: beyond every tid still present in the log.
+    pub next_tid: u64,
     pub scan_ns: u64,
     pub revoke_ns: u64,
     pub replay_ns: u64,

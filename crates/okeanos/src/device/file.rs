@@ -3,6 +3,7 @@
 //! exactly what reaches the block device (no page-cache writeback in 4 KiB pages), which is
 //! how the benchmark compares its byte counts with /sys/block/<dev>/stat.
 
+use super::lock::LockMode;
 use super::{check_access, Device, DeviceCounters, DeviceError, DeviceStats, Poison};
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
@@ -50,49 +51,78 @@ impl Drop for Aligned {
 }
 
 impl FileDevice {
-    /// Opens an existing file or block device for reading and writing. Its length is measured
+    /// Opens an existing file or block device for reading and writing, exclusively (see
+    /// [`super::lock`]): another opener gets [`DeviceError::InUse`]. Its length is measured
     /// with a seek to the end, which works for block devices too (their metadata length is 0).
     pub fn open(path: &Path) -> Result<Self, DeviceError> {
-        Self::open_mode(path, true, false)
+        Self::open_mode(path, true, false, LockMode::Exclusive)
     }
 
-    /// Opens read-only (fsck -n, journal dump).
+    /// Opens read-only, sharing the file with other readers but not with a writer (a
+    /// read-only mount, `cat`, `ls`).
     pub fn open_read_only(path: &Path) -> Result<Self, DeviceError> {
-        Self::open_mode(path, false, false)
+        Self::open_mode(path, false, false, LockMode::Shared)
     }
 
-    /// Opens for reading and writing with O_DIRECT (block devices; page cache bypassed).
+    /// Opens read-only without any lock, for inspecting an image that may be in use (`fsck -n`,
+    /// `journal dump`, `stat`); [`super::lock::holder`] tells whether it is.
+    pub fn open_unlocked(path: &Path) -> Result<Self, DeviceError> {
+        Self::open_mode(path, false, false, LockMode::None)
+    }
+
+    /// Opens with O_DIRECT (block devices; page cache bypassed), locked as `open` or
+    /// `open_read_only`.
     pub fn open_direct(path: &Path, write: bool) -> Result<Self, DeviceError> {
-        Self::open_mode(path, write, true)
+        Self::open_mode(path, write, true, if write { LockMode::Exclusive } else { LockMode::Shared })
     }
 
-    fn open_mode(path: &Path, write: bool, direct: bool) -> Result<Self, DeviceError> {
-        use std::os::unix::fs::OpenOptionsExt;
+    fn open_mode(path: &Path, write: bool, direct: bool, lock: LockMode) -> Result<Self, DeviceError> {
+        use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
         let name = path.display().to_string();
         let io = |op, e: std::io::Error| DeviceError::Io { device: name.clone(), op, offset: 0, message: e.to_string() };
+        let block_dev = std::fs::metadata(path).is_ok_and(|m| m.file_type().is_block_device());
         let mut oo = OpenOptions::new();
         oo.read(true).write(write);
+        let mut flags = 0;
         if direct {
-            oo.custom_flags(libc::O_DIRECT);
+            flags |= libc::O_DIRECT;
         }
-        let mut file = oo.open(path).map_err(|e| io("open", e))?;
+        if block_dev && write && lock == LockMode::Exclusive {
+            // As mount(8): the kernel refuses the device while it is mounted or held
+            // exclusively by another opener.
+            flags |= libc::O_EXCL;
+        }
+        oo.custom_flags(flags);
+        let mut file = oo.open(path).map_err(|e| {
+            if e.raw_os_error() == Some(libc::EBUSY) {
+                DeviceError::InUse { device: name.clone(), holder: "the kernel or another program (mounted, or opened exclusively)".into() }
+            } else {
+                io("open", e)
+            }
+        })?;
+        super::lock::lock(&file, path, lock)?;
         let len = file.seek(SeekFrom::End(0)).map_err(|e| io("seek", e))?;
         Ok(FileDevice { file, name, len, counters: DeviceCounters::default(), poison: Poison::default(), direct })
     }
 
-    /// Creates (or truncates) a regular file of `len` bytes. Refuses to touch an existing file
-    /// unless `overwrite`.
+    /// Creates (or truncates) a regular file of `len` bytes, locked exclusively. Refuses to
+    /// touch an existing file unless `overwrite`.
     pub fn create(path: &Path, len: u64, overwrite: bool) -> Result<Self, DeviceError> {
         let name = path.display().to_string();
         let io = |op, e: std::io::Error| DeviceError::Io { device: name.clone(), op, offset: 0, message: e.to_string() };
         let mut opts = OpenOptions::new();
         opts.read(true).write(true);
         if overwrite {
-            opts.create(true).truncate(true);
+            opts.create(true);
         } else {
             opts.create_new(true);
         }
         let file = opts.open(path).map_err(|e| io("create", e))?;
+        // Lock before truncating, so that a file in use is never cut under its holder.
+        super::lock::lock(&file, path, LockMode::Exclusive)?;
+        if overwrite {
+            file.set_len(0).map_err(|e| io("set_len", e))?;
+        }
         file.set_len(len).map_err(|e| io("set_len", e))?;
         Ok(FileDevice { file, name, len, counters: DeviceCounters::default(), poison: Poison::default(), direct: false })
     }

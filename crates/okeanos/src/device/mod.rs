@@ -11,20 +11,23 @@
 //!   of the 2018 fsync-error discussions; redb's `CheckedBackend` does the same).
 //!
 //! Back ends: [`FileDevice`] (regular files and block devices such as loop devices),
-//! [`MemDevice`] (tests, simulation), [`CrashDevice`] (records every write and flush so a test can
+//! [`MemDevice`] (tests, simulation), [`OverlayDevice`] (in-memory recovery for read-only mounts), [`CrashDevice`] (records every write and flush so a test can
 //! build any crash state the model allows) and [`FaultDevice`] (injects I/O errors).
 //! Every back end counts what it does in [`DeviceCounters`].
 
 mod crash;
 mod fault;
 mod file;
+pub mod lock;
 mod memory;
+mod overlay;
 mod timed;
 
 pub use crash::{CrashDevice, CrashEvent, CrashRecorder, CrashState, TearPlan};
 pub use fault::FaultDevice;
 pub use file::FileDevice;
 pub use memory::MemDevice;
+pub use overlay::OverlayDevice;
 pub use timed::TimedDevice;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,6 +45,8 @@ pub enum DeviceError {
     Unaligned { device: String, offset: u64, len: u64 },
     #[error("{device}: access of {len} bytes at byte {offset} is past the end ({size} bytes)")]
     OutOfRange { device: String, offset: u64, len: u64, size: u64 },
+    #[error("{device} is in use by {holder}")]
+    InUse { device: String, holder: String },
     #[error("{device} refused the request: an earlier I/O error poisoned it ({first})")]
     Poisoned { device: String, first: String },
 }

@@ -23,10 +23,43 @@ pub mod ro_compat {
     pub const KNOWN: u32 = 0;
 }
 
+/// `state` is CLEAN or MOUNTED, with the ERRORS bit or-ed in once something found the file
+/// system damaged; ERRORS stays until `okeanos fsck` has checked it (as ext4's
+/// EXT4_ERROR_FS), and a read-write mount is refused while it is set.
 pub mod state {
     pub const CLEAN: u32 = 1;
     pub const MOUNTED: u32 = 2;
     pub const ERRORS: u32 = 4;
+
+    /// Whether `s` is a state this version writes.
+    pub fn is_known(s: u32) -> bool {
+        matches!(s & !ERRORS, CLEAN | MOUNTED)
+    }
+
+    pub fn describe(s: u32) -> String {
+        let base = match s & !ERRORS {
+            CLEAN => "clean".to_string(),
+            MOUNTED => "mounted or not cleanly unmounted".to_string(),
+            other => format!("unknown state {other:#x}"),
+        };
+        if s & ERRORS != 0 {
+            format!("{base}, with errors (run okeanos fsck)")
+        } else {
+            base
+        }
+    }
+}
+
+/// What the last error found (ext4 keeps `s_first_error_*`): set with [`state::ERRORS`] when
+/// recovery finds a damaged transaction with committed transactions after it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ErrorRecord {
+    /// The damaged transaction (0: no record).
+    pub tid: u64,
+    /// Committed transactions after it that recovery did not replay.
+    pub following: u64,
+    /// When it was found (ns since the epoch).
+    pub time_ns: i64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +98,8 @@ pub struct Superblock {
     pub label: [u8; 32],
     /// Lifetime counters, updated at every clean unmount (ext4 keeps `s_kbytes_written`).
     pub lifetime: Lifetime,
+    /// The damage that set [`state::ERRORS`], if recovery found it.
+    pub error: ErrorRecord,
 }
 
 /// Counters over the life of the file system, summed over every mount that unmounted cleanly.
@@ -122,6 +157,9 @@ impl Superblock {
         Le::put_u64(out, 216, self.lifetime.payload_bytes);
         Le::put_u64(out, 224, self.lifetime.commits);
         Le::put_u64(out, 232, self.lifetime.syncs);
+        Le::put_u64(out, 240, self.error.tid);
+        Le::put_u64(out, 248, self.error.following);
+        Le::put_i64(out, 256, self.error.time_ns);
         put_crc(out, SB_CRC_AT, seed::SUPERBLOCK);
     }
 
@@ -175,6 +213,7 @@ impl Superblock {
                 commits: Le::u64(b, 224),
                 syncs: Le::u64(b, 232),
             },
+            error: ErrorRecord { tid: Le::u64(b, 240), following: Le::u64(b, 248), time_ns: Le::i64(b, 256) },
         };
         sb.validate()?;
         Ok(sb)

@@ -28,11 +28,20 @@ pub struct FsckReport {
     pub blocks_used: u64,
     pub inodes_used: u64,
     pub journal: String,
+    /// Why the superblock forbids a read-write mount (the ERRORS state, an unknown state); also
+    /// listed in `problems`.
+    pub error_state: Option<String>,
 }
 
 impl FsckReport {
     pub fn is_clean(&self) -> bool {
         self.problems.is_empty()
+    }
+
+    /// Whether the only problem is the error state: every structure checked out, so the state
+    /// can be cleared ([`crate::inspect::clear_errors`]).
+    pub fn only_error_state(&self) -> bool {
+        self.error_state.is_some() && self.problems.len() == 1
     }
 }
 
@@ -67,6 +76,10 @@ pub fn fsck(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> FsckRepor
             return report;
         }
     };
+    if let Some(why) = crate::engine::error_state(&sb) {
+        report.problems.push(format!("superblock: {why}"));
+        report.error_state = Some(why);
+    }
     let devs = Devices { fs: dev.clone(), journal, block_size: sb.block_size as usize };
     let (region, jsb) = match crate::engine::open_journal(&sb, &devs) {
         Ok(x) => x,

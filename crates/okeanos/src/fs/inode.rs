@@ -126,6 +126,10 @@ impl<'a> Fs<'a> {
         if inode.is_free() {
             return Err(FsError::Corrupt(format!("inode {ino} is referenced but free")));
         }
+        let max_size = super::file::MAX_FILE_BLOCKS * self.bs() as u64;
+        if inode.size > max_size {
+            return Err(FsError::Corrupt(format!("inode {ino}: size {} is beyond the largest file ({max_size} bytes)", inode.size)));
+        }
         let mut extents = inode.inline.clone();
         let mut chain = Vec::new();
         let mut next = inode.extent_block;

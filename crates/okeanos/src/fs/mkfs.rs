@@ -141,6 +141,7 @@ pub fn plan(dev_bytes: u64, o: &MkfsOptions, journal_dev_bytes: Option<u64>) -> 
         last_mount_ns: 0,
         label,
         lifetime: Default::default(),
+        error: Default::default(),
     };
     sb.validate().map_err(|e| MkfsError::Invalid(e.to_string()))?;
     Ok(sb)

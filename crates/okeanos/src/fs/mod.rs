@@ -55,6 +55,13 @@ pub enum FsError {
     Io(String),
     #[error("file system is corrupt: {0}")]
     Corrupt(String),
+    /// The superblock carries the ERRORS state: a read-write mount is refused until `okeanos
+    /// fsck` has checked the file system (or mount read-only, or with errors=remount-ro).
+    #[error("file system has errors: {0}")]
+    HasErrors(String),
+    /// Another opener holds the image or journal.
+    #[error("{0}")]
+    InUse(String),
     /// Only in a mount driven step by step (the simulator): the operation must wait for the
     /// journal (a commit or log space); nothing was changed, retry after the next step.
     #[error("operation must wait for the journal")]
@@ -77,7 +84,8 @@ impl FsError {
             FsError::TooManyLinks => 31,
             FsError::TooBig => 27,
             FsError::Io(_) => 5,
-            FsError::Corrupt(_) => 117,
+            FsError::Corrupt(_) | FsError::HasErrors(_) => 117,
+            FsError::InUse(_) => 16,
             FsError::WouldBlock => 11,
         }
     }
@@ -85,7 +93,10 @@ impl FsError {
 
 impl From<DeviceError> for FsError {
     fn from(e: DeviceError) -> Self {
-        FsError::Io(e.to_string())
+        match e {
+            DeviceError::InUse { .. } => FsError::InUse(e.to_string()),
+            e => FsError::Io(e.to_string()),
+        }
     }
 }
 

@@ -30,6 +30,10 @@ use crate::det::HashMap;
 use std::collections::{BTreeSet, VecDeque};
 use transaction::{Credits, HandleToken, Tid, Transaction, TxState};
 
+/// The smallest transaction limit that every handle fits in (its credits are at most half of
+/// it; the largest fixed handle, a rename, takes 28 blocks plus allocation).
+pub const MIN_TX_BLOCKS: u64 = 64;
+
 #[derive(Debug, Clone)]
 pub struct JournalConfig {
     pub region: LogRegion,

@@ -26,8 +26,34 @@
 //! | commit that verifies                         | transaction committed; expect tid + 1      |
 //! | read budget (one pass over the ring) spent   | end of log                                 |
 //!
-//! After recovery the next transaction gets tid `end + 2`: a partly written transaction
-//! `end + 1` may have left blocks anywhere after the log end, and no later tid can match them.
+//! Where the scan stopped on a failure, a **probe** ([`Probe`]) decides whether that was the
+//! torn tail of the log or damage in its middle. A commit is one flush, and the next commit's
+//! writes are issued only after it completes, so a transaction torn by a crash can never be
+//! followed by a committed one: committed transactions after a failed one mean the failed one
+//! was written whole and damaged later (media, a stray write). The probe reads on from the
+//! failed transaction's first block:
+//!
+//! | block read by the probe                               | decision                              |
+//! |-------------------------------------------------------|---------------------------------------|
+//! | valid header with a tid below the failed one          | torn tail: a stale block of an earlier pass; the log is contiguous, nothing newer lies beyond |
+//! | valid header of the failed tid                        | read on (the rest of the damaged transaction) |
+//! | valid first header (descriptor, revoke) of a higher tid | scan from it: if a transaction commits, **damage**; else read on |
+//! | anything else (data, multiwrite, zeros, garbage)      | read on, at most two descriptors' worth of blocks without a header (no whole transaction has a longer gap), then torn tail |
+//! | one pass over the ring read                           | torn tail                             |
+//!
+//! On damage only the transactions before the damaged one are replayed (the file system as it
+//! was after the last good commit: consistent, with every later change lost rather than half
+//! applied over a missing base), the superblock gets the ERRORS state and an error record
+//! naming the damaged tid and how many committed transactions followed, and a read-write mount
+//! is refused until `okeanos fsck` has checked the result (docs/JOURNALING.md).
+//!
+//! After recovery the next transaction gets a tid beyond every tid still in the log, so that no
+//! leftover block can ever match the tid a later scan expects: at least `end + 2` (a partly
+//! written transaction `end + 1` may have left blocks anywhere after the log end), beyond the
+//! last transaction the probe found, and at least the journal superblock's sequence plus the
+//! ring's length. Every transaction takes at least one block and space is reused only after
+//! the journal superblock records the new tail, so the transactions in the ring at a crash
+//! have tids below `sequence + ring length`; older leftovers have lower tids still.
 
 use super::placement::LogRegion;
 use super::plan::{BlockKind, IoPlan};
@@ -115,25 +141,45 @@ pub struct Scan {
     pub blocks_read: u64,
     /// Tid the scan expected first.
     pub first_tid: Tid,
+    /// Where the transaction that failed its checks begins (None: the scan ended without a
+    /// failure: a clean journal, or the whole ring read).
+    pub fail_start: Option<u64>,
 }
 
 impl Scan {
     pub fn new(region: LogRegion, jsb: &JournalSuperblock, fs_blocks: u64) -> Self {
-        let empty = jsb.start == 0;
+        let multiwrite = jsb.features & jf::jfeature::MULTIWRITE != 0;
+        if jsb.start == 0 {
+            let mut s = Scan::at(region, fs_blocks, multiwrite, region.first, jsb.sequence);
+            s.phase = Phase::Done;
+            s.end_reason = "journal is clean".into();
+            return s;
+        }
+        Scan::at(region, fs_blocks, multiwrite, jsb.start, jsb.sequence)
+    }
+
+    /// A scan that expects transaction `tid` to begin at log position `pos`.
+    pub fn at(region: LogRegion, fs_blocks: u64, multiwrite: bool, pos: u64, tid: Tid) -> Self {
         Scan {
             region,
             fs_blocks,
-            multiwrite: jsb.features & jf::jfeature::MULTIWRITE != 0,
-            pos: if empty { region.first } else { jsb.start },
-            expected: jsb.sequence,
+            multiwrite,
+            pos,
+            expected: tid,
             budget: region.ring_len(),
-            phase: if empty { Phase::Done } else { Phase::Header },
+            phase: Phase::Header,
             cur: None,
             txs: Vec::new(),
-            end_reason: if empty { "journal is clean".into() } else { String::new() },
+            end_reason: String::new(),
             blocks_read: 0,
-            first_tid: jsb.sequence,
+            first_tid: tid,
+            fail_start: None,
         }
+    }
+
+    /// The tid the scan expected when it stopped (the failed one, after a failure).
+    pub fn expected_tid(&self) -> Tid {
+        self.expected
     }
 
     /// The log position to read next, or `None` when the scan is over.
@@ -149,7 +195,9 @@ impl Scan {
         self.txs.last().map_or(self.first_tid.saturating_sub(1), |t| t.tid)
     }
 
+    /// Ends the scan at a block that failed its checks.
     fn stop(&mut self, reason: impl Into<String>) {
+        self.fail_start = Some(self.cur.as_ref().map_or(self.pos, |p| p.start));
         self.phase = Phase::Done;
         self.cur = None;
         self.end_reason = reason.into();
@@ -173,7 +221,9 @@ impl Scan {
             self.pos = self.region.next(self.pos);
             self.budget -= 1;
             if self.budget == 0 {
-                self.stop("scanned the whole ring");
+                self.phase = Phase::Done;
+                self.cur = None;
+                self.end_reason = "scanned the whole ring".into();
             }
         }
     }
@@ -298,6 +348,180 @@ impl Scan {
     }
 }
 
+/// A transaction that failed its checks with committed transactions after it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Damage {
+    /// The damaged transaction.
+    pub tid: Tid,
+    /// Its first log block.
+    pub pos: u64,
+    /// Why the scan rejected it.
+    pub reason: String,
+    /// Committed transactions found after it (not replayed).
+    pub following: u64,
+    /// The first and last of them.
+    pub following_tids: (Tid, Tid),
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "journal transaction {} at log block {} is damaged ({}); {} committed transaction{} after it ({}..={}) were not replayed",
+            self.tid,
+            self.pos,
+            self.reason,
+            self.following,
+            if self.following == 1 { "" } else { "s" },
+            self.following_tids.0,
+            self.following_tids.1
+        )
+    }
+}
+
+/// Checks a block's header fully (its CRC too): the kind and tid of a valid descriptor,
+/// revoke or commit block.
+fn checked_header(block: &[u8]) -> Option<(JBlockType, Tid)> {
+    let (kind, tid) = jf::header(block)?;
+    let ok = match kind {
+        JBlockType::Descriptor => Descriptor::decode(block).is_ok(),
+        JBlockType::Revoke => RevokeBlock::decode(block).is_ok(),
+        JBlockType::Commit => CommitBlock::decode(block).is_ok(),
+        JBlockType::Superblock => false,
+    };
+    ok.then_some((kind, tid))
+}
+
+/// Tells a torn tail from damage after a scan stopped on a failure (the second table of the
+/// module notes). Driven like [`Scan`]: [`Probe::next_read`], [`Probe::feed`].
+#[derive(Debug)]
+pub struct Probe {
+    region: LogRegion,
+    fs_blocks: u64,
+    multiwrite: bool,
+    failed_tid: Tid,
+    failed_pos: u64,
+    reason: String,
+    pos: u64,
+    /// Ring positions left to look at.
+    left: u64,
+    /// Blocks since the last valid header, and the most a whole transaction can have.
+    gap: u64,
+    max_gap: u64,
+    /// A scan from a candidate: its start position.
+    sub: Option<(u64, Scan)>,
+    done: bool,
+    pub blocks_read: u64,
+    pub damage: Option<Damage>,
+    /// The highest tid of a valid header the probe saw.
+    pub max_tid_seen: Tid,
+}
+
+impl Probe {
+    /// The probe after `scan`, or None if the scan did not stop on a failure.
+    pub fn after(scan: &Scan, block_size: usize) -> Option<Probe> {
+        let start = scan.fail_start?;
+        let max_gap = 2 * Descriptor::capacity(block_size) as u64 + 2;
+        Some(Probe {
+            region: scan.region,
+            fs_blocks: scan.fs_blocks,
+            multiwrite: scan.multiwrite,
+            failed_tid: scan.expected,
+            failed_pos: start,
+            reason: scan.end_reason.clone(),
+            // From the failed block itself: it may be a newer transaction's header, or a
+            // stale one that ends the log right away.
+            pos: start,
+            left: scan.region.ring_len(),
+            gap: 0,
+            max_gap,
+            sub: None,
+            done: false,
+            blocks_read: 0,
+            damage: None,
+            max_tid_seen: 0,
+        })
+    }
+
+    pub fn next_read(&self) -> Option<u64> {
+        if self.done {
+            return None;
+        }
+        match &self.sub {
+            Some((_, scan)) => scan.next_read(),
+            None => Some(self.pos),
+        }
+    }
+
+    pub fn feed(&mut self, block: &[u8]) {
+        assert!(!self.done, "feed after the probe ended");
+        self.blocks_read += 1;
+        if let Some((at, mut scan)) = self.sub.take() {
+            scan.feed(block);
+            return self.after_sub(at, scan);
+        }
+        match checked_header(block) {
+            Some((_, tid)) if tid < self.failed_tid => return self.done = true,
+            Some((kind, tid)) => {
+                self.max_tid_seen = self.max_tid_seen.max(tid);
+                self.gap = 0;
+                if tid > self.failed_tid && matches!(kind, JBlockType::Descriptor | JBlockType::Revoke) {
+                    let mut scan = Scan::at(self.region, self.fs_blocks, self.multiwrite, self.pos, tid);
+                    scan.feed(block);
+                    return self.after_sub(self.pos, scan);
+                }
+            }
+            None => {
+                self.gap += 1;
+                if self.gap > self.max_gap {
+                    return self.done = true;
+                }
+            }
+        }
+        self.advance();
+    }
+
+    fn advance(&mut self) {
+        self.pos = self.region.next(self.pos);
+        self.left -= 1;
+        if self.left == 0 {
+            self.done = true;
+        }
+    }
+
+    /// A candidate scan made progress: wait for it, then judge it.
+    fn after_sub(&mut self, at: u64, scan: Scan) {
+        if scan.next_read().is_some() {
+            self.sub = Some((at, scan));
+            return;
+        }
+        match (scan.txs.first(), scan.txs.last()) {
+            (Some(first), Some(last)) => {
+                self.max_tid_seen = self.max_tid_seen.max(last.tid);
+                self.damage = Some(Damage {
+                    tid: self.failed_tid,
+                    pos: self.failed_pos,
+                    reason: self.reason.clone(),
+                    following: scan.txs.len() as u64,
+                    following_tids: (first.tid, last.tid),
+                });
+                self.done = true;
+            }
+            // Not a committed transaction: look on from the block after the candidate.
+            _ => {
+                self.pos = at;
+                self.advance();
+            }
+        }
+    }
+}
+
+/// The tid the journal continues with after recovery (see the module notes).
+pub fn next_tid(scan: &Scan, probe: Option<&Probe>, jsb: &JournalSuperblock, region: LogRegion) -> Tid {
+    let probed = probe.map_or(0, |p| p.max_tid_seen + 1);
+    (scan.end_tid() + 2).max(probed).max(jsb.sequence + region.ring_len())
+}
+
 /// Pass 2: the revoke blocks to read, with the tid of their transaction.
 pub fn revoke_reads(txs: &[ScannedTx]) -> Vec<(u64, Tid)> {
     txs.iter().flat_map(|t| t.revoke_blocks.iter().map(move |&p| (p, t.tid))).collect()
@@ -366,11 +590,6 @@ pub fn replay_plan(txs: &[ScannedTx], revoked: &RevokeTable) -> Vec<ReplayBlock>
     let mut v: Vec<ReplayBlock> = plan.into_values().collect();
     v.sort_by_key(|c| c.fs_block);
     v
-}
-
-/// The tid the first transaction after recovery gets (see the module notes).
-pub fn next_tid_after(scan: &Scan) -> Tid {
-    scan.end_tid() + 2
 }
 
 /// The last step: mark the journal clean once replayed blocks are durable. The caller runs it
