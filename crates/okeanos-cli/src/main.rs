@@ -22,106 +22,137 @@ struct Cli {
     cmd: Cmd,
 }
 
+/// An image and, for a file system made with `mkfs --journal-device`, its external journal:
+/// every command that opens an image takes the journal the same way.
+#[derive(clap::Args)]
+struct ImageArg {
+    /// Image file or block device holding the file system.
+    image: PathBuf,
+    /// The external journal (device or file) of a file system made with --journal-device.
+    #[arg(long, value_name = "PATH")]
+    journal: Option<PathBuf>,
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Make a file system on an image file (created if missing) or a block device.
     Mkfs {
+        /// Image file (created with --size if missing) or block device.
         image: PathBuf,
         /// Size of a new image file, such as 1G or 512M (default: the size of an existing file or device).
         #[arg(long)]
         size: Option<String>,
+        /// Block size in bytes (a power of two from 1024 to 65536).
         #[arg(long, default_value = "4096")]
         block_size: u32,
-        /// Journal size, such as 128M (internal journal).
-        #[arg(long, default_value = "128M")]
-        journal_size: String,
+        /// Journal size, such as 64M (default: scaled to the device as mke2fs does, at most 128M).
+        #[arg(long)]
+        journal_size: Option<String>,
         /// Put the journal on this device or file (created with --journal-size if missing).
         #[arg(long)]
         journal_device: Option<PathBuf>,
-        /// Bytes of file system per inode.
+        /// Bytes of file system per inode (at least 1024).
         #[arg(long, default_value = "16384")]
         bytes_per_inode: u64,
         /// Blocks per group reserved for scattered logs (manylogs).
         #[arg(long, default_value = "0")]
         log_area_blocks: u32,
+        /// A name for the file system (up to 32 bytes).
         #[arg(long, default_value = "")]
         label: String,
-        /// Overwrite an existing Okeanos file system.
+        /// Overwrite an existing Okeanos file system or journal (never one in use).
         #[arg(long)]
         force: bool,
     },
-    /// Check every structure; exits non-zero if anything is wrong. Replays the journal first
-    /// unless -n.
+    /// Check every structure; exits 0 when clean, 1 when it cleared the error state of a file
+    /// system that checked out, 4 when problems remain. Replays the journal first unless -n.
     Fsck {
-        image: PathBuf,
-        #[arg(long)]
-        journal: Option<PathBuf>,
-        /// Open read-only: do not replay the journal.
+        #[command(flatten)]
+        img: ImageArg,
+        /// Open read-only and change nothing: no replay, no clearing (works on an image in use).
         #[arg(short = 'n')]
         no_write: bool,
     },
     /// Replay the journal of an unmounted file system.
     Recover {
-        image: PathBuf,
-        #[arg(long)]
-        journal: Option<PathBuf>,
+        #[command(flatten)]
+        img: ImageArg,
     },
     /// Journal inspection.
     Journal {
         #[command(subcommand)]
         cmd: JournalCmd,
     },
-    /// Superblock, space, journal state and lifetime counters of an unmounted file system
-    /// (--json for JSON); for a mount point, the live counters of the mount (JSON).
+    /// Superblock, space, journal state and lifetime counters of an image (--json for JSON);
+    /// for a mount point, the live counters of the mount (JSON).
     Stat {
-        image: PathBuf,
-        #[arg(long)]
-        journal: Option<PathBuf>,
+        #[command(flatten)]
+        img: ImageArg,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
-    /// Copy a local file into the file system.
+    /// Copy a local file into the file system (into DEST/NAME when DEST is a directory or ends in /).
     Put {
-        image: PathBuf,
+        #[command(flatten)]
+        img: ImageArg,
+        /// The local file to copy.
         source: PathBuf,
+        /// Where it goes in the file system, such as /logs/a.log or /logs/.
         dest: String,
+        /// Mount options, such as data=wasteless.
         #[arg(short, long, default_value = "")]
         options: String,
     },
     /// Print a file of the file system.
     Cat {
-        image: PathBuf,
+        #[command(flatten)]
+        img: ImageArg,
+        /// Path in the file system.
         path: String,
+        /// Mount options (the image is always opened read-only).
         #[arg(short, long, default_value = "")]
         options: String,
     },
     /// List a directory of the file system.
     Ls {
-        image: PathBuf,
+        #[command(flatten)]
+        img: ImageArg,
+        /// Directory in the file system.
         #[arg(default_value = "/")]
         path: String,
+        /// Long listing: type and permissions, links, owner, size, modification time, inode.
         #[arg(short = 'l')]
         long: bool,
+        /// Mount options (the image is always opened read-only).
         #[arg(short, long, default_value = "")]
         options: String,
     },
     /// Make a directory in the file system.
     Mkdir {
-        image: PathBuf,
+        #[command(flatten)]
+        img: ImageArg,
+        /// Path of the new directory.
         path: String,
+        /// Mount options.
         #[arg(short, long, default_value = "")]
         options: String,
     },
     /// Remove a file or an empty directory from the file system.
     Rm {
-        image: PathBuf,
+        #[command(flatten)]
+        img: ImageArg,
+        /// Path to remove.
         path: String,
+        /// Mount options.
         #[arg(short, long, default_value = "")]
         options: String,
     },
     /// Mount an image with FUSE so that any program can use it.
     Mount {
-        image: PathBuf,
+        #[command(flatten)]
+        img: ImageArg,
+        /// An existing empty directory.
         mountpoint: PathBuf,
         /// Options: data=, commit=, journal_path=, ro, errors=, dmeta, write_threshold=, ...,
         /// and for FUSE: writeback_cache, allow_other, threads=N.
@@ -130,12 +161,15 @@ enum Cmd {
         /// Stay in the foreground (log to stderr unless --log).
         #[arg(short)]
         foreground: bool,
-        /// Log file of the daemon.
+        /// Log file of the daemon (default: one per mount point in the temporary directory).
         #[arg(long)]
         log: Option<PathBuf>,
     },
     /// Unmount a mounted Okeanos file system cleanly (or clear a stale mount).
-    Umount { mountpoint: PathBuf },
+    Umount {
+        /// The mount point.
+        mountpoint: PathBuf,
+    },
     /// Benchmarks on Okeanos and on Linux file systems: multistream, recovery, mixed.
     Bench(bench::BenchArgs),
     /// The deterministic simulator: the engine in virtual time on modelled disks; crash fuzzing.
@@ -159,11 +193,11 @@ enum Cmd {
 
 #[derive(Subcommand)]
 enum JournalCmd {
-    /// Transactions, tags and block kinds of the journal, as recovery would read them.
+    /// Transactions, tags and block kinds of the journal, as recovery would read them (works
+    /// on an image in use, and says so).
     Dump {
-        image: PathBuf,
-        #[arg(long)]
-        journal: Option<PathBuf>,
+        #[command(flatten)]
+        img: ImageArg,
     },
 }
 
@@ -187,18 +221,95 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     n.checked_mul(mult).ok_or_else(|| format!("size {s:?} is too large"))
 }
 
+/// Opens an image or journal: locked for writing, shared for reading (a writer refuses both).
 fn open_dev(path: &Path, write: bool) -> Result<Arc<dyn Device>, String> {
     let d = if write { FileDevice::open(path) } else { FileDevice::open_read_only(path) };
-    Ok(Arc::new(d.map_err(|e| e.to_string())?))
+    Ok(Arc::new(d.map_err(|e| in_use_hint(e.to_string()))?))
 }
 
-fn mount(image: &Path, options: &str) -> Result<Okeanos, String> {
-    let opts = MountOptions::parse(options)?;
-    Okeanos::open(image, opts).map_err(|e| format!("{}: {e}", image.display()))
+/// Opens for inspection without a lock; says on stderr when the image is in use (what is read
+/// may then be behind the live file system).
+fn open_inspect(path: &Path) -> Result<Arc<dyn Device>, String> {
+    if let Some(h) = okeanos::device::lock::holder(path) {
+        eprintln!("okeanos: {} is in use by {h}; what follows may lag behind the live file system", path.display());
+    }
+    Ok(Arc::new(FileDevice::open_unlocked(path).map_err(|e| e.to_string())?))
+}
+
+fn in_use_hint(e: String) -> String {
+    if e.contains(" is in use by ") {
+        format!("{e}. Unmount it first (okeanos umount MOUNTPOINT), or inspect it read-only with fsck -n, stat or journal dump")
+    } else {
+        e
+    }
+}
+
+fn devices(img: &ImageArg, write: bool) -> Result<(Arc<dyn Device>, Option<Arc<dyn Device>>), String> {
+    let dev = open_dev(&img.image, write)?;
+    let jdev = img.journal.as_deref().map(|j| open_dev(j, write)).transpose()?;
+    Ok((dev, jdev))
+}
+
+fn devices_inspect(img: &ImageArg) -> Result<(Arc<dyn Device>, Option<Arc<dyn Device>>), String> {
+    let dev = open_inspect(&img.image)?;
+    let jdev = img.journal.as_deref().map(open_inspect).transpose()?;
+    Ok((dev, jdev))
+}
+
+/// Mount options from `-o` with the image's `--journal` folded in.
+fn mount_options(img: &ImageArg, options: &str, read_only: bool) -> Result<MountOptions, String> {
+    let mut opts = MountOptions::parse(options)?;
+    if let Some(j) = &img.journal {
+        opts.journal_path = Some(j.clone());
+    }
+    opts.read_only |= read_only;
+    Ok(opts)
+}
+
+/// Mounts the image, runs `op`, and unmounts cleanly whether `op` succeeded or not, so that a
+/// failed command (a missing path, an existing name, ENOSPC) leaves the image clean.
+fn with_mount<R>(img: &ImageArg, options: &str, read_only: bool, op: impl FnOnce(&Okeanos) -> Result<R, String>) -> Result<R, String> {
+    let opts = mount_options(img, options, read_only)?;
+    let fs = Okeanos::open(&img.image, opts).map_err(|e| in_use_hint(format!("{}: {e}", img.image.display())))?;
+    let r = op(&fs);
+    let u = fs.unmount().map_err(|e| format!("unmount: {e}"));
+    let r = r?;
+    u?;
+    Ok(r)
+}
+
+/// Writes to stdout; a closed pipe (`| head`) ends the command quietly, as it does for
+/// coreutils, instead of a panic.
+fn out(args: std::fmt::Arguments) {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    if let Err(e) = o.write_fmt(args).and_then(|_| o.write_all(b"\n")) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("okeanos: stdout: {e}");
+        std::process::exit(1);
+    }
+}
+
+macro_rules! outln {
+    ($($t:tt)*) => { out(format_args!($($t)*)) };
+}
+
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.cmd, Cmd::Mount { .. } | Cmd::Bench(_)) {
+        // A closed pipe ends these commands as it ends cat or ls. The mount daemon and the
+        // benchmarks keep SIGPIPE ignored (sockets; cleanup of loop devices) and see EPIPE.
+        // SAFETY: setting a signal disposition to its default before any thread exists.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     match run(cli.cmd) {
         Ok(code) => code,
         Err(e) => {
@@ -211,226 +322,52 @@ fn main() -> ExitCode {
 fn run(cmd: Cmd) -> Result<ExitCode, String> {
     match cmd {
         Cmd::Mkfs { image, size, block_size, journal_size, journal_device, bytes_per_inode, log_area_blocks, label, force } => {
-            let jbytes = parse_size(&journal_size)?;
-            let opts = MkfsOptions {
-                block_size,
-                journal_blocks: jbytes / block_size.max(1) as u64,
-                external_journal: journal_device.is_some(),
-                bytes_per_inode,
-                log_area_blocks,
-                label,
-            };
-            let created: Vec<PathBuf> = [Some(&image), journal_device.as_ref()].into_iter().flatten().filter(|p| !p.exists()).cloned().collect();
-            let made = (|| {
-                let dev = prepare(&image, size.as_deref(), force)?;
-                let jdev = match &journal_device {
-                    Some(j) => Some(prepare(j, Some(&journal_size), force)?),
-                    None => None,
-                };
-                let sb = Okeanos::mkfs(dev.as_ref(), jdev.as_deref(), &opts).map_err(|e| e.to_string())?;
-                Ok::<_, String>((sb, jdev.is_some()))
-            })();
-            let (sb, external) = match made {
-                Ok(x) => x,
-                Err(e) => {
-                    // Leave nothing behind that this command created.
-                    for p in &created {
-                        let _ = std::fs::remove_file(p);
-                    }
-                    return Err(e);
-                }
-            };
-            println!(
-                "{}: {} blocks of {} bytes, {} groups, {} inodes, {} journal of {} blocks",
-                image.display(),
-                sb.block_count,
-                sb.block_size,
-                sb.group_count,
-                sb.inode_count,
-                if external { "external" } else { "internal" },
-                match sb.journal {
-                    JournalLocation::Internal { blocks, .. } | JournalLocation::External { blocks, .. } => blocks,
-                }
-            );
-            Ok(ExitCode::SUCCESS)
+            mkfs(&image, size.as_deref(), block_size, journal_size.as_deref(), journal_device.as_deref(), bytes_per_inode, log_area_blocks, label, force)
         }
-        Cmd::Fsck { image, journal, no_write } => {
-            let dev = open_dev(&image, !no_write)?;
-            let jdev = journal.as_deref().map(|j| open_dev(j, !no_write)).transpose()?;
-            if !no_write {
-                if let Some(r) = okeanos::inspect::recover_image(dev.clone(), jdev.clone()).map_err(|e| e.to_string())? {
-                    println!("journal replayed: {} transactions ({}..={}), {} blocks", r.transactions, r.first_tid, r.last_tid, r.blocks_replayed);
-                }
-            }
-            let r = okeanos::fsck(dev, jdev);
-            println!("journal: {}", r.journal);
-            println!("{} files, {} directories, {} symlinks, {} orphans; {} blocks and {} inodes in use", r.files, r.directories, r.symlinks, r.orphans, r.blocks_used, r.inodes_used);
-            for p in &r.problems {
-                println!("PROBLEM: {p}");
-            }
-            if r.is_clean() {
-                println!("clean");
-                Ok(ExitCode::SUCCESS)
-            } else {
-                println!("{} problems", r.problems.len());
-                Ok(ExitCode::from(4))
-            }
-        }
-        Cmd::Recover { image, journal } => {
-            let dev = open_dev(&image, true)?;
-            let jdev = journal.as_deref().map(|j| open_dev(j, true)).transpose()?;
+        Cmd::Fsck { img, no_write } => fsck(&img, no_write),
+        Cmd::Recover { img } => {
+            let (dev, jdev) = devices(&img, true)?;
             match okeanos::inspect::recover_image(dev, jdev).map_err(|e| e.to_string())? {
-                Some(r) => println!(
-                    "replayed {} transactions ({}..={}), {} blocks, {} revoked; scan {:.3} ms, revoke {:.3} ms, replay {:.3} ms; log ended: {}",
-                    r.transactions, r.first_tid, r.last_tid, r.blocks_replayed, r.revoke_records,
-                    r.scan_ns as f64 / 1e6, r.revoke_ns as f64 / 1e6, r.replay_ns as f64 / 1e6, r.end_reason
-                ),
-                None => println!("journal is clean; nothing to recover"),
+                Some(r) => {
+                    outln!(
+                        "replayed {} transactions ({}..={}), {} blocks, {} revoked; scan {:.3} ms, revoke {:.3} ms, replay {:.3} ms; log ended: {}",
+                        r.transactions, r.first_tid, r.last_tid, r.blocks_replayed, r.revoke_records,
+                        r.scan_ns as f64 / 1e6, r.revoke_ns as f64 / 1e6, r.replay_ns as f64 / 1e6, r.end_reason
+                    );
+                    if let Some(d) = &r.damage {
+                        outln!("DAMAGE: {d}");
+                        outln!("the file system is marked with errors: run `okeanos fsck {}` before mounting it read-write", img.image.display());
+                        return Ok(ExitCode::from(4));
+                    }
+                }
+                None => outln!("journal is clean; nothing to recover"),
             }
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Journal { cmd: JournalCmd::Dump { image, journal } } => {
-            let dev = open_dev(&image, false)?;
-            let jdev = journal.as_deref().map(|j| open_dev(j, false)).transpose()?;
-            let d = okeanos::inspect::dump_journal(dev, jdev).map_err(|e| e.to_string())?;
-            println!(
-                "journal: {} blocks ({}), start {}, sequence {}, {}",
-                d.jsb.total_blocks,
-                d.region.name(),
-                d.jsb.start,
-                d.jsb.sequence,
-                if d.jsb.start == 0 { "clean" } else { "needs recovery" }
-            );
-            use okeanos::format::journal::tag_flags;
-            use okeanos::journal::recovery::ScanItem;
-            for (t, rev) in d.transactions.iter().zip(&d.revoked) {
-                let full = t.items.iter().filter(|i| matches!(i, ScanItem::Full { .. })).count();
-                let meta = t.items.iter().filter(|i| i.tag().is_metadata()).count();
-                println!(
-                    "transaction {}: log blocks {}..{}, {} handles, {} whole blocks, {} records, {} metadata, {} revoked",
-                    t.tid, t.start, t.end, t.handle_count, full, t.items.len() - full, meta, rev.len()
-                );
-                for item in &t.items {
-                    let g = item.tag();
-                    let kind = if g.is_metadata() { "metadata" } else { "data" };
-                    let mut flags = String::new();
-                    if g.flags & tag_flags::ESCAPED != 0 {
-                        flags.push_str(" escaped");
-                    }
-                    if g.flags & tag_flags::FRESH != 0 {
-                        flags.push_str(" fresh");
-                    }
-                    match item {
-                        ScanItem::Full { pos, .. } => println!("  log {pos:>8} -> block {:>10}  {kind} whole block{flags}", g.fs_block),
-                        ScanItem::Record { bytes, .. } => {
-                            println!("  record     -> block {:>10}  {kind} {} bytes at {}{flags}", g.fs_block, bytes.len(), g.offset)
-                        }
-                    }
-                }
-                for b in rev {
-                    println!("  revoke block {b}");
-                }
-            }
-            println!("end of log: {}", d.end_reason);
-            Ok(ExitCode::SUCCESS)
+        Cmd::Journal { cmd: JournalCmd::Dump { img } } => {
+            let (dev, jdev) = devices_inspect(&img)?;
+            journal_dump(dev, jdev)
         }
-        Cmd::Stat { image, .. } if image.is_dir() => mount::stat_mounted(&image),
-        Cmd::Mount { image, mountpoint, options, foreground, log } => mount::mount(&image, &mountpoint, &options, foreground, log),
+        Cmd::Stat { img, .. } if img.image.is_dir() => mount::stat_mounted(&img.image),
+        Cmd::Mount { img, mountpoint, options, foreground, log } => {
+            let options = match &img.journal {
+                Some(j) => format!("{options},journal_path={}", j.display()),
+                None => options,
+            };
+            mount::mount(&img.image, &mountpoint, &options, foreground, log)
+        }
         Cmd::Umount { mountpoint } => mount::umount(&mountpoint),
-        Cmd::Stat { image, journal, json } => {
-            let dev = open_dev(&image, false)?;
-            let jdev = journal.as_deref().map(|j| open_dev(j, false)).transpose()?;
-            let (sb, gdt, jsb) = okeanos::inspect::describe(dev, jdev).map_err(|e| e.to_string())?;
-            let free_blocks: u64 = gdt.iter().map(|g| g.free_blocks as u64).sum();
-            let free_inodes: u64 = gdt.iter().map(|g| g.free_inodes as u64).sum();
-            let st = match sb.state {
-                state::CLEAN => "clean",
-                state::MOUNTED => "mounted or not cleanly unmounted",
-                _ => "errors",
-            };
-            let (jkind, jblocks) = match sb.journal {
-                JournalLocation::Internal { blocks, .. } => ("internal", blocks),
-                JournalLocation::External { blocks, .. } => ("external", blocks),
-            };
-            if json {
-                let v = serde_json::json!({
-                    "block_size": sb.block_size, "blocks": sb.block_count, "blocks_free": free_blocks,
-                    "inodes": sb.inode_count, "inodes_free": free_inodes, "groups": sb.group_count,
-                    "state": st, "mount_count": sb.mount_count, "journal": jkind, "journal_blocks": jblocks,
-                    "journal_clean": jsb.start == 0, "mkfs_time_ns": sb.mkfs_time_ns, "journal_sequence": jsb.sequence,
-                    "lifetime": sb.lifetime,
-                });
-                println!("{v:#}");
-            } else {
-                println!("block size      {}", sb.block_size);
-                println!("blocks          {} ({} free)", sb.block_count, free_blocks);
-                println!("inodes          {} ({} free)", sb.inode_count, free_inodes);
-                println!("groups          {} of {} blocks, {} inodes", sb.group_count, sb.blocks_per_group, sb.inodes_per_group);
-                println!("state           {st}, mounted {} times", sb.mount_count);
-                println!("journal         {jkind}, {jblocks} blocks, {}, next transaction {}", if jsb.start == 0 { "clean" } else { "needs recovery" }, jsb.sequence);
-                let l = &sb.lifetime;
-                println!("lifetime        {} commits, {} syncs", l.commits, l.syncs);
-                println!("                {} payload bytes, {} journal bytes, {} final-location bytes", l.payload_bytes, l.journal_bytes, l.final_bytes);
-                if l.payload_bytes > 0 {
-                    println!("                {:.2} journal and {:.2} final-location bytes per payload byte", l.journal_bytes as f64 / l.payload_bytes as f64, l.final_bytes as f64 / l.payload_bytes as f64);
-                }
-            }
-            Ok(ExitCode::SUCCESS)
+        Cmd::Stat { img, json } => {
+            let (dev, jdev) = devices_inspect(&img)?;
+            stat(&img, dev, jdev, json)
         }
-        Cmd::Put { image, source, dest, options } => {
-            let data = std::fs::read(&source).map_err(|e| format!("{}: {e}", source.display()))?;
-            let fs = mount(&image, &options)?;
-            let f = fs.create_file(&dest).map_err(|e| format!("{dest}: {e}"))?;
-            f.write_at(0, &data).map_err(|e| format!("{dest}: {e}"))?;
-            f.fsync().map_err(|e| format!("{dest}: {e}"))?;
-            drop(f);
-            fs.unmount().map_err(|e| e.to_string())?;
-            Ok(ExitCode::SUCCESS)
+        Cmd::Put { img, source, dest, options } => put(&img, &source, &dest, &options),
+        Cmd::Cat { img, path, options } => with_mount(&img, &options, true, |fs| cat(fs, &path)).map(|_| ExitCode::SUCCESS),
+        Cmd::Ls { img, path, long, options } => with_mount(&img, &options, true, |fs| ls(fs, &path, long)).map(|_| ExitCode::SUCCESS),
+        Cmd::Mkdir { img, path, options } => {
+            with_mount(&img, &options, false, |fs| fs.mkdir_path(&path).map(|_| ()).map_err(|e| format!("{path}: {e}"))).map(|_| ExitCode::SUCCESS)
         }
-        Cmd::Cat { image, path, options } => {
-            let fs = mount(&image, &format!("ro,{options}"))?;
-            let data = fs.read_path(&path).map_err(|e| format!("{path}: {e}"))?;
-            use std::io::Write;
-            std::io::stdout().write_all(&data).map_err(|e| e.to_string())?;
-            fs.unmount().map_err(|e| e.to_string())?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Cmd::Ls { image, path, long, options } => {
-            let fs = mount(&image, &format!("ro,{options}"))?;
-            for e in fs.list_path(&path).map_err(|e| format!("{path}: {e}"))? {
-                let name = String::from_utf8_lossy(&e.name);
-                if long {
-                    let a = fs.getattr(e.ino).map_err(|e| e.to_string())?;
-                    let t = match a.kind {
-                        okeanos::format::FileType::Directory => 'd',
-                        okeanos::format::FileType::Symlink => 'l',
-                        okeanos::format::FileType::Regular => '-',
-                    };
-                    println!("{t}{:o} {:>3} {:>5} {:>5} {:>12} {:>8} {name}", a.perm, a.nlink, a.uid, a.gid, a.size, a.ino);
-                } else {
-                    println!("{name}");
-                }
-            }
-            fs.unmount().map_err(|e| e.to_string())?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Cmd::Mkdir { image, path, options } => {
-            let fs = mount(&image, &options)?;
-            fs.mkdir_path(&path).map_err(|e| format!("{path}: {e}"))?;
-            fs.unmount().map_err(|e| e.to_string())?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Cmd::Rm { image, path, options } => {
-            let fs = mount(&image, &options)?;
-            let ino = fs.resolve(&path).map_err(|e| format!("{path}: {e}"))?;
-            let r = match fs.getattr(ino).map_err(|e| e.to_string())?.kind {
-                okeanos::format::FileType::Directory => fs.rmdir_path(&path),
-                _ => fs.remove_path(&path),
-            };
-            r.map_err(|e| format!("{path}: {e}"))?;
-            fs.unmount().map_err(|e| e.to_string())?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Cmd::Rm { img, path, options } => with_mount(&img, &options, false, |fs| rm(fs, &path)).map(|_| ExitCode::SUCCESS),
         Cmd::Bench(args) => bench::run(args),
         Cmd::Sim(args) => sim::run(args),
         Cmd::Report { json, plot, prefix, markdown } => {
@@ -451,6 +388,303 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn mkfs(
+    image: &Path,
+    size: Option<&str>,
+    block_size: u32,
+    journal_size: Option<&str>,
+    journal_device: Option<&Path>,
+    bytes_per_inode: u64,
+    log_area_blocks: u32,
+    label: String,
+    force: bool,
+) -> Result<ExitCode, String> {
+    let created: Vec<PathBuf> = [Some(image), journal_device].into_iter().flatten().filter(|p| !p.exists()).map(Path::to_path_buf).collect();
+    let made = (|| {
+        let dev = prepare(image, size, force)?;
+        let journal_blocks = match journal_size {
+            Some(j) => parse_size(j)? / block_size.max(1) as u64,
+            None => okeanos::fs::mkfs::default_journal_blocks(dev.len_bytes() / block_size.max(1) as u64),
+        };
+        let jdev = match journal_device {
+            Some(j) => Some(prepare(j, Some(&format!("{}", journal_blocks * block_size as u64)), force)?),
+            None => None,
+        };
+        let opts = MkfsOptions { block_size, journal_blocks, external_journal: jdev.is_some(), bytes_per_inode, log_area_blocks, label };
+        let sb = Okeanos::mkfs(dev.as_ref(), jdev.as_deref(), &opts).map_err(|e| e.to_string())?;
+        Ok::<_, String>((sb, jdev.is_some()))
+    })();
+    let (sb, external) = match made {
+        Ok(x) => x,
+        Err(e) => {
+            // Leave nothing behind that this command created.
+            for p in &created {
+                let _ = std::fs::remove_file(p);
+            }
+            return Err(e);
+        }
+    };
+    let jblocks = match sb.journal {
+        JournalLocation::Internal { blocks, .. } | JournalLocation::External { blocks, .. } => blocks,
+    };
+    outln!(
+        "{}: {} blocks of {} bytes, {}, {} inodes, {} journal of {} blocks ({} MiB)",
+        image.display(),
+        sb.block_count,
+        sb.block_size,
+        plural(sb.group_count as u64, "group", "groups"),
+        sb.inode_count,
+        if external { "external" } else { "internal" },
+        jblocks,
+        jblocks * sb.block_size as u64 >> 20
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn fsck(img: &ImageArg, no_write: bool) -> Result<ExitCode, String> {
+    let (dev, jdev) = if no_write { devices_inspect(img)? } else { devices(img, true)? };
+    if !no_write {
+        if let Some(r) = okeanos::inspect::recover_image(dev.clone(), jdev.clone()).map_err(|e| e.to_string())? {
+            outln!("journal replayed: {} transactions ({}..={}), {} blocks", r.transactions, r.first_tid, r.last_tid, r.blocks_replayed);
+            if let Some(d) = &r.damage {
+                outln!("DAMAGE: {d}");
+            }
+        }
+    }
+    let r = okeanos::fsck(dev.clone(), jdev.clone());
+    outln!("journal: {}", r.journal);
+    outln!(
+        "{}, {}, {}, {}; {} and {} in use",
+        plural(r.files, "file", "files"),
+        plural(r.directories, "directory", "directories"),
+        plural(r.symlinks, "symlink", "symlinks"),
+        plural(r.orphans, "orphan", "orphans"),
+        plural(r.blocks_used, "block", "blocks"),
+        plural(r.inodes_used, "inode", "inodes")
+    );
+    if !no_write && r.only_error_state() {
+        okeanos::inspect::clear_errors(dev, jdev).map_err(|e| e.to_string())?;
+        outln!("every structure checks out; cleared the error state ({})", r.error_state.as_deref().unwrap_or(""));
+        outln!("the file system may be mounted read-write again");
+        return Ok(ExitCode::from(1));
+    }
+    for p in &r.problems {
+        outln!("PROBLEM: {p}");
+    }
+    if r.is_clean() {
+        outln!("clean");
+        return Ok(ExitCode::SUCCESS);
+    }
+    outln!("{}", plural(r.problems.len() as u64, "problem", "problems"));
+    Ok(ExitCode::from(4))
+}
+
+fn journal_dump(dev: Arc<dyn Device>, jdev: Option<Arc<dyn Device>>) -> Result<ExitCode, String> {
+    let d = okeanos::inspect::dump_journal(dev, jdev).map_err(|e| e.to_string())?;
+    outln!(
+        "journal: {} blocks ({}), start {}, sequence {}, {}",
+        d.jsb.total_blocks,
+        d.region.name(),
+        d.jsb.start,
+        d.jsb.sequence,
+        if d.jsb.start == 0 { "clean" } else { "needs recovery" }
+    );
+    use okeanos::format::journal::tag_flags;
+    use okeanos::journal::recovery::ScanItem;
+    for (t, rev) in d.transactions.iter().zip(&d.revoked) {
+        let full = t.items.iter().filter(|i| matches!(i, ScanItem::Full { .. })).count();
+        let meta = t.items.iter().filter(|i| i.tag().is_metadata()).count();
+        outln!(
+            "transaction {}: log blocks {}..{}, {} handles, {} whole blocks, {} records, {} metadata, {} revoked",
+            t.tid, t.start, t.end, t.handle_count, full, t.items.len() - full, meta, rev.len()
+        );
+        for item in &t.items {
+            let g = item.tag();
+            let kind = if g.is_metadata() { "metadata" } else { "data" };
+            let mut flags = String::new();
+            if g.flags & tag_flags::ESCAPED != 0 {
+                flags.push_str(" escaped");
+            }
+            if g.flags & tag_flags::FRESH != 0 {
+                flags.push_str(" fresh");
+            }
+            match item {
+                ScanItem::Full { pos, .. } => outln!("  log {pos:>8} -> block {:>10}  {kind} whole block{flags}", g.fs_block),
+                ScanItem::Record { bytes, .. } => outln!("  record     -> block {:>10}  {kind} {} bytes at {}{flags}", g.fs_block, bytes.len(), g.offset),
+            }
+        }
+        for b in rev {
+            outln!("  revoke block {b}");
+        }
+    }
+    outln!("end of log: {}", d.end_reason);
+    if let Some(dmg) = &d.damage {
+        outln!("DAMAGE: {dmg}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn stat(img: &ImageArg, dev: Arc<dyn Device>, jdev: Option<Arc<dyn Device>>, json: bool) -> Result<ExitCode, String> {
+    let (sb, gdt, jsb) = okeanos::inspect::describe(dev, jdev).map_err(|e| e.to_string())?;
+    let free_blocks: u64 = gdt.iter().map(|g| g.free_blocks as u64).sum();
+    let free_inodes: u64 = gdt.iter().map(|g| g.free_inodes as u64).sum();
+    let st = state::describe(sb.state);
+    let (jkind, jblocks) = match sb.journal {
+        JournalLocation::Internal { blocks, .. } => ("internal", blocks),
+        JournalLocation::External { blocks, .. } => ("external", blocks),
+    };
+    let in_use = okeanos::device::lock::holder(&img.image);
+    if json {
+        let v = serde_json::json!({
+            "block_size": sb.block_size, "blocks": sb.block_count, "blocks_free": free_blocks,
+            "inodes": sb.inode_count, "inodes_free": free_inodes, "groups": sb.group_count,
+            "state": st, "errors": sb.state & state::ERRORS != 0, "error": sb.error, "in_use_by": in_use,
+            "mount_count": sb.mount_count, "journal": jkind, "journal_blocks": jblocks,
+            "journal_clean": jsb.start == 0, "mkfs_time_ns": sb.mkfs_time_ns, "journal_sequence": jsb.sequence,
+            "lifetime": sb.lifetime,
+        });
+        outln!("{v:#}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    outln!("block size      {}", sb.block_size);
+    outln!("blocks          {} ({} free)", sb.block_count, free_blocks);
+    outln!("inodes          {} ({} free)", sb.inode_count, free_inodes);
+    outln!("groups          {} of {} blocks, {} inodes", sb.group_count, sb.blocks_per_group, sb.inodes_per_group);
+    outln!("state           {st}, mounted {}", plural(sb.mount_count as u64, "time", "times"));
+    if sb.error.tid != 0 {
+        outln!("error           journal transaction {} damaged, {} after it not replayed", sb.error.tid, plural(sb.error.following, "transaction", "transactions"));
+    }
+    if let Some(h) = &in_use {
+        outln!("in use by       {h}");
+    }
+    outln!("journal         {jkind}, {jblocks} blocks, {}, next transaction {}", if jsb.start == 0 { "clean" } else { "needs recovery" }, jsb.sequence);
+    let l = &sb.lifetime;
+    outln!("lifetime        {} commits, {} syncs", l.commits, l.syncs);
+    outln!("                {} payload bytes, {} journal bytes, {} final-location bytes", l.payload_bytes, l.journal_bytes, l.final_bytes);
+    if l.payload_bytes > 0 {
+        outln!("                {:.2} journal and {:.2} final-location bytes per payload byte", l.journal_bytes as f64 / l.payload_bytes as f64, l.final_bytes as f64 / l.payload_bytes as f64);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Bytes `put` and `cat` move per call: memory stays at a few MiB whatever the file's size.
+const CHUNK: usize = 1 << 20;
+
+/// Copies in chunks, syncing every so often so that the engine's dirty data stays bounded too;
+/// a failure removes the file it created (nothing half-copied is left under the name).
+fn put(img: &ImageArg, source: &Path, dest: &str, options: &str) -> Result<ExitCode, String> {
+    use std::io::Read;
+    let mut src = std::fs::File::open(source).map_err(|e| format!("{}: {e}", source.display()))?;
+    if src.metadata().map_err(|e| format!("{}: {e}", source.display()))?.is_dir() {
+        return Err(format!("{} is a directory", source.display()));
+    }
+    with_mount(img, options, false, |fs| {
+        let base = source.file_name().map(|n| n.to_string_lossy().into_owned()).ok_or_else(|| format!("{} has no file name", source.display()))?;
+        let into_dir = dest.ends_with('/') || fs.resolve(dest).and_then(|i| fs.getattr(i)).is_ok_and(|a| a.kind == okeanos::format::FileType::Directory);
+        let dest = if into_dir { format!("{}/{base}", dest.trim_end_matches('/')) } else { dest.to_string() };
+        let existed = fs.resolve(&dest).is_ok();
+        let mut copy = || -> Result<(), String> {
+            let f = fs.create_file(&dest).map_err(|e| format!("{dest}: {e}"))?;
+            let mut buf = vec![0u8; CHUNK];
+            let mut off = 0u64;
+            loop {
+                let n = src.read(&mut buf).map_err(|e| format!("{}: {e}", source.display()))?;
+                if n == 0 {
+                    break;
+                }
+                f.write_at(off, &buf[..n]).map_err(|e| format!("{dest}: {e}"))?;
+                off += n as u64;
+                if off % (64 * CHUNK as u64) < n as u64 {
+                    f.fdatasync().map_err(|e| format!("{dest}: {e}"))?;
+                }
+            }
+            f.fsync().map_err(|e| format!("{dest}: {e}"))
+        };
+        let r = copy();
+        if r.is_err() && !existed {
+            let _ = fs.remove_path(&dest);
+        }
+        r
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cat(fs: &Okeanos, path: &str) -> Result<(), String> {
+    use std::io::Write;
+    let ino = fs.resolve(path).map_err(|e| format!("{path}: {e}"))?;
+    let a = fs.getattr(ino).map_err(|e| format!("{path}: {e}"))?;
+    if a.kind == okeanos::format::FileType::Directory {
+        return Err(format!("{path}: is a directory"));
+    }
+    let mut o = std::io::stdout().lock();
+    let mut off = 0u64;
+    while off < a.size {
+        let data = fs.read(ino, off, CHUNK).map_err(|e| format!("{path}: {e}"))?;
+        if data.is_empty() {
+            break;
+        }
+        o.write_all(&data).map_err(|e| format!("stdout: {e}"))?;
+        off += data.len() as u64;
+    }
+    o.flush().map_err(|e| format!("stdout: {e}"))
+}
+
+fn ls(fs: &Okeanos, path: &str, long: bool) -> Result<(), String> {
+    let entries = fs.list_path(path).map_err(|e| format!("{path}: {e}"))?;
+    if long {
+        outln!("{:<11} {:>5} {:>5} {:>5} {:>12} {:<19} {:>8} NAME", "MODE", "LINKS", "UID", "GID", "SIZE", "MODIFIED (UTC)", "INODE");
+    }
+    for e in entries {
+        let name = String::from_utf8_lossy(&e.name);
+        if !long {
+            outln!("{name}");
+            continue;
+        }
+        let a = fs.getattr(e.ino).map_err(|e| e.to_string())?;
+        let t = match a.kind {
+            okeanos::format::FileType::Directory => 'd',
+            okeanos::format::FileType::Symlink => 'l',
+            okeanos::format::FileType::Regular => '-',
+        };
+        outln!("{t}{:<10} {:>5} {:>5} {:>5} {:>12} {:<19} {:>8} {name}", rwx(a.perm), a.nlink, a.uid, a.gid, a.size, utc(a.mtime_ns), a.ino);
+    }
+    Ok(())
+}
+
+/// "rwxr-xr-x" from permission bits.
+fn rwx(perm: u32) -> String {
+    (0..9).map(|i| if perm & (1 << (8 - i)) != 0 { ['r', 'w', 'x'][i % 3] } else { '-' }).collect()
+}
+
+/// "2026-11-22 16:23:57" from ns since the epoch (UTC; civil-from-days, Howard Hinnant).
+fn utc(ns: i64) -> String {
+    let secs = ns.div_euclid(1_000_000_000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + (m <= 2) as i64;
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+fn rm(fs: &Okeanos, path: &str) -> Result<(), String> {
+    if path.trim_matches('/').is_empty() {
+        return Err(format!("{path}: cannot remove the root directory"));
+    }
+    let ino = fs.resolve(path).map_err(|e| format!("{path}: {e}"))?;
+    let r = match fs.getattr(ino).map_err(|e| e.to_string())?.kind {
+        okeanos::format::FileType::Directory => fs.rmdir_path(path),
+        _ => fs.remove_path(path),
+    };
+    r.map_err(|e| format!("{path}: {e}"))
 }
 
 /// Opens `path` for mkfs: creates a file of `size` if missing; refuses to overwrite an

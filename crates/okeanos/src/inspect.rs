@@ -20,6 +20,8 @@ pub struct JournalDump {
     /// Revoked blocks of each transaction, in the same order.
     pub revoked: Vec<Vec<u64>>,
     pub end_reason: String,
+    /// A damaged transaction with committed ones after it, as recovery's probe finds it.
+    pub damage: Option<crate::journal::recovery::Damage>,
 }
 
 fn open(dev: &Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> Result<(Superblock, Devices, LogRegion, JournalSuperblock), FsError> {
@@ -41,6 +43,14 @@ pub fn dump_journal(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> R
         devs.get(region.dev()).read_at(region.device_block(pos) * bs, &mut b)?;
         scan.feed(&b);
     }
+    let mut probe = crate::journal::recovery::Probe::after(&scan, bs as usize);
+    if let Some(p) = probe.as_mut() {
+        while let Some(pos) = p.next_read() {
+            devs.get(region.dev()).read_at(region.device_block(pos) * bs, &mut b)?;
+            p.feed(&b);
+        }
+    }
+    let damage = probe.and_then(|p| p.damage);
     let mut revoked = Vec::new();
     for t in &scan.txs {
         let mut v = Vec::new();
@@ -50,7 +60,7 @@ pub fn dump_journal(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> R
         }
         revoked.push(v);
     }
-    Ok(JournalDump { region, jsb, end_reason: scan.end_reason.clone(), transactions: scan.txs, revoked })
+    Ok(JournalDump { region, jsb, end_reason: scan.end_reason.clone(), transactions: scan.txs, revoked, damage })
 }
 
 /// Replays the journal if it needs it (as mount would), leaving the file system unmounted and

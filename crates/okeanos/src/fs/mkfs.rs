@@ -62,6 +62,20 @@ fn now_ns() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
 }
 
+/// The journal mkfs gives a device of `dev_blocks` blocks when none is asked for: mke2fs's
+/// scale (ext2fs_default_journal_size), capped at 32,768 blocks (128 MiB of 4 KiB blocks), so
+/// that small devices keep most of their space for files.
+pub fn default_journal_blocks(dev_blocks: u64) -> u64 {
+    match dev_blocks {
+        0..2048 => MIN_JOURNAL_BLOCKS,
+        2048..32768 => 1024,
+        32768..262_144 => 4096,
+        262_144..524_288 => 8192,
+        524_288..4_194_304 => 16384,
+        _ => 32768,
+    }
+}
+
 /// Computes the superblock for a device of `dev_bytes`.
 pub fn plan(dev_bytes: u64, o: &MkfsOptions, journal_dev_bytes: Option<u64>) -> Result<Superblock, MkfsError> {
     let bs = o.block_size;
@@ -79,6 +93,9 @@ pub fn plan(dev_bytes: u64, o: &MkfsOptions, journal_dev_bytes: Option<u64>) -> 
     if journal_blocks < MIN_JOURNAL_BLOCKS {
         return Err(MkfsError::Invalid(format!("journal of {journal_blocks} blocks is too small (at least {MIN_JOURNAL_BLOCKS})")));
     }
+    if o.bytes_per_inode < 1024 {
+        return Err(MkfsError::Invalid(format!("{} bytes per inode is below the smallest (1024)", o.bytes_per_inode)));
+    }
     let internal_journal = if o.external_journal { 0 } else { journal_blocks };
     let mut groups = 1u64;
     let (mut gdt_blocks, mut first_group);
@@ -91,14 +108,20 @@ pub fn plan(dev_bytes: u64, o: &MkfsOptions, journal_dev_bytes: Option<u64>) -> 
         }
         groups = g;
     }
-    let ipg_raw = (bpg as u64 * bs as u64 / o.bytes_per_inode.max(1024)).clamp(ipb as u64 * 4, bs as u64 * 8);
+    let ipg_raw = (bpg as u64 * bs as u64 / o.bytes_per_inode).clamp(ipb as u64 * 4, bs as u64 * 8);
     let ipg = (ipg_raw as u32 / ipb * ipb).max(ipb);
     let meta = 2 + (ipg / ipb) as u64 + o.log_area_blocks as u64;
     let last_len = block_count.saturating_sub(first_group + (groups - 1) * bpg as u64);
     if last_len < meta + 16 {
         if groups == 1 {
+            let room = block_count.saturating_sub(1 + gdt_blocks + meta + 16);
+            let hint = if o.external_journal || room < MIN_JOURNAL_BLOCKS {
+                format!("the device needs at least {} bytes", (1 + gdt_blocks + meta + 16 + internal_journal.max(MIN_JOURNAL_BLOCKS * !o.external_journal as u64)) * bs as u64)
+            } else {
+                format!("give a smaller journal (--journal-size {}K or less) or a larger device", room * bs as u64 / 1024)
+            };
             return Err(MkfsError::Invalid(format!(
-                "device of {dev_bytes} bytes is too small for a {journal_blocks}-block journal and one block group"
+                "device of {dev_bytes} bytes is too small for a {journal_blocks}-block journal and one block group: {hint}"
             )));
         }
         groups -= 1;
