@@ -361,8 +361,8 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             let (dev, jdev) = devices_inspect(&img)?;
             stat(&img, dev, jdev, json)
         }
-        Cmd::Put { img, source, dest, options } => put(&img, &source, &dest, &options),
-        Cmd::Cat { img, path, options } => with_mount(&img, &options, true, |fs| cat(fs, &path)).map(|_| ExitCode::SUCCESS),
+        Cmd::Put { img, source, dest, options } => put(&img, &source, &dest, &format!("{STREAM_CACHE},{options}")),
+        Cmd::Cat { img, path, options } => with_mount(&img, &format!("{STREAM_CACHE},{options}"), true, |fs| cat(fs, &path)).map(|_| ExitCode::SUCCESS),
         Cmd::Ls { img, path, long, options } => with_mount(&img, &options, true, |fs| ls(fs, &path, long)).map(|_| ExitCode::SUCCESS),
         Cmd::Mkdir { img, path, options } => {
             with_mount(&img, &options, false, |fs| fs.mkdir_path(&path).map(|_| ()).map_err(|e| format!("{path}: {e}"))).map(|_| ExitCode::SUCCESS)
@@ -570,8 +570,15 @@ fn stat(img: &ImageArg, dev: Arc<dyn Device>, jdev: Option<Arc<dyn Device>>, jso
     Ok(ExitCode::SUCCESS)
 }
 
-/// Bytes `put` and `cat` move per call: memory stays at a few MiB whatever the file's size.
+/// Bytes `put` and `cat` move per call.
 const CHUNK: usize = 1 << 20;
+/// `put` syncs after every this many chunks, so that the data the engine holds until a commit
+/// stays bounded too.
+const SYNC_CHUNKS: u64 = 8;
+/// The buffer cache of `put` and `cat` (the user's `-o cache_blocks=` comes later and wins):
+/// with it, the chunks and the sync step, memory stays at a few tens of MiB whatever the file's
+/// size (data journaling also holds the blocks it owes to a checkpoint: at most the journal).
+const STREAM_CACHE: &str = "cache_blocks=1024";
 
 /// Copies in chunks, syncing every so often so that the engine's dirty data stays bounded too;
 /// a failure removes the file it created (nothing half-copied is left under the name).
@@ -597,7 +604,7 @@ fn put(img: &ImageArg, source: &Path, dest: &str, options: &str) -> Result<ExitC
                 }
                 f.write_at(off, &buf[..n]).map_err(|e| format!("{dest}: {e}"))?;
                 off += n as u64;
-                if off % (64 * CHUNK as u64) < n as u64 {
+                if off % (SYNC_CHUNKS * CHUNK as u64) < n as u64 {
                     f.fdatasync().map_err(|e| format!("{dest}: {e}"))?;
                 }
             }

@@ -43,16 +43,61 @@ pub fn is_stale(mnt: &Path) -> bool {
     matches!(std::fs::metadata(mnt), Err(e) if e.raw_os_error() == Some(libc::ENOTCONN))
 }
 
-fn is_mounted(mnt: &Path) -> bool {
+/// Undoes the octal escapes of /proc/self/mountinfo (space \040, tab \011, newline \012,
+/// backslash \134).
+fn unescape_mountinfo(field: &str) -> Vec<u8> {
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+pub fn is_mounted(mnt: &Path) -> bool {
     let Ok(canon) = std::fs::canonicalize(mnt) else { return false };
-    std::fs::read_to_string("/proc/self/mountinfo").is_ok_and(|m| m.lines().any(|l| l.split(' ').nth(4) == Some(canon.to_str().unwrap_or(""))))
+    let want = canon.as_os_str().as_encoded_bytes();
+    std::fs::read_to_string("/proc/self/mountinfo").is_ok_and(|m| m.lines().any(|l| l.split(' ').nth(4).is_some_and(|f| unescape_mountinfo(f) == want)))
+}
+
+/// Files of the daemon of `mnt` in the temporary directory, named after the canonical mount
+/// point (so two mount points of the same name never share them): `okeanos-mount-KEY.EXT`.
+fn mount_file(mnt: &Path, ext: &str) -> PathBuf {
+    let canon = std::fs::canonicalize(mnt).unwrap_or_else(|_| mnt.to_path_buf());
+    let key = crc32c::crc32c(canon.as_os_str().as_encoded_bytes());
+    std::env::temp_dir().join(format!("okeanos-mount-{key:08x}.{ext}"))
 }
 
 /// Where the daemon of `mnt` records its pid.
 fn pid_file(mnt: &Path) -> PathBuf {
-    let canon = std::fs::canonicalize(mnt).unwrap_or_else(|_| mnt.to_path_buf());
-    let key = crc32c::crc32c(canon.as_os_str().as_encoded_bytes());
-    std::env::temp_dir().join(format!("okeanos-mount-{key:08x}.pid"))
+    mount_file(mnt, "pid")
+}
+
+/// The environment variable through which a detached daemon reports "ok" or its error to the
+/// command that started it.
+const READY_FD: &str = "OKEANOS_READY_FD";
+
+/// Tells the starting command how the mount went (no-op in a plain foreground mount).
+fn report_ready(msg: &str) {
+    static ONCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if ONCE.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    if let Some(fd) = std::env::var(READY_FD).ok().and_then(|v| v.parse::<i32>().ok()) {
+        let line = format!("{}\n", msg.replace('\n', " "));
+        // SAFETY: fd was handed to us by the parent for this purpose; we write and close it once.
+        unsafe {
+            libc::write(fd, line.as_ptr().cast(), line.len());
+            libc::close(fd);
+        }
+    }
 }
 
 pub fn mount(image: &Path, mnt: &Path, options: &str, foreground: bool, log: Option<PathBuf>) -> Result<ExitCode, String> {
@@ -77,6 +122,17 @@ pub fn mount(image: &Path, mnt: &Path, options: &str, foreground: bool, log: Opt
     if let Some(path) = &log {
         redirect_stderr(path)?;
     }
+    match serve(image, mnt, opts, fopts) {
+        Ok(code) => Ok(code),
+        Err(e) => {
+            report_ready(&format!("error: {e}"));
+            Err(e)
+        }
+    }
+}
+
+/// Mounts the engine and serves it until unmounted.
+fn serve(image: &Path, mnt: &Path, opts: MountOptions, fopts: FuseOpts) -> Result<ExitCode, String> {
     let ro = opts.read_only;
     let fs = Okeanos::open(image, opts).map_err(|e| format!("{}: {e}", image.display()))?;
     if let Some(r) = fs.counters().recovery {
@@ -104,6 +160,7 @@ pub fn mount(image: &Path, mnt: &Path, options: &str, foreground: bool, log: Opt
         }
     });
     eprintln!("okeanos: {} mounted on {}", image.display(), mnt.display());
+    report_ready("ok");
     let served = session.run();
     let unmounted = engine.unmount();
     let _ = std::fs::remove_file(pid_file(mnt));
@@ -123,12 +180,26 @@ fn redirect_stderr(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs the daemon in the foreground as a detached child and waits until it has mounted.
+/// Runs the daemon in the foreground as a detached child and waits until it says it has
+/// mounted, or why it could not (a bad image fails at once with its own message).
 fn detach(image: &Path, mnt: &Path, options: &str, log: Option<PathBuf>) -> Result<ExitCode, String> {
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
     use std::os::unix::process::CommandExt;
-    let log = log.unwrap_or_else(|| std::env::temp_dir().join(format!("okeanos-{}.log", mnt.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())));
+    let log = log.unwrap_or_else(|| mount_file(mnt, "log"));
+    let log_start = std::fs::metadata(&log).map_or(0, |m| m.len());
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut child = Command::new(exe)
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 fills two descriptors; the read end is close-on-exec, the write end is
+    // inherited by the daemon, which reports through it.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), 0) } != 0 {
+        return Err(format!("pipe: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: fds[0] is ours alone from here on.
+    let mut ready = unsafe { std::fs::File::from_raw_fd(fds[0]) };
+    // SAFETY: mark the read end close-on-exec so the daemon does not hold it.
+    unsafe { libc::fcntl(fds[0], libc::F_SETFD, libc::FD_CLOEXEC) };
+    let spawned = Command::new(exe)
         .arg("mount")
         .arg(image)
         .arg(mnt)
@@ -137,26 +208,47 @@ fn detach(image: &Path, mnt: &Path, options: &str, log: Option<PathBuf>) -> Resu
         .arg(&log)
         .arg("-o")
         .arg(options)
+        .env(READY_FD, fds[1].to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .process_group(0)
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if is_mounted(mnt) {
+        .spawn();
+    // SAFETY: the write end now lives in the daemon; close our copy so EOF means it is gone.
+    unsafe { libc::close(fds[1]) };
+    let mut child = spawned.map_err(|e| e.to_string())?;
+    // Bounded: the daemon answers once it has mounted or failed; 60 s at most.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = ready.read_to_string(&mut s);
+        let _ = tx.send(s);
+    });
+    let answer = rx.recv_timeout(Duration::from_secs(60));
+    let log_tail = || {
+        let all = std::fs::read(&log).unwrap_or_default();
+        let mine = String::from_utf8_lossy(all.get(log_start as usize..).unwrap_or(&[])).into_owned();
+        mine.lines().rev().take(10).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+    };
+    match answer {
+        Ok(s) if s.trim() == "ok" => {
             println!("{} mounted on {} (daemon pid {}, log {})", image.display(), mnt.display(), child.id(), log.display());
-            return Ok(ExitCode::SUCCESS);
+            Ok(ExitCode::SUCCESS)
         }
-        if let Ok(Some(status)) = child.try_wait() {
-            let tail = std::fs::read_to_string(&log).unwrap_or_default();
-            return Err(format!("the daemon exited ({status}) before mounting:\n{}", tail.lines().rev().take(10).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")));
+        Ok(s) if s.starts_with("error: ") => {
+            let _ = child.wait();
+            Err(s.trim_start_matches("error: ").trim().to_string())
         }
-        if Instant::now() > deadline {
-            return Err("the daemon did not mount within 60 s".into());
+        Ok(_) => {
+            let status = child.wait().map_or_else(|e| e.to_string(), |s| s.to_string());
+            Err(format!("the daemon exited ({status}) before mounting; its log ({}):\n{}", log.display(), log_tail()))
         }
-        std::thread::sleep(Duration::from_millis(20));
+        Err(_) => {
+            if is_mounted(mnt) {
+                return Ok(ExitCode::SUCCESS);
+            }
+            Err(format!("the daemon did not mount within 60 s (pid {}); its log ({}):\n{}", child.id(), log.display(), log_tail()))
+        }
     }
 }
 

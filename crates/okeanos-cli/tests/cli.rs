@@ -79,3 +79,267 @@ fn bad_input_gets_a_clear_error() {
     let o = okeanos(&["ls", p, "/missing"]);
     assert!(text(&o).contains("no such file or directory"), "{}", text(&o));
 }
+
+// ------------------------------------------------------------------------------------------
+// Trusting the image from the command line (docs/JOURNALING.md, "Damage, exclusive access and
+// read-only recovery").
+
+use okeanos::{MkfsOptions, MountOptions, Okeanos};
+use std::path::Path;
+
+fn mkfs(img: &Path) {
+    let o = okeanos(&["mkfs", img.to_str().unwrap(), "--size", "32M"]);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+fn stat_json(img: &Path) -> serde_json::Value {
+    let o = okeanos(&["stat", img.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+fn assert_image_clean(img: &Path, ctx: &str) {
+    let st = stat_json(img);
+    assert_eq!((st["state"].as_str(), st["journal_clean"].as_bool()), (Some("clean"), Some(true)), "{ctx}: {st:#}");
+    let o = okeanos(&["fsck", img.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{ctx}: {}", text(&o));
+}
+
+/// An image whose mount was dropped without unmount after `n` synced files (a crash).
+fn crashed_image(dir: &Path, n: usize) -> std::path::PathBuf {
+    let img = dir.join("crashed");
+    Okeanos::mkfs_file(&img, 32 << 20, &MkfsOptions { journal_blocks: 4096, ..Default::default() }).unwrap();
+    let fs = Okeanos::open(&img, MountOptions::default()).unwrap();
+    for k in 0..n {
+        let f = fs.create_file(&format!("/file{k:05}")).unwrap();
+        f.write_at(0, format!("contents of {k}\n").as_bytes()).unwrap();
+        f.fsync().unwrap();
+    }
+    drop(fs);
+    img
+}
+
+#[test]
+fn failed_writes_leave_the_image_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    mkfs(&img);
+    let p = img.to_str().unwrap();
+    assert!(okeanos(&["mkdir", p, "/d"]).status.success());
+    let big = dir.path().join("big");
+    std::fs::write(&big, vec![5u8; 40 << 20]).unwrap();
+    for (args, want) in [
+        (vec!["rm", p, "/missing"], "no such file"),
+        (vec!["mkdir", p, "/d"], "file exists"),
+        (vec!["put", p, big.to_str().unwrap(), "/big"], "no space"),
+        (vec!["rm", p, "/"], "cannot remove the root"),
+    ] {
+        let o = okeanos(&args);
+        assert!(!o.status.success() && text(&o).contains(want), "{args:?}: {}", text(&o));
+        assert_image_clean(&img, &format!("{args:?}"));
+    }
+    // The failed put left nothing half-copied behind.
+    assert_eq!(String::from_utf8_lossy(&okeanos(&["ls", p, "/"]).stdout), "d\n");
+}
+
+#[test]
+fn read_only_commands_work_on_a_crashed_image_and_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = crashed_image(dir.path(), 20);
+    let before = std::fs::read(&img).unwrap();
+    let p = img.to_str().unwrap();
+    assert_eq!(stat_json(&img)["journal_clean"].as_bool(), Some(false));
+    let ls = okeanos(&["ls", p, "/"]);
+    assert!(ls.status.success(), "{}", text(&ls));
+    assert_eq!(String::from_utf8_lossy(&ls.stdout).lines().count(), 20);
+    let cat = okeanos(&["cat", p, "/file00019"]);
+    assert_eq!(String::from_utf8_lossy(&cat.stdout), "contents of 19\n", "{}", text(&cat));
+    let fsck = okeanos(&["fsck", "-n", p]);
+    assert!(text(&fsck).contains("needs recovery"), "{}", text(&fsck));
+    assert!(std::fs::read(&img).unwrap() == before, "a read-only command wrote to the image");
+    // fsck (without -n) recovers, and the result is clean.
+    let fsck = okeanos(&["fsck", p]);
+    assert_eq!(fsck.status.code(), Some(0), "{}", text(&fsck));
+    assert_image_clean(&img, "after fsck");
+}
+
+#[test]
+fn a_second_opener_is_refused_with_the_holder_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    mkfs(&img);
+    let p = img.to_str().unwrap();
+    let src = dir.path().join("src");
+    std::fs::write(&src, b"x").unwrap();
+    let fs = Okeanos::open(&img, MountOptions::default()).unwrap();
+    let me = std::process::id().to_string();
+    for args in [
+        vec!["put", p, src.to_str().unwrap(), "/x"],
+        vec!["mkdir", p, "/d"],
+        vec!["rm", p, "/d"],
+        vec!["ls", p, "/"],
+        vec!["cat", p, "/x"],
+        vec!["fsck", p],
+        vec!["recover", p],
+        vec!["mkfs", p, "--size", "32M", "--force"],
+    ] {
+        let o = okeanos(&args);
+        assert!(!o.status.success(), "{args:?} ran against a mounted image: {}", text(&o));
+        assert!(text(&o).contains("in use by process") && text(&o).contains(&me), "{args:?}: {}", text(&o));
+    }
+    // Inspection reads a live image and says it is in use.
+    let o = okeanos(&["fsck", "-n", p]);
+    assert!(text(&o).contains("in use by"), "{}", text(&o));
+    let o = okeanos(&["stat", p]);
+    assert!(o.status.success() && text(&o).contains("in use by"), "{}", text(&o));
+    assert!(okeanos(&["journal", "dump", p]).status.success());
+    fs.unmount().unwrap();
+    assert!(okeanos(&["mkdir", p, "/d"]).status.success());
+}
+
+#[test]
+fn a_closed_pipe_ends_output_without_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = crashed_image(dir.path(), 2500);
+    let p = img.to_str().unwrap();
+    for args in [vec!["journal", "dump", p], vec!["ls", "-l", p, "/"], vec!["fsck", "-n", p]] {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_okeanos")).args(&args).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+        let mut first = [0u8; 16];
+        use std::io::Read;
+        c.stdout.take().unwrap().read_exact(&mut first).unwrap();
+        // The read end is closed now, as `| head -c 16` closes it.
+        let o = c.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        // Success, fsck's "problems" (the journal needs recovery), or SIGPIPE: never a panic.
+        assert!(matches!(o.status.code(), Some(0) | Some(4) | None), "{args:?}: {:?} {err}", o.status);
+    }
+}
+
+#[test]
+fn damaged_journal_is_reported_and_fsck_clears_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = crashed_image(dir.path(), 6);
+    // Damage the descriptor of the third transaction (files are created and synced one per
+    // transaction, each starting with a descriptor).
+    let dev: std::sync::Arc<dyn okeanos::Device> = std::sync::Arc::new(okeanos::FileDevice::open_unlocked(&img).unwrap());
+    let d = okeanos::inspect::dump_journal(dev, None).unwrap();
+    assert!(d.transactions.len() >= 6, "{}", d.transactions.len());
+    let t = &d.transactions[2];
+    let mut bytes = std::fs::read(&img).unwrap();
+    bytes[d.region.device_block(t.start) as usize * 4096 + 40] ^= 0xff;
+    std::fs::write(&img, &bytes).unwrap();
+    let p = img.to_str().unwrap();
+    let dump = okeanos(&["journal", "dump", p]);
+    assert!(text(&dump).contains(&format!("DAMAGE: journal transaction {} ", t.tid)), "{}", text(&dump));
+    let o = okeanos(&["mkdir", p, "/new"]);
+    assert!(!o.status.success() && text(&o).contains("has errors") && text(&o).contains("okeanos fsck"), "{}", text(&o));
+    // Read-only use still works (the state before the damaged transaction).
+    let ls = okeanos(&["ls", p, "/"]);
+    assert_eq!(String::from_utf8_lossy(&ls.stdout).lines().count(), 2, "{}", text(&ls));
+    let st = stat_json(&img);
+    assert_eq!((st["errors"].as_bool(), st["error"]["tid"].as_u64()), (Some(true), Some(t.tid)), "{st:#}");
+    let o = okeanos(&["fsck", p]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("cleared the error state"), "{}", text(&o));
+    assert!(okeanos(&["mkdir", p, "/new"]).status.success());
+    assert_image_clean(&img, "after fsck cleared the errors");
+}
+
+#[test]
+fn small_options_and_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    let p = img.to_str().unwrap();
+    for (args, want) in [
+        (vec!["mkfs", p, "--size", "64M", "--bytes-per-inode", "512"], "below the smallest (1024)"),
+        (vec!["mkfs", p, "--size", "64M", "--journal-size", "63M"], "--journal-size"),
+        (vec!["mkfs", p, "--size", "99999999999999999999"], "not a number"),
+    ] {
+        let o = okeanos(&args);
+        assert!(!o.status.success() && text(&o).contains(want), "{args:?}: {}", text(&o));
+    }
+    // A small device gets a journal that fits it (mke2fs's scale).
+    let o = okeanos(&["mkfs", p, "--size", "16M"]);
+    assert!(o.status.success() && text(&o).contains("internal journal of 1024 blocks"), "{}", text(&o));
+    for (opt, want) in [("max_tx_blocks=8", "below the smallest workable"), ("cache_blocks=99999999999999999999999", "too large")] {
+        let o = okeanos(&["mkdir", p, "/d", "-o", opt]);
+        assert!(!o.status.success() && text(&o).contains(want), "{opt}: {}", text(&o));
+    }
+    assert!(okeanos(&["mkdir", p, "/dir"]).status.success());
+    let src = dir.path().join("notes.txt");
+    std::fs::write(&src, b"n").unwrap();
+    assert!(okeanos(&["put", p, src.to_str().unwrap(), "/dir/"]).status.success());
+    assert!(okeanos(&["put", p, src.to_str().unwrap(), "/dir"]).status.success());
+    assert_eq!(String::from_utf8_lossy(&okeanos(&["ls", p, "/"]).stdout), "dir\n");
+    assert_eq!(String::from_utf8_lossy(&okeanos(&["ls", p, "/dir"]).stdout), "notes.txt\n");
+    let ls = okeanos(&["ls", "-l", p, "/dir"]);
+    let t = String::from_utf8_lossy(&ls.stdout);
+    assert!(t.starts_with("MODE") && t.contains("-rw-r--r--") && t.contains(" 20"), "{t}");
+    // One problem is one problem: a superblock state this version never writes.
+    let mut bytes = std::fs::read(&img).unwrap();
+    let mut sb = okeanos::format::Superblock::decode(&bytes[..512]).unwrap();
+    sb.state = 0x40;
+    sb.encode(&mut bytes[..4096]);
+    std::fs::write(&img, &bytes).unwrap();
+    let o = okeanos(&["fsck", "-n", p]);
+    assert!(text(&o).contains("\n1 problem\n"), "{}", text(&o));
+    // fsck proper finds every structure sound and repairs the state.
+    assert_eq!(okeanos(&["fsck", p]).status.code(), Some(1));
+    assert_eq!(okeanos(&["fsck", p]).status.code(), Some(0));
+}
+
+#[test]
+fn every_command_takes_the_external_journal_the_same_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    let j = dir.path().join("journal");
+    let (p, jp) = (img.to_str().unwrap(), j.to_str().unwrap());
+    let o = okeanos(&["mkfs", p, "--size", "32M", "--journal-device", jp, "--journal-size", "4M"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let src = dir.path().join("src");
+    std::fs::write(&src, b"external\n").unwrap();
+    assert!(okeanos(&["put", p, "--journal", jp, src.to_str().unwrap(), "/a"]).status.success());
+    assert_eq!(okeanos(&["cat", p, "--journal", jp, "/a"]).stdout, b"external\n");
+    assert_eq!(okeanos(&["ls", p, "--journal", jp]).stdout, b"a\n");
+    assert!(okeanos(&["stat", p, "--journal", jp]).status.success());
+    assert_eq!(okeanos(&["fsck", p, "--journal", jp]).status.code(), Some(0));
+    assert!(okeanos(&["journal", "dump", p, "--journal", jp]).status.success());
+    let o = okeanos(&["ls", p]);
+    assert!(!o.status.success() && text(&o).contains("external journal"), "{}", text(&o));
+}
+
+#[test]
+fn every_flag_has_help_text() {
+    let top = okeanos(&["--help"]);
+    let cmds: Vec<String> = String::from_utf8_lossy(&top.stdout)
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .map(|l| l.split_whitespace().next().unwrap().to_string())
+        .filter(|c| c != "help")
+        .collect();
+    assert!(cmds.len() >= 14, "{cmds:?}");
+    let mut subs: Vec<Vec<String>> = cmds.iter().map(|c| vec![c.clone()]).collect();
+    subs.push(vec!["journal".into(), "dump".into()]);
+    for sub in ["multistream", "recovery", "mixed"] {
+        subs.push(vec!["bench".into(), sub.into()]);
+    }
+    for args in subs {
+        let mut a: Vec<&str> = args.iter().map(String::as_str).collect();
+        a.push("--help");
+        let o = okeanos(&a);
+        let t = String::from_utf8_lossy(&o.stdout).into_owned();
+        let opts: Vec<&str> = t.lines().skip_while(|l| !l.starts_with("Options:")).skip(1).take_while(|l| !l.is_empty()).collect();
+        for (i, line) in opts.iter().enumerate().filter(|(_, l)| l.trim_start().starts_with('-')) {
+            // "  -o, --options <OPTIONS>  text", or the text on the next, deeper-indented line
+            // (clap's layout when some help is long).
+            let next_is_help = opts.get(i + 1).is_some_and(|n| n.starts_with("          ") && !n.trim_start().starts_with('-'));
+            assert!(line.trim_start().contains("  ") || next_is_help, "{args:?}: option without help text: {line:?}");
+        }
+        for line in t.lines().skip_while(|l| !l.starts_with("Arguments:")).skip(1).take_while(|l| l.starts_with("  ")) {
+            assert!(line.trim_start().contains("  "), "{args:?}: argument without help text: {line:?}");
+        }
+    }
+}

@@ -74,6 +74,17 @@ pub fn recover_image(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> 
     let now = || origin.elapsed().as_nanos() as u64;
     let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
     let (report, _) = runtime::recover(&devs, region, &jsb, sb.block_count, &Stats::new(sb.block_size as usize), &now, wall).map_err(|e| FsError::Io(e.to_string()))?;
+    // Unmounted with a clean journal: the superblock says so (keeping an ERRORS state that
+    // recovery set or found). Replay may have rewritten block 0, so read it again.
+    let mut b = vec![0u8; sb.block_size as usize];
+    dev.read_at(0, &mut b)?;
+    let mut sb = Superblock::decode(&b)?;
+    if sb.state & !crate::format::superblock::state::ERRORS == crate::format::superblock::state::MOUNTED {
+        sb.state = crate::format::superblock::state::CLEAN | (sb.state & crate::format::superblock::state::ERRORS);
+        sb.encode(&mut b);
+        dev.write_at(0, &b)?;
+        dev.flush()?;
+    }
     Ok(Some(report))
 }
 
