@@ -217,7 +217,10 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         }
         _ => (s, 1),
     };
-    let n: u64 = num.parse().map_err(|_| format!("size {s:?} is not a number"))?;
+    let n: u64 = num.parse().map_err(|e: std::num::ParseIntError| match e.kind() {
+        std::num::IntErrorKind::PosOverflow => format!("size {s:?} is too large"),
+        _ => format!("size {s:?} is not a number"),
+    })?;
     n.checked_mul(mult).ok_or_else(|| format!("size {s:?} is too large"))
 }
 

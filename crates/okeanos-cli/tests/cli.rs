@@ -254,7 +254,10 @@ fn small_options_and_paths() {
     for (args, want) in [
         (vec!["mkfs", p, "--size", "64M", "--bytes-per-inode", "512"], "below the smallest (1024)"),
         (vec!["mkfs", p, "--size", "64M", "--journal-size", "63M"], "--journal-size"),
-        (vec!["mkfs", p, "--size", "99999999999999999999"], "not a number"),
+        (vec!["mkfs", p, "--size", "99999999999999999999"], "too large"),
+        (vec!["mkfs", p, "--size", "99999999999T"], "too large"),
+        (vec!["mkfs", p, "--size", "12X"], "unknown unit"),
+        (vec!["mkfs", p, "--size", "1.5G"], "not a number"),
     ] {
         let o = okeanos(&args);
         assert!(!o.status.success() && text(&o).contains(want), "{args:?}: {}", text(&o));

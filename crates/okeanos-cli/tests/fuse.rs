@@ -321,3 +321,69 @@ fn hundred_writers_share_commits_and_sigterm_unmounts_cleanly() {
     assert_eq!((sb["state"].as_str(), sb["journal_clean"].as_bool()), (Some("clean"), Some(true)));
     fsck_clean(&img);
 }
+
+/// The mount point as /proc/self/mountinfo escapes it (space \040, tab \011, newline \012,
+/// backslash \134).
+fn mountinfo_escape(p: &Path) -> String {
+    let mut s = String::new();
+    for &b in p.as_os_str().as_encoded_bytes() {
+        match b {
+            b' ' | b'\t' | b'\n' | b'\\' => s.push_str(&format!("\\{b:03o}")),
+            _ => s.push(b as char),
+        }
+    }
+    s
+}
+
+#[test]
+fn detached_mount_on_a_path_with_spaces_and_a_newline_and_one_mount_per_image() {
+    if !fuse_usable() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = image(dir.path());
+    let mnt = dir.path().join("my mount\npoint");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let t0 = Instant::now();
+    let out = Command::new(BIN).arg("mount").arg(&img).arg(&mnt).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(t0.elapsed() < Duration::from_secs(20), "the mount took {:?}", t0.elapsed());
+    let canon = std::fs::canonicalize(&mnt).unwrap();
+    assert!(std::fs::read_to_string("/proc/self/mountinfo").unwrap().contains(&mountinfo_escape(&canon)));
+    std::fs::write(mnt.join("f"), b"x").unwrap();
+    // A second mount of the same image (elsewhere) is refused at once, naming the holder.
+    let other = dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let out = Command::new(BIN).arg("mount").arg(&img).arg(&other).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("in use by process") && err.contains("mount"), "{err}");
+    // So are writes to the mounted image from the command line.
+    let out = Command::new(BIN).args(["mkdir"]).arg(&img).arg("/d").output().unwrap();
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("in use by"));
+    let out = Command::new(BIN).arg("umount").arg(&mnt).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    fsck_clean(&img);
+    let out = Command::new(BIN).arg("cat").arg(&img).arg("/f").output().unwrap();
+    assert_eq!(out.stdout, b"x");
+}
+
+#[test]
+fn a_bad_image_fails_the_mount_at_once_with_its_own_message() {
+    if !fuse_usable() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("junk.img");
+    std::fs::write(&img, vec![0x5au8; 8 << 20]).unwrap();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let t0 = Instant::now();
+    let out = Command::new(BIN).arg("mount").arg(&img).arg(&mnt).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("not an Okeanos structure"), "{err}");
+    assert!(t0.elapsed() < Duration::from_secs(10), "took {:?}", t0.elapsed());
+    // Only this mount's own lines: a later failure on the same mount point does not repeat it.
+    let out = Command::new(BIN).arg("mount").arg(&img).arg(&mnt).args(["-o", "data=bogus"]).output().unwrap();
+    let err2 = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err2.contains("unknown data mode") && !err2.contains("not an Okeanos structure"), "{err2}");
+}

@@ -390,3 +390,98 @@ fn unknown_superblock_state_is_refused_read_write_and_reported() {
     assert!(matches!(e, FsError::HasErrors(_)), "{e}");
     Okeanos::mount(dev as Arc<dyn Device>, None, MountOptions::parse("ro").unwrap()).unwrap().unmount().unwrap();
 }
+
+#[test]
+fn crash_states_after_recovering_from_damage_never_bring_back_abandoned_transactions() {
+    use okeanos::device::CrashEvent;
+    use okeanos::CrashRecorder;
+    for mode in [DataMode::Data, DataMode::Wasteless] {
+        let run = crashed_run(mode);
+        let kinds = blocks_by_kind(&run.image, run.mid);
+        let mut img = run.image.clone();
+        flip(&mut img, kinds["descriptor"], 40);
+        let (dev, r) = mount_img(&img, quiet(mode));
+        assert!(matches!(r, Err(FsError::HasErrors(_))));
+        okeanos::inspect::clear_errors(dev.clone(), None).unwrap();
+        // Record a workload after the recovery: every write and flush.
+        let rec = CrashRecorder::new();
+        let cdev = Arc::new(rec.device("fs", dev.snapshot()));
+        let fs = Okeanos::mount(cdev.clone() as Arc<dyn Device>, None, quiet(mode)).unwrap();
+        let mut states = vec![(rec.event_count(), run.before_mid.clone())];
+        let mut expect = run.before_mid.clone();
+        for k in 0..8 {
+            let rec_bytes = record(77, k, 600);
+            fs.open_file("/s1").unwrap().append(&rec_bytes).unwrap();
+            expect.get_mut("/s1").unwrap().extend_from_slice(&rec_bytes);
+            let name = format!("/after{k}");
+            fs.create_file(&name).unwrap().write_at(0, &record(76, k, BS + 100)).unwrap();
+            expect.insert(name, record(76, k, BS + 100));
+            fs.sync().unwrap();
+            states.push((rec.event_count(), expect.clone()));
+        }
+        drop(fs);
+        // Every event boundary: before and after each flush, and between the writes of a
+        // stage, where unflushed writes are kept, lost or torn.
+        assert!(rec.events().iter().any(|e| matches!(e, CrashEvent::Flush { .. })));
+        let mut checked = 0;
+        for k in 0..=rec.event_count() {
+            for st in rec.states(k, 4, 4, k as u64) {
+                let image = rec.build(&st).remove(0);
+                let (d, r) = mount_img(&image, quiet(mode));
+                let fs = r.unwrap_or_else(|e| panic!("{mode} {}: {e}", st.label));
+                let got = read_all(&fs);
+                // The state of some sync at or after the last one acknowledged before the crash.
+                let acked = states.iter().rposition(|(ev, _)| *ev <= k).unwrap_or(0);
+                assert!(states[acked..].iter().any(|(_, s)| *s == got), "{mode} {} at event {k}: {:?}", st.label, got.keys());
+                assert!(!got.contains_key("/late0") && !got.contains_key("/late1"), "{mode} {}: an abandoned transaction came back", st.label);
+                fs.unmount().unwrap();
+                assert_fsck_clean(d, None);
+                checked += 1;
+            }
+        }
+        assert!(checked > 100, "{mode}: only {checked} crash states");
+    }
+}
+
+#[test]
+fn a_new_transaction_ending_where_an_abandoned_one_begins_does_not_bring_it_back() {
+    // The case the old rule (next tid = last replayed + 2) got wrong: after damage to
+    // transaction M, the log restarts at its first block with the next tid; if a new
+    // transaction happens to end exactly where the abandoned M + 2 begins, and the next tid
+    // expected there is M + 2, the old M + 2 would replay over newer data after a crash.
+    let mode = DataMode::Data;
+    let run = crashed_run(mode);
+    let dev: Arc<dyn Device> = Arc::new(MemDevice::from_bytes(run.image.clone()));
+    let d = okeanos::inspect::dump_journal(dev, None).unwrap();
+    let target = d.transactions.iter().find(|t| t.tid == run.after[1]).unwrap().start;
+    let mut img = run.image.clone();
+    flip(&mut img, blocks_by_kind(&run.image, run.mid)["commit"], 40);
+    let (dev, r) = mount_img(&img, quiet(mode));
+    assert!(matches!(r, Err(FsError::HasErrors(_))));
+    okeanos::inspect::clear_errors(dev.clone(), None).unwrap();
+    let base = dev.snapshot();
+    // Find a write whose one transaction ends exactly at `target`.
+    for n in 1..200u64 {
+        let dev = Arc::new(MemDevice::from_bytes(base.clone()));
+        let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, quiet(mode)).unwrap();
+        fs.create_file("/big").unwrap().write_at(0, &vec![0xb1u8; n as usize * BS]).unwrap();
+        fs.sync().unwrap();
+        let tid = fs.committed_tid();
+        drop(fs);
+        let crashed = dev.snapshot();
+        let d = okeanos::inspect::dump_journal(Arc::new(MemDevice::from_bytes(crashed.clone())), None).unwrap();
+        let t = d.transactions.iter().find(|t| t.tid == tid).expect("the new transaction");
+        if t.start != 1 || t.end < target {
+            continue;
+        }
+        assert_eq!(t.end, target, "no write size made the new transaction end at log block {target}");
+        let (_, r) = mount_img(&crashed, quiet(mode));
+        let fs = r.unwrap();
+        let files = read_all(&fs);
+        assert!(!files.contains_key("/late1"), "the abandoned transaction {} was replayed after the new one", run.after[1]);
+        assert_eq!(files["/big"], vec![0xb1u8; n as usize * BS]);
+        fs.unmount().unwrap();
+        return;
+    }
+    panic!("no write size reached log block {target}");
+}
