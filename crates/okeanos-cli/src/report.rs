@@ -305,6 +305,8 @@ pub fn recovery_extra(rep: &okeanos::stats::RecoveryReport, records: usize, chec
         "checkpoints_before_crash": checkpoints,
         "transactions": rep.transactions,
         "blocks_scanned": rep.blocks_scanned,
+        "blocks_probed": rep.blocks_probed,
+        "damage": rep.damage,
         "revoke_records": rep.revoke_records,
         "blocks_replayed": rep.blocks_replayed,
         "scan_ms": ms(rep.scan_ns),

@@ -303,15 +303,14 @@ impl Okeanos {
         // Recovery may have replayed the superblock and descriptors: read them again.
         let (mut sb, gdt) = read_meta(dev.as_ref())?;
         let (_, jsb) = open_journal(&sb, &devs)?;
-        if let Some(why) = error_state(&sb) {
-            if opts.read_only {
-            } else if opts.errors_remount_ro {
-                opts.read_only = true;
-            } else {
+        let errors = error_state(&sb);
+        if let Some(why) = &errors {
+            if !opts.read_only && !opts.errors_remount_ro {
                 return Err(FsError::HasErrors(format!(
                     "{why}. A read-write mount is refused until `okeanos fsck` has checked it; it can be mounted read-only (ro, or errors=remount-ro)"
                 )));
             }
+            opts.read_only = true;
         }
         let mut cfg = JournalConfig::new(region, sb.block_size as usize);
         if let Some(m) = opts.max_tx_blocks {
@@ -341,9 +340,9 @@ impl Okeanos {
             dev.flush()?;
             runtime::execute(&journal.mount_plan(), &devs, &stats)?;
         }
-        let ro_reason = match error_state(&sb) {
-            Some(why) if opts.read_only => format!("mounted read-only: {why}"),
-            _ => "mounted read-only".to_string(),
+        let ro_reason = match errors {
+            Some(why) => format!("mounted read-only: {why}"),
+            None => "mounted read-only".to_string(),
         };
         let fs = FsState::new(sb, gdt, journal, opts.cache_blocks, opts.read_only.then_some(ro_reason));
         let now = clock.now_ns();

@@ -116,18 +116,19 @@ fn drop_caches(c: &target::Crashed) {
 
 /// The recovery table.
 pub fn print(runs: &[Run]) {
-    println!("{:<18} {:<16} {:>5} {:>6} {:>8} {:>9} {:>8} {:>9} {:>9} {:>9} {:>10}", "mode", "target", "N", "R", "records", "scanned", "txns", "scan ms", "revoke ms", "replay ms", "total ms");
+    println!("{:<18} {:<16} {:>5} {:>6} {:>8} {:>9} {:>7} {:>8} {:>9} {:>9} {:>9} {:>10}", "mode", "target", "N", "R", "records", "scanned", "probed", "txns", "scan ms", "revoke ms", "replay ms", "total ms");
     for r in runs {
         let x = &r.extra;
         let f = |k: &str| x[k].as_f64().unwrap_or(0.0);
         println!(
-            "{:<18} {:<16} {:>5} {:>6} {:>8} {:>9} {:>8} {:>9.2} {:>9.2} {:>9.2} {:>10.2}{}",
+            "{:<18} {:<16} {:>5} {:>6} {:>8} {:>9} {:>7} {:>8} {:>9.2} {:>9.2} {:>9.2} {:>10.2}{}",
             r.mode,
             r.target,
             r.streams,
             r.size,
             r.ops,
             f("blocks_scanned"),
+            f("blocks_probed"),
             f("transactions"),
             f("scan_ms"),
             f("revoke_ms"),
