@@ -37,17 +37,15 @@ fn open(dev: &Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> Result<(Supe
 pub fn dump_journal(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> Result<JournalDump, FsError> {
     let (sb, devs, region, jsb) = open(&dev, journal)?;
     let bs = sb.block_size as u64;
+    let mut log = runtime::LogReader::new(&devs, region);
     let mut scan = Scan::new(region, &jsb, sb.block_count);
-    let mut b = vec![0u8; bs as usize];
     while let Some(pos) = scan.next_read() {
-        devs.get(region.dev()).read_at(region.device_block(pos) * bs, &mut b)?;
-        scan.feed(&b);
+        scan.feed(log.read(pos)?);
     }
     let mut probe = crate::journal::recovery::Probe::after(&scan, bs as usize);
     if let Some(p) = probe.as_mut() {
         while let Some(pos) = p.next_read() {
-            devs.get(region.dev()).read_at(region.device_block(pos) * bs, &mut b)?;
-            p.feed(&b);
+            p.feed(log.read(pos)?);
         }
     }
     let damage = probe.and_then(|p| p.damage);
@@ -55,8 +53,7 @@ pub fn dump_journal(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> R
     for t in &scan.txs {
         let mut v = Vec::new();
         for &pos in &t.revoke_blocks {
-            devs.get(region.dev()).read_at(region.device_block(pos) * bs, &mut b)?;
-            v.extend(RevokeBlock::decode(&b)?.blocks);
+            v.extend(RevokeBlock::decode(log.read(pos)?)?.blocks);
         }
         revoked.push(v);
     }

@@ -92,6 +92,41 @@ pub fn execute(plan: &IoPlan, devs: &Devices, stats: &Stats) -> Result<(), Devic
     Ok(())
 }
 
+/// Log blocks one read of the scan and probe passes fetches (1 MiB of 4 KiB blocks).
+const READ_AHEAD_BLOCKS: u64 = 256;
+
+/// Reads log blocks for the passes that walk the log in order (scan, probe, revoke): one device
+/// read per window of [`READ_AHEAD_BLOCKS`] instead of one per block.
+pub struct LogReader<'a> {
+    devs: &'a Devices,
+    region: LogRegion,
+    buf: Vec<u8>,
+    /// Log position of the first buffered block, and how many are buffered.
+    first: u64,
+    count: u64,
+}
+
+impl<'a> LogReader<'a> {
+    pub fn new(devs: &'a Devices, region: LogRegion) -> Self {
+        LogReader { devs, region, buf: Vec::new(), first: 0, count: 0 }
+    }
+
+    /// The block at log position `pos`.
+    pub fn read(&mut self, pos: u64) -> Result<&[u8], DeviceError> {
+        let bs = self.devs.block_size;
+        if pos < self.first || pos >= self.first + self.count {
+            // The window never wraps: it ends at the end of the journal.
+            let n = READ_AHEAD_BLOCKS.min(self.region.total - pos);
+            self.buf.resize(n as usize * bs, 0);
+            self.devs.get(self.region.dev()).read_at(self.region.device_block(pos) * bs as u64, &mut self.buf)?;
+            self.first = pos;
+            self.count = n;
+        }
+        let at = (pos - self.first) as usize * bs;
+        Ok(&self.buf[at..at + bs])
+    }
+}
+
 /// Why recovery failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RecoveryError {
@@ -113,24 +148,22 @@ pub fn recover(
     wall_ns: i64,
 ) -> Result<(RecoveryReport, u64), RecoveryError> {
     let t0 = now_ns();
+    let mut log = LogReader::new(devs, region);
     let mut scan = Scan::new(region, jsb, fs_blocks);
     while let Some(pos) = scan.next_read() {
-        let b = devs.read_block(region.dev(), region.device_block(pos))?;
-        scan.feed(&b);
+        scan.feed(log.read(pos)?);
     }
     let mut probe = Probe::after(&scan, devs.block_size);
     if let Some(p) = probe.as_mut() {
         while let Some(pos) = p.next_read() {
-            let b = devs.read_block(region.dev(), region.device_block(pos))?;
-            p.feed(&b);
+            p.feed(log.read(pos)?);
         }
     }
     let damage = probe.as_ref().and_then(|p| p.damage.clone());
     let t1 = now_ns();
     let mut table = RevokeTable::default();
     for (pos, tid) in recovery::revoke_reads(&scan.txs) {
-        let b = devs.read_block(region.dev(), region.device_block(pos))?;
-        recovery::revoke_feed(&mut table, tid, &b)?;
+        recovery::revoke_feed(&mut table, tid, log.read(pos)?)?;
     }
     let t2 = now_ns();
     let copies = recovery::replay_plan(&scan.txs, &table);
