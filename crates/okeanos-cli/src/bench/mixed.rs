@@ -104,7 +104,10 @@ fn one(tg: &Target, md: Option<okeanos::journal::content::ContentConfig>, n: usi
         s.sync(true)?;
         small.push(s);
     }
-    let large_bytes = 256u64 << 20;
+    // The large stream cycles through 256 MiB, or a quarter of a smaller file system (with the
+    // small writers' files and the journal beside it, a file as large as the file system
+    // would hit ENOSPC as soon as the writer got far enough, sooner on a faster machine).
+    let large_bytes = (256u64 << 20).min(setup.fs_bytes / 4 / mx.request as u64 * mx.request as u64).max(mx.request as u64);
     if mx.read {
         let mut s = env.open("large")?;
         let mut off = 0;
