@@ -6,7 +6,7 @@ use crate::bench::{exit_for, progress, Common, MixedArgs};
 use crate::report::{LatencyUs, Run};
 use clap::{Args, Subcommand};
 use okeanos::journal::content::ContentConfig;
-use okeanos::sim::model;
+use okeanos::models as model;
 use okeanos::sim::world::{World, WorldConfig};
 use okeanos::workload::Multistream;
 use okeanos::{MkfsOptions, MountOptions};

@@ -25,9 +25,9 @@ pub struct JournalDump {
 }
 
 fn open(dev: &Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> Result<(Superblock, Devices, LogRegion, JournalSuperblock), FsError> {
-    let (sb, _) = crate::engine::read_meta(dev.as_ref())?;
+    let (sb, _) = crate::runtime::open::read_meta(dev.as_ref())?;
     let devs = Devices { fs: dev.clone(), journal, block_size: sb.block_size as usize };
-    let (region, jsb) = crate::engine::open_journal(&sb, &devs)?;
+    let (region, jsb) = crate::runtime::open::open_journal(&sb, &devs)?;
     Ok((sb, devs, region, jsb))
 }
 
@@ -88,8 +88,8 @@ pub fn recover_image(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> 
 /// Why the file system must not be mounted read-write (the ERRORS state or an unknown state),
 /// or None.
 pub fn error_state(dev: &dyn Device) -> Result<Option<String>, FsError> {
-    let (sb, _) = crate::engine::read_meta(dev)?;
-    Ok(crate::engine::error_state(&sb))
+    let (sb, _) = crate::runtime::open::read_meta(dev)?;
+    Ok(crate::runtime::open::error_state(&sb))
 }
 
 /// Clears the ERRORS state and error record after fsck found the file system consistent (e2fsck
@@ -112,7 +112,7 @@ pub fn clear_errors(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> R
 
 /// The superblock and the journal superblock of an unmounted file system.
 pub fn describe(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> Result<(Superblock, Vec<crate::format::GroupDesc>, JournalSuperblock), FsError> {
-    let (sb, gdt) = crate::engine::read_meta(dev.as_ref())?;
+    let (sb, gdt) = crate::runtime::open::read_meta(dev.as_ref())?;
     let (_, _, _, jsb) = open(&dev, journal)?;
     Ok((sb, gdt, jsb))
 }

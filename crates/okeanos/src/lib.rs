@@ -40,6 +40,7 @@ pub mod format;
 pub mod fs;
 pub mod inspect;
 pub mod journal;
+pub mod models;
 pub mod options;
 pub mod runtime;
 pub mod sim;

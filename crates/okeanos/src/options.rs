@@ -162,7 +162,7 @@ impl MountOptions {
                 "direct_io" => o.direct_io = true,
                 "device_model" => {
                     let m = v.ok_or("option device_model needs a value")?;
-                    crate::sim::model::preset(m)?;
+                    crate::models::preset(m)?;
                     o.device_model = Some(m.to_string());
                 }
                 "journal_checksum" => {} // always on: commit blocks carry a transaction checksum

@@ -5,7 +5,7 @@
 //! wrapped device unchanged.
 
 use super::{Device, DeviceError, DeviceStats};
-use crate::sim::model::{DiskModel, Op};
+use crate::models::{DiskModel, Op};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 

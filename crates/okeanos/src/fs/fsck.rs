@@ -69,19 +69,19 @@ fn bit(map: &[u8], i: usize) -> bool {
 /// Checks the file system on `dev` (with its external journal device, if any).
 pub fn fsck(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> FsckReport {
     let mut report = FsckReport::default();
-    let (sb, gdt) = match crate::engine::read_meta(dev.as_ref()) {
+    let (sb, gdt) = match crate::runtime::open::read_meta(dev.as_ref()) {
         Ok(x) => x,
         Err(e) => {
             report.problems.push(format!("cannot read the file system: {e}"));
             return report;
         }
     };
-    if let Some(why) = crate::engine::error_state(&sb) {
+    if let Some(why) = crate::runtime::open::error_state(&sb) {
         report.problems.push(format!("superblock: {why}"));
         report.error_state = Some(why);
     }
     let devs = Devices { fs: dev.clone(), journal, block_size: sb.block_size as usize };
-    let (region, jsb) = match crate::engine::open_journal(&sb, &devs) {
+    let (region, jsb) = match crate::runtime::open::open_journal(&sb, &devs) {
         Ok(x) => x,
         Err(e) => {
             report.problems.push(format!("journal: {e}"));

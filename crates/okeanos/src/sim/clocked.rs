@@ -3,7 +3,7 @@
 //! passes (which reads the clock between them) comes out in virtual time.
 
 use super::clock::VirtualClock;
-use super::model::{DiskModel, Op};
+use crate::models::{DiskModel, Op};
 use crate::clock::Clock;
 use crate::device::{Device, DeviceError, DeviceStats};
 use std::sync::{Arc, Mutex};

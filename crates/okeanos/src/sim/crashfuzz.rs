@@ -7,7 +7,7 @@
 //! guarantee ([`super::check`]) and by fsck. A seed names one run exactly.
 
 use super::check::{check, History};
-use super::model;
+use crate::models as model;
 use super::rng::Rng;
 use super::world::{World, WorldConfig};
 use crate::device::{CrashRecorder, CrashState, Device, MemDevice, TearPlan};

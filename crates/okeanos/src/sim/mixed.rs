@@ -4,7 +4,7 @@
 //! offsets of their own preallocated files and sync after each write. Reports the large
 //! stream's bandwidth alone and shared, and the small writers' counters and sync latency.
 
-use super::model::Op;
+use crate::models::Op;
 use super::rng::Rng;
 use super::world::{Wake, World, WorldConfig};
 use crate::fs::mkfs::MkfsOptions;

@@ -12,5 +12,4 @@ pub mod multistream;
 pub mod postmark;
 pub mod recovery;
 pub mod rng;
-pub mod model;
 pub mod world;

@@ -11,7 +11,7 @@
 //! uncached blocks, rare in these workloads, are not timed). Device time is all there is.
 
 use super::clock::VirtualClock;
-use super::model::{DiskModel, Op};
+use crate::models::{DiskModel, Op};
 use crate::device::{Device, MemDevice};
 use crate::engine::{JournalStep, JournalWork};
 use crate::fs::mkfs::MkfsOptions;

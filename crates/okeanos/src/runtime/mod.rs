@@ -2,6 +2,8 @@
 //! with device reads. This and the engine's journal thread are the only places where the
 //! journaling core's decisions meet real I/O.
 
+pub mod open;
+
 use crate::device::{Device, DeviceError};
 use crate::format::journal::{self as jf, JournalSuperblock};
 use crate::journal::placement::LogRegion;
