@@ -1,0 +1,265 @@
+//! The journal's step function: the one decision procedure that the journal thread loops over
+//! (as jbd2's kjournald) and the simulator drives in virtual time. Commit when a sync, the
+//! commit interval, a full transaction or a waiting handle asks for it; checkpoint when the log
+//! runs short or buffers expire; sleep until the next deadline otherwise. Its I/O runs outside
+//! the state lock and is reported back (`step_finish`).
+
+use super::{Core, Inner, Okeanos};
+use crate::journal::checkpoint::CheckpointGoal;
+use crate::journal::transaction::Tid;
+use crate::runtime;
+use std::sync::Arc;
+
+/// Blocks one step of age-based writeback writes at most (4 MiB with 4 KiB blocks).
+const EXPIRY_STEP_BLOCKS: usize = 1024;
+
+/// Journal work taken by [`Okeanos::journal_poll`]: run its I/O, then hand it back to
+/// [`Okeanos::journal_complete`].
+pub enum JournalWork {
+    Commit { plan: crate::journal::commit::CommitPlan, started_ns: u64 },
+    Checkpoint(crate::journal::checkpoint::CheckpointPlan),
+}
+
+impl JournalWork {
+    /// The writes and flushes to carry out.
+    pub fn io(&self) -> &crate::journal::plan::IoPlan {
+        match self {
+            JournalWork::Commit { plan, .. } => &plan.io,
+            JournalWork::Checkpoint(p) => &p.io,
+        }
+    }
+}
+
+/// What the journal does next.
+pub enum JournalStep {
+    Work(JournalWork),
+    /// Nothing to do before `wake_ns` (monotonic clock; `u64::MAX`: until something changes).
+    Idle { wake_ns: u64 },
+    /// Unmounting (or abandoned): the journal thread exits.
+    Stop,
+}
+
+// --------------------------------------------------------------------------------------------
+// The journal thread.
+
+pub(super) fn journal_thread(inner: Arc<Inner>) {
+    let me = Okeanos { inner, _user: None };
+    let inner = &me.inner;
+    let mut core = me.lock();
+    loop {
+        let now = inner.clock.now_ns();
+        match me.step_begin(&mut core, now) {
+            JournalStep::Stop => return,
+            JournalStep::Idle { wake_ns } => {
+                core = if wake_ns == u64::MAX {
+                    inner.jcv.wait(core).unwrap_or_else(|e| e.into_inner())
+                } else {
+                    let wait = std::time::Duration::from_nanos(wake_ns.saturating_sub(now).max(20_000));
+                    inner.jcv.wait_timeout(core, wait).unwrap_or_else(|e| e.into_inner()).0
+                };
+            }
+            JournalStep::Work(work) => {
+                drop(core);
+                let res = runtime::execute(work.io(), &inner.devs, &inner.stats);
+                core = me.lock();
+                me.step_finish(&mut core, work, res);
+            }
+        }
+    }
+}
+
+impl Okeanos {
+    /// The journal's next step at `now`: the one decision procedure of the journal thread and
+    /// of the simulator. Commit when a sync, the commit interval, a full transaction or a
+    /// waiting handle asks for it; checkpoint when the log runs short or buffers expire.
+    fn step_begin(&self, core: &mut Core, now: u64) -> JournalStep {
+        let opts = &self.inner.opts;
+        if core.abandoned {
+            return JournalStep::Stop;
+        }
+        if core.fs.journal.aborted.is_some() {
+            self.inner.cv.notify_all();
+            return if core.stop { JournalStep::Stop } else { JournalStep::Idle { wake_ns: u64::MAX } };
+        }
+        let interval = opts.commit_interval.as_nanos() as u64;
+        let j = &core.fs.journal;
+        let commit = j.commit_wanted()
+            || j.commit_due(now, interval)
+            || (core.want_space && !j.running.is_empty() && j.log.is_empty())
+            || (core.stop && !j.running.is_empty());
+        if commit {
+            if j.commit_wanted() && !core.stop && !core.want_space {
+                if let Some(wake_ns) = self.batch_wait(core, now) {
+                    return JournalStep::Idle { wake_ns };
+                }
+            }
+            core.batch = None;
+            let wall = self.inner.clock.wall_ns();
+            let Core { fs, .. } = &mut *core;
+            if let Some(plan) = fs.journal.commit_begin(&mut fs.cache, wall) {
+                return JournalStep::Work(JournalWork::Commit { plan, started_ns: now });
+            }
+        }
+        if core.want_space || core.fs.journal.space_low() {
+            let target = core.fs.journal.cfg.region.ring_len() / 2;
+            if let Some(plan) = core.fs.journal.checkpoint_begin(&core.fs.cache, CheckpointGoal::Space { target_free: target }) {
+                return JournalStep::Work(JournalWork::Checkpoint(plan));
+            }
+            core.want_space = false;
+            self.inner.cv.notify_all();
+        }
+        if now >= core.next_writeback_ns {
+            core.next_writeback_ns = now + opts.writeback_period.as_nanos() as u64;
+            core.expiring = Some(now.saturating_sub(opts.expire_period.as_nanos() as u64));
+        }
+        if let Some(owed_since_ns) = core.expiring {
+            // Bounded steps (as pdflush writes back in chunks beside kjournald), with the
+            // commit check above between them.
+            let goal = CheckpointGoal::Expired { owed_since_ns, max_blocks: EXPIRY_STEP_BLOCKS };
+            match core.fs.journal.checkpoint_begin(&core.fs.cache, goal) {
+                Some(plan) => {
+                    if plan.written.len() < EXPIRY_STEP_BLOCKS {
+                        core.expiring = None;
+                    }
+                    return JournalStep::Work(JournalWork::Checkpoint(plan));
+                }
+                None => core.expiring = None,
+            }
+        }
+        if core.stop {
+            return JournalStep::Stop;
+        }
+        let next_commit = core.fs.journal.running.start_ns.map_or(u64::MAX, |s| s.saturating_add(interval));
+        JournalStep::Idle { wake_ns: next_commit.min(core.next_writeback_ns) }
+    }
+
+    /// Transaction batching, as jbd2 does it (`min_batch_time`/`max_batch_time`): when a sync
+    /// asks for a commit while other writers were active in the last one, wait up to about one
+    /// commit time for them to join, as long as handles keep arriving. Syncs that arrive while
+    /// a commit is in flight share the next one anyway; this lets the writers that the last
+    /// commit woke up make it into the next one too, instead of trailing one commit behind.
+    /// Returns when to look again, or None to commit now.
+    fn batch_wait(&self, core: &mut Core, now: u64) -> Option<u64> {
+        let opts = &self.inner.opts;
+        if core.last_commit_handles < 2 {
+            return None;
+        }
+        let window = core.avg_commit_ns.clamp(opts.min_batch_time.as_nanos() as u64, opts.max_batch_time.as_nanos() as u64);
+        if window == 0 {
+            return None;
+        }
+        let slice = (window / 8).max(20_000);
+        let handles = core.fs.journal.running.handles;
+        match core.batch {
+            None => {
+                core.batch = Some((now, handles, now + slice));
+                Some(now + slice)
+            }
+            Some((_, _, next)) if now < next => Some(next),
+            Some((start, seen, _)) => {
+                if handles > seen && now - start < window {
+                    core.batch = Some((start, handles, now + slice));
+                    Some(now + slice)
+                } else {
+                    None
+                }
+            }
+        }
+    }
+
+    /// Records the outcome of a step's I/O.
+    fn step_finish(&self, core: &mut Core, work: JournalWork, res: Result<(), crate::device::DeviceError>) {
+        let inner = &self.inner;
+        let now = inner.clock.now_ns();
+        match (work, res) {
+            (JournalWork::Commit { plan, started_ns }, Ok(())) => {
+                let Core { fs, .. } = &mut *core;
+                let done = fs.journal.commit_finish(&mut fs.cache, now);
+                for b in done.freed_blocks {
+                    fs.pending_free_blocks.remove(&b);
+                }
+                for i in done.freed_inodes {
+                    fs.pending_free_inodes.remove(&i);
+                }
+                inner.stats.on_commit(plan.handles, plan.journal_blocks, plan.records);
+                let took = now.saturating_sub(started_ns);
+                core.avg_commit_ns = if core.avg_commit_ns == 0 { took } else { (core.avg_commit_ns * 7 + took) / 8 };
+                core.last_commit_handles = plan.handles;
+            }
+            (JournalWork::Checkpoint(plan), Ok(())) => {
+                let Core { fs, .. } = &mut *core;
+                fs.journal.checkpoint_finish(&mut fs.cache, plan);
+                inner.stats.on_checkpoint();
+                // Waiting handles look again and ask again if they still lack space.
+                core.want_space = false;
+            }
+            (work, Err(e)) => {
+                let why = match work {
+                    JournalWork::Commit { plan, .. } => format!("commit of transaction {} failed: {e}", plan.tid),
+                    JournalWork::Checkpoint(_) => format!("checkpoint failed: {e}"),
+                };
+                core.fs.journal.commit_failed(why.clone());
+                core.fs.read_only = Some(why);
+            }
+        }
+        inner.cv.notify_all();
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // Driving the journal step by step (the simulator; mounts with `manual_journal`).
+
+    /// Takes the journal's next step at the clock's current time.
+    pub fn journal_poll(&self) -> JournalStep {
+        let mut core = self.lock();
+        assert!(core.manual, "journal_poll is for mounts driven step by step");
+        let now = self.inner.clock.now_ns();
+        self.step_begin(&mut core, now)
+    }
+
+    /// Hands back the work of [`journal_poll`](Self::journal_poll) once its I/O ran.
+    pub fn journal_complete(&self, work: JournalWork, res: Result<(), crate::device::DeviceError>) {
+        let mut core = self.lock();
+        self.step_finish(&mut core, work, res);
+    }
+
+    /// Runs the I/O of a step on the mount's devices, counting it (the simulator times it).
+    pub fn journal_execute(&self, work: &JournalWork) -> Result<(), crate::device::DeviceError> {
+        runtime::execute(work.io(), &self.inner.devs, &self.inner.stats)
+    }
+
+    /// The transaction a sync of `ino` must see committed (requesting its commit), or None if
+    /// it already is.
+    pub fn sync_target(&self, ino: u32, datasync: bool) -> Option<Tid> {
+        let mut core = self.lock();
+        let map = if datasync { &core.fs.datasync_tid } else { &core.fs.sync_tid };
+        let tid = map.get(&ino).copied().unwrap_or(0);
+        let j = &mut core.fs.journal;
+        if j.committed_tid >= tid {
+            return None;
+        }
+        j.commit_requested = j.commit_requested.max(tid);
+        Some(tid)
+    }
+
+    /// Requests a commit of everything done so far; the transaction to wait for, if any.
+    pub fn sync_all_target(&self) -> Option<Tid> {
+        let mut core = self.lock();
+        let j = &mut core.fs.journal;
+        let tid = j.current_tid();
+        if j.committed_tid >= tid {
+            return None;
+        }
+        j.commit_requested = j.commit_requested.max(tid);
+        Some(tid)
+    }
+
+    /// The newest committed transaction.
+    pub fn committed_tid(&self) -> Tid {
+        self.lock().fs.journal.committed_tid
+    }
+
+    /// Counts one sync and its latency (for drivers that wait for commits themselves).
+    pub fn record_sync(&self, latency_ns: u64) {
+        self.inner.stats.on_sync(latency_ns);
+    }
+}
