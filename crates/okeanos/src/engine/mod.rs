@@ -32,6 +32,7 @@ use crate::fs::namespace::{Attr, SetAttr};
 use crate::fs::{Fs, FsError, FsResult, FsState};
 use crate::journal::checkpoint::CheckpointGoal;
 use crate::journal::transaction::{Credits, Tid};
+use crate::journal::placement::Ring;
 use crate::journal::{Admit, Journal, JournalConfig};
 use crate::options::MountOptions;
 use crate::runtime::open::{error_state, open_journal, read_meta};
@@ -203,7 +204,7 @@ impl Okeanos {
             }
             opts.read_only = true;
         }
-        let mut cfg = JournalConfig::new(region, sb.block_size as usize);
+        let mut cfg = JournalConfig::new(region.ring_len(), sb.block_size as usize);
         if let Some(m) = opts.max_tx_blocks {
             let max = region.ring_len() / 2;
             if m > max {
@@ -219,7 +220,7 @@ impl Okeanos {
             // superblock (with the flag) before the first commit.
             jsb.features |= crate::format::journal::jfeature::MULTIWRITE;
         }
-        let journal = Journal::new(cfg, content.policy(), jsb, next_tid);
+        let journal = Journal::new(cfg, content.policy(), Box::new(Ring::new(region, jsb)), next_tid);
         if !opts.read_only {
             sb.state = state::MOUNTED;
             sb.mount_count = sb.mount_count.wrapping_add(1);

@@ -101,7 +101,7 @@ impl Okeanos {
             }
         }
         if core.want_space || core.fs.journal.space_low() {
-            let target = core.fs.journal.cfg.region.ring_len() / 2;
+            let target = core.fs.journal.placement.capacity() / 2;
             if let Some(plan) = core.fs.journal.checkpoint_begin(&core.fs.cache, CheckpointGoal::Space { target_free: target }) {
                 return JournalStep::Work(JournalWork::Checkpoint(plan));
             }

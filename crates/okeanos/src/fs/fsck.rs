@@ -95,8 +95,8 @@ pub fn fsck(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> FsckRepor
         format!("needs recovery from block {}, transaction {}", jsb.start, jsb.sequence)
     };
     let bs = sb.block_size as usize;
-    let cfg = JournalConfig::new(region, bs);
-    let journal = Journal::new(cfg, DataMode::Ordered.policy(), jsb, 1);
+    let cfg = JournalConfig::new(region.ring_len(), bs);
+    let journal = Journal::new(cfg, DataMode::Ordered.policy(), Box::new(crate::journal::placement::Ring::new(region, jsb)), 1);
     let mut st = FsState::new(sb.clone(), gdt.clone(), journal, 1 << 16, Some("fsck".into()));
     let mut fs = Fs { st: &mut st, dev: dev.as_ref(), now_ns: 0 };
     let mut p = Problems { out: &mut report.problems, per_kind: HashMap::new() };

@@ -10,14 +10,15 @@
 //!
 //! A block is written in the newest committed version (`cp_data`), never in a version that a
 //! running transaction changed since: uncommitted state must not reach the final location.
-//! After the writes are flushed, the journal superblock records the new tail and is flushed.
+//! After the writes are flushed, the placement records what it released (the ring: the journal
+//! superblock's new tail), durably, before the space is reused.
 
+use super::placement::Kept;
 use super::plan::{BlockKind, DevId, IoPlan, IoWrite};
 use super::transaction::{Tid, TxState};
 use super::Journal;
 use crate::cache::{BufKind, Cache};
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CheckpointGoal {
@@ -38,8 +39,8 @@ pub struct CheckpointPlan {
     pub written: Vec<(u64, Tid)>,
     /// Transactions at the front of the log released by this checkpoint.
     pub release: usize,
-    pub new_tail: u64,
-    pub new_tail_tid: Tid,
+    /// What the placement keeps afterwards.
+    pub kept: Kept,
 }
 
 impl Journal {
@@ -60,7 +61,7 @@ impl Journal {
                         break;
                     }
                     chosen.extend(t.checkpoint.iter().copied());
-                    free += self.cfg.region.distance(t.start, t.end);
+                    free += t.at.blocks;
                 }
             }
             CheckpointGoal::Expired { owed_since_ns, max_blocks } => {
@@ -81,10 +82,7 @@ impl Journal {
         if chosen.is_empty() && release == 0 {
             return None;
         }
-        let (new_tail, new_tail_tid) = match self.log.get(release) {
-            Some(t) => (t.start, t.tid),
-            None => (self.head, self.running.tid),
-        };
+        let kept = self.kept(release);
 
         let mut written = Vec::with_capacity(chosen.len());
         let mut writes = Vec::with_capacity(chosen.len());
@@ -100,9 +98,9 @@ impl Journal {
         let flush_fs = if writes.is_empty() { vec![] } else { vec![DevId::Fs] };
         io.push(writes, flush_fs);
         if release > 0 {
-            io.push(vec![self.jsb_write(new_tail, new_tail_tid)], vec![self.cfg.region.dev()]);
+            self.placement.release_stage(kept).push_to(&mut io);
         }
-        Some(CheckpointPlan { io, written, release, new_tail, new_tail_tid })
+        Some(CheckpointPlan { io, written, release, kept })
     }
 
     /// The checkpoint's I/O completed.
@@ -134,22 +132,14 @@ impl Journal {
             }
         }
         if plan.release > 0 {
-            self.tail = plan.new_tail;
-            self.tail_tid = plan.new_tail_tid;
+            self.placement.released(plan.kept);
         }
-    }
-
-    /// A write of the journal superblock with the tail at `start`, next tid `seq`.
-    pub fn jsb_write(&self, start: u64, seq: Tid) -> IoWrite {
-        let mut b = vec![0u8; self.cfg.block_size];
-        self.jsb_with(start, seq).encode(&mut b);
-        IoWrite { dev: self.cfg.region.dev(), block: self.cfg.region.device_block(0), data: Arc::new(b), kind: BlockKind::JournalSuper }
     }
 
     /// Marks the journal in use at mount: recovery after a crash starts at the current tail.
     pub fn mount_plan(&self) -> IoPlan {
         let mut io = IoPlan::default();
-        io.push(vec![self.jsb_write(self.tail, self.tail_tid)], vec![self.cfg.region.dev()]);
+        self.placement.mount_stage(self.kept(0)).push_to(&mut io);
         io
     }
 
@@ -157,7 +147,7 @@ impl Journal {
     pub fn clean_plan(&self) -> IoPlan {
         assert!(self.log.is_empty() && self.committing.is_none() && self.running.is_empty(), "unmount checkpoints everything first");
         let mut io = IoPlan::default();
-        io.push(vec![self.jsb_write(0, self.running.tid)], vec![self.cfg.region.dev()]);
+        self.placement.clean_stage(self.running.tid).push_to(&mut io);
         io
     }
 }

@@ -17,6 +17,7 @@
 //! While the commit's I/O is in flight, new handles run in the next transaction: concurrent
 //! syncs share that next commit (group commit).
 
+use super::placement::{Extent, Records};
 use super::plan::{BlockKind, DevId, IoPlan, IoWrite};
 use super::transaction::{Tid, Transaction, TxState};
 use super::{Journal, LoggedTx};
@@ -28,8 +29,8 @@ use std::sync::Arc;
 #[derive(Debug)]
 pub struct Committing {
     pub tx: Transaction,
-    pub start: u64,
-    pub end: u64,
+    /// Where the placement put it.
+    pub at: Extent,
     /// The frozen contents written to the log.
     pub journaled: Vec<(u64, Arc<Vec<u8>>)>,
     /// Blocks this transaction logged only as multiwrite records.
@@ -159,10 +160,7 @@ impl Journal {
         assert!(size <= self.free_blocks(), "admission keeps every transaction within free log space");
 
         let bs = self.cfg.block_size;
-        let region = self.cfg.region;
-        let log_dev = region.dev();
-        let start = self.head;
-        let mut w = LogWriter { region, dev: log_dev, pos: start, hash: jf::tx_hash_seed(tx.tid), writes: Vec::with_capacity(size as usize) };
+        let mut w = RecordsWriter { hash: jf::tx_hash_seed(tx.tid), blocks: Vec::with_capacity(size as usize) };
 
         // Revoke records (jbd2 writes them first as well).
         let revoked: Vec<u64> = tx.revoked.iter().copied().collect();
@@ -188,12 +186,12 @@ impl Journal {
             self.write_descriptor(&mut w, tx.tid, group, &mut stats);
         }
 
-        let block_count = w.writes.len() as u64;
+        let block_count = w.blocks.len() as u64;
         let mut c = vec![0u8; bs];
         CommitBlock { tid: tx.tid, block_count, tx_hash: w.hash, commit_time_ns: wall_ns, handle_count: tx.handles }.encode(&mut c);
         w.push(Arc::new(c), BlockKind::Commit);
-        assert!(w.writes.len() as u64 <= size, "layout within the reserved size");
-        let LogWriter { pos, writes: jwrites, .. } = w;
+        assert!(w.blocks.len() as u64 <= size, "layout within the reserved size");
+        let (stage, at) = self.placement.place(Records { tid: tx.tid, blocks: w.blocks });
 
         let in_place = |set: &std::collections::BTreeSet<u64>| -> Vec<IoWrite> {
             set.iter()
@@ -202,8 +200,8 @@ impl Journal {
         };
         let ordered = in_place(&tx.final_data);
         let unordered = in_place(&tx.final_unordered);
-        let mut commit_flush = vec![log_dev];
-        if !unordered.is_empty() && log_dev != DevId::Fs {
+        let mut commit_flush = stage.flush;
+        if !unordered.is_empty() && !commit_flush.contains(&DevId::Fs) {
             commit_flush.insert(0, DevId::Fs);
         }
         if self.cfg.fault_skip_commit_flush {
@@ -215,19 +213,17 @@ impl Journal {
             io.push(ordered, vec![DevId::Fs]);
         }
         let mut batch = unordered;
-        batch.extend(jwrites);
+        batch.extend(stage.writes);
         io.push(batch, commit_flush);
 
-        let journal_blocks = region.distance(start, pos);
-        self.head = pos;
-        let plan = CommitPlan { tid: tx.tid, io, journal_blocks, handles: tx.handles, records: stats };
-        self.committing = Some(Committing { tx, start, end: pos, journaled, partial, whole });
+        let plan = CommitPlan { tid: tx.tid, io, journal_blocks: at.blocks, handles: tx.handles, records: stats };
+        self.committing = Some(Committing { tx, at, journaled, partial, whole });
         Some(plan)
     }
 
     /// Writes one descriptor (tags, then as much of its record stream as fits), the whole
     /// blocks it tags, and multiwrite blocks with the rest of the stream.
-    fn write_descriptor(&self, w: &mut LogWriter, tid: Tid, group: &[Item], stats: &mut RecordStats) {
+    fn write_descriptor(&self, w: &mut RecordsWriter, tid: Tid, group: &[Item], stats: &mut RecordStats) {
         let bs = self.cfg.block_size;
         let mut tags = Vec::with_capacity(group.len());
         let mut blocks = Vec::new();
@@ -274,7 +270,7 @@ impl Journal {
     /// The commit's I/O completed: the transaction is durable. Moves its blocks to the
     /// checkpoint lists and returns what its frees release.
     pub fn commit_finish(&mut self, cache: &mut Cache, now_ns: u64) -> CommitDone {
-        let Committing { mut tx, start, end, journaled, partial, whole } = self.committing.take().expect("a commit in flight");
+        let Committing { mut tx, at, journaled, partial, whole } = self.committing.take().expect("a commit in flight");
         assert_eq!(tx.state, TxState::Committing, "finishing a transaction that is committing");
         tx.state = TxState::Committed;
         let tid = tx.tid;
@@ -340,7 +336,8 @@ impl Journal {
             }
             checkpoint.remove(&block);
         }
-        self.log.push_back(LoggedTx { tid, state: TxState::Committed, start, end, checkpoint, logged });
+        self.log.push_back(LoggedTx { tid, state: TxState::Committed, at, checkpoint, logged });
+        self.placement.on_durable(tid);
         self.committed_tid = tid;
         CommitDone { tid, freed_blocks: std::mem::take(&mut tx.freed), freed_inodes: std::mem::take(&mut tx.freed_inodes) }
     }
@@ -351,21 +348,18 @@ impl Journal {
     }
 }
 
-/// Lays blocks out in the log from a position, chaining the transaction hash.
-struct LogWriter {
-    region: super::placement::LogRegion,
-    dev: DevId,
-    pos: u64,
+/// Collects a transaction's journal blocks in order, chaining the transaction hash (the
+/// commit block carries it, so the blocks need no positions).
+struct RecordsWriter {
     hash: u64,
-    writes: Vec<IoWrite>,
+    blocks: Vec<(Arc<Vec<u8>>, BlockKind)>,
 }
 
-impl LogWriter {
+impl RecordsWriter {
     fn push(&mut self, data: Arc<Vec<u8>>, kind: BlockKind) {
         if kind != BlockKind::Commit {
             self.hash = jf::tx_hash_append(self.hash, &data);
         }
-        self.writes.push(IoWrite { dev: self.dev, block: self.region.device_block(self.pos), data, kind });
-        self.pos = self.region.next(self.pos);
+        self.blocks.push((data, kind));
     }
 }

@@ -2,10 +2,10 @@
 //! phase as in Linux jbd2. Nothing here performs I/O or reads a clock: callers pass the time in
 //! and receive [`plan::IoPlan`]s to execute, then report completion (DESIGN.md section 2).
 //!
-//! The journal is a circular log (thesis section 3.1.4, Figure 3.4) of transactions:
-//! `[revoke*][descriptor data*]+[commit]`. `tail` is the first block of the oldest transaction
-//! whose blocks have not all reached their final locations; `head` is where the next
-//! transaction goes. Space between `head` and `tail` is free.
+//! A transaction is logged as `[revoke*][descriptor data*]+[commit]`; where those blocks go is
+//! the business of the [`placement::Placement`] (DESIGN.md section 5: the ring of the internal
+//! and external journals today). The core keeps the committed transactions that still owe
+//! blocks to their final locations (`log`), oldest first, and asks the placement for space.
 //!
 //! Which lock protects what: the whole [`Journal`] and the [`crate::cache::Cache`] live under the
 //! engine's state mutex. Commit and checkpoint I/O run outside it, on frozen copies.
@@ -23,9 +23,9 @@ pub mod transaction;
 mod tests;
 
 use crate::cache::{BufKind, Cache};
-use crate::format::journal::{Descriptor, JournalSuperblock, RevokeBlock};
+use crate::format::journal::{Descriptor, RevokeBlock};
 use content::{ContentPolicy, Route};
-use placement::LogRegion;
+use placement::{Extent, Kept, Placement};
 use crate::det::HashMap;
 use std::collections::{BTreeSet, VecDeque};
 use transaction::{Credits, HandleToken, Tid, Transaction, TxState};
@@ -36,7 +36,6 @@ pub const MIN_TX_BLOCKS: u64 = 64;
 
 #[derive(Debug, Clone)]
 pub struct JournalConfig {
-    pub region: LogRegion,
     pub block_size: usize,
     /// Largest transaction, in journal blocks (jbd2: a quarter of the journal).
     pub max_tx_blocks: u64,
@@ -45,9 +44,10 @@ pub struct JournalConfig {
 }
 
 impl JournalConfig {
-    pub fn new(region: LogRegion, block_size: usize) -> Self {
-        let max_tx_blocks = (region.ring_len() / 4).max(8);
-        JournalConfig { region, block_size, max_tx_blocks, fault_skip_commit_flush: false }
+    /// The configuration for a placement of `capacity` journal blocks.
+    pub fn new(capacity: u64, block_size: usize) -> Self {
+        let max_tx_blocks = (capacity / 4).max(8);
+        JournalConfig { block_size, max_tx_blocks, fault_skip_commit_flush: false }
     }
 }
 
@@ -56,10 +56,8 @@ impl JournalConfig {
 pub struct LoggedTx {
     pub tid: Tid,
     pub state: TxState,
-    /// First log block of the transaction.
-    pub start: u64,
-    /// Log block after its commit block.
-    pub end: u64,
+    /// Where its placement put it.
+    pub at: Extent,
     /// Blocks whose newest committed copy lives in this transaction and is not yet at its
     /// final location. The transaction's space is free when this is empty.
     pub checkpoint: BTreeSet<u64>,
@@ -79,15 +77,12 @@ pub enum Admit {
 pub struct Journal {
     pub cfg: JournalConfig,
     pub policy: Box<dyn ContentPolicy>,
-    pub jsb: JournalSuperblock,
+    /// Where the journal lives.
+    pub placement: Box<dyn Placement>,
     pub running: Transaction,
     /// The transaction whose commit I/O is in flight, and where it sits in the log.
     pub committing: Option<commit::Committing>,
     pub log: VecDeque<LoggedTx>,
-    pub head: u64,
-    pub tail: u64,
-    /// Tid of the transaction at `tail` (or the next to commit when the log is empty).
-    pub tail_tid: Tid,
     /// Highest committed tid (0 = none yet).
     pub committed_tid: Tid,
     /// Highest tid a sync asked to commit.
@@ -100,20 +95,17 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// A journal over an empty (clean or just recovered) log whose next transaction is `next_tid`.
-    pub fn new(cfg: JournalConfig, policy: Box<dyn ContentPolicy>, jsb: JournalSuperblock, next_tid: Tid) -> Self {
+    /// A journal over an empty (clean or just recovered) placement whose next transaction is
+    /// `next_tid`.
+    pub fn new(cfg: JournalConfig, policy: Box<dyn ContentPolicy>, placement: Box<dyn Placement>, next_tid: Tid) -> Self {
         assert!(next_tid >= 1);
-        let first = cfg.region.first;
         Journal {
             cfg,
             policy,
-            jsb,
+            placement,
             running: Transaction::new(next_tid),
             committing: None,
             log: VecDeque::new(),
-            head: first,
-            tail: first,
-            tail_tid: next_tid,
             committed_tid: next_tid - 1,
             commit_requested: 0,
             logged_copies: HashMap::default(),
@@ -142,15 +134,15 @@ impl Journal {
         self.tx_blocks(self.running.units(), self.running.revoked.len() as u64)
     }
 
-    /// Log blocks in use (committed, committing).
-    pub fn used_blocks(&self) -> u64 {
-        self.cfg.region.distance(self.tail, self.head)
+    /// Journal blocks free for new transactions.
+    pub fn free_blocks(&self) -> u64 {
+        self.placement.free_blocks()
     }
 
-    /// Log blocks free for new transactions (one block always stays empty so that
-    /// `head == tail` means an empty log).
-    pub fn free_blocks(&self) -> u64 {
-        self.cfg.region.ring_len() - 1 - self.used_blocks()
+    /// What the placement must keep once the first `released` transactions of the log are
+    /// checkpointed.
+    pub fn kept(&self, released: usize) -> Kept {
+        Kept { oldest: self.log.get(released).map(|t| (t.tid, t.at)), next_tid: self.running.tid }
     }
 
     /// The largest credits one handle may ask for.
@@ -173,7 +165,7 @@ impl Journal {
         if (self.running.final_data.len() + self.running.final_unordered.len()) as u64 >= self.cfg.max_tx_blocks * 4 {
             return Err(Admit::NeedCommit);
         }
-        if after > self.free_blocks() {
+        if !self.placement.admit(after) {
             return Err(Admit::NeedSpace);
         }
         if self.running.start_ns.is_none() {
@@ -288,7 +280,7 @@ impl Journal {
     /// Whether free log space is low enough to checkpoint (thesis section 3.3: ext3 starts
     /// when free space falls to a quarter of the journal).
     pub fn space_low(&self) -> bool {
-        self.free_blocks() < self.cfg.region.ring_len() / 4 + self.cfg.max_tx_blocks
+        self.free_blocks() < self.placement.capacity() / 4 + self.cfg.max_tx_blocks
     }
 
     /// The tid whose commit makes everything done so far durable.
@@ -300,8 +292,4 @@ impl Journal {
         }
     }
 
-    /// The journal superblock as it must read with the log tail at `start`, next tid `seq`.
-    pub fn jsb_with(&self, start: u64, seq: Tid) -> JournalSuperblock {
-        JournalSuperblock { start, sequence: seq, ..self.jsb.clone() }
-    }
 }

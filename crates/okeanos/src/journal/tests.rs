@@ -2,7 +2,7 @@
 
 use super::checkpoint::CheckpointGoal;
 use super::content::ContentConfig;
-use super::placement::LogRegion;
+use super::placement::{LogRegion, Ring};
 use super::{Journal, JournalConfig};
 use crate::cache::{BufKind, Cache};
 use crate::format::journal::{jfeature, JournalSuperblock};
@@ -22,8 +22,9 @@ fn journal(policy: &str) -> (Journal, Cache) {
         fs_uuid: [0; 16],
         errno: 0,
     };
-    let cfg = JournalConfig::new(LogRegion::internal(2, 1024), BS);
-    (Journal::new(cfg, ContentConfig::parse(policy).unwrap().policy(), jsb, 1), Cache::new(BS, 1024))
+    let region = LogRegion::internal(2, 1024);
+    let cfg = JournalConfig::new(region.ring_len(), BS);
+    (Journal::new(cfg, ContentConfig::parse(policy).unwrap().policy(), Box::new(Ring::new(region, jsb)), 1), Cache::new(BS, 1024))
 }
 
 fn commit(j: &mut Journal, c: &mut Cache) {

@@ -1,11 +1,97 @@
-//! Placements: *where* the journal lives (DESIGN.md section 1, second axis).
+//! Placements: *where* the journal lives (DESIGN.md sections 1 and 5, the second axis).
 //!
-//! A placement maps positions of the circular log to device blocks. It takes a committed
-//! transaction's blocks, says where they go, gives them back at recovery, and frees space
-//! after checkpoint; it does not know which content policy filled them. The `internal` and
-//! `external` placements are a fixed circular region on the file-system device or on a
-//! device of its own.
+//! The journal core decides *what* a transaction logs and *when* it commits and checkpoints;
+//! it hands each committed transaction to a [`Placement`] as [`Records`], the transaction's
+//! journal blocks in order. Those blocks are position-independent (the commit block's hash
+//! chains their contents, not their addresses), so a placement may write them into a ring,
+//! send them to a server or store them in non-volatile memory. The placement says how to make
+//! them durable (the writes and flushes of a [`Stage`]), owns the space they take, records
+//! what mount needs to find them again, and frees the space when checkpoint releases them, in
+//! whatever order suits it. It never sees which content policy filled the blocks, and the core
+//! never asks which placement it has.
+//!
+//! Placements: [`Ring`] (`internal`: a region of the file-system device; `external`: a device
+//! or file of its own). Remote, NVM and manylogs placements follow (issues 12, 14, 15).
+//! Recovery still reads the ring directly (`journal/recovery.rs`); it moves behind the trait
+//! with the second placement.
 
-mod region;
+mod ring;
 
-pub use region::{LogRegion, RegionKind};
+pub use ring::{LogRegion, RegionKind, Ring};
+
+use super::plan::{BlockKind, DevId, IoPlan, IoWrite};
+use super::transaction::Tid;
+use std::sync::Arc;
+
+/// A committed transaction's journal blocks, in log order: `[revoke*]([descriptor]
+/// [block | multiwrite]*)+[commit]`. Their count is what the transaction takes of the
+/// placement's space.
+#[derive(Debug)]
+pub struct Records {
+    pub tid: Tid,
+    pub blocks: Vec<(Arc<Vec<u8>>, BlockKind)>,
+}
+
+/// Where a placement put one transaction: opaque to the core, handed back at release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    /// First and past-the-end position, in the placement's own terms (ring: log blocks).
+    pub start: u64,
+    pub end: u64,
+    /// Journal blocks it takes.
+    pub blocks: u64,
+}
+
+/// Writes, then flushes of the devices named: one step of a plan.
+#[derive(Debug, Default)]
+pub struct Stage {
+    pub writes: Vec<IoWrite>,
+    pub flush: Vec<DevId>,
+}
+
+impl Stage {
+    /// Appends this stage to `io`.
+    pub fn push_to(self, io: &mut IoPlan) {
+        io.push(self.writes, self.flush);
+    }
+}
+
+/// The oldest transaction a placement must keep after a checkpoint, or none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kept {
+    /// The oldest transaction still needed and where it is (None: the log is empty).
+    pub oldest: Option<(Tid, Extent)>,
+    /// The tid the next transaction gets.
+    pub next_tid: Tid,
+}
+
+/// Where the journal lives (DESIGN.md section 5).
+pub trait Placement: Send + std::fmt::Debug {
+    /// The placement's name in messages and reports ("internal", "external").
+    fn name(&self) -> &'static str;
+    /// Journal blocks in all: transaction limits are fractions of it (jbd2: a quarter).
+    fn capacity(&self) -> u64;
+    /// Journal blocks new transactions may take now.
+    fn free_blocks(&self) -> u64;
+    /// Whether a transaction of `blocks` fits now (else the core checkpoints first): space is
+    /// reserved before a handle dirties anything, so commit never waits for room.
+    fn admit(&self, blocks: u64) -> bool {
+        blocks <= self.free_blocks()
+    }
+    /// Takes a committed transaction's records: the stage that makes them durable (the core
+    /// appends its own writes and flushes to it) and where they went.
+    fn place(&mut self, records: Records) -> (Stage, Extent);
+    /// The commit point of `tid` passed: its stage was flushed, syncs may return.
+    fn on_durable(&mut self, _tid: Tid) {}
+    /// The stage that records, durably, that every transaction older than `kept.oldest` is at
+    /// its final location, so that their space may be reused once it is flushed.
+    fn release_stage(&self, kept: Kept) -> Stage;
+    /// The release stage completed: reuse the space.
+    fn released(&mut self, kept: Kept);
+    /// At mount: the journal is in use from the current tail (recovery after a crash starts
+    /// there).
+    fn mount_stage(&self, kept: Kept) -> Stage;
+    /// At a clean unmount, with nothing left in the log: the journal is empty and the next
+    /// mount continues with `next_tid`.
+    fn clean_stage(&self, next_tid: Tid) -> Stage;
+}

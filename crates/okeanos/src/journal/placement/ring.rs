@@ -1,0 +1,173 @@
+//! The `internal` and `external` placements: a circular log in a contiguous block range.
+//! Journal block 0 is the journal superblock; the log occupies `[first, total)` and wraps.
+//! [`LogRegion`] is the geometry (also what recovery's scan walks); [`Ring`] the placement.
+
+use super::{Extent, Kept, Placement, Records, Stage};
+use crate::format::journal::JournalSuperblock;
+use crate::journal::plan::{BlockKind, DevId, IoWrite};
+use crate::journal::transaction::Tid;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegionKind {
+    /// A region of the file-system device.
+    Internal,
+    /// A device or file of its own.
+    External,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogRegion {
+    pub kind: RegionKind,
+    /// Device block of journal block 0.
+    pub base: u64,
+    /// Journal blocks including the superblock.
+    pub total: u64,
+    /// First log block (1).
+    pub first: u64,
+}
+
+impl LogRegion {
+    pub fn internal(base: u64, total: u64) -> Self {
+        LogRegion { kind: RegionKind::Internal, base, total, first: 1 }
+    }
+    pub fn external(total: u64) -> Self {
+        LogRegion { kind: RegionKind::External, base: 0, total, first: 1 }
+    }
+    pub fn name(&self) -> &'static str {
+        match self.kind {
+            RegionKind::Internal => "internal",
+            RegionKind::External => "external",
+        }
+    }
+    pub fn dev(&self) -> DevId {
+        match self.kind {
+            RegionKind::Internal => DevId::Fs,
+            RegionKind::External => DevId::Journal,
+        }
+    }
+    /// Device block of journal block `j`.
+    pub fn device_block(&self, j: u64) -> u64 {
+        debug_assert!(j < self.total);
+        self.base + j
+    }
+    /// Blocks in the circular part.
+    pub fn ring_len(&self) -> u64 {
+        self.total - self.first
+    }
+    /// The log position after `pos`.
+    pub fn next(&self, pos: u64) -> u64 {
+        if pos + 1 >= self.total {
+            self.first
+        } else {
+            pos + 1
+        }
+    }
+    /// Blocks from `from` forward to `to`.
+    pub fn distance(&self, from: u64, to: u64) -> u64 {
+        if to >= from {
+            to - from
+        } else {
+            self.ring_len() - (from - to)
+        }
+    }
+    /// `pos` advanced by `n` blocks.
+    pub fn advance(&self, pos: u64, n: u64) -> u64 {
+        self.first + (pos - self.first + n) % self.ring_len()
+    }
+}
+
+/// The `internal` and `external` placements: a circular log over a [`LogRegion`] whose
+/// journal block 0 holds the journal superblock (thesis section 3.1.4, Figure 3.4). `tail` is
+/// the first block of the oldest transaction not yet checkpointed, `head` where the next one
+/// goes; the space between head and tail is free, and one block always stays empty so that
+/// `head == tail` means an empty log. Space is released in log order only, after the journal
+/// superblock records the new tail.
+#[derive(Debug)]
+pub struct Ring {
+    region: LogRegion,
+    /// The journal superblock as mounted (features, uuids); `start` and `sequence` are
+    /// written from the state below.
+    jsb: JournalSuperblock,
+    head: u64,
+    tail: u64,
+}
+
+impl Ring {
+    /// A ring over an empty log (clean or just recovered).
+    pub fn new(region: LogRegion, jsb: JournalSuperblock) -> Self {
+        Ring { region, jsb, head: region.first, tail: region.first }
+    }
+
+    pub fn region(&self) -> LogRegion {
+        self.region
+    }
+
+    /// Log blocks in use (committed and committing transactions).
+    fn used_blocks(&self) -> u64 {
+        self.region.distance(self.tail, self.head)
+    }
+
+    fn jsb_stage(&self, start: u64, sequence: Tid) -> Stage {
+        let mut b = vec![0u8; self.jsb.block_size as usize];
+        JournalSuperblock { start, sequence, ..self.jsb.clone() }.encode(&mut b);
+        let dev = self.region.dev();
+        Stage { writes: vec![IoWrite { dev, block: self.region.device_block(0), data: Arc::new(b), kind: BlockKind::JournalSuper }], flush: vec![dev] }
+    }
+
+    /// Where the log starts after a checkpoint that keeps `kept`.
+    fn tail_of(&self, kept: Kept) -> (u64, Tid) {
+        match kept.oldest {
+            Some((tid, at)) => (at.start, tid),
+            None => (self.head, kept.next_tid),
+        }
+    }
+}
+
+impl Placement for Ring {
+    fn name(&self) -> &'static str {
+        self.region.name()
+    }
+
+    fn capacity(&self) -> u64 {
+        self.region.ring_len()
+    }
+
+    fn free_blocks(&self) -> u64 {
+        self.region.ring_len() - 1 - self.used_blocks()
+    }
+
+    fn place(&mut self, records: Records) -> (Stage, Extent) {
+        let n = records.blocks.len() as u64;
+        assert!(n <= self.free_blocks(), "admission keeps every transaction within free log space");
+        let dev = self.region.dev();
+        let start = self.head;
+        let mut pos = start;
+        let mut writes = Vec::with_capacity(records.blocks.len());
+        for (data, kind) in records.blocks {
+            writes.push(IoWrite { dev, block: self.region.device_block(pos), data, kind });
+            pos = self.region.next(pos);
+        }
+        self.head = pos;
+        (Stage { writes, flush: vec![dev] }, Extent { start, end: pos, blocks: n })
+    }
+
+    fn release_stage(&self, kept: Kept) -> Stage {
+        let (start, tid) = self.tail_of(kept);
+        self.jsb_stage(start, tid)
+    }
+
+    fn released(&mut self, kept: Kept) {
+        self.tail = self.tail_of(kept).0;
+    }
+
+    fn mount_stage(&self, kept: Kept) -> Stage {
+        let (start, tid) = self.tail_of(kept);
+        self.jsb_stage(start, tid)
+    }
+
+    fn clean_stage(&self, next_tid: Tid) -> Stage {
+        assert_eq!(self.head, self.tail, "a clean journal is empty");
+        self.jsb_stage(0, next_tid)
+    }
+}
