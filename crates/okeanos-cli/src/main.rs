@@ -170,6 +170,28 @@ enum Cmd {
         /// The mount point.
         mountpoint: PathBuf,
     },
+    /// Serve remote journals: one journal per (host, file system) under --dir, each APPEND
+    /// acknowledged after its fdatasync, group-committed across connections (docs/REMOTE.md).
+    JournalServer {
+        /// Address to listen on, such as 127.0.0.1:7070 (port 0: any free port, printed).
+        #[arg(long)]
+        listen: String,
+        /// Directory for the journals.
+        #[arg(long)]
+        dir: PathBuf,
+        /// File of "host-name secret" lines (mode 600); hosts prove they know their secret.
+        #[arg(long, conflicts_with = "no_auth")]
+        secrets: Option<PathBuf>,
+        /// Accept every host without a secret (tests on 127.0.0.1 only).
+        #[arg(long)]
+        no_auth: bool,
+        /// Bytes one journal may hold; a full journal answers "full" and the host checkpoints.
+        #[arg(long, default_value = "1G")]
+        quota: String,
+        /// Most connections served at once.
+        #[arg(long, default_value = "256")]
+        max_connections: usize,
+    },
     /// Benchmarks on Okeanos and on Linux file systems: multistream, recovery, mixed.
     Bench(bench::BenchArgs),
     /// The deterministic simulator: the engine in virtual time on modelled disks; crash fuzzing.
@@ -305,7 +327,7 @@ fn plural(n: u64, one: &str, many: &str) -> String {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if !matches!(cli.cmd, Cmd::Mount { .. } | Cmd::Bench(_)) {
+    if !matches!(cli.cmd, Cmd::Mount { .. } | Cmd::Bench(_) | Cmd::JournalServer { .. }) {
         // A closed pipe ends these commands as it ends cat or ls. The mount daemon and the
         // benchmarks keep SIGPIPE ignored (sockets; cleanup of loop devices) and see EPIPE.
         // SAFETY: setting a signal disposition to its default before any thread exists.
@@ -371,6 +393,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             with_mount(&img, &options, false, |fs| fs.mkdir_path(&path).map(|_| ()).map_err(|e| format!("{path}: {e}"))).map(|_| ExitCode::SUCCESS)
         }
         Cmd::Rm { img, path, options } => with_mount(&img, &options, false, |fs| rm(fs, &path)).map(|_| ExitCode::SUCCESS),
+        Cmd::JournalServer { listen, dir, secrets, no_auth, quota, max_connections } => journal_server(&listen, dir, secrets.as_deref(), no_auth, &quota, max_connections),
         Cmd::Bench(args) => bench::run(args),
         Cmd::Sim(args) => sim::run(args),
         Cmd::Report { json, plot, prefix, markdown } => {
@@ -695,6 +718,63 @@ fn rm(fs: &Okeanos, path: &str) -> Result<(), String> {
         _ => fs.remove_path(path),
     };
     r.map_err(|e| format!("{path}: {e}"))
+}
+
+/// Reads "host-name secret" lines; refuses a file others can read.
+fn read_secrets(path: &Path) -> Result<std::collections::HashMap<String, Vec<u8>>, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err(format!("{}: secrets must not be readable by others (chmod 600)", path.display()));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = std::collections::HashMap::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        match line.split_once(char::is_whitespace) {
+            Some((host, secret)) if !secret.trim().is_empty() => {
+                out.insert(host.to_string(), secret.trim().as_bytes().to_vec());
+            }
+            _ => return Err(format!("{}:{}: expected \"host-name secret\"", path.display(), n + 1)),
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("{}: no hosts", path.display()));
+    }
+    Ok(out)
+}
+
+fn journal_server(listen: &str, dir: PathBuf, secrets: Option<&Path>, no_auth: bool, quota: &str, max_connections: usize) -> Result<ExitCode, String> {
+    use std::io::Write;
+    let secrets = match (secrets, no_auth) {
+        (Some(p), _) => Some(read_secrets(p)?),
+        (None, true) => None,
+        (None, false) => return Err("give --secrets FILE (or --no-auth to accept every host, for tests on 127.0.0.1)".into()),
+    };
+    let quota_bytes = parse_size(quota)?;
+    if max_connections == 0 {
+        return Err("--max-connections must be at least 1".into());
+    }
+    let cfg = okeanos::remote::server::ServerConfig { dir: dir.clone(), secrets, quota_bytes, max_connections };
+    let server = okeanos::remote::server::Server::bind(listen, cfg).map_err(|e| format!("listen on {listen} (journals in {}): {e}", dir.display()))?;
+    let addr = server.local_addr().map_err(|e| e.to_string())?;
+    println!("okeanos journal-server listening on {addr}, journals in {}", dir.display());
+    let _ = std::io::stdout().flush();
+    let stop = server.stop_flag();
+    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT]).map_err(|e| e.to_string())?;
+    std::thread::spawn(move || {
+        if signals.forever().next().is_some() {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            // Wake the accept loop.
+            let _ = std::net::TcpStream::connect(addr);
+        }
+    });
+    server.run();
+    eprintln!("okeanos journal-server stopped: {}", server.stats().summary());
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Opens `path` for mkfs: creates a file of `size` if missing; refuses to overwrite an

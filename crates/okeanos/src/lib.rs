@@ -42,6 +42,7 @@ pub mod inspect;
 pub mod journal;
 pub mod models;
 pub mod options;
+pub mod remote;
 pub mod runtime;
 pub mod sim;
 pub mod stats;

@@ -1,0 +1,313 @@
+//! `okeanos journal-server` as a real process on 127.0.0.1, started and stopped by each test:
+//! acknowledged appends survive kill -9, fdatasync is shared across connections, bad frames
+//! and bad hosts get errors and never take it down, a newer epoch fences an older host, a full
+//! journal says so until trimmed.
+
+use okeanos::remote::client::{Client, ClientConfig, RemoteError};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_okeanos");
+const BS: usize = 4096;
+
+struct Server {
+    child: Option<Child>,
+    addr: String,
+}
+
+impl Server {
+    fn start(dir: &Path, extra: &[&str]) -> Server {
+        let mut child = Command::new(BIN)
+            .args(["journal-server", "--listen", "127.0.0.1:0", "--dir"])
+            .arg(dir)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let addr = line.split_whitespace().nth(4).unwrap_or_else(|| panic!("no address in {line:?}")).trim_end_matches(',').to_string();
+        Server { child: Some(child), addr }
+    }
+
+    fn kill9(&mut self) {
+        let mut c = self.child.take().unwrap();
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+
+    /// SIGTERM; the stop line with the server's counters.
+    fn stop(&mut self) -> String {
+        let mut c = self.child.take().unwrap();
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        let st = c.wait().unwrap();
+        assert!(st.success(), "{st}");
+        let mut err = String::new();
+        c.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        err
+    }
+
+    fn alive(&mut self) -> bool {
+        self.child.as_mut().is_some_and(|c| c.try_wait().unwrap().is_none())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn cfg(s: &Server, host: &str, secret: &str, fs: u8) -> ClientConfig {
+    ClientConfig { addr: s.addr.clone(), host_name: host.into(), secret: secret.as_bytes().to_vec(), fs_uuid: [fs; 16], epoch: 0, timeout: Duration::from_secs(5) }
+}
+
+/// A transaction's blocks: `n` blocks, each filled from (tid, k).
+fn tx(tid: u64, n: usize) -> Vec<u8> {
+    (0..n * BS).map(|i| (tid as usize * 31 + i / BS * 7 + i % 251) as u8).collect()
+}
+
+fn secrets(dir: &Path, text: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join("secrets");
+    std::fs::write(&p, text).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+    p
+}
+
+#[test]
+fn appends_are_read_back_trimmed_and_authenticated() {
+    let dir = tempfile::tempdir().unwrap();
+    let sec = secrets(dir.path(), "# hosts\nalpha s3cret-a\nbeta s3cret-b\n");
+    let mut s = Server::start(&dir.path().join("j"), &["--secrets", sec.to_str().unwrap()]);
+    let mut c = Client::connect(cfg(&s, "alpha", "s3cret-a", 1)).unwrap();
+    assert_eq!((c.journal.epoch, c.journal.last_tid), (0, 0));
+    let epoch = c.fence(1).unwrap();
+    assert_eq!(epoch, 0);
+    for tid in 1..=20 {
+        c.append(tid, BS as u32, tx(tid, 1 + tid as usize % 3)).unwrap();
+    }
+    let back = c.read_from(1).unwrap();
+    assert_eq!(back.len(), 20);
+    for (tid, bs, blocks) in &back {
+        assert_eq!((*bs as usize, blocks), (BS, &tx(*tid, 1 + *tid as usize % 3)));
+    }
+    // A retried append of a held transaction is acknowledged again; a different one is not.
+    c.append(20, BS as u32, tx(20, 3)).unwrap();
+    assert!(matches!(c.append(20, BS as u32, tx(99, 1)), Err(RemoteError::Server { .. })));
+    let mut c = Client::connect(ClientConfig { epoch: 1, ..cfg(&s, "alpha", "s3cret-a", 1) }).unwrap();
+    assert!(matches!(c.append(22, BS as u32, tx(22, 1)), Err(RemoteError::Server { .. })), "a gap in tids is refused");
+    assert_eq!(c.trim(10).unwrap(), 11);
+    assert_eq!(c.read_from(1).unwrap().iter().map(|t| t.0).collect::<Vec<_>>(), (11..=20).collect::<Vec<_>>());
+    // Another host's journal is its own.
+    let mut b = Client::connect(cfg(&s, "beta", "s3cret-b", 1)).unwrap();
+    assert_eq!(b.journal.last_tid, 0);
+    assert!(b.read_from(0).unwrap().is_empty());
+    // Wrong secret, unknown host.
+    for (host, secret) in [("alpha", "wrong"), ("gamma", "s3cret-a")] {
+        match Client::connect(cfg(&s, host, secret, 1)) {
+            Err(RemoteError::Auth { message, .. }) => assert!(message.contains("unknown or its proof is wrong"), "{message}"),
+            Err(e) => panic!("{host}: {e}"),
+            Ok(_) => panic!("{host} with {secret} was accepted"),
+        }
+    }
+    assert!(s.stop().contains("2 refused"));
+    // A secrets file others can read is refused.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&sec, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let o = Command::new(BIN).args(["journal-server", "--listen", "127.0.0.1:0", "--secrets"]).arg(&sec).arg("--dir").arg(dir.path()).output().unwrap();
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("chmod 600"));
+    let o = Command::new(BIN).args(["journal-server", "--listen", "127.0.0.1:0", "--dir"]).arg(dir.path()).output().unwrap();
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("--secrets"));
+}
+
+/// Eight hosts append with four transactions in flight each; kill -9; every acknowledged
+/// transaction is there after a restart. Then the same load ends with SIGTERM: fewer
+/// fdatasyncs than appends (group commit across connections).
+#[test]
+fn kill_nine_loses_nothing_acknowledged_and_syncs_are_shared() {
+    let dir = tempfile::tempdir().unwrap();
+    let jdir = dir.path().join("j");
+    for round in 0..2 {
+        let mut s = Server::start(&jdir, &["--no-auth"]);
+        let deadline = Instant::now() + Duration::from_millis(800);
+        let hosts: Vec<_> = (0..8u8)
+            .map(|h| {
+                let c = cfg(&s, &format!("host{h}"), "", h + 1);
+                std::thread::spawn(move || -> (u8, u64, u64) {
+                    let mut c = Client::connect(c).unwrap();
+                    let first = c.journal.last_tid + 1;
+                    let (mut sent, mut acked) = (first, first - 1);
+                    loop {
+                        while sent - acked <= 4 && Instant::now() < deadline {
+                            if c.send_append(sent, BS as u32, tx(sent, 1)).is_err() {
+                                return (h, first, acked);
+                            }
+                            sent += 1;
+                        }
+                        if acked + 1 == sent {
+                            return (h, first, acked);
+                        }
+                        match c.wait_ack() {
+                            Ok(t) => {
+                                assert_eq!(t, acked + 1, "acknowledged in order");
+                                acked = t;
+                            }
+                            Err(_) => return (h, first, acked),
+                        }
+                    }
+                })
+            })
+            .collect();
+        if round == 0 {
+            std::thread::sleep(Duration::from_millis(400));
+            s.kill9();
+        }
+        let done: Vec<(u8, u64, u64)> = hosts.into_iter().map(|t| t.join().unwrap()).collect();
+        let total: u64 = done.iter().map(|(_, f, a)| a + 1 - f).sum();
+        assert!(total > 100, "appends acknowledged: {done:?}");
+        if round == 1 {
+            let line = s.stop();
+            let n = |word: &str| -> u64 { line.split_whitespace().zip(line.split_whitespace().skip(1)).find(|(_, w)| w.trim_end_matches(',') == word).map(|(v, _)| v.parse().unwrap()).unwrap() };
+            let (appends, rounds) = (n("appends"), n("sync"));
+            eprintln!("{line}");
+            assert!(rounds * 2 < appends, "group commit: {line}");
+        }
+        let mut s = Server::start(&jdir, &["--no-auth"]);
+        for (h, first, acked) in done {
+            let mut c = Client::connect(cfg(&s, &format!("host{h}"), "", h + 1)).unwrap();
+            let back = c.read_from(first).unwrap();
+            let tids: Vec<u64> = back.iter().map(|t| t.0).collect();
+            assert!(tids.len() as u64 >= acked + 1 - first, "host {h}: {} held, {} acknowledged", tids.len(), acked + 1 - first);
+            assert!(tids.windows(2).all(|w| w[1] == w[0] + 1) && tids.first().is_none_or(|&t| t == first), "host {h}: {tids:?}");
+            for (tid, _, blocks) in back {
+                assert_eq!(blocks, tx(tid, 1), "host {h} transaction {tid}");
+            }
+        }
+        s.stop();
+    }
+}
+
+#[test]
+fn malformed_frames_and_stalls_never_take_the_server_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Server::start(&dir.path().join("j"), &["--no-auth"]);
+    let good = okeanos::format::remote::Msg::Append { tid: 1, epoch: 0, block_size: BS as u32, blocks: tx(1, 1) }.encode(7);
+    let hello = {
+        let id = okeanos::format::remote::JournalId { host: okeanos::remote::host_id("h"), fs_uuid: [9; 16] };
+        okeanos::format::remote::Msg::Hello { id, host_name: "h".into(), epoch: 0, proof: [0; 32] }.encode(1)
+    };
+    let mut cases: Vec<(&str, Vec<u8>)> = vec![
+        ("garbage", b"GET / HTTP/1.1\r\n\r\n".to_vec()),
+        ("append before hello", good.clone()),
+        ("huge length", {
+            let mut f = good[..24].to_vec();
+            f[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
+            f
+        }),
+        ("bad crc", {
+            let mut f = hello.clone();
+            let n = f.len();
+            f[n - 1] ^= 1;
+            f
+        }),
+        ("unknown type", {
+            let mut f = hello.clone();
+            f[6] = 99;
+            f
+        }),
+        ("truncated then closed", hello[..30].to_vec()),
+        ("two hellos", [hello.clone(), hello.clone()].concat()),
+    ];
+    // Seeded mutations of valid frames.
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    for k in 0..200 {
+        let mut f = if k % 2 == 0 { hello.clone() } else { [hello.clone(), good.clone()].concat() };
+        for _ in 0..1 + k % 4 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let i = (x as usize) % f.len();
+            f[i] ^= (x >> 32) as u8 | 1;
+        }
+        if k % 5 == 0 {
+            f.truncate((x as usize >> 8) % f.len());
+        }
+        cases.push(("mutation", f));
+    }
+    for (what, bytes) in &cases {
+        let mut c = TcpStream::connect(&s.addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let _ = c.write_all(bytes);
+        let _ = c.shutdown(std::net::Shutdown::Write);
+        // The server answers (the challenge, maybe an error) and closes: read to the end.
+        let mut sink = Vec::new();
+        let r = c.read_to_end(&mut sink);
+        assert!(r.is_ok() || matches!(r, Err(ref e) if e.kind() == std::io::ErrorKind::ConnectionReset), "{what}: {r:?}");
+        assert!(s.alive(), "{what} took the server down");
+    }
+    // A peer that stops mid-frame is cut off after the frame timeout, not held forever.
+    let mut stall = TcpStream::connect(&s.addr).unwrap();
+    stall.write_all(&hello[..10]).unwrap();
+    // Meanwhile a good host works.
+    let mut c = Client::connect(cfg(&s, "h", "", 9)).unwrap();
+    c.fence(1).unwrap();
+    let mut c = Client::connect(ClientConfig { epoch: 1, ..cfg(&s, "h", "", 9) }).unwrap();
+    c.append(1, BS as u32, tx(1, 2)).unwrap();
+    assert_eq!(c.read_from(1).unwrap().len(), 1);
+    stall.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let t0 = Instant::now();
+    let mut sink = Vec::new();
+    let _ = stall.read_to_end(&mut sink);
+    assert!(t0.elapsed() < Duration::from_secs(25), "a stalled frame was held {:?}", t0.elapsed());
+    let line = s.stop();
+    assert!(line.contains("malformed frames") && !line.contains(" 0 malformed frames"), "{line}");
+}
+
+#[test]
+fn a_newer_epoch_fences_the_older_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(&dir.path().join("j"), &["--no-auth"]);
+    let mut a = Client::connect(cfg(&s, "node", "", 3)).unwrap();
+    a.fence(1).unwrap();
+    for tid in 1..=5 {
+        a.append(tid, BS as u32, tx(tid, 1)).unwrap();
+    }
+    // B takes over: fences with epoch 2, reads what A wrote.
+    let mut b = Client::connect(ClientConfig { epoch: 1, ..cfg(&s, "node", "", 3) }).unwrap();
+    assert_eq!(b.fence(2).unwrap(), 5);
+    assert_eq!(b.read_from(1).unwrap().len(), 5);
+    // A's next append and trim are refused as fenced; B continues.
+    assert!(matches!(a.append(6, BS as u32, tx(6, 1)), Err(RemoteError::Fenced { .. })));
+    assert!(matches!(a.trim(3), Err(RemoteError::Fenced { .. })));
+    b.append(6, BS as u32, tx(60, 1)).unwrap();
+    assert_eq!(b.read_from(6).unwrap()[0].2, tx(60, 1));
+    // An older epoch cannot fence back.
+    assert!(matches!(a.fence(2), Err(RemoteError::Fenced { .. })));
+}
+
+#[test]
+fn a_full_journal_says_so_until_trimmed() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(&dir.path().join("j"), &["--no-auth", "--quota", "64K"]);
+    let mut c = Client::connect(cfg(&s, "q", "", 4)).unwrap();
+    let mut tid = 1;
+    let err = loop {
+        match c.append(tid, BS as u32, tx(tid, 4)) {
+            Ok(()) => tid += 1,
+            Err(e) => break e,
+        }
+        assert!(tid < 100);
+    };
+    assert!(matches!(err, RemoteError::Full { .. }), "{err}");
+    assert_eq!(tid, 4, "three transactions of 16 KiB fit 64 KiB");
+    c.trim(tid - 1).unwrap();
+    c.append(tid, BS as u32, tx(tid, 4)).unwrap();
+}
