@@ -203,3 +203,53 @@ proptest! {
         prop_assert_eq!(DirBlock::decode(&b).unwrap(), db);
     }
 }
+
+fn remote_messages() -> Vec<okeanos::format::remote::Msg> {
+    use okeanos::format::remote::{JournalId, Msg};
+    let id = JournalId { host: [3; 16], fs_uuid: [4; 16] };
+    vec![
+        Msg::Challenge { nonce: [7; 32] },
+        Msg::Hello { id, host_name: "node-1".into(), epoch: 9, proof: [5; 32] },
+        Msg::HelloOk { epoch: 1, first_tid: 2, last_tid: 3, quota_bytes: 4, used_bytes: 5 },
+        Msg::Append { tid: 77, epoch: 2, block_size: 1024, blocks: (0..2048).map(|i| i as u8).collect() },
+        Msg::Ack { tid: 77 },
+        Msg::Trim { upto: 70, epoch: 2 },
+        Msg::TrimOk { first_tid: 71 },
+        Msg::Read { from: 71 },
+        Msg::Tx { tid: 71, block_size: 4096, blocks: vec![1; 4096] },
+        Msg::ReadEnd { last_tid: 77 },
+        Msg::Fence { epoch: 3 },
+        Msg::FenceOk { epoch: 3, last_tid: 77 },
+        Msg::error(okeanos::format::remote::ErrorCode::Full, "journal full"),
+    ]
+}
+
+#[test]
+fn remote_frames_round_trip_and_every_flip_is_caught() {
+    use okeanos::format::remote;
+    for m in remote_messages() {
+        let f = m.encode(42);
+        assert_eq!(remote::decode(&f).unwrap(), (42, m.clone()));
+        every_flip_caught(&f, 0..f.len(), |x| remote::decode(x).map(|_| ()));
+        // Short and long frames are errors too.
+        assert!(remote::decode(&f[..f.len() - 1]).is_err());
+        assert!(remote::decode(&[f.clone(), vec![0]].concat()).is_err());
+    }
+    // A header announcing more than the limit is refused before anything is read.
+    let mut h = remote_messages()[0].encode(1)[..remote::HEADER].to_vec();
+    h[16..20].copy_from_slice(&(remote::MAX_PAYLOAD as u32 + 1).to_le_bytes());
+    assert!(remote::decode_header(&h).is_err());
+}
+
+proptest::proptest! {
+    #[test]
+    fn remote_decoder_never_panics(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300), k in 0usize..13, at in 0usize..400, v in proptest::prelude::any::<u8>()) {
+        let _ = okeanos::format::remote::decode(&bytes);
+        let mut f = remote_messages()[k].encode(1);
+        let n = f.len();
+        f[at % n] = v;
+        let _ = okeanos::format::remote::decode(&f);
+        f.truncate(at % n);
+        let _ = okeanos::format::remote::decode(&f);
+    }
+}
