@@ -5,7 +5,7 @@ use crate::device::Device;
 use crate::format::journal::{JournalSuperblock, RevokeBlock};
 use crate::format::Superblock;
 use crate::fs::FsError;
-use crate::journal::placement::LogRegion;
+use crate::journal::placement::{LogRegion, Placement, Ring};
 use crate::journal::recovery::{ScannedTx, Scan};
 use crate::runtime::{self, Devices};
 use crate::stats::{RecoveryReport, Stats};
@@ -37,8 +37,11 @@ fn open(dev: &Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> Result<(Supe
 pub fn dump_journal(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> Result<JournalDump, FsError> {
     let (sb, devs, region, jsb) = open(&dev, journal)?;
     let bs = sb.block_size as u64;
+    let Some(start) = Ring::new(region, jsb.clone()).recovery() else {
+        return Ok(JournalDump { region, jsb, end_reason: "journal is clean".into(), transactions: Vec::new(), revoked: Vec::new(), damage: None });
+    };
     let mut log = runtime::LogReader::new(&devs, region);
-    let mut scan = Scan::new(region, &jsb, sb.block_count);
+    let mut scan = Scan::new(&start, sb.block_count);
     while let Some(pos) = scan.next_read() {
         scan.feed(log.read(pos)?);
     }
@@ -70,7 +73,9 @@ pub fn recover_image(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> 
     let origin = std::time::Instant::now();
     let now = || origin.elapsed().as_nanos() as u64;
     let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
-    let (report, _) = runtime::recover(&devs, region, &jsb, sb.block_count, &Stats::new(sb.block_size as usize), &now, wall).map_err(|e| FsError::Io(e.to_string()))?;
+    let Some((report, _)) = runtime::recover(&devs, &Ring::new(region, jsb), sb.block_count, &Stats::new(sb.block_size as usize), &now, wall).map_err(|e| FsError::Io(e.to_string()))? else {
+        return Ok(None);
+    };
     // Unmounted with a clean journal: the superblock says so (keeping an ERRORS state that
     // recovery set or found). Replay may have rewritten block 0, so read it again.
     let mut b = vec![0u8; sb.block_size as usize];

@@ -187,9 +187,11 @@ impl Okeanos {
                 devs.journal = devs.journal.map(|j| Arc::new(crate::device::OverlayDevice::new(j)) as Arc<dyn Device>);
             }
             let now = || clock.now_ns();
-            let (report, tid) = runtime::recover(&devs, region, &jsb, sb.block_count, &stats, &now, clock.wall_ns()).map_err(|e| FsError::Io(e.to_string()))?;
-            next_tid = tid;
-            *stats.recovery.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
+            let ring = Ring::new(region, jsb.clone());
+            if let Some((report, tid)) = runtime::recover(&devs, &ring, sb.block_count, &stats, &now, clock.wall_ns()).map_err(|e| FsError::Io(e.to_string()))? {
+                next_tid = tid;
+                *stats.recovery.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
+            }
         }
         let dev = devs.fs.clone();
         // Recovery may have replayed the superblock and descriptors: read them again.

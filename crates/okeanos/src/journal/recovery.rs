@@ -55,11 +55,11 @@
 //! the journal superblock records the new tail, so the transactions in the ring at a crash
 //! have tids below `sequence + ring length`; older leftovers have lower tids still.
 
-use super::placement::LogRegion;
-use super::plan::{BlockKind, IoPlan};
+use super::placement::{LogRegion, RecoveryStart};
+use super::plan::BlockKind;
 use super::revoke::RevokeTable;
 use super::transaction::Tid;
-use crate::format::journal::{self as jf, CommitBlock, Descriptor, JBlockType, JournalSuperblock, RevokeBlock, Tag};
+use crate::format::journal::{self as jf, CommitBlock, Descriptor, JBlockType, RevokeBlock, Tag};
 use crate::format::FormatError;
 use crate::det::HashMap;
 
@@ -147,15 +147,9 @@ pub struct Scan {
 }
 
 impl Scan {
-    pub fn new(region: LogRegion, jsb: &JournalSuperblock, fs_blocks: u64) -> Self {
-        let multiwrite = jsb.features & jf::jfeature::MULTIWRITE != 0;
-        if jsb.start == 0 {
-            let mut s = Scan::at(region, fs_blocks, multiwrite, region.first, jsb.sequence);
-            s.phase = Phase::Done;
-            s.end_reason = "journal is clean".into();
-            return s;
-        }
-        Scan::at(region, fs_blocks, multiwrite, jsb.start, jsb.sequence)
+    /// The scan of a placement's log from where its recovery starts.
+    pub fn new(start: &RecoveryStart, fs_blocks: u64) -> Self {
+        Scan::at(start.region, fs_blocks, start.multiwrite, start.pos, start.tid)
     }
 
     /// A scan that expects transaction `tid` to begin at log position `pos`.
@@ -517,9 +511,9 @@ impl Probe {
 }
 
 /// The tid the journal continues with after recovery (see the module notes).
-pub fn next_tid(scan: &Scan, probe: Option<&Probe>, jsb: &JournalSuperblock, region: LogRegion) -> Tid {
+pub fn next_tid(scan: &Scan, probe: Option<&Probe>, start: &RecoveryStart) -> Tid {
     let probed = probe.map_or(0, |p| p.max_tid_seen + 1);
-    (scan.end_tid() + 2).max(probed).max(jsb.sequence + region.ring_len())
+    (scan.end_tid() + 2).max(probed).max(start.tid_bound)
 }
 
 /// Pass 2: the revoke blocks to read, with the tid of their transaction.
@@ -590,17 +584,4 @@ pub fn replay_plan(txs: &[ScannedTx], revoked: &RevokeTable) -> Vec<ReplayBlock>
     let mut v: Vec<ReplayBlock> = plan.into_values().collect();
     v.sort_by_key(|c| c.fs_block);
     v
-}
-
-/// The last step: mark the journal clean once replayed blocks are durable. The caller runs it
-/// after writing the replayed blocks and flushing the file-system device.
-pub fn finish_plan(region: LogRegion, jsb: &JournalSuperblock, next_tid: Tid) -> IoPlan {
-    let mut b = vec![0u8; jsb.block_size as usize];
-    JournalSuperblock { start: 0, sequence: next_tid, ..jsb.clone() }.encode(&mut b);
-    let mut io = IoPlan::default();
-    io.push(
-        vec![super::plan::IoWrite { dev: region.dev(), block: region.device_block(0), data: std::sync::Arc::new(b), kind: BlockKind::JournalSuper }],
-        vec![region.dev()],
-    );
-    io
 }

@@ -5,8 +5,8 @@
 pub mod open;
 
 use crate::device::{Device, DeviceError};
-use crate::format::journal::{self as jf, JournalSuperblock};
-use crate::journal::placement::LogRegion;
+use crate::format::journal as jf;
+use crate::journal::placement::{LogRegion, Placement};
 use crate::journal::plan::{DevId, IoPlan};
 use crate::format::superblock::{state, ErrorRecord, Superblock};
 use crate::journal::recovery::{self, Damage, Probe, ReplayBase, ReplayBlock, Scan};
@@ -138,20 +138,22 @@ pub enum RecoveryError {
     Format(#[from] crate::format::FormatError),
 }
 
-/// Runs the three passes of recovery and marks the journal clean. Returns the report and the
-/// tid for the next transaction. Safe to run again after a crash at any point inside it.
+/// Runs the three passes of recovery over the placement's log and marks it recovered. Returns
+/// the report and the tid for the next transaction, or None when the log needed no recovery.
+/// Safe to run again after a crash at any point inside it.
 pub fn recover(
     devs: &Devices,
-    region: LogRegion,
-    jsb: &JournalSuperblock,
+    placement: &dyn Placement,
     fs_blocks: u64,
     stats: &Stats,
     now_ns: &dyn Fn() -> u64,
     wall_ns: i64,
-) -> Result<(RecoveryReport, u64), RecoveryError> {
+) -> Result<Option<(RecoveryReport, u64)>, RecoveryError> {
+    let Some(start) = placement.recovery() else { return Ok(None) };
+    let region = start.region;
     let t0 = now_ns();
     let mut log = LogReader::new(devs, region);
-    let mut scan = Scan::new(region, jsb, fs_blocks);
+    let mut scan = Scan::new(&start, fs_blocks);
     while let Some(pos) = scan.next_read() {
         scan.feed(log.read(pos)?);
     }
@@ -175,8 +177,10 @@ pub fn recover(
         // damage again, and never a clean journal without the error state.
         mark_errors(devs, d, wall_ns)?;
     }
-    let next_tid = recovery::next_tid(&scan, probe.as_ref(), jsb, region);
-    execute(&recovery::finish_plan(region, jsb, next_tid), devs, stats)?;
+    let next_tid = recovery::next_tid(&scan, probe.as_ref(), &start);
+    let mut finish = IoPlan::default();
+    placement.recovered_stage(next_tid).push_to(&mut finish);
+    execute(&finish, devs, stats)?;
     let t3 = now_ns();
     let report = RecoveryReport {
         transactions: scan.txs.len() as u64,
@@ -193,7 +197,7 @@ pub fn recover(
         revoke_ns: t2 - t1,
         replay_ns: t3 - t2,
     };
-    Ok((report, next_tid))
+    Ok(Some((report, next_tid)))
 }
 
 /// Sets the ERRORS state and the error record in the superblock, durably.

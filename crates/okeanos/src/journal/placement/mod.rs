@@ -10,10 +10,14 @@
 //! whatever order suits it. It never sees which content policy filled the blocks, and the core
 //! never asks which placement it has.
 //!
+//! Recovery goes through the placement too: it says where its log of committed transactions
+//! begins ([`RecoveryStart`]: positions on a device, the first one and its tid) and how to mark
+//! the log recovered; the scan, revoke and replay passes (`journal/recovery.rs`) are shared. A
+//! placement whose log is not a local device (a server) reads it into an in-memory device
+//! first and describes that.
+//!
 //! Placements: [`Ring`] (`internal`: a region of the file-system device; `external`: a device
 //! or file of its own). Remote, NVM and manylogs placements follow (issues 12, 14, 15).
-//! Recovery still reads the ring directly (`journal/recovery.rs`); it moves behind the trait
-//! with the second placement.
 
 mod ring;
 
@@ -65,6 +69,21 @@ pub struct Kept {
     pub next_tid: Tid,
 }
 
+/// Where recovery's scan begins in a placement's log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecoveryStart {
+    /// The log's positions and the device block of each.
+    pub region: LogRegion,
+    /// The first position to read, and the tid expected there.
+    pub pos: u64,
+    pub tid: Tid,
+    /// The log may hold multiwrite records.
+    pub multiwrite: bool,
+    /// Every tid present in the log is below this (the placement knows how many transactions
+    /// its log can hold); the journal continues at or beyond it.
+    pub tid_bound: Tid,
+}
+
 /// Where the journal lives (DESIGN.md section 5).
 pub trait Placement: Send + std::fmt::Debug {
     /// The placement's name in messages and reports ("internal", "external").
@@ -94,4 +113,10 @@ pub trait Placement: Send + std::fmt::Debug {
     /// At a clean unmount, with nothing left in the log: the journal is empty and the next
     /// mount continues with `next_tid`.
     fn clean_stage(&self, next_tid: Tid) -> Stage;
+    /// What recovery must scan, or None when the log needs no recovery.
+    fn recovery(&self) -> Option<RecoveryStart>;
+    /// The last step of recovery, after the replayed blocks are durable: the log is recovered
+    /// (empty) and the journal continues with `next_tid`. Until this stage is durable, a crash
+    /// just means recovery runs again.
+    fn recovered_stage(&self, next_tid: Tid) -> Stage;
 }

@@ -2,7 +2,7 @@
 //! Journal block 0 is the journal superblock; the log occupies `[first, total)` and wraps.
 //! [`LogRegion`] is the geometry (also what recovery's scan walks); [`Ring`] the placement.
 
-use super::{Extent, Kept, Placement, Records, Stage};
+use super::{Extent, Kept, Placement, Records, RecoveryStart, Stage};
 use crate::format::journal::JournalSuperblock;
 use crate::journal::plan::{BlockKind, DevId, IoWrite};
 use crate::journal::transaction::Tid;
@@ -168,6 +168,23 @@ impl Placement for Ring {
 
     fn clean_stage(&self, next_tid: Tid) -> Stage {
         assert_eq!(self.head, self.tail, "a clean journal is empty");
+        self.jsb_stage(0, next_tid)
+    }
+
+    /// From the journal superblock as read at mount: the tail and its tid, unless clean. Every
+    /// transaction takes at least one block and space is reused only after the superblock
+    /// records the new tail, so the ring holds tids below `sequence + ring length`.
+    fn recovery(&self) -> Option<RecoveryStart> {
+        (self.jsb.start != 0).then(|| RecoveryStart {
+            region: self.region,
+            pos: self.jsb.start,
+            tid: self.jsb.sequence,
+            multiwrite: self.jsb.features & crate::format::journal::jfeature::MULTIWRITE != 0,
+            tid_bound: self.jsb.sequence + self.region.ring_len(),
+        })
+    }
+
+    fn recovered_stage(&self, next_tid: Tid) -> Stage {
         self.jsb_stage(0, next_tid)
     }
 }
