@@ -51,6 +51,13 @@ enum Cmd {
         /// Put the journal on this device or file (created with --journal-size if missing).
         #[arg(long)]
         journal_device: Option<PathBuf>,
+        /// Where the journal lives: internal (default), external (with --journal-device) or
+        /// remote (on --journal-server, with the internal journal as its local fallback).
+        #[arg(long, value_name = "KIND")]
+        journal: Option<String>,
+        /// The journal server of a remote journal, host:port.
+        #[arg(long, value_name = "HOST:PORT")]
+        journal_server: Option<String>,
         /// Bytes of file system per inode (at least 1024).
         #[arg(long, default_value = "16384")]
         bytes_per_inode: u64,
@@ -346,8 +353,20 @@ fn main() -> ExitCode {
 
 fn run(cmd: Cmd) -> Result<ExitCode, String> {
     match cmd {
-        Cmd::Mkfs { image, size, block_size, journal_size, journal_device, bytes_per_inode, log_area_blocks, label, force } => {
-            mkfs(&image, size.as_deref(), block_size, journal_size.as_deref(), journal_device.as_deref(), bytes_per_inode, log_area_blocks, label, force)
+        Cmd::Mkfs { image, size, block_size, journal_size, journal_device, journal, journal_server, bytes_per_inode, log_area_blocks, label, force } => {
+            let remote = match (journal.as_deref(), journal_server) {
+                (None | Some("internal"), None) => None,
+                (Some("external"), None) if journal_device.is_some() => None,
+                (Some("external"), None) => return Err("--journal external needs --journal-device".into()),
+                (Some("remote"), Some(s)) => Some(s),
+                (Some("remote"), None) => return Err("--journal remote needs --journal-server HOST:PORT".into()),
+                (None, Some(_)) | (Some(_), Some(_)) => return Err("--journal-server goes with --journal remote".into()),
+                (Some(k), None) => return Err(format!("--journal {k}: use internal, external or remote")),
+            };
+            if remote.is_some() && journal_device.is_some() {
+                return Err("a remote journal falls back to the internal journal: leave out --journal-device".into());
+            }
+            mkfs(&image, size.as_deref(), block_size, journal_size.as_deref(), journal_device.as_deref(), remote, bytes_per_inode, log_area_blocks, label, force)
         }
         Cmd::Fsck { img, no_write } => fsck(&img, no_write),
         Cmd::Recover { img } => {
@@ -423,6 +442,7 @@ fn mkfs(
     block_size: u32,
     journal_size: Option<&str>,
     journal_device: Option<&Path>,
+    remote_server: Option<String>,
     bytes_per_inode: u64,
     log_area_blocks: u32,
     label: String,
@@ -439,7 +459,7 @@ fn mkfs(
             Some(j) => Some(prepare(j, Some(&format!("{}", journal_blocks * block_size as u64)), force)?),
             None => None,
         };
-        let opts = MkfsOptions { block_size, journal_blocks, external_journal: jdev.is_some(), bytes_per_inode, log_area_blocks, label };
+        let opts = MkfsOptions { block_size, journal_blocks, external_journal: jdev.is_some(), bytes_per_inode, log_area_blocks, label, remote_server: remote_server.clone() };
         let sb = Okeanos::mkfs(dev.as_ref(), jdev.as_deref(), &opts).map_err(|e| e.to_string())?;
         Ok::<_, String>((sb, jdev.is_some()))
     })();
@@ -456,6 +476,9 @@ fn mkfs(
     let jblocks = match sb.journal {
         JournalLocation::Internal { blocks, .. } | JournalLocation::External { blocks, .. } => blocks,
     };
+    if let Some(r) = &sb.remote {
+        outln!("{}: journal on the server {}, falling back to the internal journal of {} blocks", image.display(), r.server, jblocks);
+    }
     outln!(
         "{}: {} blocks of {} bytes, {}, {} inodes, {} journal of {} blocks ({} MiB)",
         image.display(),

@@ -42,6 +42,16 @@ pub struct MountOptions {
     /// Open the image and journal with O_DIRECT (`direct_io`; block devices): every engine
     /// write reaches the device as written, bypassing the page cache.
     pub direct_io: bool,
+    /// The journal server of a remote journal (`journal_server=host:port`; default: the one
+    /// mkfs recorded).
+    pub journal_server: Option<String>,
+    /// How long a journal server may take to acknowledge (`remote_ack_timeout=<s>`, default 1):
+    /// past it the host falls back to its local journal.
+    pub remote_ack_timeout: Duration,
+    /// This host's secret for the journal server (`remote_secret=`, or `remote_secret_file=`).
+    pub remote_secret: Option<Vec<u8>>,
+    /// This host's name at the journal server (`remote_host=`, default the system's host name).
+    pub remote_host: Option<String>,
     /// Drive the journal step by step instead of from a journal thread (the simulator);
     /// operations that would wait return `FsError::WouldBlock`. Not accepted by `parse`.
     #[doc(hidden)]
@@ -70,6 +80,10 @@ impl Default for MountOptions {
             max_tx_blocks: None,
             device_model: None,
             direct_io: false,
+            journal_server: None,
+            remote_ack_timeout: Duration::from_secs(1),
+            remote_secret: None,
+            remote_host: None,
             manual_journal: false,
             fault_skip_commit_flush: false,
         }
@@ -166,6 +180,20 @@ impl MountOptions {
                     o.device_model = Some(m.to_string());
                 }
                 "journal_checksum" => {} // always on: commit blocks carry a transaction checksum
+                "journal_server" => o.journal_server = Some(v.filter(|v| v.contains(':')).ok_or("option journal_server needs host:port")?.to_string()),
+                "remote_ack_timeout" => {
+                    o.remote_ack_timeout = secs(v)?;
+                    if o.remote_ack_timeout < Duration::from_millis(1) {
+                        return Err("option remote_ack_timeout: at least 0.001 s".into());
+                    }
+                }
+                "remote_secret" => o.remote_secret = Some(v.filter(|v| !v.is_empty()).ok_or("option remote_secret needs a value")?.as_bytes().to_vec()),
+                "remote_secret_file" => {
+                    let p = v.ok_or("option remote_secret_file needs a path")?;
+                    let text = std::fs::read_to_string(p).map_err(|e| format!("option remote_secret_file={p}: {e}"))?;
+                    o.remote_secret = Some(text.trim().as_bytes().to_vec());
+                }
+                "remote_host" => o.remote_host = Some(v.filter(|v| !v.is_empty()).ok_or("option remote_host needs a name")?.to_string()),
                 _ => return Err(format!("unknown mount option {item:?}")),
             }
         }

@@ -16,7 +16,10 @@ pub mod compat {
 pub mod incompat {
     /// The journal lives on a separate device (external journal).
     pub const EXTERNAL_JOURNAL: u32 = 1 << 0;
-    pub const KNOWN: u32 = EXTERNAL_JOURNAL;
+    /// The journal lives on a journal server; the internal journal is its local fallback
+    /// (the remote record, bytes 264..352).
+    pub const REMOTE_JOURNAL: u32 = 1 << 1;
+    pub const KNOWN: u32 = EXTERNAL_JOURNAL | REMOTE_JOURNAL;
 }
 /// Read-only-compatible features.
 pub mod ro_compat {
@@ -49,6 +52,32 @@ pub mod state {
         }
     }
 }
+
+/// Which journal a file system with a remote journal writes to now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum RemoteMode {
+    /// Transactions go to the journal server.
+    Remote,
+    /// The server failed: transactions go to the local (internal) journal; the server holds
+    /// those up to `upto`.
+    Local,
+}
+
+/// The remote journal of a file system (docs/REMOTE.md): the server, the epoch this file system
+/// writes with, and where its transactions are.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RemoteRecord {
+    pub mode: RemoteMode,
+    pub epoch: u64,
+    /// In local mode, the newest transaction the server holds: the local journal continues
+    /// after it.
+    pub upto: u64,
+    /// host:port of the journal server (a mount option may name another).
+    pub server: String,
+}
+
+/// Bytes of the server address in the superblock.
+pub const REMOTE_SERVER_LEN: usize = 64;
 
 /// What the last error found (ext4 keeps `s_first_error_*`): set with [`state::ERRORS`] when
 /// recovery finds a damaged transaction with committed transactions after it.
@@ -100,6 +129,8 @@ pub struct Superblock {
     pub lifetime: Lifetime,
     /// The damage that set [`state::ERRORS`], if recovery found it.
     pub error: ErrorRecord,
+    /// The remote journal (with [`incompat::REMOTE_JOURNAL`]).
+    pub remote: Option<RemoteRecord>,
 }
 
 /// Counters over the life of the file system, summed over every mount that unmounted cleanly.
@@ -160,6 +191,17 @@ impl Superblock {
         Le::put_u64(out, 240, self.error.tid);
         Le::put_u64(out, 248, self.error.following);
         Le::put_i64(out, 256, self.error.time_ns);
+        if let Some(r) = &self.remote {
+            Le::put_u32(out, 264, match r.mode {
+                RemoteMode::Remote => 1,
+                RemoteMode::Local => 2,
+            });
+            Le::put_u64(out, 272, r.epoch);
+            Le::put_u64(out, 280, r.upto);
+            let s = r.server.as_bytes();
+            assert!(s.len() <= REMOTE_SERVER_LEN, "server address checked by mkfs");
+            out[288..288 + s.len()].copy_from_slice(s);
+        }
         put_crc(out, SB_CRC_AT, seed::SUPERBLOCK);
     }
 
@@ -214,6 +256,19 @@ impl Superblock {
                 syncs: Le::u64(b, 232),
             },
             error: ErrorRecord { tid: Le::u64(b, 240), following: Le::u64(b, 248), time_ns: Le::i64(b, 256) },
+            remote: if incompat & incompat::REMOTE_JOURNAL != 0 {
+                let mode = match Le::u32(b, 264) {
+                    1 => RemoteMode::Remote,
+                    2 => RemoteMode::Local,
+                    m => return Err(invalid(W, format!("unknown remote journal mode {m}"))),
+                };
+                let raw = &b[288..288 + REMOTE_SERVER_LEN];
+                let end = raw.iter().position(|&c| c == 0).unwrap_or(REMOTE_SERVER_LEN);
+                let server = std::str::from_utf8(&raw[..end]).map_err(|_| invalid(W, "server address is not UTF-8"))?.to_string();
+                Some(RemoteRecord { mode, epoch: Le::u64(b, 272), upto: Le::u64(b, 280), server })
+            } else {
+                None
+            },
         };
         sb.validate()?;
         Ok(sb)

@@ -23,11 +23,14 @@ pub struct MkfsOptions {
     /// Blocks reserved per group for scattered logs (manylogs); 0 by default.
     pub log_area_blocks: u32,
     pub label: String,
+    /// Keep the journal on this journal server (host:port); the internal journal becomes its
+    /// local fallback (docs/REMOTE.md).
+    pub remote_server: Option<String>,
 }
 
 impl Default for MkfsOptions {
     fn default() -> Self {
-        MkfsOptions { block_size: 4096, journal_blocks: 32768, external_journal: false, bytes_per_inode: 16384, log_area_blocks: 0, label: String::new() }
+        MkfsOptions { block_size: 4096, journal_blocks: 32768, external_journal: false, bytes_per_inode: 16384, log_area_blocks: 0, label: String::new(), remote_server: None }
     }
 }
 
@@ -93,6 +96,14 @@ pub fn plan(dev_bytes: u64, o: &MkfsOptions, journal_dev_bytes: Option<u64>) -> 
     if journal_blocks < MIN_JOURNAL_BLOCKS {
         return Err(MkfsError::Invalid(format!("journal of {journal_blocks} blocks is too small (at least {MIN_JOURNAL_BLOCKS})")));
     }
+    if let Some(s) = &o.remote_server {
+        if o.external_journal {
+            return Err(MkfsError::Invalid("a remote journal falls back to the internal journal: leave out the journal device".into()));
+        }
+        if s.is_empty() || s.len() > crate::format::superblock::REMOTE_SERVER_LEN || !s.contains(':') {
+            return Err(MkfsError::Invalid(format!("journal server {s:?}: give host:port, at most {} bytes", crate::format::superblock::REMOTE_SERVER_LEN)));
+        }
+    }
     if o.bytes_per_inode < 1024 {
         return Err(MkfsError::Invalid(format!("{} bytes per inode is below the smallest (1024)", o.bytes_per_inode)));
     }
@@ -137,7 +148,7 @@ pub fn plan(dev_bytes: u64, o: &MkfsOptions, journal_dev_bytes: Option<u64>) -> 
     let sb = Superblock {
         version: SB_VERSION,
         feature_compat: if o.log_area_blocks > 0 { compat::LOG_AREA } else { 0 },
-        feature_incompat: if o.external_journal { incompat::EXTERNAL_JOURNAL } else { 0 },
+        feature_incompat: if o.external_journal { incompat::EXTERNAL_JOURNAL } else { 0 } | if o.remote_server.is_some() { incompat::REMOTE_JOURNAL } else { 0 },
         feature_ro_compat: 0,
         block_size: bs,
         block_count,
@@ -165,6 +176,7 @@ pub fn plan(dev_bytes: u64, o: &MkfsOptions, journal_dev_bytes: Option<u64>) -> 
         label,
         lifetime: Default::default(),
         error: Default::default(),
+        remote: o.remote_server.as_ref().map(|s| crate::format::superblock::RemoteRecord { mode: crate::format::superblock::RemoteMode::Remote, epoch: 0, upto: 0, server: s.clone() }),
     };
     sb.validate().map_err(|e| MkfsError::Invalid(e.to_string()))?;
     Ok(sb)
