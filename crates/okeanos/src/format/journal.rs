@@ -137,6 +137,21 @@ pub struct JournalSuperblock {
     pub fs_uuid: [u8; 16],
     /// Non-zero after an error aborted the journal.
     pub errno: i32,
+    /// For a file system with a remote journal, whose local fallback this journal is: where
+    /// its transactions are (zero otherwise).
+    pub remote: RemoteState,
+}
+
+/// Where a remote journal's transactions are (docs/REMOTE.md). Kept in the local journal's
+/// superblock, which only the placement writes, never in journaled metadata.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RemoteState {
+    /// The host fell back: transactions after `upto` are in this local journal.
+    pub local: bool,
+    /// The epoch this host writes with (fenced in at mount).
+    pub epoch: u64,
+    /// With `local`, the newest transaction the server holds.
+    pub upto: u64,
 }
 
 impl JournalSuperblock {
@@ -153,6 +168,9 @@ impl JournalSuperblock {
         out[64..80].copy_from_slice(&self.uuid);
         out[80..96].copy_from_slice(&self.fs_uuid);
         Le::put_u32(out, 96, self.errno as u32);
+        Le::put_u32(out, 100, self.remote.local as u32);
+        Le::put_u64(out, 104, self.remote.epoch);
+        Le::put_u64(out, 112, self.remote.upto);
         put_crc(out, JSB_CRC_AT, seed::JOURNAL);
     }
 
@@ -175,7 +193,11 @@ impl JournalSuperblock {
             uuid: b[64..80].try_into().unwrap(),
             fs_uuid: b[80..96].try_into().unwrap(),
             errno: Le::u32(b, 96) as i32,
+            remote: RemoteState { local: Le::u32(b, 100) == 1, epoch: Le::u64(b, 104), upto: Le::u64(b, 112) },
         };
+        if Le::u32(b, 100) > 1 {
+            return Err(invalid(W, format!("unknown remote journal mode {}", Le::u32(b, 100))));
+        }
         if jsb.version != JOURNAL_VERSION || jsb.features & !jfeature::KNOWN != 0 {
             return Err(FormatError::Unsupported { what: W, version: jsb.version, features: jsb.features });
         }

@@ -53,25 +53,12 @@ pub mod state {
     }
 }
 
-/// Which journal a file system with a remote journal writes to now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub enum RemoteMode {
-    /// Transactions go to the journal server.
-    Remote,
-    /// The server failed: transactions go to the local (internal) journal; the server holds
-    /// those up to `upto`.
-    Local,
-}
-
-/// The remote journal of a file system (docs/REMOTE.md): the server, the epoch this file system
-/// writes with, and where its transactions are.
+/// The remote journal of a file system (docs/REMOTE.md): the server it was made with. Only
+/// this static fact lives here: block 0 is journaled metadata (the orphan list), so state that
+/// changes while mounted (the epoch, whether the host fell back to its local journal and from
+/// which tid) lives in the local journal's superblock, which only the placement writes.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct RemoteRecord {
-    pub mode: RemoteMode,
-    pub epoch: u64,
-    /// In local mode, the newest transaction the server holds: the local journal continues
-    /// after it.
-    pub upto: u64,
     /// host:port of the journal server (a mount option may name another).
     pub server: String,
 }
@@ -192,15 +179,9 @@ impl Superblock {
         Le::put_u64(out, 248, self.error.following);
         Le::put_i64(out, 256, self.error.time_ns);
         if let Some(r) = &self.remote {
-            Le::put_u32(out, 264, match r.mode {
-                RemoteMode::Remote => 1,
-                RemoteMode::Local => 2,
-            });
-            Le::put_u64(out, 272, r.epoch);
-            Le::put_u64(out, 280, r.upto);
             let s = r.server.as_bytes();
             assert!(s.len() <= REMOTE_SERVER_LEN, "server address checked by mkfs");
-            out[288..288 + s.len()].copy_from_slice(s);
+            out[264..264 + s.len()].copy_from_slice(s);
         }
         put_crc(out, SB_CRC_AT, seed::SUPERBLOCK);
     }
@@ -257,15 +238,13 @@ impl Superblock {
             },
             error: ErrorRecord { tid: Le::u64(b, 240), following: Le::u64(b, 248), time_ns: Le::i64(b, 256) },
             remote: if incompat & incompat::REMOTE_JOURNAL != 0 {
-                let mode = match Le::u32(b, 264) {
-                    1 => RemoteMode::Remote,
-                    2 => RemoteMode::Local,
-                    m => return Err(invalid(W, format!("unknown remote journal mode {m}"))),
-                };
-                let raw = &b[288..288 + REMOTE_SERVER_LEN];
+                let raw = &b[264..264 + REMOTE_SERVER_LEN];
                 let end = raw.iter().position(|&c| c == 0).unwrap_or(REMOTE_SERVER_LEN);
                 let server = std::str::from_utf8(&raw[..end]).map_err(|_| invalid(W, "server address is not UTF-8"))?.to_string();
-                Some(RemoteRecord { mode, epoch: Le::u64(b, 272), upto: Le::u64(b, 280), server })
+                if server.is_empty() {
+                    return Err(invalid(W, "remote journal without a server address"));
+                }
+                Some(RemoteRecord { server })
             } else {
                 None
             },

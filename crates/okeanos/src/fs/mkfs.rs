@@ -176,7 +176,7 @@ pub fn plan(dev_bytes: u64, o: &MkfsOptions, journal_dev_bytes: Option<u64>) -> 
         label,
         lifetime: Default::default(),
         error: Default::default(),
-        remote: o.remote_server.as_ref().map(|s| crate::format::superblock::RemoteRecord { mode: crate::format::superblock::RemoteMode::Remote, epoch: 0, upto: 0, server: s.clone() }),
+        remote: o.remote_server.as_ref().map(|s| crate::format::superblock::RemoteRecord { server: s.clone() }),
     };
     sb.validate().map_err(|e| MkfsError::Invalid(e.to_string()))?;
     Ok(sb)
@@ -260,6 +260,7 @@ pub fn mkfs(dev: &dyn Device, journal_dev: Option<&dyn Device>, o: &MkfsOptions)
         uuid: juuid,
         fs_uuid: sb.uuid,
         errno: 0,
+        remote: Default::default(),
     };
     let mut jb = vec![0u8; bs];
     jsb.encode(&mut jb);

@@ -21,6 +21,7 @@ fn journal(policy: &str) -> (Journal, Cache) {
         uuid: [0; 16],
         fs_uuid: [0; 16],
         errno: 0,
+        remote: Default::default(),
     };
     let region = LogRegion::internal(2, 1024);
     let cfg = JournalConfig::new(region.ring_len(), BS);
