@@ -5,7 +5,7 @@ use crate::device::Device;
 use crate::format::journal::{JournalSuperblock, RevokeBlock};
 use crate::format::Superblock;
 use crate::fs::FsError;
-use crate::journal::placement::{LogRegion, Placement, Ring};
+use crate::journal::placement::{LogRegion, Ring};
 use crate::journal::recovery::{ScannedTx, Scan};
 use crate::runtime::{self, Devices};
 use crate::stats::{RecoveryReport, Stats};
@@ -26,7 +26,7 @@ pub struct JournalDump {
 
 fn open(dev: &Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> Result<(Superblock, Devices, LogRegion, JournalSuperblock), FsError> {
     let (sb, _) = crate::runtime::open::read_meta(dev.as_ref())?;
-    let devs = Devices { fs: dev.clone(), journal, block_size: sb.block_size as usize };
+    let devs = Devices::new(dev.clone(), journal, sb.block_size as usize);
     let (region, jsb) = crate::runtime::open::open_journal(&sb, &devs)?;
     Ok((sb, devs, region, jsb))
 }
@@ -37,7 +37,7 @@ fn open(dev: &Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> Result<(Supe
 pub fn dump_journal(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> Result<JournalDump, FsError> {
     let (sb, devs, region, jsb) = open(&dev, journal)?;
     let bs = sb.block_size as u64;
-    let Some(start) = Ring::new(region, jsb.clone()).recovery() else {
+    let Some(start) = Ring::new(region, jsb.clone()).scan_start() else {
         return Ok(JournalDump { region, jsb, end_reason: "journal is clean".into(), transactions: Vec::new(), revoked: Vec::new(), damage: None });
     };
     let mut log = runtime::LogReader::new(&devs, region);

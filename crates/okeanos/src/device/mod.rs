@@ -45,6 +45,9 @@ pub enum DeviceError {
     Unaligned { device: String, offset: u64, len: u64 },
     #[error("{device}: access of {len} bytes at byte {offset} is past the end ({size} bytes)")]
     OutOfRange { device: String, offset: u64, len: u64, size: u64 },
+    /// A journal server failed or refused an operation.
+    #[error("{0}")]
+    Remote(crate::remote::client::RemoteError),
     #[error("{device} is in use by {holder}")]
     InUse { device: String, holder: String },
     #[error("{device} refused the request: an earlier I/O error poisoned it ({first})")]

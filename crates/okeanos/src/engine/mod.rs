@@ -175,7 +175,7 @@ impl Okeanos {
     /// mounted, finishes deleting orphans, and starts the journal thread.
     pub fn mount_with_clock(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>, mut opts: MountOptions, clock: Arc<dyn Clock>) -> FsResult<Okeanos> {
         let (sb, _) = read_meta(dev.as_ref())?;
-        let mut devs = Devices { fs: dev.clone(), journal, block_size: sb.block_size as usize };
+        let mut devs = Devices::new(dev.clone(), journal, sb.block_size as usize);
         let (region, jsb) = open_journal(&sb, &devs)?;
         let stats = Stats::new(sb.block_size as usize);
         let mut next_tid = jsb.sequence.max(1);

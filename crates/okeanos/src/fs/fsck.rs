@@ -80,7 +80,7 @@ pub fn fsck(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> FsckRepor
         report.problems.push(format!("superblock: {why}"));
         report.error_state = Some(why);
     }
-    let devs = Devices { fs: dev.clone(), journal, block_size: sb.block_size as usize };
+    let devs = Devices::new(dev.clone(), journal, sb.block_size as usize);
     let (region, jsb) = match crate::runtime::open::open_journal(&sb, &devs) {
         Ok(x) => x,
         Err(e) => {

@@ -214,7 +214,7 @@ impl Journal {
         }
         let mut batch = unordered;
         batch.extend(stage.writes);
-        io.push(batch, commit_flush);
+        io.push_stage(super::plan::IoStage { writes: batch, flush: commit_flush, remote: stage.remote });
 
         let plan = CommitPlan { tid: tx.tid, io, journal_blocks: at.blocks, handles: tx.handles, records: stats };
         self.committing = Some(Committing { tx, at, journaled, partial, whole });

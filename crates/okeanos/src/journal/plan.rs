@@ -12,6 +12,18 @@ use std::sync::Arc;
 pub enum DevId {
     Fs,
     Journal,
+    /// A remote journal's log as read back from the server for recovery (in memory).
+    RemoteLog,
+}
+
+/// An operation on a journal server (DESIGN.md section 5: sends that complete when the server
+/// acknowledges). A stage with remote operations is done when every one is acknowledged.
+#[derive(Debug, Clone)]
+pub enum RemoteOp {
+    /// One committed transaction's journal blocks, in order; acknowledged once durable.
+    Append { tid: u64, blocks: Vec<Arc<Vec<u8>>> },
+    /// The server may drop every transaction up to `upto`.
+    Trim { upto: u64 },
 }
 
 /// What a written block is, for the counters (DESIGN.md section 4).
@@ -76,6 +88,7 @@ pub struct IoWrite {
 pub struct IoStage {
     pub writes: Vec<IoWrite>,
     pub flush: Vec<DevId>,
+    pub remote: Vec<RemoteOp>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -85,8 +98,11 @@ pub struct IoPlan {
 
 impl IoPlan {
     pub fn push(&mut self, writes: Vec<IoWrite>, flush: Vec<DevId>) {
-        if !writes.is_empty() || !flush.is_empty() {
-            self.stages.push(IoStage { writes, flush });
+        self.push_stage(IoStage { writes, flush, remote: Vec::new() });
+    }
+    pub fn push_stage(&mut self, stage: IoStage) {
+        if !stage.writes.is_empty() || !stage.flush.is_empty() || !stage.remote.is_empty() {
+            self.stages.push(stage);
         }
     }
     pub fn write_count(&self) -> usize {

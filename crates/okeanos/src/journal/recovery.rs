@@ -66,6 +66,8 @@ use crate::det::HashMap;
 /// A committed transaction found by the scan.
 #[derive(Debug, Clone)]
 pub struct ScannedTx {
+    /// The log it was found in.
+    pub region: LogRegion,
     pub tid: Tid,
     pub start: u64,
     pub end: u64,
@@ -325,6 +327,7 @@ impl Scan {
                     }
                     let p = self.cur.take().expect("partial transaction");
                     self.txs.push(ScannedTx {
+                        region: self.region,
                         tid,
                         start: p.start,
                         end: self.region.next(pos),
@@ -517,8 +520,8 @@ pub fn next_tid(scan: &Scan, probe: Option<&Probe>, start: &RecoveryStart) -> Ti
 }
 
 /// Pass 2: the revoke blocks to read, with the tid of their transaction.
-pub fn revoke_reads(txs: &[ScannedTx]) -> Vec<(u64, Tid)> {
-    txs.iter().flat_map(|t| t.revoke_blocks.iter().map(move |&p| (p, t.tid))).collect()
+pub fn revoke_reads(txs: &[ScannedTx]) -> Vec<(LogRegion, u64, Tid)> {
+    txs.iter().flat_map(|t| t.revoke_blocks.iter().map(move |&p| (t.region, p, t.tid))).collect()
 }
 
 /// Pass 2: adds one revoke block to the table.
@@ -538,7 +541,7 @@ pub enum ReplayBase {
     /// A zeroed block (the block was allocated by a transaction whose records follow).
     Zero,
     /// A whole logged copy at a log position.
-    Journal { pos: u64, escaped: bool },
+    Journal { dev: super::plan::DevId, block: u64, escaped: bool },
 }
 
 /// Replay of one block: start from `base`, apply the records in order, write the result.
@@ -568,7 +571,7 @@ pub fn replay_plan(txs: &[ScannedTx], revoked: &RevokeTable) -> Vec<ReplayBlock>
             e.kind = kind;
             match item {
                 ScanItem::Full { pos, tag } => {
-                    e.base = ReplayBase::Journal { pos: *pos, escaped: tag.flags & jf::tag_flags::ESCAPED != 0 };
+                    e.base = ReplayBase::Journal { dev: t.region.dev(), block: t.region.device_block(*pos), escaped: tag.flags & jf::tag_flags::ESCAPED != 0 };
                     e.patches.clear();
                 }
                 ScanItem::Record { tag, bytes } => {

@@ -7,7 +7,7 @@ pub mod open;
 use crate::device::{Device, DeviceError};
 use crate::format::journal as jf;
 use crate::journal::placement::{LogRegion, Placement};
-use crate::journal::plan::{DevId, IoPlan};
+use crate::journal::plan::{DevId, IoPlan, RemoteOp};
 use crate::format::superblock::{state, ErrorRecord, Superblock};
 use crate::journal::recovery::{self, Damage, Probe, ReplayBase, ReplayBlock, Scan};
 use crate::journal::revoke::RevokeTable;
@@ -21,14 +21,55 @@ pub struct Devices {
     /// An external journal device, if any.
     pub journal: Option<Arc<dyn Device>>,
     pub block_size: usize,
+    /// The connection to the journal server of a remote journal.
+    pub link: Option<Arc<std::sync::Mutex<crate::remote::client::Client>>>,
+    /// A remote journal's log read back for recovery (in memory).
+    pub remote_log: Option<Arc<dyn Device>>,
 }
 
 impl Devices {
+    pub fn new(fs: Arc<dyn Device>, journal: Option<Arc<dyn Device>>, block_size: usize) -> Self {
+        Devices { fs, journal, block_size, link: None, remote_log: None }
+    }
+
     pub fn get(&self, id: DevId) -> &dyn Device {
-        match (id, &self.journal) {
-            (DevId::Journal, Some(j)) => j.as_ref(),
+        match (id, &self.journal, &self.remote_log) {
+            (DevId::Journal, Some(j), _) => j.as_ref(),
+            (DevId::RemoteLog, _, Some(r)) => r.as_ref(),
+            (DevId::RemoteLog, _, None) => panic!("a remote log is read only after it was fetched"),
             _ => self.fs.as_ref(),
         }
+    }
+
+    /// Carries out a stage's operations on the journal server: every append is sent before the
+    /// first acknowledgement is awaited (several in flight), then trims.
+    fn remote(&self, ops: &[RemoteOp]) -> Result<(), DeviceError> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let link = self.link.as_ref().ok_or_else(|| DeviceError::Io { device: "journal server".into(), op: "append", offset: 0, message: "not connected".into() })?;
+        let mut c = link.lock().unwrap_or_else(|e| e.into_inner());
+        let bs = self.block_size as u32;
+        let mut appends = 0;
+        for op in ops {
+            if let RemoteOp::Append { tid, blocks } = op {
+                let mut data = Vec::with_capacity(blocks.len() * self.block_size);
+                for b in blocks {
+                    data.extend_from_slice(b);
+                }
+                c.send_append(*tid, bs, data).map_err(DeviceError::Remote)?;
+                appends += 1;
+            }
+        }
+        for _ in 0..appends {
+            c.wait_ack().map_err(DeviceError::Remote)?;
+        }
+        for op in ops {
+            if let RemoteOp::Trim { upto } = op {
+                c.trim(*upto).map_err(DeviceError::Remote)?;
+            }
+        }
+        Ok(())
     }
 
     fn read_block(&self, id: DevId, block: u64) -> Result<Vec<u8>, DeviceError> {
@@ -81,6 +122,7 @@ pub fn execute(plan: &IoPlan, devs: &Devices, stats: &Stats) -> Result<(), Devic
             }
             k = end;
         }
+        devs.remote(&stage.remote)?;
         let mut flushed: Vec<*const ()> = Vec::new();
         for &d in &stage.flush {
             let dev = devs.get(d);
@@ -149,48 +191,66 @@ pub fn recover(
     now_ns: &dyn Fn() -> u64,
     wall_ns: i64,
 ) -> Result<Option<(RecoveryReport, u64)>, RecoveryError> {
-    let Some(start) = placement.recovery() else { return Ok(None) };
-    let region = start.region;
+    let starts = placement.recovery();
+    if starts.is_empty() {
+        return Ok(None);
+    }
     let t0 = now_ns();
-    let mut log = LogReader::new(devs, region);
-    let mut scan = Scan::new(&start, fs_blocks);
-    while let Some(pos) = scan.next_read() {
-        scan.feed(log.read(pos)?);
-    }
-    let mut probe = Probe::after(&scan, devs.block_size);
-    if let Some(p) = probe.as_mut() {
-        while let Some(pos) = p.next_read() {
-            p.feed(log.read(pos)?);
+    // Scan (and probe) each log in turn; their transactions form one sequence. After damage,
+    // later logs build on what was lost: they are not scanned, only their tid bounds count.
+    let (mut txs, mut damage, mut next_tid) = (Vec::new(), None, 0);
+    let (mut scanned, mut probed, mut end_reason, mut first_tid) = (0, 0, String::new(), None);
+    let mut readers: Vec<LogReader> = starts.iter().map(|s| LogReader::new(devs, s.region)).collect();
+    for (start, log) in starts.iter().zip(readers.iter_mut()) {
+        next_tid = next_tid.max(start.tid_bound);
+        if damage.is_some() {
+            continue;
         }
+        let mut scan = Scan::new(start, fs_blocks);
+        while let Some(pos) = scan.next_read() {
+            scan.feed(log.read(pos)?);
+        }
+        let mut probe = Probe::after(&scan, devs.block_size);
+        if let Some(p) = probe.as_mut() {
+            while let Some(pos) = p.next_read() {
+                p.feed(log.read(pos)?);
+            }
+        }
+        damage = probe.as_ref().and_then(|p| p.damage.clone());
+        next_tid = next_tid.max(recovery::next_tid(&scan, probe.as_ref(), start));
+        scanned += scan.blocks_read;
+        probed += probe.as_ref().map_or(0, |p| p.blocks_read);
+        first_tid.get_or_insert(scan.first_tid);
+        end_reason = scan.end_reason.clone();
+        txs.append(&mut scan.txs);
     }
-    let damage = probe.as_ref().and_then(|p| p.damage.clone());
     let t1 = now_ns();
     let mut table = RevokeTable::default();
-    for (pos, tid) in recovery::revoke_reads(&scan.txs) {
+    for (region, pos, tid) in recovery::revoke_reads(&txs) {
+        let log = readers.iter_mut().find(|r| r.region == region).expect("every transaction comes from one of the logs");
         recovery::revoke_feed(&mut table, tid, log.read(pos)?)?;
     }
     let t2 = now_ns();
-    let copies = recovery::replay_plan(&scan.txs, &table);
-    replay(devs, region, &copies, stats)?;
+    let copies = recovery::replay_plan(&txs, &table);
+    replay(devs, &copies, stats)?;
     if let Some(d) = &damage {
         // Durable before the journal is marked clean: a crash in between finds the same
         // damage again, and never a clean journal without the error state.
         mark_errors(devs, d, wall_ns)?;
     }
-    let next_tid = recovery::next_tid(&scan, probe.as_ref(), &start);
     let mut finish = IoPlan::default();
     placement.recovered_stage(next_tid).push_to(&mut finish);
     execute(&finish, devs, stats)?;
     let t3 = now_ns();
     let report = RecoveryReport {
-        transactions: scan.txs.len() as u64,
-        first_tid: scan.first_tid,
-        last_tid: scan.end_tid(),
-        blocks_scanned: scan.blocks_read,
+        transactions: txs.len() as u64,
+        first_tid: first_tid.unwrap_or(0),
+        last_tid: txs.last().map_or(first_tid.unwrap_or(1).saturating_sub(1), |t| t.tid),
+        blocks_scanned: scanned,
         revoke_records: table.len() as u64,
         blocks_replayed: copies.len() as u64,
-        end_reason: scan.end_reason.clone(),
-        blocks_probed: probe.as_ref().map_or(0, |p| p.blocks_read),
+        end_reason,
+        blocks_probed: probed,
         damage,
         next_tid,
         scan_ns: t1 - t0,
@@ -212,12 +272,12 @@ fn mark_errors(devs: &Devices, damage: &Damage, wall_ns: i64) -> Result<(), Reco
     Ok(())
 }
 
-fn replay(devs: &Devices, region: LogRegion, blocks: &[ReplayBlock], stats: &Stats) -> Result<(), DeviceError> {
+fn replay(devs: &Devices, blocks: &[ReplayBlock], stats: &Stats) -> Result<(), DeviceError> {
     let bs = devs.block_size as u64;
     for r in blocks {
         let mut b = match r.base {
-            ReplayBase::Journal { pos, escaped } => {
-                let mut b = devs.read_block(region.dev(), region.device_block(pos))?;
+            ReplayBase::Journal { dev, block, escaped } => {
+                let mut b = devs.read_block(dev, block)?;
                 if escaped {
                     jf::unescape(&mut b);
                 }

@@ -213,6 +213,7 @@ impl World {
                 return;
             }
             let stage = &stages[f.stage];
+            assert!(stage.remote.is_empty(), "the simulator has no journal server model yet (remote placement)");
             let mut done = now;
             if !f.flushing {
                 f.flushing = true;

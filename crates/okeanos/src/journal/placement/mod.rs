@@ -23,7 +23,7 @@ mod ring;
 
 pub use ring::{LogRegion, RegionKind, Ring};
 
-use super::plan::{BlockKind, DevId, IoPlan, IoWrite};
+use super::plan::{BlockKind, DevId, IoPlan, IoStage, IoWrite, RemoteOp};
 use super::transaction::Tid;
 use std::sync::Arc;
 
@@ -46,17 +46,19 @@ pub struct Extent {
     pub blocks: u64,
 }
 
-/// Writes, then flushes of the devices named: one step of a plan.
+/// Writes, flushes of the devices named and operations on a journal server: one step of a
+/// plan, done when all are.
 #[derive(Debug, Default)]
 pub struct Stage {
     pub writes: Vec<IoWrite>,
     pub flush: Vec<DevId>,
+    pub remote: Vec<RemoteOp>,
 }
 
 impl Stage {
     /// Appends this stage to `io`.
     pub fn push_to(self, io: &mut IoPlan) {
-        io.push(self.writes, self.flush);
+        io.push_stage(IoStage { writes: self.writes, flush: self.flush, remote: self.remote });
     }
 }
 
@@ -113,8 +115,10 @@ pub trait Placement: Send + std::fmt::Debug {
     /// At a clean unmount, with nothing left in the log: the journal is empty and the next
     /// mount continues with `next_tid`.
     fn clean_stage(&self, next_tid: Tid) -> Stage;
-    /// What recovery must scan, or None when the log needs no recovery.
-    fn recovery(&self) -> Option<RecoveryStart>;
+    /// The logs recovery must scan, oldest transactions first (none when nothing needs
+    /// recovery). Their transactions are replayed as one sequence: one revoke table, one replay
+    /// plan, so a revoke in a later log covers copies in an earlier one.
+    fn recovery(&self) -> Vec<RecoveryStart>;
     /// The last step of recovery, after the replayed blocks are durable: the log is recovered
     /// (empty) and the journal continues with `next_tid`. Until this stage is durable, a crash
     /// just means recovery runs again.

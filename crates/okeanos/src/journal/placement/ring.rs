@@ -112,7 +112,7 @@ impl Ring {
         let mut b = vec![0u8; self.jsb.block_size as usize];
         JournalSuperblock { start, sequence, ..self.jsb.clone() }.encode(&mut b);
         let dev = self.region.dev();
-        Stage { writes: vec![IoWrite { dev, block: self.region.device_block(0), data: Arc::new(b), kind: BlockKind::JournalSuper }], flush: vec![dev] }
+        Stage { writes: vec![IoWrite { dev, block: self.region.device_block(0), data: Arc::new(b), kind: BlockKind::JournalSuper }], flush: vec![dev], remote: Vec::new() }
     }
 
     /// Where the log starts after a checkpoint that keeps `kept`.
@@ -149,7 +149,7 @@ impl Placement for Ring {
             pos = self.region.next(pos);
         }
         self.head = pos;
-        (Stage { writes, flush: vec![dev] }, Extent { start, end: pos, blocks: n })
+        (Stage { writes, flush: vec![dev], remote: Vec::new() }, Extent { start, end: pos, blocks: n })
     }
 
     fn release_stage(&self, kept: Kept) -> Stage {
@@ -174,7 +174,18 @@ impl Placement for Ring {
     /// From the journal superblock as read at mount: the tail and its tid, unless clean. Every
     /// transaction takes at least one block and space is reused only after the superblock
     /// records the new tail, so the ring holds tids below `sequence + ring length`.
-    fn recovery(&self) -> Option<RecoveryStart> {
+    fn recovery(&self) -> Vec<RecoveryStart> {
+        self.scan_start().into_iter().collect()
+    }
+
+    fn recovered_stage(&self, next_tid: Tid) -> Stage {
+        self.jsb_stage(0, next_tid)
+    }
+}
+
+impl Ring {
+    /// Where the ring's recovery starts, if it needs one.
+    pub fn scan_start(&self) -> Option<RecoveryStart> {
         (self.jsb.start != 0).then(|| RecoveryStart {
             region: self.region,
             pos: self.jsb.start,
@@ -182,9 +193,5 @@ impl Placement for Ring {
             multiwrite: self.jsb.features & crate::format::journal::jfeature::MULTIWRITE != 0,
             tid_bound: self.jsb.sequence + self.region.ring_len(),
         })
-    }
-
-    fn recovered_stage(&self, next_tid: Tid) -> Stage {
-        self.jsb_stage(0, next_tid)
     }
 }
