@@ -311,3 +311,54 @@ fn a_full_journal_says_so_until_trimmed() {
     c.trim(tid - 1).unwrap();
     c.append(tid, BS as u32, tx(tid, 4)).unwrap();
 }
+
+fn remote_opts(s: &Server, mode: &str) -> okeanos::MountOptions {
+    okeanos::MountOptions::parse(&format!("data={mode},journal_server={},remote_host=fs-host,remote_ack_timeout=5", s.addr)).unwrap()
+}
+
+/// The remote placement end to end: transactions go to the server (nothing to the local
+/// journal), a crash recovers them from the server, a clean unmount trims it, and without the
+/// server the file system says why it cannot mount.
+#[test]
+fn a_file_system_journals_to_the_server_and_recovers_from_it() {
+    for mode in ["ordered", "data", "wasteless+dmeta"] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Server::start(&dir.path().join("j"), &["--no-auth"]);
+        let img = dir.path().join("img");
+        let mk = okeanos::MkfsOptions { journal_blocks: 1024, remote_server: Some(s.addr.clone()), ..Default::default() };
+        okeanos::Okeanos::mkfs_file(&img, 64 << 20, &mk).unwrap();
+        let fs = okeanos::Okeanos::open(&img, remote_opts(&s, mode)).unwrap();
+        let mut expect = Vec::new();
+        for k in 0..20u8 {
+            let f = fs.create_file(&format!("/f{k}")).unwrap();
+            let data = vec![k; 3000 + k as usize * 100];
+            f.write_at(0, &data).unwrap();
+            f.fsync().unwrap();
+            expect.push(data);
+        }
+        let c = fs.counters();
+        assert!(c.commits >= 20, "{mode}: {c:?}");
+        // Locally only the journal superblock written at mount (it records the epoch).
+        assert_eq!(c.journal_bytes, 4096, "{mode}: only the local journal superblock");
+        drop(fs); // a crash
+        let fs = okeanos::Okeanos::open(&img, remote_opts(&s, mode)).unwrap();
+        let rep = fs.counters().recovery.expect("recovered");
+        assert!(rep.transactions >= 20, "{mode}: {rep:?}");
+        for (k, data) in expect.iter().enumerate() {
+            assert_eq!(&fs.read_path(&format!("/f{k}")).unwrap(), data, "{mode} /f{k}");
+        }
+        fs.unmount().unwrap();
+        // The clean unmount trimmed the server.
+        let mut c = Client::connect(ClientConfig { fs_uuid: okeanos::format::Superblock::decode(&std::fs::read(&img).unwrap()[..512]).unwrap().uuid, ..cfg(&s, "fs-host", "", 0) }).unwrap();
+        assert!(c.read_from(0).unwrap().is_empty(), "{mode}");
+        assert!(c.journal.epoch >= 2, "{mode}: each mount fenced in a new epoch");
+        let o = Command::new(BIN).arg("fsck").arg(&img).output().unwrap();
+        assert!(o.status.success(), "{mode}: {}", String::from_utf8_lossy(&o.stdout));
+        // Without the server: a clear refusal.
+        s.kill9();
+        match okeanos::Okeanos::open(&img, remote_opts(&s, mode)) {
+            Err(e) => assert!(e.to_string().contains("cannot be mounted without it"), "{mode}: {e}"),
+            Ok(_) => panic!("{mode}: mounted without its journal server"),
+        }
+    }
+}

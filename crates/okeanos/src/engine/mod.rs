@@ -32,7 +32,9 @@ use crate::fs::namespace::{Attr, SetAttr};
 use crate::fs::{Fs, FsError, FsResult, FsState};
 use crate::journal::checkpoint::CheckpointGoal;
 use crate::journal::transaction::{Credits, Tid};
-use crate::journal::placement::Ring;
+use crate::format::journal::{JournalSuperblock, RemoteState};
+use crate::journal::placement::{Placement, Remote, Ring};
+use crate::journal::plan::DevId;
 use crate::journal::{Admit, Journal, JournalConfig};
 use crate::options::MountOptions;
 use crate::runtime::open::{error_state, open_journal, read_meta};
@@ -179,7 +181,27 @@ impl Okeanos {
         let (region, jsb) = open_journal(&sb, &devs)?;
         let stats = Stats::new(sb.block_size as usize);
         let mut next_tid = jsb.sequence.max(1);
-        if jsb.start != 0 {
+        // A remote journal: connect, take it over, read its log back (docs/REMOTE.md).
+        let remote = match &sb.remote {
+            Some(_) if !jsb.remote.local => {
+                let log_dev: Arc<dyn Device> = if region.dev() == DevId::Journal { devs.journal.clone().expect("checked by open_journal") } else { devs.fs.clone() };
+                let at = region.device_block(0) * sb.block_size as u64;
+                let record_epoch = |epoch: u64| -> FsResult<()> {
+                    let mut b = vec![0u8; sb.block_size as usize];
+                    JournalSuperblock { remote: RemoteState { epoch, ..jsb.remote }, ..jsb.clone() }.encode(&mut b);
+                    log_dev.write_at(at, &b)?;
+                    log_dev.flush()?;
+                    Ok(())
+                };
+                Some(runtime::remote::open(&sb, &jsb, &opts, &mut devs, record_epoch)?)
+            }
+            _ => None,
+        };
+        let recovering: Box<dyn Placement> = match &remote {
+            Some(o) => Box::new(Remote::new(Ring::new(region, JournalSuperblock { remote: RemoteState { epoch: o.epoch, ..jsb.remote }, ..jsb.clone() }), o.capacity, o.fetched)),
+            None => Box::new(Ring::new(region, jsb.clone())),
+        };
+        if !recovering.recovery().is_empty() {
             if opts.read_only {
                 // Recover in memory, write nothing: the overlays keep the replayed blocks and
                 // serve every later read of this mount.
@@ -187,12 +209,12 @@ impl Okeanos {
                 devs.journal = devs.journal.map(|j| Arc::new(crate::device::OverlayDevice::new(j)) as Arc<dyn Device>);
             }
             let now = || clock.now_ns();
-            let ring = Ring::new(region, jsb.clone());
-            if let Some((report, tid)) = runtime::recover(&devs, &ring, sb.block_count, &stats, &now, clock.wall_ns()).map_err(|e| FsError::Io(e.to_string()))? {
+            if let Some((report, tid)) = runtime::recover(&devs, recovering.as_ref(), sb.block_count, &stats, &now, clock.wall_ns()).map_err(|e| FsError::Io(e.to_string()))? {
                 next_tid = tid;
                 *stats.recovery.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
             }
         }
+        devs.remote_log = None;
         let dev = devs.fs.clone();
         // Recovery may have replayed the superblock and descriptors: read them again.
         let (mut sb, gdt) = read_meta(dev.as_ref())?;
@@ -206,15 +228,6 @@ impl Okeanos {
             }
             opts.read_only = true;
         }
-        let mut cfg = JournalConfig::new(region.ring_len(), sb.block_size as usize);
-        if let Some(m) = opts.max_tx_blocks {
-            let max = region.ring_len() / 2;
-            if m > max {
-                return Err(FsError::Invalid(format!("max_tx_blocks={m} is more than half of this journal ({max} blocks)")));
-            }
-            cfg.max_tx_blocks = m;
-        }
-        cfg.fault_skip_commit_flush = opts.fault_skip_commit_flush;
         let content = opts.content().map_err(FsError::Invalid)?;
         let mut jsb = jsb;
         if matches!(content.mode, crate::journal::content::DataMode::Wasteless | crate::journal::content::DataMode::Selective) {
@@ -222,7 +235,20 @@ impl Okeanos {
             // superblock (with the flag) before the first commit.
             jsb.features |= crate::format::journal::jfeature::MULTIWRITE;
         }
-        let journal = Journal::new(cfg, content.policy(), Box::new(Ring::new(region, jsb)), next_tid);
+        let placement: Box<dyn Placement> = match &remote {
+            Some(o) => Box::new(Remote::new(Ring::new(region, jsb), o.capacity, None)),
+            None => Box::new(Ring::new(region, jsb)),
+        };
+        let mut cfg = JournalConfig::new(placement.capacity(), sb.block_size as usize);
+        if let Some(m) = opts.max_tx_blocks {
+            let max = placement.capacity() / 2;
+            if m > max {
+                return Err(FsError::Invalid(format!("max_tx_blocks={m} is more than half of this journal ({max} blocks)")));
+            }
+            cfg.max_tx_blocks = m;
+        }
+        cfg.fault_skip_commit_flush = opts.fault_skip_commit_flush;
+        let journal = Journal::new(cfg, content.policy(), placement, next_tid);
         if !opts.read_only {
             sb.state = state::MOUNTED;
             sb.mount_count = sb.mount_count.wrapping_add(1);

@@ -3,6 +3,7 @@
 //! journaling core's decisions meet real I/O.
 
 pub mod open;
+pub mod remote;
 
 use crate::device::{Device, DeviceError};
 use crate::format::journal as jf;
@@ -25,11 +26,13 @@ pub struct Devices {
     pub link: Option<Arc<std::sync::Mutex<crate::remote::client::Client>>>,
     /// A remote journal's log read back for recovery (in memory).
     pub remote_log: Option<Arc<dyn Device>>,
+    /// A read-only mount recovers a remote journal in memory: nothing is sent to the server.
+    pub remote_read_only: bool,
 }
 
 impl Devices {
     pub fn new(fs: Arc<dyn Device>, journal: Option<Arc<dyn Device>>, block_size: usize) -> Self {
-        Devices { fs, journal, block_size, link: None, remote_log: None }
+        Devices { fs, journal, block_size, link: None, remote_log: None, remote_read_only: false }
     }
 
     pub fn get(&self, id: DevId) -> &dyn Device {
@@ -44,7 +47,7 @@ impl Devices {
     /// Carries out a stage's operations on the journal server: every append is sent before the
     /// first acknowledgement is awaited (several in flight), then trims.
     fn remote(&self, ops: &[RemoteOp]) -> Result<(), DeviceError> {
-        if ops.is_empty() {
+        if ops.is_empty() || self.remote_read_only {
             return Ok(());
         }
         let link = self.link.as_ref().ok_or_else(|| DeviceError::Io { device: "journal server".into(), op: "append", offset: 0, message: "not connected".into() })?;

@@ -17,10 +17,13 @@
 //! first and describes that.
 //!
 //! Placements: [`Ring`] (`internal`: a region of the file-system device; `external`: a device
-//! or file of its own). Remote, NVM and manylogs placements follow (issues 12, 14, 15).
+//! or file of its own) and [`Remote`] (a journal server, with the internal ring as fallback).
+//! NVM and manylogs placements follow (issues 14, 15).
 
+mod remote;
 mod ring;
 
+pub use remote::Remote;
 pub use ring::{LogRegion, RegionKind, Ring};
 
 use super::plan::{BlockKind, DevId, IoPlan, IoStage, IoWrite, RemoteOp};

@@ -3,7 +3,7 @@
 //! [`LogRegion`] is the geometry (also what recovery's scan walks); [`Ring`] the placement.
 
 use super::{Extent, Kept, Placement, Records, RecoveryStart, Stage};
-use crate::format::journal::JournalSuperblock;
+use crate::format::journal::{JournalSuperblock, RemoteState};
 use crate::journal::plan::{BlockKind, DevId, IoWrite};
 use crate::journal::transaction::Tid;
 use std::sync::Arc;
@@ -14,6 +14,8 @@ pub enum RegionKind {
     Internal,
     /// A device or file of its own.
     External,
+    /// A remote journal's log read back from the server (in memory, for recovery).
+    Remote,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,16 +36,23 @@ impl LogRegion {
     pub fn external(total: u64) -> Self {
         LogRegion { kind: RegionKind::External, base: 0, total, first: 1 }
     }
+    /// A remote log of `blocks` journal blocks read back into memory at positions 1..; one
+    /// empty block after them ends the scan, and the region never wraps within them.
+    pub fn remote(blocks: u64) -> Self {
+        LogRegion { kind: RegionKind::Remote, base: 0, total: blocks + 2, first: 1 }
+    }
     pub fn name(&self) -> &'static str {
         match self.kind {
             RegionKind::Internal => "internal",
             RegionKind::External => "external",
+            RegionKind::Remote => "remote",
         }
     }
     pub fn dev(&self) -> DevId {
         match self.kind {
             RegionKind::Internal => DevId::Fs,
             RegionKind::External => DevId::Journal,
+            RegionKind::Remote => DevId::RemoteLog,
         }
     }
     /// Device block of journal block `j`.
@@ -101,6 +110,19 @@ impl Ring {
 
     pub fn region(&self) -> LogRegion {
         self.region
+    }
+
+    /// The remote journal state this ring's superblock records (a remote journal's fallback).
+    pub fn remote_state(&self) -> RemoteState {
+        self.jsb.remote
+    }
+
+    /// The journal superblock with the log empty, the next tid and `remote` as given.
+    pub fn clean_stage_with(&self, next_tid: Tid, remote: RemoteState) -> Stage {
+        let mut b = vec![0u8; self.jsb.block_size as usize];
+        JournalSuperblock { start: 0, sequence: next_tid, remote, ..self.jsb.clone() }.encode(&mut b);
+        let dev = self.region.dev();
+        Stage { writes: vec![IoWrite { dev, block: self.region.device_block(0), data: Arc::new(b), kind: BlockKind::JournalSuper }], flush: vec![dev], remote: Vec::new() }
     }
 
     /// Log blocks in use (committed and committing transactions).

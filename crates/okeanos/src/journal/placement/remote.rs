@@ -1,0 +1,130 @@
+//! The `remote` placement (remote-journaling thesis; docs/REMOTE.md): committed transactions go
+//! to a journal server and are durable when it acknowledges them; the internal journal is the
+//! local fallback. No I/O here: a commit is a stage with an APPEND, a checkpoint's release a
+//! stage with a TRIM, both carried out by the runtime.
+//!
+//! State that changes while mounted (the epoch, and whether the host fell back and from which
+//! tid) is in the local journal's superblock (`RemoteState`), written only through the ring.
+//! Space is the server's quota; a transaction is held there until the checkpoint that releases
+//! it TRIMs it, after the checkpoint's home writes are flushed (the release stage comes after
+//! them), exactly as the ring frees space only after its superblock records the new tail.
+//!
+//! Recovery names two logs, oldest first: the server's (read back into memory at mount; only
+//! transactions up to `upto` once the host fell back) and the local ring's. They are replayed
+//! as one sequence, so nothing older overwrites anything newer.
+
+use super::{Extent, Kept, Placement, Records, RecoveryStart, Ring, Stage};
+use crate::format::journal::RemoteState;
+use crate::journal::plan::RemoteOp;
+use crate::journal::transaction::Tid;
+use std::collections::VecDeque;
+
+#[derive(Debug)]
+pub struct Remote {
+    /// The internal journal: the local fallback, and the keeper of the remote state.
+    ring: Ring,
+    /// Journal blocks the server's quota holds.
+    capacity: u64,
+    /// Transactions the server holds for us, oldest first, with their sizes in blocks.
+    held: VecDeque<(Tid, u64)>,
+    used: u64,
+    /// The server's log as read back at mount, for recovery.
+    fetched: Option<RecoveryStart>,
+}
+
+impl Remote {
+    /// `capacity`: blocks the server's quota holds. `fetched`: the server's log in memory.
+    pub fn new(ring: Ring, capacity: u64, fetched: Option<RecoveryStart>) -> Self {
+        Remote { ring, capacity, held: VecDeque::new(), used: 0, fetched }
+    }
+
+    fn local(&self) -> bool {
+        self.ring.remote_state().local
+    }
+
+    /// Transactions up to this one may be dropped after a checkpoint that keeps `kept`.
+    fn trim_upto(kept: Kept) -> Tid {
+        kept.oldest.map_or(kept.next_tid, |(tid, _)| tid) - 1
+    }
+}
+
+impl Placement for Remote {
+    fn name(&self) -> &'static str {
+        if self.local() {
+            "remote, fallen back to the internal journal"
+        } else {
+            "remote"
+        }
+    }
+
+    fn capacity(&self) -> u64 {
+        if self.local() {
+            self.ring.capacity()
+        } else {
+            self.capacity
+        }
+    }
+
+    fn free_blocks(&self) -> u64 {
+        if self.local() {
+            self.ring.free_blocks()
+        } else {
+            self.capacity.saturating_sub(self.used)
+        }
+    }
+
+    fn place(&mut self, records: Records) -> (Stage, Extent) {
+        if self.local() {
+            return self.ring.place(records);
+        }
+        let n = records.blocks.len() as u64;
+        assert!(n <= self.free_blocks(), "admission keeps every transaction within the server's quota");
+        self.held.push_back((records.tid, n));
+        self.used += n;
+        let op = RemoteOp::Append { tid: records.tid, blocks: records.blocks.into_iter().map(|(b, _)| b).collect() };
+        (Stage { remote: vec![op], ..Stage::default() }, Extent { start: records.tid, end: records.tid + 1, blocks: n })
+    }
+
+    fn release_stage(&self, kept: Kept) -> Stage {
+        if self.local() {
+            return self.ring.release_stage(kept);
+        }
+        Stage { remote: vec![RemoteOp::Trim { upto: Self::trim_upto(kept) }], ..Stage::default() }
+    }
+
+    fn released(&mut self, kept: Kept) {
+        if self.local() {
+            return self.ring.released(kept);
+        }
+        let upto = Self::trim_upto(kept);
+        while self.held.front().is_some_and(|&(tid, _)| tid <= upto) {
+            let (_, n) = self.held.pop_front().expect("checked");
+            self.used -= n;
+        }
+    }
+
+    fn mount_stage(&self, kept: Kept) -> Stage {
+        self.ring.mount_stage(kept)
+    }
+
+    fn clean_stage(&self, next_tid: Tid) -> Stage {
+        let mut s = self.ring.clean_stage(next_tid);
+        if !self.local() {
+            s.remote.push(RemoteOp::Trim { upto: next_tid - 1 });
+        }
+        s
+    }
+
+    fn recovery(&self) -> Vec<RecoveryStart> {
+        self.fetched.into_iter().chain(self.ring.scan_start()).collect()
+    }
+
+    /// Both logs are replayed: the server is trimmed to nothing, the ring marked empty, and
+    /// the host writes to the server again.
+    fn recovered_stage(&self, next_tid: Tid) -> Stage {
+        let state = RemoteState { local: false, upto: 0, ..self.ring.remote_state() };
+        let mut s = self.ring.clean_stage_with(next_tid, state);
+        s.remote.push(RemoteOp::Trim { upto: next_tid - 1 });
+        s
+    }
+}

@@ -1,0 +1,90 @@
+//! Opening a remote journal at mount (docs/REMOTE.md): connect and authenticate, take the
+//! journal over with a new epoch (recorded in the local journal superblock before the FENCE,
+//! so a crashed mount never reuses it), and read the server's log back into memory, where
+//! recovery's shared scan verifies every transaction's checksums and tid sequence.
+
+use super::Devices;
+use crate::device::{Device, MemDevice};
+use crate::format::journal::{jfeature, JournalSuperblock};
+use crate::format::Superblock;
+use crate::fs::{FsError, FsResult};
+use crate::journal::placement::{LogRegion, RecoveryStart};
+use crate::options::MountOptions;
+use crate::remote::client::{Client, ClientConfig, RemoteError};
+use std::sync::{Arc, Mutex};
+
+/// A remote journal, connected and taken over.
+pub struct Opened {
+    pub epoch: u64,
+    /// Journal blocks the server's quota holds.
+    pub capacity: u64,
+    /// The server's log, for recovery (none when it holds nothing).
+    pub fetched: Option<RecoveryStart>,
+}
+
+fn host_name() -> String {
+    let mut b = [0u8; 256];
+    // SAFETY: gethostname writes at most b.len() bytes into the buffer we own.
+    if unsafe { libc::gethostname(b.as_mut_ptr().cast(), b.len()) } != 0 {
+        return "localhost".into();
+    }
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    String::from_utf8_lossy(&b[..end]).into_owned()
+}
+
+fn refused(e: RemoteError) -> FsError {
+    match e {
+        RemoteError::Network { .. } | RemoteError::Server { .. } => FsError::Io(format!("{e}; the journal is on that server, so the file system cannot be mounted without it")),
+        e => FsError::Invalid(e.to_string()),
+    }
+}
+
+/// Connects to the journal server of `sb`. A read-write mount takes the journal over (FENCE
+/// with a new epoch, after `record_epoch` made it durable locally) and keeps the connection in
+/// `devs.link`; a read-only one only reads. The server's log is read back into
+/// `devs.remote_log` (transactions up to `upto` when the host had fallen back).
+pub fn open(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, devs: &mut Devices, record_epoch: impl FnOnce(u64) -> FsResult<()>) -> FsResult<Opened> {
+    let record = sb.remote.as_ref().expect("a file system with a remote journal");
+    let cfg = ClientConfig {
+        addr: opts.journal_server.clone().unwrap_or_else(|| record.server.clone()),
+        host_name: opts.remote_host.clone().unwrap_or_else(host_name),
+        secret: opts.remote_secret.clone().unwrap_or_default(),
+        fs_uuid: sb.uuid,
+        epoch: jsb.remote.epoch,
+        timeout: opts.remote_ack_timeout,
+    };
+    let mut client = Client::connect(cfg).map_err(refused)?;
+    let bs = sb.block_size as u64;
+    let capacity = client.journal.quota_bytes / bs;
+    let mut epoch = jsb.remote.epoch;
+    if !opts.read_only {
+        epoch = client.journal.epoch.max(jsb.remote.epoch) + 1;
+        record_epoch(epoch)?;
+        client.fence(epoch).map_err(refused)?;
+    }
+    let mut txs = client.read_from(0).map_err(refused)?;
+    if jsb.remote.local {
+        // Sent but never acknowledged before the fallback: the local journal has them.
+        txs.retain(|t| t.0 <= jsb.remote.upto);
+    }
+    let fetched = if txs.is_empty() {
+        None
+    } else {
+        if let Some(t) = txs.iter().find(|t| t.1 as u64 != bs) {
+            return Err(FsError::Corrupt(format!("the journal server holds transaction {} in {}-byte blocks, the file system has {bs}", t.0, t.1)));
+        }
+        let blocks: u64 = txs.iter().map(|t| t.2.len() as u64 / bs).sum();
+        let region = LogRegion::remote(blocks);
+        let mut image = vec![0u8; (region.total * bs) as usize];
+        let mut at = bs as usize;
+        for (_, _, b) in &txs {
+            image[at..at + b.len()].copy_from_slice(b);
+            at += b.len();
+        }
+        devs.remote_log = Some(Arc::new(MemDevice::from_bytes(image).named("journal server log")) as Arc<dyn Device>);
+        Some(RecoveryStart { region, pos: 1, tid: txs[0].0, multiwrite: jsb.features & jfeature::MULTIWRITE != 0, tid_bound: txs[txs.len() - 1].0 + 1 })
+    };
+    devs.link = Some(Arc::new(Mutex::new(client)));
+    devs.remote_read_only = opts.read_only;
+    Ok(Opened { epoch, capacity, fetched })
+}
