@@ -362,3 +362,66 @@ fn a_file_system_journals_to_the_server_and_recovers_from_it() {
         }
     }
 }
+
+/// The server dies under load: every pending sync completes (within the acknowledgement
+/// timeout plus a local flush), the host continues in its local journal, nothing acknowledged
+/// is lost, and the file system mounts and recovers without the server.
+#[test]
+fn a_dead_server_falls_back_to_the_local_journal_and_loses_nothing() {
+    // Killed (connections reset at once) and stopped (acknowledgements time out).
+    for (mode, how) in [("ordered", "kill"), ("wasteless", "kill"), ("wasteless", "stop")] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Server::start(&dir.path().join("j"), &["--no-auth"]);
+        let img = dir.path().join("img");
+        let mk = okeanos::MkfsOptions { journal_blocks: 2048, remote_server: Some(s.addr.clone()), ..Default::default() };
+        okeanos::Okeanos::mkfs_file(&img, 64 << 20, &mk).unwrap();
+        let opts = okeanos::MountOptions::parse(&format!("data={mode},journal_server={},remote_host=fs-host,remote_ack_timeout=1", s.addr)).unwrap();
+        let fs = okeanos::Okeanos::open(&img, opts.clone()).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let slowest = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let (fs, stop, slowest) = (fs.clone(), stop.clone(), slowest.clone());
+                std::thread::spawn(move || {
+                    let f = fs.create_file(&format!("/w{w}")).unwrap();
+                    let mut acked = 0u64;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) && acked < 5000 {
+                        f.append(format!("writer {w} record {acked:06}\n").as_bytes()).unwrap();
+                        let t0 = Instant::now();
+                        f.fdatasync().unwrap();
+                        slowest.fetch_max(t0.elapsed().as_millis() as u64, std::sync::atomic::Ordering::Relaxed);
+                        acked += 1;
+                    }
+                    acked
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        match how {
+            "kill" => s.kill9(),
+            _ => unsafe {
+                libc::kill(s.child.as_ref().unwrap().id() as i32, libc::SIGSTOP);
+            },
+        }
+        std::thread::sleep(Duration::from_millis(2500));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let acked: Vec<u64> = writers.into_iter().map(|t| t.join().unwrap()).collect();
+        let c = fs.counters();
+        assert_eq!(c.fallbacks, 1, "{mode} {how}: {c:?}");
+        assert!(fs.read_only_reason().is_none(), "{mode}: {:?}", fs.read_only_reason());
+        // A sync waited at most the acknowledgement timeout plus the local commit.
+        let worst = slowest.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(worst < 1000 + 2000, "{mode}: a sync took {worst} ms");
+        drop(fs); // a crash, in the local journal
+        let fs = okeanos::Okeanos::open(&img, opts).unwrap_or_else(|e| panic!("{mode}: mount without the server: {e}"));
+        for (w, &n) in acked.iter().enumerate() {
+            let text = String::from_utf8(fs.read_path(&format!("/w{w}")).unwrap()).unwrap();
+            let want: String = (0..n).map(|k| format!("writer {w} record {k:06}\n")).collect();
+            assert!(text.starts_with(&want), "{mode} writer {w}: {} bytes, {n} records acknowledged", text.len());
+        }
+        fs.unmount().unwrap();
+        let o = Command::new(BIN).arg("fsck").arg(&img).output().unwrap();
+        assert!(o.status.success(), "{mode}: {}", String::from_utf8_lossy(&o.stdout));
+        eprintln!("{mode}, server {how}: {acked:?} records acknowledged, slowest sync {worst} ms");
+    }
+}

@@ -22,6 +22,7 @@ pub struct Stats {
     commit_journal_blocks: AtomicU64,
     max_handles_per_commit: AtomicU64,
     checkpoints: AtomicU64,
+    fallbacks: AtomicU64,
     syncs: AtomicU64,
     handles: AtomicU64,
     payload_bytes: AtomicU64,
@@ -91,6 +92,8 @@ pub struct Counters {
     pub syncs: u64,
     pub syncs_per_commit: f64,
     pub checkpoints: u64,
+    /// Times a remote journal fell back to the local journal.
+    pub fallbacks: u64,
     /// Multiwrite records logged, their payload bytes, and how many of those bytes sat inline
     /// in descriptor blocks.
     pub records: u64,
@@ -125,6 +128,9 @@ impl Stats {
     }
     pub fn on_checkpoint(&self) {
         self.checkpoints.fetch_add(1, Relaxed);
+    }
+    pub fn on_fallback(&self) {
+        self.fallbacks.fetch_add(1, Relaxed);
     }
     pub fn on_handle(&self) {
         self.handles.fetch_add(1, Relaxed);
@@ -178,6 +184,7 @@ impl Stats {
             syncs,
             syncs_per_commit: per(syncs),
             checkpoints: self.checkpoints.load(Relaxed),
+            fallbacks: self.fallbacks.load(Relaxed),
             records: self.records.load(Relaxed),
             record_bytes: self.record_bytes.load(Relaxed),
             inline_record_bytes: self.inline_record_bytes.load(Relaxed),
@@ -233,6 +240,7 @@ impl Counters {
             syncs,
             syncs_per_commit: per(syncs as f64),
             checkpoints: self.checkpoints - base.checkpoints,
+            fallbacks: self.fallbacks - base.fallbacks,
             records,
             record_bytes: self.record_bytes - base.record_bytes,
             inline_record_bytes: self.inline_record_bytes - base.inline_record_bytes,

@@ -84,6 +84,8 @@ struct Core {
     /// Driven step by step (the simulator): no journal thread, and operations that would wait
     /// for the journal return [`FsError::WouldBlock`] instead.
     manual: bool,
+    /// Work decided when the last step finished, taken before anything else (a fallback).
+    pending: Option<JournalWork>,
 }
 
 struct Inner {
@@ -239,9 +241,11 @@ impl Okeanos {
             Some(o) => Box::new(Remote::new(Ring::new(region, jsb), o.capacity, None)),
             None => Box::new(Ring::new(region, jsb)),
         };
-        let mut cfg = JournalConfig::new(placement.capacity(), sb.block_size as usize);
+        // Transactions must fit the internal ring too: a remote journal falls back to it.
+        let capacity = placement.capacity().min(region.ring_len());
+        let mut cfg = JournalConfig::new(capacity, sb.block_size as usize);
         if let Some(m) = opts.max_tx_blocks {
-            let max = placement.capacity() / 2;
+            let max = capacity / 2;
             if m > max {
                 return Err(FsError::Invalid(format!("max_tx_blocks={m} is more than half of this journal ({max} blocks)")));
             }
@@ -267,7 +271,7 @@ impl Okeanos {
         let fs = FsState::new(sb, gdt, journal, opts.cache_blocks, opts.read_only.then_some(ro_reason));
         let now = clock.now_ns();
         let inner = Arc::new(Inner {
-            core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, abandoned: false, avg_commit_ns: 0, last_commit_handles: 0, batch: None, expiring: None, manual: opts.manual_journal, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64 }),
+            core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, abandoned: false, avg_commit_ns: 0, last_commit_handles: 0, batch: None, expiring: None, pending: None, manual: opts.manual_journal, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64 }),
             cv: Condvar::new(),
             jcv: Condvar::new(),
             devs,

@@ -18,6 +18,8 @@ const EXPIRY_STEP_BLOCKS: usize = 1024;
 pub enum JournalWork {
     Commit { plan: crate::journal::commit::CommitPlan, started_ns: u64 },
     Checkpoint(crate::journal::checkpoint::CheckpointPlan),
+    /// The commit in flight failed on the journal server: made durable locally instead.
+    Fallback { fallback: crate::journal::fallback::FallbackPlan, commit: crate::journal::commit::CommitPlan, started_ns: u64 },
 }
 
 impl JournalWork {
@@ -26,6 +28,7 @@ impl JournalWork {
         match self {
             JournalWork::Commit { plan, .. } => &plan.io,
             JournalWork::Checkpoint(p) => &p.io,
+            JournalWork::Fallback { fallback, .. } => &fallback.io,
         }
     }
 }
@@ -41,6 +44,18 @@ pub enum JournalStep {
 
 // --------------------------------------------------------------------------------------------
 // The journal thread.
+
+/// Whether a failed commit may fall back to the local journal: the journal server could not
+/// be reached, timed out or failed. A fenced host stops instead (read-only), and so does one
+/// whose journal is full or whose authentication failed.
+fn falls_back(e: &crate::device::DeviceError) -> bool {
+    use crate::remote::client::RemoteError;
+    match e {
+        crate::device::DeviceError::Remote(r) => matches!(r, RemoteError::Network { .. } | RemoteError::Server { .. }),
+        crate::device::DeviceError::Io { device, .. } => device == "journal server",
+        _ => false,
+    }
+}
 
 pub(super) fn journal_thread(inner: Arc<Inner>) {
     let me = Okeanos { inner, _user: None };
@@ -76,6 +91,9 @@ impl Okeanos {
         let opts = &self.inner.opts;
         if core.abandoned {
             return JournalStep::Stop;
+        }
+        if let Some(work) = core.pending.take() {
+            return JournalStep::Work(work);
         }
         if core.fs.journal.aborted.is_some() {
             self.inner.cv.notify_all();
@@ -172,19 +190,13 @@ impl Okeanos {
         let inner = &self.inner;
         let now = inner.clock.now_ns();
         match (work, res) {
-            (JournalWork::Commit { plan, started_ns }, Ok(())) => {
+            (JournalWork::Commit { plan, started_ns }, Ok(())) => self.commit_done(core, plan, started_ns, now),
+            (JournalWork::Fallback { fallback, commit, started_ns }, Ok(())) => {
                 let Core { fs, .. } = &mut *core;
-                let done = fs.journal.commit_finish(&mut fs.cache, now);
-                for b in done.freed_blocks {
-                    fs.pending_free_blocks.remove(&b);
-                }
-                for i in done.freed_inodes {
-                    fs.pending_free_inodes.remove(&i);
-                }
-                inner.stats.on_commit(plan.handles, plan.journal_blocks, plan.records);
-                let took = now.saturating_sub(started_ns);
-                core.avg_commit_ns = if core.avg_commit_ns == 0 { took } else { (core.avg_commit_ns * 7 + took) / 8 };
-                core.last_commit_handles = plan.handles;
+                fs.journal.fallback_finish(&mut fs.cache, fallback);
+                inner.stats.on_checkpoint();
+                inner.stats.on_fallback();
+                self.commit_done(core, commit, started_ns, now);
             }
             (JournalWork::Checkpoint(plan), Ok(())) => {
                 let Core { fs, .. } = &mut *core;
@@ -193,16 +205,46 @@ impl Okeanos {
                 // Waiting handles look again and ask again if they still lack space.
                 core.want_space = false;
             }
+            (JournalWork::Commit { plan, started_ns }, Err(e)) if falls_back(&e) => {
+                // The journal server failed: make the transaction durable in the local journal
+                // (journal/fallback.rs); its syncs keep waiting until then.
+                let Core { fs, .. } = &mut *core;
+                match fs.journal.fallback_begin(&fs.cache) {
+                    Some(fallback) => core.pending = Some(JournalWork::Fallback { fallback, commit: plan, started_ns }),
+                    None => self.abort(core, format!("commit of transaction {} failed: {e}", plan.tid)),
+                }
+            }
             (work, Err(e)) => {
                 let why = match work {
                     JournalWork::Commit { plan, .. } => format!("commit of transaction {} failed: {e}", plan.tid),
+                    JournalWork::Fallback { commit, .. } => format!("commit of transaction {} failed on the journal server, then in the local journal: {e}", commit.tid),
                     JournalWork::Checkpoint(_) => format!("checkpoint failed: {e}"),
                 };
-                core.fs.journal.commit_failed(why.clone());
-                core.fs.read_only = Some(why);
+                self.abort(core, why);
             }
         }
         inner.cv.notify_all();
+    }
+
+    fn commit_done(&self, core: &mut Core, plan: crate::journal::commit::CommitPlan, started_ns: u64, now: u64) {
+        let Core { fs, .. } = &mut *core;
+        let done = fs.journal.commit_finish(&mut fs.cache, now);
+        for b in done.freed_blocks {
+            fs.pending_free_blocks.remove(&b);
+        }
+        for i in done.freed_inodes {
+            fs.pending_free_inodes.remove(&i);
+        }
+        self.inner.stats.on_commit(plan.handles, plan.journal_blocks, plan.records);
+        let took = now.saturating_sub(started_ns);
+        core.avg_commit_ns = if core.avg_commit_ns == 0 { took } else { (core.avg_commit_ns * 7 + took) / 8 };
+        core.last_commit_handles = plan.handles;
+    }
+
+    /// Nothing commits after this; the file system turns read-only with the reason.
+    fn abort(&self, core: &mut Core, why: String) {
+        core.fs.journal.commit_failed(why.clone());
+        core.fs.read_only = Some(why);
     }
 
     // ----------------------------------------------------------------------------------------

@@ -41,12 +41,25 @@ pub struct CheckpointPlan {
     pub release: usize,
     /// What the placement keeps afterwards.
     pub kept: Kept,
+    /// Tell the placement it may reuse the released space (false when a fallback decides
+    /// where the log starts instead).
+    pub release_placement: bool,
 }
 
 impl Journal {
     /// Plans a checkpoint. `None` if there is nothing to write and no space to release.
     pub fn checkpoint_begin(&self, cache: &Cache, goal: CheckpointGoal) -> Option<CheckpointPlan> {
         assert!(self.committing.is_none(), "checkpoint and commit alternate on the journal thread");
+        let mut plan = self.checkpoint_writes(cache, goal)?;
+        if plan.release > 0 {
+            self.placement.release_stage(plan.kept).push_to(&mut plan.io);
+        }
+        Some(plan)
+    }
+
+    /// The home writes of a checkpoint (and which transactions they release), without the
+    /// placement's release stage.
+    pub(super) fn checkpoint_writes(&self, cache: &Cache, goal: CheckpointGoal) -> Option<CheckpointPlan> {
         let mut chosen: BTreeSet<u64> = BTreeSet::new();
         match goal {
             CheckpointGoal::All => {
@@ -97,10 +110,7 @@ impl Journal {
         let mut io = IoPlan::default();
         let flush_fs = if writes.is_empty() { vec![] } else { vec![DevId::Fs] };
         io.push(writes, flush_fs);
-        if release > 0 {
-            self.placement.release_stage(kept).push_to(&mut io);
-        }
-        Some(CheckpointPlan { io, written, release, kept })
+        Some(CheckpointPlan { io, written, release, kept, release_placement: true })
     }
 
     /// The checkpoint's I/O completed.
@@ -131,7 +141,7 @@ impl Journal {
                 }
             }
         }
-        if plan.release > 0 {
+        if plan.release > 0 && plan.release_placement {
             self.placement.released(plan.kept);
         }
     }

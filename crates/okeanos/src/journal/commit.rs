@@ -37,6 +37,9 @@ pub struct Committing {
     pub partial: crate::det::HashSet<u64>,
     /// Blocks this transaction logged whole.
     pub whole: crate::det::HashSet<u64>,
+    /// Its journal blocks (shared with the plan): a placement that falls back places them
+    /// again elsewhere (`journal/fallback.rs`).
+    pub records: Vec<(Arc<Vec<u8>>, BlockKind)>,
 }
 
 /// What a commit asks the runtime to do, and what it did, for the counters.
@@ -191,6 +194,7 @@ impl Journal {
         CommitBlock { tid: tx.tid, block_count, tx_hash: w.hash, commit_time_ns: wall_ns, handle_count: tx.handles }.encode(&mut c);
         w.push(Arc::new(c), BlockKind::Commit);
         assert!(w.blocks.len() as u64 <= size, "layout within the reserved size");
+        let records = w.blocks.clone();
         let (stage, at) = self.placement.place(Records { tid: tx.tid, blocks: w.blocks });
 
         let in_place = |set: &std::collections::BTreeSet<u64>| -> Vec<IoWrite> {
@@ -217,7 +221,7 @@ impl Journal {
         io.push_stage(super::plan::IoStage { writes: batch, flush: commit_flush, remote: stage.remote });
 
         let plan = CommitPlan { tid: tx.tid, io, journal_blocks: at.blocks, handles: tx.handles, records: stats };
-        self.committing = Some(Committing { tx, at, journaled, partial, whole });
+        self.committing = Some(Committing { tx, at, journaled, partial, whole, records });
         Some(plan)
     }
 
@@ -270,7 +274,7 @@ impl Journal {
     /// The commit's I/O completed: the transaction is durable. Moves its blocks to the
     /// checkpoint lists and returns what its frees release.
     pub fn commit_finish(&mut self, cache: &mut Cache, now_ns: u64) -> CommitDone {
-        let Committing { mut tx, at, journaled, partial, whole } = self.committing.take().expect("a commit in flight");
+        let Committing { mut tx, at, journaled, partial, whole, .. } = self.committing.take().expect("a commit in flight");
         assert_eq!(tx.state, TxState::Committing, "finishing a transaction that is committing");
         tx.state = TxState::Committed;
         let tid = tx.tid;

@@ -13,6 +13,7 @@
 pub mod checkpoint;
 pub mod commit;
 pub mod content;
+pub mod fallback;
 pub mod placement;
 pub mod plan;
 pub mod recovery;

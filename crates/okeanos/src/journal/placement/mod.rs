@@ -122,6 +122,12 @@ pub trait Placement: Send + std::fmt::Debug {
     /// recovery). Their transactions are replayed as one sequence: one revoke table, one replay
     /// plan, so a revoke in a later log covers copies in an earlier one.
     fn recovery(&self) -> Vec<RecoveryStart>;
+    /// A commit's operations on a journal server failed (network, server): switch to the local
+    /// journal if this placement has one (true), after the core checkpointed everything
+    /// committed. The default: no fallback, the journal aborts.
+    fn fall_back(&mut self, _failed_tid: Tid) -> bool {
+        false
+    }
     /// The last step of recovery, after the replayed blocks are durable: the log is recovered
     /// (empty) and the journal continues with `next_tid`. Until this stage is durable, a crash
     /// just means recovery runs again.

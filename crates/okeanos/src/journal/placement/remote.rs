@@ -115,6 +115,20 @@ impl Placement for Remote {
         s
     }
 
+    /// The server failed: from now on the ring is the journal. The core checkpoints every
+    /// committed transaction first (so the server holds nothing recovery needs) and writes the
+    /// journal superblock saying so with the failed transaction's ring copy.
+    fn fall_back(&mut self, failed_tid: Tid) -> bool {
+        if self.local() {
+            return false;
+        }
+        let state = RemoteState { local: true, upto: failed_tid.saturating_sub(1), ..self.ring.remote_state() };
+        self.ring.set_remote_state(state);
+        self.held.clear();
+        self.used = 0;
+        true
+    }
+
     fn recovery(&self) -> Vec<RecoveryStart> {
         self.fetched.into_iter().chain(self.ring.scan_start()).collect()
     }

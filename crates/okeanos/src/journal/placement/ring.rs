@@ -117,6 +117,11 @@ impl Ring {
         self.jsb.remote
     }
 
+    /// Changes it for the superblock writes from now on.
+    pub fn set_remote_state(&mut self, state: RemoteState) {
+        self.jsb.remote = state;
+    }
+
     /// The journal superblock with the log empty, the next tid and `remote` as given.
     pub fn clean_stage_with(&self, next_tid: Tid, remote: RemoteState) -> Stage {
         let mut b = vec![0u8; self.jsb.block_size as usize];
