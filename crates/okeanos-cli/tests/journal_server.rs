@@ -419,9 +419,74 @@ fn a_dead_server_falls_back_to_the_local_journal_and_loses_nothing() {
             let want: String = (0..n).map(|k| format!("writer {w} record {k:06}\n")).collect();
             assert!(text.starts_with(&want), "{mode} writer {w}: {} bytes, {n} records acknowledged", text.len());
         }
+        let placement = fs.debug_state(|j, _| j.placement.name());
+        assert_eq!(placement, "internal", "{mode} {how}: the server is gone, the host stays in its local journal");
         fs.unmount().unwrap();
         let o = Command::new(BIN).arg("fsck").arg(&img).output().unwrap();
         assert!(o.status.success(), "{mode}: {}", String::from_utf8_lossy(&o.stdout));
         eprintln!("{mode}, server {how}: {acked:?} records acknowledged, slowest sync {worst} ms");
+        // A server answers again (a new one, on the same journals): the next mount returns
+        // to it, trimming what it still held, and commits go there.
+        drop(s);
+        let s2 = Server::start(&dir.path().join("j"), &["--no-auth"]);
+        let opts = okeanos::MountOptions::parse(&format!("data={mode},journal_server={},remote_host=fs-host", s2.addr)).unwrap();
+        let fs = okeanos::Okeanos::open(&img, opts).unwrap();
+        let f = fs.open_file("/w0").unwrap();
+        for _ in 0..10 {
+            f.append(b"back on the server\n").unwrap();
+            f.fdatasync().unwrap();
+        }
+        drop(f);
+        assert_eq!(fs.debug_state(|j, _| j.placement.name()), "remote", "{mode} {how}");
+        assert_eq!(fs.counters().journal_bytes, 4096, "{mode} {how}: commits went to the server (locally only the mount's journal superblock)");
+        let last = fs.committed_tid();
+        let uuid = okeanos::format::Superblock::decode(&std::fs::read(&img).unwrap()[..512]).unwrap().uuid;
+        let mut c = Client::connect(ClientConfig { fs_uuid: uuid, ..cfg(&s2, "fs-host", "", 0) }).unwrap();
+        let held: Vec<u64> = c.read_from(0).unwrap().iter().map(|t| t.0).collect();
+        assert_eq!(held, (last - 9..=last).collect::<Vec<_>>(), "{mode} {how}: the server holds this mount's ten commits, the old ones were trimmed");
+        fs.unmount().unwrap();
     }
+}
+
+/// Two hosts on one journal (a shared device taken over by a standby): the second mount fences
+/// the first, which never completes another sync and turns read-only; the second recovers
+/// everything the first had acknowledged.
+#[test]
+fn a_fenced_host_never_completes_another_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(&dir.path().join("j"), &["--no-auth"]);
+    let img = dir.path().join("img");
+    let mk = okeanos::MkfsOptions { journal_blocks: 1024, remote_server: Some(s.addr.clone()), ..Default::default() };
+    okeanos::Okeanos::mkfs_file(&img, 64 << 20, &mk).unwrap();
+    let opts = okeanos::MountOptions::parse(&format!("data=data,journal_server={},remote_host=shared,remote_ack_timeout=2", s.addr)).unwrap();
+    let a = okeanos::Okeanos::open(&img, opts.clone()).unwrap();
+    let f = a.create_file("/log").unwrap();
+    for k in 0..50 {
+        f.append(format!("a {k:03}\n").as_bytes()).unwrap();
+        f.fdatasync().unwrap();
+    }
+    // The standby sees the same device (a copy here: the image lock is per kernel).
+    let shared = dir.path().join("img-b");
+    std::fs::copy(&img, &shared).unwrap();
+    let b = okeanos::Okeanos::open(&shared, opts).unwrap();
+    let want: String = (0..50).map(|k| format!("a {k:03}\n")).collect();
+    assert_eq!(String::from_utf8(b.read_path("/log").unwrap()).unwrap(), want, "the standby recovered what the first host acknowledged");
+    // The first host: its next sync fails, and it is read-only from then on.
+    f.append(b"after the fence\n").unwrap();
+    let e = f.fdatasync().expect_err("a fenced host completed a sync");
+    assert!(e.to_string().contains("fenced"), "{e}");
+    assert!(a.read_only_reason().is_some_and(|r| r.contains("fenced")), "{:?}", a.read_only_reason());
+    assert!(a.create_file("/x").is_err());
+    drop(f);
+    drop(a);
+    // The standby goes on; nothing the first host wrote after the fence is there.
+    let g = b.open_file("/log").unwrap();
+    g.append(b"b 000\n").unwrap();
+    g.fdatasync().unwrap();
+    drop(g);
+    drop(b); // crash, then recover from the server
+    let opts = okeanos::MountOptions::parse(&format!("data=data,journal_server={},remote_host=shared", s.addr)).unwrap();
+    let b = okeanos::Okeanos::open(&shared, opts).unwrap();
+    assert_eq!(String::from_utf8(b.read_path("/log").unwrap()).unwrap(), format!("{want}b 000\n"));
+    b.unmount().unwrap();
 }

@@ -232,6 +232,25 @@ impl Okeanos {
         }
         let content = opts.content().map_err(FsError::Invalid)?;
         let mut jsb = jsb;
+        let mut remote = remote;
+        if sb.remote.is_some() && jsb.remote.local && jsb.start == 0 && !opts.read_only {
+            // Fell back earlier and the local journal is empty now: return to the server if
+            // it answers; stay local if not.
+            let log_dev: Arc<dyn Device> = if region.dev() == DevId::Journal { devs.journal.clone().expect("checked by open_journal") } else { devs.fs.clone() };
+            let at = region.device_block(0) * sb.block_size as u64;
+            let base = jsb.clone();
+            let record = |state: RemoteState| -> FsResult<()> {
+                let mut b = vec![0u8; sb.block_size as usize];
+                JournalSuperblock { remote: state, ..base.clone() }.encode(&mut b);
+                log_dev.write_at(at, &b)?;
+                log_dev.flush()?;
+                Ok(())
+            };
+            if let Ok(o) = runtime::remote::reopen(&sb, &jsb, &opts, &mut devs, next_tid, record) {
+                jsb.remote = RemoteState { local: false, epoch: o.epoch, upto: 0 };
+                remote = Some(o);
+            }
+        }
         if matches!(content.mode, crate::journal::content::DataMode::Wasteless | crate::journal::content::DataMode::Selective) {
             // Multiwrite records need the journal feature; the mount writes the journal
             // superblock (with the flag) before the first commit.

@@ -5,7 +5,7 @@
 
 use super::Devices;
 use crate::device::{Device, MemDevice};
-use crate::format::journal::{jfeature, JournalSuperblock};
+use crate::format::journal::{jfeature, JournalSuperblock, RemoteState};
 use crate::format::Superblock;
 use crate::fs::{FsError, FsResult};
 use crate::journal::placement::{LogRegion, RecoveryStart};
@@ -87,4 +87,31 @@ pub fn open(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, devs:
     devs.link = Some(Arc::new(Mutex::new(client)));
     devs.remote_read_only = opts.read_only;
     Ok(Opened { epoch, capacity, fetched })
+}
+
+/// Returns a host that had fallen back to the server, once its local journal is empty
+/// (recovered and clean): connect, record a new epoch, FENCE, TRIM everything the server still
+/// holds (it is all older than `next_tid` and checkpointed), then record that transactions go
+/// to the server again. Each local record is durable before the step after it. An error leaves
+/// the host in its local journal.
+pub fn reopen(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, devs: &mut Devices, next_tid: u64, mut record: impl FnMut(RemoteState) -> FsResult<()>) -> FsResult<Opened> {
+    assert!(jsb.remote.local && jsb.start == 0, "only an empty local journal returns to the server");
+    let record_server = sb.remote.as_ref().expect("a file system with a remote journal");
+    let cfg = ClientConfig {
+        addr: opts.journal_server.clone().unwrap_or_else(|| record_server.server.clone()),
+        host_name: opts.remote_host.clone().unwrap_or_else(host_name),
+        secret: opts.remote_secret.clone().unwrap_or_default(),
+        fs_uuid: sb.uuid,
+        epoch: jsb.remote.epoch,
+        timeout: opts.remote_ack_timeout,
+    };
+    let mut client = Client::connect(cfg).map_err(refused)?;
+    let epoch = client.journal.epoch.max(jsb.remote.epoch) + 1;
+    record(RemoteState { epoch, ..jsb.remote })?;
+    client.fence(epoch).map_err(refused)?;
+    client.trim(next_tid - 1).map_err(refused)?;
+    record(RemoteState { local: false, epoch, upto: 0 })?;
+    let capacity = client.journal.quota_bytes / sb.block_size as u64;
+    devs.link = Some(Arc::new(Mutex::new(client)));
+    Ok(Opened { epoch, capacity, fetched: None })
 }
