@@ -593,6 +593,8 @@ fn stat(img: &ImageArg, dev: Arc<dyn Device>, jdev: Option<Arc<dyn Device>>, jso
             "state": st, "errors": sb.state & state::ERRORS != 0, "error": sb.error, "in_use_by": in_use,
             "mount_count": sb.mount_count, "journal": jkind, "journal_blocks": jblocks,
             "journal_clean": jsb.start == 0, "mkfs_time_ns": sb.mkfs_time_ns, "journal_sequence": jsb.sequence,
+            "remote_server": sb.remote.as_ref().map(|r| r.server.clone()),
+            "remote_fallen_back": sb.remote.as_ref().map(|_| jsb.remote.local), "remote_epoch": sb.remote.as_ref().map(|_| jsb.remote.epoch),
             "lifetime": sb.lifetime,
         });
         outln!("{v:#}");
@@ -610,6 +612,13 @@ fn stat(img: &ImageArg, dev: Arc<dyn Device>, jdev: Option<Arc<dyn Device>>, jso
         outln!("in use by       {h}");
     }
     outln!("journal         {jkind}, {jblocks} blocks, {}, next transaction {}", if jsb.start == 0 { "clean" } else { "needs recovery" }, jsb.sequence);
+    if let Some(r) = &sb.remote {
+        if jsb.remote.local {
+            outln!("remote journal  {} (epoch {}): fell back to the internal journal after transaction {}; returns at the next mount that reaches the server", r.server, jsb.remote.epoch, jsb.remote.upto);
+        } else {
+            outln!("remote journal  {} (epoch {}), the internal journal is its fallback", r.server, jsb.remote.epoch);
+        }
+    }
     let l = &sb.lifetime;
     outln!("lifetime        {} commits, {} syncs", l.commits, l.syncs);
     outln!("                {} payload bytes, {} journal bytes, {} final-location bytes", l.payload_bytes, l.journal_bytes, l.final_bytes);

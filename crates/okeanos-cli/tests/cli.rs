@@ -346,3 +346,30 @@ fn every_flag_has_help_text() {
         }
     }
 }
+
+#[test]
+fn mkfs_with_a_remote_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    let p = img.to_str().unwrap();
+    for (args, want) in [
+        (vec!["mkfs", p, "--size", "32M", "--journal", "remote"], "--journal-server"),
+        (vec!["mkfs", p, "--size", "32M", "--journal-server", "127.0.0.1:7070"], "goes with --journal remote"),
+        (vec!["mkfs", p, "--size", "32M", "--journal", "remote", "--journal-server", "no-port"], "host:port"),
+        (vec!["mkfs", p, "--size", "32M", "--journal", "nvm"], "use internal, external or remote"),
+    ] {
+        let o = okeanos(&args);
+        assert!(!o.status.success() && text(&o).contains(want), "{args:?}: {}", text(&o));
+    }
+    let o = okeanos(&["mkfs", p, "--size", "32M", "--journal", "remote", "--journal-server", "127.0.0.1:7070"]);
+    assert!(o.status.success() && text(&o).contains("journal on the server 127.0.0.1:7070"), "{}", text(&o));
+    let o = okeanos(&["stat", p]);
+    assert!(text(&o).contains("remote journal  127.0.0.1:7070 (epoch 0)"), "{}", text(&o));
+    assert_eq!(stat_json(&img)["remote_server"].as_str(), Some("127.0.0.1:7070"));
+    // Nothing listens there: a clean file system is still readable (its server holds nothing),
+    // but a read-write mount says why it cannot go on.
+    assert!(okeanos(&["ls", p]).status.success());
+    let o = okeanos(&["mkdir", p, "/d"]);
+    assert!(!o.status.success() && text(&o).contains("cannot be mounted without it"), "{}", text(&o));
+    assert!(okeanos(&["fsck", "-n", p]).status.success());
+}

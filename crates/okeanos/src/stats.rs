@@ -23,6 +23,7 @@ pub struct Stats {
     max_handles_per_commit: AtomicU64,
     checkpoints: AtomicU64,
     fallbacks: AtomicU64,
+    remote_bytes: AtomicU64,
     syncs: AtomicU64,
     handles: AtomicU64,
     payload_bytes: AtomicU64,
@@ -94,6 +95,8 @@ pub struct Counters {
     pub checkpoints: u64,
     /// Times a remote journal fell back to the local journal.
     pub fallbacks: u64,
+    /// Journal bytes sent to a journal server (also counted in the journal bytes by kind).
+    pub remote_bytes: u64,
     /// Multiwrite records logged, their payload bytes, and how many of those bytes sat inline
     /// in descriptor blocks.
     pub records: u64,
@@ -131,6 +134,9 @@ impl Stats {
     }
     pub fn on_fallback(&self) {
         self.fallbacks.fetch_add(1, Relaxed);
+    }
+    pub fn on_remote(&self, bytes: usize) {
+        self.remote_bytes.fetch_add(bytes as u64, Relaxed);
     }
     pub fn on_handle(&self) {
         self.handles.fetch_add(1, Relaxed);
@@ -185,6 +191,7 @@ impl Stats {
             syncs_per_commit: per(syncs),
             checkpoints: self.checkpoints.load(Relaxed),
             fallbacks: self.fallbacks.load(Relaxed),
+            remote_bytes: self.remote_bytes.load(Relaxed),
             records: self.records.load(Relaxed),
             record_bytes: self.record_bytes.load(Relaxed),
             inline_record_bytes: self.inline_record_bytes.load(Relaxed),
@@ -241,6 +248,7 @@ impl Counters {
             syncs_per_commit: per(syncs as f64),
             checkpoints: self.checkpoints - base.checkpoints,
             fallbacks: self.fallbacks - base.fallbacks,
+            remote_bytes: self.remote_bytes - base.remote_bytes,
             records,
             record_bytes: self.record_bytes - base.record_bytes,
             inline_record_bytes: self.inline_record_bytes - base.inline_record_bytes,

@@ -171,8 +171,9 @@ pub struct BenchArgs {
 #[derive(Args, Clone, Debug)]
 pub struct TargetArgs {
     /// Targets, comma-separated: engine (image file, internal journal), engine:external,
-    /// engine:loop (loop devices, root), mount:PATH, kernel:ext4-journal, kernel:ext4-ordered,
-    /// kernel:ext4-writeback, kernel:xfs (root).
+    /// engine:loop (loop devices, root), engine:remote (a journal server started on
+    /// 127.0.0.1), mount:PATH, kernel:ext4-journal, kernel:ext4-ordered, kernel:ext4-writeback,
+    /// kernel:xfs (root).
     #[arg(long, default_value = "engine")]
     pub target: String,
     /// Directory for image files and loop-device backing files (default: the system's

@@ -16,7 +16,10 @@ use std::sync::Arc;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Target {
-    Engine { external: bool, loopdev: bool },
+    /// The library: an image file (internal journal), with an external journal file, on loop
+    /// devices, or with a remote journal on a journal server this benchmark starts on
+    /// 127.0.0.1.
+    Engine { external: bool, loopdev: bool, remote: bool },
     Mount(PathBuf),
     Kernel(String),
 }
@@ -26,9 +29,10 @@ pub const KERNEL_KINDS: [&str; 4] = ["ext4-journal", "ext4-ordered", "ext4-write
 impl Target {
     pub fn parse(s: &str) -> Result<Target, String> {
         match s {
-            "engine" | "engine:image" => Ok(Target::Engine { external: false, loopdev: false }),
-            "engine:external" => Ok(Target::Engine { external: true, loopdev: false }),
-            "engine:loop" => Ok(Target::Engine { external: true, loopdev: true }),
+            "engine" | "engine:image" => Ok(Target::Engine { external: false, loopdev: false, remote: false }),
+            "engine:external" => Ok(Target::Engine { external: true, loopdev: false, remote: false }),
+            "engine:loop" => Ok(Target::Engine { external: true, loopdev: true, remote: false }),
+            "engine:remote" => Ok(Target::Engine { external: false, loopdev: false, remote: true }),
             _ => {
                 if let Some(p) = s.strip_prefix("mount:") {
                     let p = PathBuf::from(p);
@@ -42,7 +46,7 @@ impl Target {
                     }
                     Ok(Target::Kernel(k.to_string()))
                 } else {
-                    Err(format!("unknown target {s:?}: use engine, engine:external, engine:loop, mount:PATH or kernel:ext4-journal|ext4-ordered|ext4-writeback|xfs"))
+                    Err(format!("unknown target {s:?}: use engine, engine:external, engine:loop, engine:remote, mount:PATH or kernel:ext4-journal|ext4-ordered|ext4-writeback|xfs"))
                 }
             }
         }
@@ -50,6 +54,7 @@ impl Target {
 
     pub fn name(&self) -> String {
         match self {
+            Target::Engine { remote: true, .. } => "engine:remote".into(),
             Target::Engine { loopdev: true, .. } => "engine:loop".into(),
             Target::Engine { external: true, .. } => "engine:external".into(),
             Target::Engine { .. } => "engine".into(),
@@ -193,14 +198,16 @@ pub struct Crashed {
     pub extra_options: String,
     /// Loop devices stay attached until the recovery mount is done.
     pub _keep: Option<LoopSet>,
+    /// So does the journal server of engine:remote.
+    pub _server: Option<ServerProcess>,
     pub _tmp: Option<tempfile::TempDir>,
 }
 
 pub fn prepare(t: &Target, cfg: Option<ContentConfig>, s: &Setup) -> Result<Box<dyn Env>, String> {
     match t {
-        Target::Engine { external, loopdev } => {
+        Target::Engine { external, loopdev, remote } => {
             let cfg = cfg.ok_or("the engine target needs a mode")?;
-            Ok(Box::new(EngineEnv::new(*external, *loopdev, cfg, s)?))
+            Ok(Box::new(EngineEnv::new(*external, *loopdev, *remote, cfg, s)?))
         }
         Target::Mount(p) => Ok(Box::new(DirEnv::mount(p)?)),
         Target::Kernel(k) => Ok(Box::new(DirEnv::kernel(k, s)?)),
@@ -224,13 +231,56 @@ pub struct EngineEnv {
     journal: Option<PathBuf>,
     extra: String,
     tmp: Option<tempfile::TempDir>,
+    server: Option<ServerProcess>,
+}
+
+/// A journal server this benchmark started (engine:remote): `okeanos journal-server` on
+/// 127.0.0.1 with its journals in the run's directory, stopped (SIGTERM) when dropped.
+pub struct ServerProcess {
+    child: std::process::Child,
+    pub addr: String,
+}
+
+impl ServerProcess {
+    fn start(dir: &Path) -> Result<ServerProcess, String> {
+        use std::io::BufRead;
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let mut child = std::process::Command::new(exe)
+            .args(["journal-server", "--listen", "127.0.0.1:0", "--no-auth", "--dir"])
+            .arg(dir)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| format!("journal server: {e}"))?;
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line).map_err(|e| format!("journal server: {e}"))?;
+        let addr = line.split_whitespace().nth(4).map(|a| a.trim_end_matches(',').to_string());
+        match addr {
+            Some(addr) => Ok(ServerProcess { child, addr }),
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(format!("journal server did not start: {line:?}"))
+            }
+        }
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
 }
 
 impl EngineEnv {
-    fn new(external: bool, loopdev: bool, cfg: ContentConfig, s: &Setup) -> Result<EngineEnv, String> {
-        let opts = engine_options(cfg, &s.mount_options)?;
+    fn new(external: bool, loopdev: bool, remote: bool, cfg: ContentConfig, s: &Setup) -> Result<EngineEnv, String> {
+        let mut opts = engine_options(cfg, &s.mount_options)?;
         let bs = 4096u64;
-        let mkfs = MkfsOptions { journal_blocks: s.journal_bytes / bs, external_journal: external, ..Default::default() };
+        let mut mkfs = MkfsOptions { journal_blocks: s.journal_bytes / bs, external_journal: external, ..Default::default() };
+        let mut extra = s.mount_options.clone();
+        let mut server = None;
         let (fs, loops, image, journal, tmp, target) = if loopdev {
             let loops = LoopSet::new(&s.dir, s.fs_bytes, s.journal_bytes)?;
             let fsd: Arc<dyn Device> = Arc::new(FileDevice::open_direct(&loops.fs_dev, true).map_err(|e| e.to_string())?);
@@ -241,6 +291,16 @@ impl EngineEnv {
             (fs, Some(loops), i, j, None, "engine:loop")
         } else {
             let tmp = tempfile::Builder::new().prefix("okeanos-bench-").tempdir_in(&s.dir).map_err(|e| format!("{}: {e}", s.dir.display()))?;
+            if remote {
+                let sp = ServerProcess::start(&tmp.path().join("server"))?;
+                mkfs.remote_server = Some(sp.addr.clone());
+                let remote_opts = format!("journal_server={},remote_host=bench", sp.addr);
+                let parsed = MountOptions::parse(&remote_opts)?;
+                opts.journal_server = parsed.journal_server;
+                opts.remote_host = parsed.remote_host;
+                extra = if extra.is_empty() { remote_opts } else { format!("{extra},{remote_opts}") };
+                server = Some(sp);
+            }
             let image = tmp.path().join("fs.okfs");
             let fsd = FileDevice::create(&image, s.fs_bytes + if external { 0 } else { s.journal_bytes }, false).map_err(|e| e.to_string())?;
             let (journal, jd) = if external {
@@ -255,11 +315,11 @@ impl EngineEnv {
             let mut o = opts;
             o.journal_path = journal.clone();
             let fs = Okeanos::open(&image, o).map_err(|e| e.to_string())?;
-            (fs, None, image, journal, Some(tmp), if external { "engine:external" } else { "engine" })
+            (fs, None, image, journal, Some(tmp), if remote { "engine:remote" } else if external { "engine:external" } else { "engine" })
         };
         fs.mkdir_path("/bench").map_err(|e| e.to_string())?;
         fs.sync().map_err(|e| e.to_string())?;
-        Ok(EngineEnv { fs, cfg, target: target.into(), loops, image, journal, extra: s.mount_options.clone(), tmp })
+        Ok(EngineEnv { fs, cfg, target: target.into(), loops, image, journal, extra, tmp, server })
     }
 
     fn measure_now(fs: &Okeanos, loops: &Option<LoopSet>) -> Result<Measure, String> {
@@ -305,9 +365,9 @@ impl Env for EngineEnv {
         Self::measure_now(&probe, &self.loops)
     }
     fn crash(self: Box<Self>) -> Result<Crashed, String> {
-        let EngineEnv { fs, cfg, loops, image, journal, extra, tmp, .. } = *self;
+        let EngineEnv { fs, cfg, loops, image, journal, extra, tmp, server, .. } = *self;
         drop(fs); // no sync, no unmount: the journal thread stops where it stands
-        Ok(Crashed { direct: loops.is_some(), image, journal, cfg, extra_options: extra, _keep: loops, _tmp: tmp })
+        Ok(Crashed { direct: loops.is_some(), image, journal, cfg, extra_options: extra, _keep: loops, _tmp: tmp, _server: server })
     }
 }
 

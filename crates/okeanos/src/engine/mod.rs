@@ -183,9 +183,11 @@ impl Okeanos {
         let (region, jsb) = open_journal(&sb, &devs)?;
         let stats = Stats::new(sb.block_size as usize);
         let mut next_tid = jsb.sequence.max(1);
-        // A remote journal: connect, take it over, read its log back (docs/REMOTE.md).
+        // A remote journal: connect, take it over, read its log back (docs/REMOTE.md). After
+        // a clean unmount the server holds nothing (it was trimmed): read-only use needs no
+        // server then.
         let remote = match &sb.remote {
-            Some(_) if !jsb.remote.local => {
+            Some(_) if !jsb.remote.local && !(opts.read_only && jsb.start == 0) => {
                 let log_dev: Arc<dyn Device> = if region.dev() == DevId::Journal { devs.journal.clone().expect("checked by open_journal") } else { devs.fs.clone() };
                 let at = region.device_block(0) * sb.block_size as u64;
                 let record_epoch = |epoch: u64| -> FsResult<()> {

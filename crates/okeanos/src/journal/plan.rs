@@ -20,8 +20,9 @@ pub enum DevId {
 /// acknowledges). A stage with remote operations is done when every one is acknowledged.
 #[derive(Debug, Clone)]
 pub enum RemoteOp {
-    /// One committed transaction's journal blocks, in order; acknowledged once durable.
-    Append { tid: u64, blocks: Vec<Arc<Vec<u8>>> },
+    /// One committed transaction's journal blocks, in order (with their kinds, for the
+    /// counters); acknowledged once durable.
+    Append { tid: u64, blocks: Vec<(Arc<Vec<u8>>, BlockKind)> },
     /// The server may drop every transaction up to `upto`.
     Trim { upto: u64 },
 }

@@ -46,7 +46,7 @@ impl Devices {
 
     /// Carries out a stage's operations on the journal server: every append is sent before the
     /// first acknowledgement is awaited (several in flight), then trims.
-    fn remote(&self, ops: &[RemoteOp]) -> Result<(), DeviceError> {
+    fn remote(&self, ops: &[RemoteOp], stats: &Stats) -> Result<(), DeviceError> {
         if ops.is_empty() || self.remote_read_only {
             return Ok(());
         }
@@ -57,9 +57,12 @@ impl Devices {
         for op in ops {
             if let RemoteOp::Append { tid, blocks } = op {
                 let mut data = Vec::with_capacity(blocks.len() * self.block_size);
-                for b in blocks {
+                for (b, kind) in blocks {
                     data.extend_from_slice(b);
+                    // Journal bytes wherever the journal is: counted as sent.
+                    stats.on_write(*kind, b.len());
                 }
+                stats.on_remote(data.len());
                 c.send_append(*tid, bs, data).map_err(DeviceError::Remote)?;
                 appends += 1;
             }
@@ -125,7 +128,7 @@ pub fn execute(plan: &IoPlan, devs: &Devices, stats: &Stats) -> Result<(), Devic
             }
             k = end;
         }
-        devs.remote(&stage.remote)?;
+        devs.remote(&stage.remote, stats)?;
         let mut flushed: Vec<*const ()> = Vec::new();
         for &d in &stage.flush {
             let dev = devs.get(d);

@@ -81,7 +81,7 @@ impl Placement for Remote {
         assert!(n <= self.free_blocks(), "admission keeps every transaction within the server's quota");
         self.held.push_back((records.tid, n));
         self.used += n;
-        let op = RemoteOp::Append { tid: records.tid, blocks: records.blocks.into_iter().map(|(b, _)| b).collect() };
+        let op = RemoteOp::Append { tid: records.tid, blocks: records.blocks };
         (Stage { remote: vec![op], ..Stage::default() }, Extent { start: records.tid, end: records.tid + 1, blocks: n })
     }
 
