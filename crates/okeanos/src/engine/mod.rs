@@ -213,7 +213,8 @@ impl Okeanos {
                 devs.journal = devs.journal.map(|j| Arc::new(crate::device::OverlayDevice::new(j)) as Arc<dyn Device>);
             }
             let now = || clock.now_ns();
-            if let Some((report, tid)) = runtime::recover(&devs, recovering.as_ref(), sb.block_count, &stats, &now, clock.wall_ns()).map_err(|e| FsError::Io(e.to_string()))? {
+            if let Some((mut report, tid)) = runtime::recover(&devs, recovering.as_ref(), sb.block_count, &stats, &now, clock.wall_ns()).map_err(|e| FsError::Io(e.to_string()))? {
+                report.scan_ns += remote.as_ref().map_or(0, |o| o.fetch_ns);
                 next_tid = tid;
                 *stats.recovery.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
             }

@@ -20,6 +20,9 @@ pub struct Opened {
     pub capacity: u64,
     /// The server's log, for recovery (none when it holds nothing).
     pub fetched: Option<RecoveryStart>,
+    /// How long reading it back took (recovery's scan pass includes it, as the ring's scan
+    /// includes its device reads).
+    pub fetch_ns: u64,
 }
 
 fn host_name() -> String {
@@ -62,7 +65,9 @@ pub fn open(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, devs:
         record_epoch(epoch)?;
         client.fence(epoch).map_err(refused)?;
     }
+    let t0 = std::time::Instant::now();
     let mut txs = client.read_from(0).map_err(refused)?;
+    let fetch_ns = t0.elapsed().as_nanos() as u64;
     if jsb.remote.local {
         // Sent but never acknowledged before the fallback: the local journal has them.
         txs.retain(|t| t.0 <= jsb.remote.upto);
@@ -86,7 +91,7 @@ pub fn open(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, devs:
     };
     devs.link = Some(Arc::new(Mutex::new(client)));
     devs.remote_read_only = opts.read_only;
-    Ok(Opened { epoch, capacity, fetched })
+    Ok(Opened { epoch, capacity, fetched, fetch_ns })
 }
 
 /// Returns a host that had fallen back to the server, once its local journal is empty
@@ -113,5 +118,5 @@ pub fn reopen(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, dev
     record(RemoteState { local: false, epoch, upto: 0 })?;
     let capacity = client.journal.quota_bytes / sb.block_size as u64;
     devs.link = Some(Arc::new(Mutex::new(client)));
-    Ok(Opened { epoch, capacity, fetched: None })
+    Ok(Opened { epoch, capacity, fetched: None, fetch_ns: 0 })
 }
