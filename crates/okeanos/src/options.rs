@@ -52,6 +52,14 @@ pub struct MountOptions {
     pub remote_secret: Option<Vec<u8>>,
     /// This host's name at the journal server (`remote_host=`, default the system's host name).
     pub remote_host: Option<String>,
+    /// How to reach the journal server instead of TCP (the crash tests' stand-in). Not
+    /// accepted by `parse`.
+    #[doc(hidden)]
+    pub remote_connector: Option<crate::remote::Connector>,
+    /// Test-only fault: the remote placement sends no APPEND, so a commit counts as durable
+    /// without the server (the remote placement's canary). Not accepted by `parse`.
+    #[doc(hidden)]
+    pub fault_skip_remote_append: bool,
     /// Drive the journal step by step instead of from a journal thread (the simulator);
     /// operations that would wait return `FsError::WouldBlock`. Not accepted by `parse`.
     #[doc(hidden)]
@@ -84,6 +92,8 @@ impl Default for MountOptions {
             remote_ack_timeout: Duration::from_secs(1),
             remote_secret: None,
             remote_host: None,
+            remote_connector: None,
+            fault_skip_remote_append: false,
             manual_journal: false,
             fault_skip_commit_flush: false,
         }

@@ -260,11 +260,22 @@ impl Okeanos {
             jsb.features |= crate::format::journal::jfeature::MULTIWRITE;
         }
         let placement: Box<dyn Placement> = match &remote {
-            Some(o) => Box::new(Remote::new(Ring::new(region, jsb), o.capacity, None)),
+            Some(o) => {
+                let mut r = Remote::new(Ring::new(region, jsb), o.capacity, None);
+                r.fault_skip_append = opts.fault_skip_remote_append;
+                Box::new(r)
+            }
             None => Box::new(Ring::new(region, jsb)),
         };
         // Transactions must fit the internal ring too: a remote journal falls back to it.
         let capacity = placement.capacity().min(region.ring_len());
+        if capacity / 4 < crate::journal::MIN_TX_BLOCKS {
+            return Err(FsError::Invalid(format!(
+                "the journal ({}) holds {capacity} blocks, fewer than four of the smallest workable transaction ({} blocks); give the journal server a larger --quota",
+                placement.name(),
+                crate::journal::MIN_TX_BLOCKS
+            )));
+        }
         let mut cfg = JournalConfig::new(capacity, sb.block_size as usize);
         if let Some(m) = opts.max_tx_blocks {
             let max = capacity / 2;

@@ -203,3 +203,24 @@ impl Client {
         }
     }
 }
+
+impl super::Link for Client {
+    fn journal(&self) -> ServerJournal {
+        self.journal
+    }
+    fn send_append(&mut self, tid: u64, block_size: u32, blocks: Vec<u8>) -> Result<(), RemoteError> {
+        Client::send_append(self, tid, block_size, blocks)
+    }
+    fn wait_ack(&mut self) -> Result<u64, RemoteError> {
+        Client::wait_ack(self)
+    }
+    fn trim(&mut self, upto: u64) -> Result<u64, RemoteError> {
+        Client::trim(self, upto)
+    }
+    fn read_from(&mut self, from: u64) -> Result<Vec<(u64, u32, Vec<u8>)>, RemoteError> {
+        Client::read_from(self, from)
+    }
+    fn fence(&mut self, epoch: u64) -> Result<u64, RemoteError> {
+        Client::fence(self, epoch)
+    }
+}

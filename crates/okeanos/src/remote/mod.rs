@@ -10,8 +10,42 @@
 //! torn tail of the server's log (never acknowledged) is cut at restart.
 
 pub mod client;
+pub mod memory;
 pub mod server;
 pub mod store;
+
+use client::{ClientConfig, RemoteError, ServerJournal};
+
+/// What a host needs from a journal server: the real one over TCP ([`client::Client`]) or an
+/// in-memory stand-in for the crash tests ([`memory::MemServer`]).
+pub trait Link: Send {
+    /// The journal's state on the server when connected.
+    fn journal(&self) -> ServerJournal;
+    fn send_append(&mut self, tid: u64, block_size: u32, blocks: Vec<u8>) -> Result<(), RemoteError>;
+    fn wait_ack(&mut self) -> Result<u64, RemoteError>;
+    fn trim(&mut self, upto: u64) -> Result<u64, RemoteError>;
+    fn read_from(&mut self, from: u64) -> Result<Vec<(u64, u32, Vec<u8>)>, RemoteError>;
+    fn fence(&mut self, epoch: u64) -> Result<u64, RemoteError>;
+}
+
+/// How a mount reaches its journal server: by default [`client::Client::connect`]; tests
+/// substitute a stand-in (`MountOptions::remote_connector`).
+#[derive(Clone)]
+pub struct Connector(pub std::sync::Arc<dyn Fn(ClientConfig) -> Result<Box<dyn Link>, RemoteError> + Send + Sync>);
+
+impl std::fmt::Debug for Connector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Connector")
+    }
+}
+
+/// Connects with `connector`, or over TCP.
+pub fn connect(cfg: ClientConfig, connector: Option<&Connector>) -> Result<Box<dyn Link>, RemoteError> {
+    match connector {
+        Some(c) => (c.0)(cfg),
+        None => Ok(Box::new(client::Client::connect(cfg)?)),
+    }
+}
 
 use crate::format::remote::{self, JournalId, Msg, HEADER};
 use std::io::{Read, Write};

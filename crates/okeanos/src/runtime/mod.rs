@@ -23,7 +23,7 @@ pub struct Devices {
     pub journal: Option<Arc<dyn Device>>,
     pub block_size: usize,
     /// The connection to the journal server of a remote journal.
-    pub link: Option<Arc<std::sync::Mutex<crate::remote::client::Client>>>,
+    pub link: Option<Arc<std::sync::Mutex<Box<dyn crate::remote::Link>>>>,
     /// A remote journal's log read back for recovery (in memory).
     pub remote_log: Option<Arc<dyn Device>>,
     /// A read-only mount recovers a remote journal in memory: nothing is sent to the server.

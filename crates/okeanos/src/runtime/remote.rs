@@ -10,7 +10,7 @@ use crate::format::Superblock;
 use crate::fs::{FsError, FsResult};
 use crate::journal::placement::{LogRegion, RecoveryStart};
 use crate::options::MountOptions;
-use crate::remote::client::{Client, ClientConfig, RemoteError};
+use crate::remote::client::{ClientConfig, RemoteError};
 use std::sync::{Arc, Mutex};
 
 /// A remote journal, connected and taken over.
@@ -56,12 +56,12 @@ pub fn open(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, devs:
         epoch: jsb.remote.epoch,
         timeout: opts.remote_ack_timeout,
     };
-    let mut client = Client::connect(cfg).map_err(refused)?;
+    let mut client = crate::remote::connect(cfg, opts.remote_connector.as_ref()).map_err(refused)?;
     let bs = sb.block_size as u64;
-    let capacity = client.journal.quota_bytes / bs;
+    let capacity = client.journal().quota_bytes / bs;
     let mut epoch = jsb.remote.epoch;
     if !opts.read_only {
-        epoch = client.journal.epoch.max(jsb.remote.epoch) + 1;
+        epoch = client.journal().epoch.max(jsb.remote.epoch) + 1;
         record_epoch(epoch)?;
         client.fence(epoch).map_err(refused)?;
     }
@@ -110,13 +110,13 @@ pub fn reopen(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, dev
         epoch: jsb.remote.epoch,
         timeout: opts.remote_ack_timeout,
     };
-    let mut client = Client::connect(cfg).map_err(refused)?;
-    let epoch = client.journal.epoch.max(jsb.remote.epoch) + 1;
+    let mut client = crate::remote::connect(cfg, opts.remote_connector.as_ref()).map_err(refused)?;
+    let epoch = client.journal().epoch.max(jsb.remote.epoch) + 1;
     record(RemoteState { epoch, ..jsb.remote })?;
     client.fence(epoch).map_err(refused)?;
     client.trim(next_tid - 1).map_err(refused)?;
     record(RemoteState { local: false, epoch, upto: 0 })?;
-    let capacity = client.journal.quota_bytes / sb.block_size as u64;
+    let capacity = client.journal().quota_bytes / sb.block_size as u64;
     devs.link = Some(Arc::new(Mutex::new(client)));
     Ok(Opened { epoch, capacity, fetched: None, fetch_ns: 0 })
 }

@@ -30,12 +30,14 @@ pub struct Remote {
     used: u64,
     /// The server's log as read back at mount, for recovery.
     fetched: Option<RecoveryStart>,
+    /// The canary: commit without sending (a test proves the crash tests catch it).
+    pub fault_skip_append: bool,
 }
 
 impl Remote {
     /// `capacity`: blocks the server's quota holds. `fetched`: the server's log in memory.
     pub fn new(ring: Ring, capacity: u64, fetched: Option<RecoveryStart>) -> Self {
-        Remote { ring, capacity, held: VecDeque::new(), used: 0, fetched }
+        Remote { ring, capacity, held: VecDeque::new(), used: 0, fetched, fault_skip_append: false }
     }
 
     fn local(&self) -> bool {
@@ -82,7 +84,8 @@ impl Placement for Remote {
         self.held.push_back((records.tid, n));
         self.used += n;
         let op = RemoteOp::Append { tid: records.tid, blocks: records.blocks };
-        (Stage { remote: vec![op], ..Stage::default() }, Extent { start: records.tid, end: records.tid + 1, blocks: n })
+        let ops = if self.fault_skip_append { Vec::new() } else { vec![op] };
+        (Stage { remote: ops, ..Stage::default() }, Extent { start: records.tid, end: records.tid + 1, blocks: n })
     }
 
     fn release_stage(&self, kept: Kept) -> Stage {

@@ -1,0 +1,117 @@
+//! An in-memory journal server for the crash tests: it keeps appended transactions like the
+//! real one, and records when each was acknowledged (and each trim completed) on the clock of
+//! a [`CrashRecorder`] — the host's device events — so that a test can build, for every crash
+//! point of the host, what the server held durably then: everything acknowledged before, and
+//! perhaps the append in flight ("acknowledged or not on a network").
+
+use super::client::{RemoteError, ServerJournal};
+use super::Link;
+use crate::device::CrashRecorder;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+/// What the server did, with the host's event count at each step.
+#[derive(Debug, Default, Clone)]
+pub struct MemLog {
+    pub epoch: u64,
+    /// The quota it reports (0: 1 GiB); a small one makes the host checkpoint and trim.
+    pub quota_bytes: u64,
+    /// Held transactions: tid -> (block size, blocks).
+    pub held: BTreeMap<u64, (u32, Vec<u8>)>,
+    /// (event count when sent, tid) and (event count when acknowledged, tid).
+    pub sends: Vec<(usize, u64)>,
+    pub acks: Vec<(usize, u64)>,
+    /// (event count when done, up to tid).
+    pub trims: Vec<(usize, u64)>,
+    /// Every transaction ever appended (trimmed ones too), for building crash states.
+    pub appended: BTreeMap<u64, (u32, Vec<u8>)>,
+}
+
+impl MemLog {
+    /// The server's durable contents for a host crash after `events` events: every append
+    /// acknowledged by then (and, with `in_flight`, those sent by then but acknowledged later:
+    /// written on the server or not), less what trims completed by then dropped.
+    pub fn at(&self, events: usize, in_flight: bool) -> MemLog {
+        let acked = |t: u64| self.acks.iter().find(|(_, x)| *x == t).map(|(e, _)| *e);
+        let mut held: BTreeMap<u64, (u32, Vec<u8>)> = BTreeMap::new();
+        for &(sent, t) in &self.sends {
+            let durable = acked(t).is_some_and(|e| e <= events);
+            let flying = in_flight && sent <= events && !durable;
+            if durable || flying {
+                held.insert(t, self.appended[&t].clone());
+            }
+        }
+        if let Some(upto) = self.trims.iter().filter(|(e, _)| *e <= events).map(|(_, u)| *u).max() {
+            held.retain(|t, _| *t > upto);
+        }
+        MemLog { epoch: self.epoch, quota_bytes: self.quota_bytes, held, ..Default::default() }
+    }
+}
+
+pub struct MemServer {
+    log: Arc<Mutex<MemLog>>,
+    recorder: Option<Arc<CrashRecorder>>,
+    pending: VecDeque<u64>,
+    /// The canary's server: acknowledges and forgets.
+    pub forget: bool,
+}
+
+impl MemServer {
+    pub fn new(log: Arc<Mutex<MemLog>>, recorder: Option<Arc<CrashRecorder>>) -> Self {
+        MemServer { log, recorder, pending: VecDeque::new(), forget: false }
+    }
+
+    fn now(&self) -> usize {
+        self.recorder.as_ref().map_or(0, |r| r.event_count())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, MemLog> {
+        self.log.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Link for MemServer {
+    fn journal(&self) -> ServerJournal {
+        let l = self.lock();
+        let first = l.held.keys().next().copied().unwrap_or(1);
+        let last = l.held.keys().next_back().copied().unwrap_or(first - 1);
+        let quota_bytes = if l.quota_bytes == 0 { 1 << 30 } else { l.quota_bytes };
+        ServerJournal { epoch: l.epoch, first_tid: first, last_tid: last, quota_bytes, used_bytes: 0 }
+    }
+    fn send_append(&mut self, tid: u64, block_size: u32, blocks: Vec<u8>) -> Result<(), RemoteError> {
+        let mut l = self.lock();
+        l.appended.insert(tid, (block_size, blocks.clone()));
+        l.held.insert(tid, (block_size, blocks));
+        let now = self.recorder.as_ref().map_or(0, |r| r.event_count());
+        l.sends.push((now, tid));
+        drop(l);
+        self.pending.push_back(tid);
+        Ok(())
+    }
+    fn wait_ack(&mut self) -> Result<u64, RemoteError> {
+        let tid = self.pending.pop_front().expect("an append in flight");
+        let now = self.now();
+        let mut l = self.lock();
+        if self.forget {
+            l.held.remove(&tid);
+        } else {
+            l.acks.push((now, tid));
+        }
+        Ok(tid)
+    }
+    fn trim(&mut self, upto: u64) -> Result<u64, RemoteError> {
+        let now = self.now();
+        let mut l = self.lock();
+        l.held.retain(|t, _| *t > upto);
+        l.trims.push((now, upto));
+        Ok(upto + 1)
+    }
+    fn read_from(&mut self, from: u64) -> Result<Vec<(u64, u32, Vec<u8>)>, RemoteError> {
+        Ok(self.lock().held.range(from..).map(|(t, (bs, b))| (*t, *bs, b.clone())).collect())
+    }
+    fn fence(&mut self, epoch: u64) -> Result<u64, RemoteError> {
+        let mut l = self.lock();
+        l.epoch = epoch;
+        Ok(l.held.keys().next_back().copied().unwrap_or(0))
+    }
+}
