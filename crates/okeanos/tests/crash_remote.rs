@@ -31,14 +31,17 @@ fn opts(cfg: ContentConfig, c: Connector) -> MountOptions {
 
 /// Returns (crash states checked, violations).
 fn crash_test(policy: &str, canary: bool) -> (usize, Vec<String>) {
+    crash_test_with(policy, canary, MemLog { quota_bytes: 300 * 4096, ..Default::default() })
+}
+
+fn crash_test_with(policy: &str, canary: bool, server: MemLog) -> (usize, Vec<String>) {
     let cfg = ContentConfig::parse(policy).unwrap();
     let base = MemDevice::new(8 * MB);
     Okeanos::mkfs(&base, None, &MkfsOptions { journal_blocks: 512, remote_server: Some("memory:1".into()), ..Default::default() }).unwrap();
     let recorder = CrashRecorder::new();
     let dev = Arc::new(recorder.device("fs", base.snapshot()));
-    // A quota of 300 blocks (the smallest workable is 256): transactions are trimmed after
-    // checkpoints all through the run.
-    let log = Arc::new(Mutex::new(MemLog { quota_bytes: 300 * 4096, ..Default::default() }));
+    let dies = server.die_after.is_some();
+    let log = Arc::new(Mutex::new(server));
     let mut o = opts(cfg, connector(log.clone(), Some(recorder.clone())));
     o.fault_skip_remote_append = canary;
     let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
@@ -71,7 +74,8 @@ fn crash_test(policy: &str, canary: bool) -> (usize, Vec<String>) {
         }
     }
     let trims = log.lock().unwrap().trims.len();
-    assert!(canary || trims > 2, "checkpoints trimmed the server during the run ({trims})");
+    assert!(canary || dies || trims > 2, "checkpoints trimmed the server during the run ({trims})");
+    assert_eq!(fs.counters().fallbacks, dies as u64, "the host fell back when its server died");
     drop(handles);
     drop(fs); // the crash at the end
     let (mut states, mut violations) = (0, Vec::new());
@@ -117,4 +121,19 @@ fn canary_commit_without_the_server_is_caught() {
     let (states, v) = crash_test("data", true);
     assert!(!v.is_empty(), "committing without sending went unnoticed in {states} crash states");
     eprintln!("canary: {} violations in {states} crash states", v.len());
+}
+
+/// The server dies in the middle of the run: the host falls back to its local journal
+/// (checkpoint everything, then the failed transaction in the ring with the superblock saying
+/// so). Every crash state before, during and after the switch recovers with the guarantee.
+#[test]
+fn crash_states_through_a_fallback_keep_every_guarantee() {
+    for policy in ["ordered", "data", "wasteless+dmeta"] {
+        let mut server = MemLog::dies_after(40);
+        server.quota_bytes = 300 * 4096;
+        let (states, v) = crash_test_with(policy, false, server);
+        assert!(states > 300, "{policy}: {states} states");
+        assert!(v.is_empty(), "{} violations in {states} states, first: {:#?}", v.len(), &v[..v.len().min(3)]);
+        eprintln!("{policy} with a fallback: {states} crash states, no violation");
+    }
 }

@@ -25,6 +25,8 @@ pub struct MemLog {
     pub trims: Vec<(usize, u64)>,
     /// Every transaction ever appended (trimmed ones too), for building crash states.
     pub appended: BTreeMap<u64, (u32, Vec<u8>)>,
+    /// The server dies after this many appends.
+    pub die_after: Option<usize>,
 }
 
 impl MemLog {
@@ -56,6 +58,17 @@ pub struct MemServer {
     pub forget: bool,
 }
 
+/// A stand-in that goes away: after this many appends every call fails as a dead server's
+/// would (set in the shared log, so it holds across reconnects).
+impl MemLog {
+    pub fn dies_after(appends: usize) -> MemLog {
+        MemLog { die_after: Some(appends), ..Default::default() }
+    }
+    fn dead(&self) -> bool {
+        self.die_after.is_some_and(|n| self.sends.len() >= n)
+    }
+}
+
 impl MemServer {
     pub fn new(log: Arc<Mutex<MemLog>>, recorder: Option<Arc<CrashRecorder>>) -> Self {
         MemServer { log, recorder, pending: VecDeque::new(), forget: false }
@@ -80,6 +93,9 @@ impl Link for MemServer {
     }
     fn send_append(&mut self, tid: u64, block_size: u32, blocks: Vec<u8>) -> Result<(), RemoteError> {
         let mut l = self.lock();
+        if l.dead() {
+            return Err(RemoteError::Network { addr: "memory".into(), message: "connection reset".into() });
+        }
         l.appended.insert(tid, (block_size, blocks.clone()));
         l.held.insert(tid, (block_size, blocks));
         let now = self.recorder.as_ref().map_or(0, |r| r.event_count());
