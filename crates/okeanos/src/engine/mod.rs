@@ -136,6 +136,21 @@ impl Drop for UserGuard {
     }
 }
 
+/// Writes the local journal superblock with another remote state, durably (before the step
+/// on the server that depends on it). Used only while mounting, before the journal exists.
+fn remote_state_writer(devs: &Devices, region: crate::journal::placement::LogRegion, jsb: &JournalSuperblock) -> impl FnMut(RemoteState) -> FsResult<()> {
+    let log_dev: Arc<dyn Device> = if region.dev() == DevId::Journal { devs.journal.clone().expect("checked by open_journal") } else { devs.fs.clone() };
+    let at = region.device_block(0) * jsb.block_size as u64;
+    let base = jsb.clone();
+    move |state| {
+        let mut b = vec![0u8; base.block_size as usize];
+        JournalSuperblock { remote: state, ..base.clone() }.encode(&mut b);
+        log_dev.write_at(at, &b)?;
+        log_dev.flush()?;
+        Ok(())
+    }
+}
+
 impl Okeanos {
     /// Formats a device (and an external journal device).
     pub fn mkfs(dev: &dyn Device, journal: Option<&dyn Device>, opts: &MkfsOptions) -> Result<Superblock, MkfsError> {
@@ -188,16 +203,8 @@ impl Okeanos {
         // server then.
         let remote = match &sb.remote {
             Some(_) if !jsb.remote.local && !(opts.read_only && jsb.start == 0) => {
-                let log_dev: Arc<dyn Device> = if region.dev() == DevId::Journal { devs.journal.clone().expect("checked by open_journal") } else { devs.fs.clone() };
-                let at = region.device_block(0) * sb.block_size as u64;
-                let record_epoch = |epoch: u64| -> FsResult<()> {
-                    let mut b = vec![0u8; sb.block_size as usize];
-                    JournalSuperblock { remote: RemoteState { epoch, ..jsb.remote }, ..jsb.clone() }.encode(&mut b);
-                    log_dev.write_at(at, &b)?;
-                    log_dev.flush()?;
-                    Ok(())
-                };
-                Some(runtime::remote::open(&sb, &jsb, &opts, &mut devs, record_epoch)?)
+                let record = remote_state_writer(&devs, region, &jsb);
+                Some(runtime::remote::open(&sb, &jsb, &opts, &mut devs, record)?)
             }
             _ => None,
         };
@@ -239,16 +246,7 @@ impl Okeanos {
         if sb.remote.is_some() && jsb.remote.local && jsb.start == 0 && !opts.read_only {
             // Fell back earlier and the local journal is empty now: return to the server if
             // it answers; stay local if not.
-            let log_dev: Arc<dyn Device> = if region.dev() == DevId::Journal { devs.journal.clone().expect("checked by open_journal") } else { devs.fs.clone() };
-            let at = region.device_block(0) * sb.block_size as u64;
-            let base = jsb.clone();
-            let record = |state: RemoteState| -> FsResult<()> {
-                let mut b = vec![0u8; sb.block_size as usize];
-                JournalSuperblock { remote: state, ..base.clone() }.encode(&mut b);
-                log_dev.write_at(at, &b)?;
-                log_dev.flush()?;
-                Ok(())
-            };
+            let record = remote_state_writer(&devs, region, &jsb);
             if let Ok(o) = runtime::remote::reopen(&sb, &jsb, &opts, &mut devs, next_tid, record) {
                 jsb.remote = RemoteState { local: false, epoch: o.epoch, upto: 0 };
                 remote = Some(o);
@@ -269,11 +267,11 @@ impl Okeanos {
         };
         // Transactions must fit the internal ring too: a remote journal falls back to it.
         let capacity = placement.capacity().min(region.ring_len());
-        if capacity / 4 < crate::journal::MIN_TX_BLOCKS {
+        let smallest = crate::fs::mkfs::MIN_JOURNAL_BLOCKS - 1;
+        if capacity < smallest {
             return Err(FsError::Invalid(format!(
-                "the journal ({}) holds {capacity} blocks, fewer than four of the smallest workable transaction ({} blocks); give the journal server a larger --quota",
-                placement.name(),
-                crate::journal::MIN_TX_BLOCKS
+                "the journal ({}) holds {capacity} blocks, less than the smallest journal ({smallest}); give the journal server a larger --quota",
+                placement.name()
             )));
         }
         let mut cfg = JournalConfig::new(capacity, sb.block_size as usize);

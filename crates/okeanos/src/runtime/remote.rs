@@ -42,27 +42,32 @@ fn refused(e: RemoteError) -> FsError {
     }
 }
 
-/// Connects to the journal server of `sb`. A read-write mount takes the journal over (FENCE
-/// with a new epoch, after `record_epoch` made it durable locally) and keeps the connection in
-/// `devs.link`; a read-only one only reads. The server's log is read back into
-/// `devs.remote_log` (transactions up to `upto` when the host had fallen back).
-pub fn open(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, devs: &mut Devices, record_epoch: impl FnOnce(u64) -> FsResult<()>) -> FsResult<Opened> {
+/// How this mount reaches its server: the address (a mount option or the one mkfs recorded),
+/// this host's name and secret, the epoch recorded locally, the acknowledgement timeout.
+fn client_config(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions) -> ClientConfig {
     let record = sb.remote.as_ref().expect("a file system with a remote journal");
-    let cfg = ClientConfig {
+    ClientConfig {
         addr: opts.journal_server.clone().unwrap_or_else(|| record.server.clone()),
         host_name: opts.remote_host.clone().unwrap_or_else(host_name),
         secret: opts.remote_secret.clone().unwrap_or_default(),
         fs_uuid: sb.uuid,
         epoch: jsb.remote.epoch,
         timeout: opts.remote_ack_timeout,
-    };
-    let mut client = crate::remote::connect(cfg, opts.remote_connector.as_ref()).map_err(refused)?;
+    }
+}
+
+/// Connects to the journal server of `sb`. A read-write mount takes the journal over (FENCE
+/// with a new epoch, after `record` made it durable locally) and keeps the connection in
+/// `devs.link`; a read-only one only reads. The server's log is read back into
+/// `devs.remote_log` (transactions up to `upto` when the host had fallen back).
+pub fn open(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, devs: &mut Devices, mut record: impl FnMut(RemoteState) -> FsResult<()>) -> FsResult<Opened> {
+    let mut client = crate::remote::connect(client_config(sb, jsb, opts), opts.remote_connector.as_ref()).map_err(refused)?;
     let bs = sb.block_size as u64;
     let capacity = client.journal().quota_bytes / bs;
     let mut epoch = jsb.remote.epoch;
     if !opts.read_only {
         epoch = client.journal().epoch.max(jsb.remote.epoch) + 1;
-        record_epoch(epoch)?;
+        record(RemoteState { epoch, ..jsb.remote })?;
         client.fence(epoch).map_err(refused)?;
     }
     let t0 = std::time::Instant::now();
@@ -101,16 +106,7 @@ pub fn open(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, devs:
 /// the host in its local journal.
 pub fn reopen(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, devs: &mut Devices, next_tid: u64, mut record: impl FnMut(RemoteState) -> FsResult<()>) -> FsResult<Opened> {
     assert!(jsb.remote.local && jsb.start == 0, "only an empty local journal returns to the server");
-    let record_server = sb.remote.as_ref().expect("a file system with a remote journal");
-    let cfg = ClientConfig {
-        addr: opts.journal_server.clone().unwrap_or_else(|| record_server.server.clone()),
-        host_name: opts.remote_host.clone().unwrap_or_else(host_name),
-        secret: opts.remote_secret.clone().unwrap_or_default(),
-        fs_uuid: sb.uuid,
-        epoch: jsb.remote.epoch,
-        timeout: opts.remote_ack_timeout,
-    };
-    let mut client = crate::remote::connect(cfg, opts.remote_connector.as_ref()).map_err(refused)?;
+    let mut client = crate::remote::connect(client_config(sb, jsb, opts), opts.remote_connector.as_ref()).map_err(refused)?;
     let epoch = client.journal().epoch.max(jsb.remote.epoch) + 1;
     record(RemoteState { epoch, ..jsb.remote })?;
     client.fence(epoch).map_err(refused)?;
