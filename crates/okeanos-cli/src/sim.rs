@@ -49,9 +49,18 @@ pub struct ModelArgs {
     /// Model of the journal disk (default: the same as --model).
     #[arg(long)]
     pub journal_model: Option<String>,
-    /// Journal placement: external (its own disk, as in the papers) or internal.
+    /// Journal placement: external (its own disk, as in the papers), internal, remote (a
+    /// journal server over --net with its own --server-model disk; the internal journal is its
+    /// fallback), or dropped (the remote placement sending nothing: the thesis' no-journal
+    /// upper bound, for comparison only).
     #[arg(long, default_value = "external")]
     pub journal: String,
+    /// The link to the journal server of a remote journal: net-lan or net-wan.
+    #[arg(long, default_value = "net-lan")]
+    pub net: String,
+    /// The journal server's disk model (remote journal).
+    #[arg(long, default_value = "cheetah15k")]
+    pub server_model: String,
     /// Seed of the workload's random choices (stream phases).
     #[arg(long, default_value = "1")]
     pub seed: u64,
@@ -149,10 +158,18 @@ impl ModelArgs {
     pub fn world(&self, cfg: ContentConfig) -> Result<WorldConfig, String> {
         let fs_model = model::preset(&self.model)?;
         let jname = self.journal_model.clone().unwrap_or_else(|| self.model.clone());
-        let external = match self.journal.as_str() {
-            "external" => true,
-            "internal" => false,
-            x => return Err(format!("--journal {x}: use external or internal")),
+        let (external, remote) = match self.journal.as_str() {
+            "external" => (true, None),
+            "internal" => (false, None),
+            "remote" | "dropped" => (
+                false,
+                Some(okeanos::sim::world::RemoteConfig {
+                    net: model::preset(&self.net)?,
+                    server_disk: model::preset(&self.server_model)?,
+                    drop_journal: self.journal == "dropped",
+                }),
+            ),
+            x => return Err(format!("--journal {x}: use external, internal, remote or dropped")),
         };
         if !external && self.journal_model.is_some() {
             return Err("--journal-model applies only to an external journal".into());
@@ -178,6 +195,7 @@ impl ModelArgs {
             mount,
             wall_origin: 1_700_000_000_000_000_000,
             frozen_wall: false,
+            remote,
         })
     }
 
@@ -217,6 +235,8 @@ impl ModelArgs {
     pub fn target(&self) -> String {
         match (&self.journal_model, self.journal.as_str()) {
             (_, "internal") => format!("sim:{}", self.model),
+            (_, "remote") => format!("sim:{}+remote({},{})", self.model, self.net, self.server_model),
+            (_, "dropped") => format!("sim:{}+no journal", self.model),
             (Some(j), _) => format!("sim:{}+{}", self.model, j),
             (None, _) => format!("sim:{}+{}", self.model, self.model),
         }

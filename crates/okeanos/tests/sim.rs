@@ -26,6 +26,7 @@ fn world_cfg(cfg: ContentConfig, external: bool) -> WorldConfig {
         mount: MountOptions::default().content_config(cfg),
         wall_origin: WALL,
         frozen_wall: true,
+        remote: None,
     }
 }
 
@@ -170,4 +171,29 @@ fn the_postmark_mix_completes_and_data_journaling_serves_more_transactions() {
     }
     // Virtual time, so deterministic: ordered's syncs wait for in-place data writes.
     assert!(tps[1] > tps[0], "wasteless {} tps vs ordered {}", tps[1], tps[0]);
+}
+
+/// The remote placement in the simulator: the same engine sends its journal to the in-memory
+/// server, timed on the link and the server's disk. Deterministic; the server holds what was
+/// committed; over the 20 ms WAN a sync takes at least a round trip; a dropped journal (the
+/// no-journal bound) commits without any journal time.
+#[test]
+fn the_remote_journal_runs_in_virtual_time() {
+    let spec = Multistream { streams: 20, size: 128, rate: Rate::Bits(1e4), sync: SyncKind::Fdatasync, sync_every: 1, duration: Duration::from_secs(5) };
+    let run = |net: &str, drop_journal: bool| {
+        let mut cfg = world_cfg(ContentConfig::parse("wasteless").unwrap(), false);
+        cfg.remote = Some(okeanos::sim::world::RemoteConfig { net: model::preset(net).unwrap(), server_disk: model::preset("ssd").unwrap(), drop_journal });
+        let w = World::new(cfg, &Default::default()).unwrap();
+        multistream::run(w, &spec, 5).unwrap()
+    };
+    let (a, b) = (run("net-lan", false), run("net-lan", false));
+    assert_eq!(format!("{:?}", a.during), format!("{:?}", b.during), "deterministic");
+    assert!(a.writes > 200 && a.during.remote_bytes > 0, "{:?}", a.during);
+    assert_eq!(a.during.journal_bytes, a.during.remote_bytes, "the whole journal went to the server");
+    let wan = run("net-wan", false);
+    assert!(wan.during.sync_latency.p50_us >= 20_000.0, "a WAN sync waits a round trip: {:?}", wan.during.sync_latency);
+    assert!(a.during.sync_latency.p50_us < wan.during.sync_latency.p50_us / 10.0);
+    let dropped = run("net-lan", true);
+    assert_eq!(dropped.during.remote_bytes, 0);
+    assert!(dropped.during.sync_latency.p50_us <= a.during.sync_latency.p50_us);
 }

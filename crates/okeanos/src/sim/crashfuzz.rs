@@ -51,6 +51,7 @@ fn world_config(cfg: ContentConfig, canary: bool, external: bool) -> WorldConfig
         mount,
         wall_origin: 1_700_000_000_000_000_000,
         frozen_wall: false,
+        remote: None,
     }
 }
 

@@ -57,6 +57,22 @@ pub struct WorldConfig {
     /// Wall-clock origin of virtual time (timestamps written into the image).
     pub wall_origin: i64,
     pub frozen_wall: bool,
+    /// A remote journal (the internal journal as its fallback): the link to the server and
+    /// the server's disk.
+    pub remote: Option<RemoteConfig>,
+}
+
+/// The journal server of a simulated remote journal: an in-memory stand-in
+/// (`remote::memory`) whose appends are timed on `net` (the request's bytes, one round trip)
+/// and then on `server_disk` (a sequential write and a flush: the server's fdatasync). The
+/// server's disk time follows the full round trip rather than its first half: the ACK's way
+/// back is counted early, the total is the same.
+pub struct RemoteConfig {
+    pub net: Box<dyn DiskModel>,
+    pub server_disk: Box<dyn DiskModel>,
+    /// Drop the journal instead of sending it (the thesis' NJ-Ext3, an upper bound: commits
+    /// cost nothing, recovery is impossible). For comparisons only.
+    pub drop_journal: bool,
 }
 
 pub struct World {
@@ -66,6 +82,11 @@ pub struct World {
     pub journal_dev: Option<Arc<dyn Device>>,
     fs_model: Box<dyn DiskModel>,
     journal_model: Option<Box<dyn DiskModel>>,
+    remote: Option<RemoteConfig>,
+    /// Where the server's log ends (its disk sees sequential appends).
+    server_at: u64,
+    /// The stand-in server's contents (kept across a remount).
+    pub server: Option<Arc<std::sync::Mutex<crate::remote::memory::MemLog>>>,
     queue: BinaryHeap<Reverse<(u64, u64, Event)>>,
     seq: u64,
     in_flight: Option<InFlight>,
@@ -93,6 +114,9 @@ impl World {
         let mut m = mkfs.clone();
         m.journal_blocks = cfg.external_journal_blocks.unwrap_or(cfg.journal_blocks);
         m.external_journal = cfg.external_journal_blocks.is_some();
+        if cfg.remote.is_some() {
+            m.remote_server = Some("simulated:1".into());
+        }
         Okeanos::mkfs(fs_dev.as_ref(), journal_dev.as_deref(), &m).map_err(|e| FsError::Invalid(e.to_string()))?;
         Ok((fs_dev, journal_dev))
     }
@@ -102,6 +126,14 @@ impl World {
         let clock = Arc::new(VirtualClock::new(cfg.wall_origin, cfg.frozen_wall));
         let mut opts = cfg.mount;
         opts.manual_journal = true;
+        let server = cfg.remote.as_ref().map(|r| {
+            let log = Arc::new(std::sync::Mutex::new(crate::remote::memory::MemLog::default()));
+            let l = log.clone();
+            opts.remote_connector = Some(crate::remote::Connector(Arc::new(move |_| Ok(Box::new(crate::remote::memory::MemServer::new(l.clone(), None)) as Box<dyn crate::remote::Link>))));
+            opts.remote_host = Some("sim".into());
+            opts.fault_skip_remote_append = r.drop_journal;
+            log
+        });
         let fs = Okeanos::mount_with_clock(fs_dev.clone(), journal_dev.clone(), opts, clock.clone())?;
         let block_size = fs.statfs().block_size as u64;
         Ok(World {
@@ -112,6 +144,9 @@ impl World {
             journal_dev,
             fs_model: cfg.fs_model,
             journal_model: cfg.journal_model,
+            remote: cfg.remote,
+            server_at: 0,
+            server,
             queue: BinaryHeap::new(),
             seq: 0,
             in_flight: None,
@@ -213,14 +248,24 @@ impl World {
                 return;
             }
             let stage = &stages[f.stage];
-            assert!(stage.remote.is_empty(), "the simulator has no journal server model yet (remote placement)");
             let mut done = now;
             if !f.flushing {
                 f.flushing = true;
                 let ios: Vec<(DevId, u64)> = stage.writes.iter().map(|w| (w.dev, w.block)).collect();
+                let remote: Vec<Option<u64>> = stage
+                    .remote
+                    .iter()
+                    .map(|op| match op {
+                        crate::journal::plan::RemoteOp::Append { blocks, .. } => Some(blocks.iter().map(|(b, _)| b.len() as u64).sum()),
+                        crate::journal::plan::RemoteOp::Trim { .. } => None,
+                    })
+                    .collect();
                 for (d, block) in ios {
                     let t = self.model(d).submit(now, Op::Write, block * bs, bs);
                     done = done.max(t);
+                }
+                for bytes in remote {
+                    done = done.max(self.remote_op(now, bytes));
                 }
             } else {
                 f.flushing = false;
@@ -237,6 +282,22 @@ impl World {
                 self.push(done, Event::JournalStage);
                 return;
             }
+        }
+    }
+
+    /// When an operation on the journal server sent at `now` is acknowledged: an append of
+    /// `bytes` crosses the link and is written and flushed on the server's disk; a trim is one
+    /// round trip.
+    fn remote_op(&mut self, now: u64, bytes: Option<u64>) -> u64 {
+        let r = self.remote.as_mut().expect("remote operations come from a remote journal");
+        match bytes {
+            Some(n) => {
+                let arrived = r.net.submit(now, Op::Write, 0, n);
+                let written = r.server_disk.submit(arrived, Op::Write, self.server_at, n);
+                self.server_at = (self.server_at + n) % (r.server_disk.capacity() / 2).max(1 << 20);
+                r.server_disk.submit(written, Op::Flush, 0, 0)
+            }
+            None => r.net.submit(now, Op::Flush, 0, 0),
         }
     }
 
