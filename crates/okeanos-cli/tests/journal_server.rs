@@ -492,3 +492,66 @@ fn a_fenced_host_never_completes_another_sync() {
     assert_eq!(String::from_utf8(b.read_path("/log").unwrap()).unwrap(), format!("{want}b 000\n"));
     b.unmount().unwrap();
 }
+
+/// A host that fell back returns to its server while mounted, once a checkpoint has emptied
+/// its local journal and the server answers again (on the same address).
+#[test]
+fn a_host_returns_to_its_server_while_mounted() {
+    let dir = tempfile::tempdir().unwrap();
+    let jdir = dir.path().join("j");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let listen = format!("127.0.0.1:{port}");
+    let start = |jdir: &Path| {
+        let mut child = Command::new(BIN).args(["journal-server", "--listen", &listen, "--no-auth", "--dir"]).arg(jdir).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert!(line.contains(&listen), "{line}");
+        Server { child: Some(child), addr: listen.clone() }
+    };
+    let mut s = start(&jdir);
+    let img = dir.path().join("img");
+    let mk = okeanos::MkfsOptions { journal_blocks: 1024, remote_server: Some(listen.clone()), ..Default::default() };
+    okeanos::Okeanos::mkfs_file(&img, 64 << 20, &mk).unwrap();
+    let opts = okeanos::MountOptions::parse("data=ordered,remote_host=roamer,remote_ack_timeout=1,writeback_period=0.1,expire=0.1").unwrap();
+    let fs = okeanos::Okeanos::open(&img, opts.clone()).unwrap();
+    let f = fs.create_file("/log").unwrap();
+    let mut want = Vec::new();
+    let mut write = |f: &okeanos::File, k: usize| {
+        let rec = format!("record {k:05}\n");
+        f.append(rec.as_bytes()).unwrap();
+        f.fdatasync().unwrap();
+        want.extend_from_slice(rec.as_bytes());
+    };
+    for k in 0..20 {
+        write(&f, k);
+    }
+    s.kill9();
+    for k in 20..40 {
+        write(&f, k);
+    }
+    assert_eq!(fs.counters().fallbacks, 1);
+    assert_ne!(fs.debug_state(|j, _| j.placement.name()), "remote");
+    let s2 = start(&jdir);
+    let t0 = Instant::now();
+    let mut k = 40;
+    while fs.debug_state(|j, _| j.placement.name()) != "remote" {
+        assert!(t0.elapsed() < Duration::from_secs(30), "did not return to the server");
+        write(&f, k);
+        k += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let before = fs.counters();
+    for j in 0..10 {
+        write(&f, k + j);
+    }
+    let after = fs.counters();
+    assert_eq!(after.journal_bytes - before.journal_bytes, after.remote_bytes - before.remote_bytes, "after the return everything goes to the server");
+    drop(f);
+    drop(fs); // a crash: recovery reads the server
+    let fs = okeanos::Okeanos::open(&img, opts).unwrap();
+    assert_eq!(fs.read_path("/log").unwrap(), want);
+    fs.unmount().unwrap();
+    drop(s2);
+    let o = Command::new(BIN).arg("fsck").arg(&img).arg("-n").output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+}

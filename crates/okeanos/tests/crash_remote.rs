@@ -31,10 +31,12 @@ fn opts(cfg: ContentConfig, c: Connector) -> MountOptions {
 
 /// Returns (crash states checked, violations).
 fn crash_test(policy: &str, canary: bool) -> (usize, Vec<String>) {
-    crash_test_with(policy, canary, MemLog { quota_bytes: 300 * 4096, ..Default::default() })
+    crash_test_with(policy, canary, MemLog { quota_bytes: 300 * 4096, ..Default::default() }, None)
 }
 
-fn crash_test_with(policy: &str, canary: bool, server: MemLog) -> (usize, Vec<String>) {
+/// With `revive_at`, the dead server answers again from that operation on, and the host
+/// (checkpointing quickly) returns to it while mounted.
+fn crash_test_with(policy: &str, canary: bool, server: MemLog, revive_at: Option<usize>) -> (usize, Vec<String>) {
     let cfg = ContentConfig::parse(policy).unwrap();
     let base = MemDevice::new(8 * MB);
     Okeanos::mkfs(&base, None, &MkfsOptions { journal_blocks: 512, remote_server: Some("memory:1".into()), ..Default::default() }).unwrap();
@@ -44,6 +46,10 @@ fn crash_test_with(policy: &str, canary: bool, server: MemLog) -> (usize, Vec<St
     let log = Arc::new(Mutex::new(server));
     let mut o = opts(cfg, connector(log.clone(), Some(recorder.clone())));
     o.fault_skip_remote_append = canary;
+    if revive_at.is_some() {
+        o.writeback_period = std::time::Duration::from_millis(20);
+        o.expire_period = std::time::Duration::from_millis(20);
+    }
     let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
     let mut files: HashMap<String, History> = HashMap::new();
     let mut handles = Vec::new();
@@ -55,6 +61,11 @@ fn crash_test_with(policy: &str, canary: bool, server: MemLog) -> (usize, Vec<St
     }
     let mut rng = 0x5eed_u64 | 1;
     for k in 0..200 {
+        if revive_at == Some(k) {
+            log.lock().unwrap().die_after = None;
+            // Long enough for a checkpoint to empty the local journal and a return to run.
+            std::thread::sleep(std::time::Duration::from_millis(2500));
+        }
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
@@ -76,6 +87,9 @@ fn crash_test_with(policy: &str, canary: bool, server: MemLog) -> (usize, Vec<St
     let trims = log.lock().unwrap().trims.len();
     assert!(canary || dies || trims > 2, "checkpoints trimmed the server during the run ({trims})");
     assert_eq!(fs.counters().fallbacks, dies as u64, "the host fell back when its server died");
+    if revive_at.is_some() {
+        assert_eq!(fs.debug_state(|j, _| j.placement.name()), "remote", "the host returned to its server while mounted");
+    }
     drop(handles);
     drop(fs); // the crash at the end
     let (mut states, mut violations) = (0, Vec::new());
@@ -131,7 +145,7 @@ fn crash_states_through_a_fallback_keep_every_guarantee() {
     for policy in ["ordered", "data", "wasteless+dmeta"] {
         let mut server = MemLog::dies_after(40);
         server.quota_bytes = 300 * 4096;
-        let (states, v) = crash_test_with(policy, false, server);
+        let (states, v) = crash_test_with(policy, false, server, None);
         assert!(states > 300, "{policy}: {states} states");
         assert!(v.is_empty(), "{} violations in {states} states, first: {:#?}", v.len(), &v[..v.len().min(3)]);
         eprintln!("{policy} with a fallback: {states} crash states, no violation");
@@ -189,4 +203,18 @@ fn crash_states_of_the_return_to_the_server() {
     }
     assert!(states > 10, "{states}");
     eprintln!("the return to the server: {states} crash states, no violation");
+}
+
+/// The server dies, the host falls back; the server answers again, a checkpoint empties the
+/// local journal and the host returns while mounted (new epoch recorded, reconnect, FENCE,
+/// TRIM, "remote" recorded), then commits to the server again. Every crash state of the whole
+/// run recovers with the guarantee.
+#[test]
+fn crash_states_through_a_fallback_and_a_return_while_mounted() {
+    let mut server = MemLog::dies_after(30);
+    server.quota_bytes = 300 * 4096;
+    let (states, v) = crash_test_with("data", false, server, Some(120));
+    assert!(states > 300, "{states} states");
+    assert!(v.is_empty(), "{} violations in {states} states, first: {:#?}", v.len(), &v[..v.len().min(3)]);
+    eprintln!("data through a fallback and a return: {states} crash states, no violation");
 }

@@ -86,6 +86,10 @@ struct Core {
     manual: bool,
     /// Work decided when the last step finished, taken before anything else (a fallback).
     pending: Option<JournalWork>,
+    /// When a host that fell back may next try to return to its server, and the wait after a
+    /// failed try.
+    next_return_ns: u64,
+    return_backoff_ns: u64,
 }
 
 struct Inner {
@@ -257,13 +261,22 @@ impl Okeanos {
             // superblock (with the flag) before the first commit.
             jsb.features |= crate::format::journal::jfeature::MULTIWRITE;
         }
-        let placement: Box<dyn Placement> = match &remote {
-            Some(o) => {
+        if sb.remote.is_some() && !opts.read_only {
+            // A host that fell back (now or later) reconnects with this when it returns.
+            devs.reconnect = Some(runtime::remote::reconnector(&sb, &jsb, &opts));
+            if devs.link.is_none() {
+                devs.link = Some(Arc::new(Mutex::new(Box::new(crate::remote::NotConnected) as Box<dyn crate::remote::Link>)));
+            }
+        }
+        let placement: Box<dyn Placement> = match (&remote, &sb.remote) {
+            (Some(o), _) => {
                 let mut r = Remote::new(Ring::new(region, jsb), o.capacity, None);
                 r.fault_skip_append = opts.fault_skip_remote_append;
                 Box::new(r)
             }
-            None => Box::new(Ring::new(region, jsb)),
+            // Fell back and the server did not answer at mount: local until it does.
+            (None, Some(_)) if jsb.remote.local && !opts.read_only => Box::new(Remote::new(Ring::new(region, jsb), region.ring_len(), None)),
+            _ => Box::new(Ring::new(region, jsb)),
         };
         // Transactions must fit the internal ring too: a remote journal falls back to it.
         let capacity = placement.capacity().min(region.ring_len());
@@ -302,7 +315,7 @@ impl Okeanos {
         let fs = FsState::new(sb, gdt, journal, opts.cache_blocks, opts.read_only.then_some(ro_reason));
         let now = clock.now_ns();
         let inner = Arc::new(Inner {
-            core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, abandoned: false, avg_commit_ns: 0, last_commit_handles: 0, batch: None, expiring: None, pending: None, manual: opts.manual_journal, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64 }),
+            core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, abandoned: false, avg_commit_ns: 0, last_commit_handles: 0, batch: None, expiring: None, pending: None, next_return_ns: now, return_backoff_ns: 2_000_000_000, manual: opts.manual_journal, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64 }),
             cv: Condvar::new(),
             jcv: Condvar::new(),
             devs,

@@ -20,7 +20,15 @@ pub enum JournalWork {
     Checkpoint(crate::journal::checkpoint::CheckpointPlan),
     /// The commit in flight failed on the journal server: made durable locally instead.
     Fallback { fallback: crate::journal::fallback::FallbackPlan, commit: crate::journal::commit::CommitPlan, started_ns: u64 },
+    /// A host that fell back returns to its journal server.
+    Return { io: crate::journal::plan::IoPlan, epoch: u64 },
 }
+
+/// How often a host that fell back tries to return to its server (when its local journal is
+/// empty): first after 2 s, doubling after each failure up to a minute (a hung server costs
+/// the journal thread one acknowledgement timeout per try).
+const RETURN_RETRY_NS: u64 = 2_000_000_000;
+const RETURN_RETRY_MAX_NS: u64 = 60_000_000_000;
 
 impl JournalWork {
     /// The writes and flushes to carry out.
@@ -29,6 +37,7 @@ impl JournalWork {
             JournalWork::Commit { plan, .. } => &plan.io,
             JournalWork::Checkpoint(p) => &p.io,
             JournalWork::Fallback { fallback, .. } => &fallback.io,
+            JournalWork::Return { io, .. } => io,
         }
     }
 }
@@ -147,6 +156,12 @@ impl Okeanos {
         if core.stop {
             return JournalStep::Stop;
         }
+        if now >= core.next_return_ns {
+            if let Some((io, epoch)) = core.fs.journal.return_begin() {
+                core.next_return_ns = now + core.return_backoff_ns;
+                return JournalStep::Work(JournalWork::Return { io, epoch });
+            }
+        }
         let next_commit = core.fs.journal.running.start_ns.map_or(u64::MAX, |s| s.saturating_add(interval));
         JournalStep::Idle { wake_ns: next_commit.min(core.next_writeback_ns) }
     }
@@ -198,6 +213,15 @@ impl Okeanos {
                 inner.stats.on_fallback();
                 self.commit_done(core, commit, started_ns, now);
             }
+            (JournalWork::Return { epoch, .. }, Ok(())) => {
+                core.fs.journal.return_finish(epoch);
+                core.return_backoff_ns = RETURN_RETRY_NS;
+            }
+            // Still unreachable (or failed half-way): stay in the local journal, try again later.
+            (JournalWork::Return { .. }, Err(e)) if falls_back(&e) => {
+                core.return_backoff_ns = (core.return_backoff_ns * 2).min(RETURN_RETRY_MAX_NS);
+                core.next_return_ns = now + core.return_backoff_ns;
+            }
             (JournalWork::Checkpoint(plan), Ok(())) => {
                 let Core { fs, .. } = &mut *core;
                 fs.journal.checkpoint_finish(&mut fs.cache, plan);
@@ -219,6 +243,7 @@ impl Okeanos {
                     JournalWork::Commit { plan, .. } => format!("commit of transaction {} failed: {e}", plan.tid),
                     JournalWork::Fallback { commit, .. } => format!("commit of transaction {} failed on the journal server, then in the local journal: {e}", commit.tid),
                     JournalWork::Checkpoint(_) => format!("checkpoint failed: {e}"),
+                    JournalWork::Return { .. } => format!("returning to the journal server failed: {e}"),
                 };
                 self.abort(core, why);
             }

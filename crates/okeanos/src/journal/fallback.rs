@@ -14,6 +14,11 @@
 //! A crash before step 2's flush leaves the journal superblock saying "remote": recovery reads
 //! the server (the failed transaction was never acknowledged, so losing it is allowed). After
 //! it, recovery reads the ring alone.
+//!
+//! The return, once a checkpoint has emptied the local journal: record a new epoch locally,
+//! reconnect, FENCE with it, TRIM everything the server still holds (all older, all
+//! checkpointed), record "remote" — each durable before the next, so a crash anywhere leaves
+//! either the local journal (empty) in charge or a trimmed server.
 
 use super::checkpoint::CheckpointGoal;
 use super::placement::{Kept, Records};
@@ -78,5 +83,27 @@ impl Journal {
             cp.release_placement = false;
             self.checkpoint_finish(cache, cp);
         }
+    }
+}
+
+impl Journal {
+    /// A host that fell back returns to its server once nothing is left in the local journal
+    /// (nothing committed owes a checkpoint, nothing is committing): the placement's plan and
+    /// the epoch it takes over with, or None.
+    pub fn return_begin(&self) -> Option<(IoPlan, u64)> {
+        if self.committing.is_some() || !self.log.is_empty() || self.aborted.is_some() {
+            return None;
+        }
+        let (stages, epoch) = self.placement.return_plan(self.running.tid)?;
+        let mut io = IoPlan::default();
+        for s in stages {
+            s.push_to(&mut io);
+        }
+        Some((io, epoch))
+    }
+
+    /// The return plan completed: transactions go to the server again.
+    pub fn return_finish(&mut self, epoch: u64) {
+        self.placement.returned(epoch);
     }
 }

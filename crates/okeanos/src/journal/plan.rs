@@ -25,6 +25,10 @@ pub enum RemoteOp {
     Append { tid: u64, blocks: Vec<(Arc<Vec<u8>>, BlockKind)> },
     /// The server may drop every transaction up to `upto`.
     Trim { upto: u64 },
+    /// Connect anew (after a fallback), writing with `epoch` from now on.
+    Reconnect { epoch: u64 },
+    /// Take the journal over with `epoch`.
+    Fence { epoch: u64 },
 }
 
 /// What a written block is, for the counters (DESIGN.md section 4).

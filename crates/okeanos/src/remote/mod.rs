@@ -28,6 +28,35 @@ pub trait Link: Send {
     fn fence(&mut self, epoch: u64) -> Result<u64, RemoteError>;
 }
 
+/// The link of a host that has no connection (it mounted while its server was unreachable):
+/// every call fails as a dead server's would, so the host stays in its local journal.
+pub struct NotConnected;
+
+impl Link for NotConnected {
+    fn journal(&self) -> ServerJournal {
+        ServerJournal { epoch: 0, first_tid: 0, last_tid: 0, quota_bytes: 0, used_bytes: 0 }
+    }
+    fn send_append(&mut self, _: u64, _: u32, _: Vec<u8>) -> Result<(), RemoteError> {
+        Err(not_connected())
+    }
+    fn wait_ack(&mut self) -> Result<u64, RemoteError> {
+        Err(not_connected())
+    }
+    fn trim(&mut self, _: u64) -> Result<u64, RemoteError> {
+        Err(not_connected())
+    }
+    fn read_from(&mut self, _: u64) -> Result<Vec<(u64, u32, Vec<u8>)>, RemoteError> {
+        Err(not_connected())
+    }
+    fn fence(&mut self, _: u64) -> Result<u64, RemoteError> {
+        Err(not_connected())
+    }
+}
+
+fn not_connected() -> RemoteError {
+    RemoteError::Network { addr: "journal server".into(), message: "not connected".into() }
+}
+
 /// How a mount reaches its journal server: by default [`client::Client::connect`]; tests
 /// substitute a stand-in (`MountOptions::remote_connector`).
 #[derive(Clone)]

@@ -24,6 +24,8 @@ pub struct Devices {
     pub block_size: usize,
     /// The connection to the journal server of a remote journal.
     pub link: Option<Arc<std::sync::Mutex<Box<dyn crate::remote::Link>>>>,
+    /// Connects anew with a given epoch (a remote journal's return after a fallback).
+    pub reconnect: Option<Arc<dyn Fn(u64) -> Result<Box<dyn crate::remote::Link>, crate::remote::client::RemoteError> + Send + Sync>>,
     /// A remote journal's log read back for recovery (in memory).
     pub remote_log: Option<Arc<dyn Device>>,
     /// A read-only mount recovers a remote journal in memory: nothing is sent to the server.
@@ -32,7 +34,7 @@ pub struct Devices {
 
 impl Devices {
     pub fn new(fs: Arc<dyn Device>, journal: Option<Arc<dyn Device>>, block_size: usize) -> Self {
-        Devices { fs, journal, block_size, link: None, remote_log: None, remote_read_only: false }
+        Devices { fs, journal, block_size, link: None, reconnect: None, remote_log: None, remote_read_only: false }
     }
 
     pub fn get(&self, id: DevId) -> &dyn Device {
@@ -52,6 +54,17 @@ impl Devices {
         }
         let link = self.link.as_ref().ok_or_else(|| DeviceError::Io { device: "journal server".into(), op: "append", offset: 0, message: "not connected".into() })?;
         let mut c = link.lock().unwrap_or_else(|e| e.into_inner());
+        for op in ops {
+            if let RemoteOp::Reconnect { epoch } = op {
+                let connect = self.reconnect.as_ref().ok_or_else(|| DeviceError::Io { device: "journal server".into(), op: "connect", offset: 0, message: "no way to reconnect".into() })?;
+                *c = connect(*epoch).map_err(DeviceError::Remote)?;
+            }
+        }
+        for op in ops {
+            if let RemoteOp::Fence { epoch } = op {
+                c.fence(*epoch).map_err(DeviceError::Remote)?;
+            }
+        }
         let bs = self.block_size as u32;
         let mut appends = 0;
         for op in ops {

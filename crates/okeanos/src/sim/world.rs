@@ -257,7 +257,7 @@ impl World {
                     .iter()
                     .map(|op| match op {
                         crate::journal::plan::RemoteOp::Append { blocks, .. } => Some(blocks.iter().map(|(b, _)| b.len() as u64).sum()),
-                        crate::journal::plan::RemoteOp::Trim { .. } => None,
+                        _ => None,
                     })
                     .collect();
                 for (d, block) in ios {

@@ -122,6 +122,14 @@ pub trait Placement: Send + std::fmt::Debug {
     /// recovery). Their transactions are replayed as one sequence: one revoke table, one replay
     /// plan, so a revoke in a later log covers copies in an earlier one.
     fn recovery(&self) -> Vec<RecoveryStart>;
+    /// A placement that fell back and whose local journal is empty now: the plan that returns
+    /// it to its server (record a new epoch locally, reconnect, FENCE, TRIM what the server
+    /// still holds, record the return), and that epoch. None: nothing to return to.
+    fn return_plan(&self, _next_tid: Tid) -> Option<(Vec<Stage>, u64)> {
+        None
+    }
+    /// The return plan completed.
+    fn returned(&mut self, _epoch: u64) {}
     /// A commit's operations on a journal server failed (network, server): switch to the local
     /// journal if this placement has one (true), after the core checkpointed everything
     /// committed. The default: no fallback, the journal aborts.

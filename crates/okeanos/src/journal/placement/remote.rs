@@ -132,6 +132,27 @@ impl Placement for Remote {
         true
     }
 
+    /// Fell back, and the local journal is empty (a checkpoint released everything): return.
+    /// Each step is durable before the next; a failure anywhere leaves the host local (the
+    /// epoch it recorded is simply not used), except FENCED, which stops it.
+    fn return_plan(&self, next_tid: Tid) -> Option<(Vec<Stage>, u64)> {
+        if !self.local() || !self.ring.is_empty() {
+            return None;
+        }
+        let state = self.ring.remote_state();
+        let epoch = state.epoch + 1;
+        let record_epoch = self.ring.in_use_stage_with(next_tid, RemoteState { epoch, ..state });
+        let server = Stage { remote: vec![RemoteOp::Reconnect { epoch }, RemoteOp::Fence { epoch }, RemoteOp::Trim { upto: next_tid - 1 }], ..Stage::default() };
+        let record_remote = self.ring.in_use_stage_with(next_tid, RemoteState { local: false, epoch, upto: 0 });
+        Some((vec![record_epoch, server, record_remote], epoch))
+    }
+
+    fn returned(&mut self, epoch: u64) {
+        self.ring.set_remote_state(RemoteState { local: false, epoch, upto: 0 });
+        self.held.clear();
+        self.used = 0;
+    }
+
     fn recovery(&self) -> Vec<RecoveryStart> {
         self.fetched.into_iter().chain(self.ring.scan_start()).collect()
     }

@@ -122,6 +122,20 @@ impl Ring {
         self.jsb.remote = state;
     }
 
+    /// Whether no transaction occupies the log.
+    pub fn is_empty(&self) -> bool {
+        self.head == self.tail
+    }
+
+    /// The journal superblock of a log in use from its tail, with `remote` as given.
+    pub fn in_use_stage_with(&self, next_tid: Tid, remote: RemoteState) -> Stage {
+        assert!(self.is_empty(), "only an empty log changes its remote state this way");
+        let mut b = vec![0u8; self.jsb.block_size as usize];
+        JournalSuperblock { start: self.tail, sequence: next_tid, remote, ..self.jsb.clone() }.encode(&mut b);
+        let dev = self.region.dev();
+        Stage { writes: vec![IoWrite { dev, block: self.region.device_block(0), data: Arc::new(b), kind: BlockKind::JournalSuper }], flush: vec![dev], remote: Vec::new() }
+    }
+
     /// The journal superblock with the log empty, the next tid and `remote` as given.
     pub fn clean_stage_with(&self, next_tid: Tid, remote: RemoteState) -> Stage {
         let mut b = vec![0u8; self.jsb.block_size as usize];
