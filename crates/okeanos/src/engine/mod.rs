@@ -15,6 +15,7 @@
 //! Files: this one (mount, unmount, the inode-level operations, each one handle); `step.rs`
 //! (the journal's step function and thread); `paths.rs` (path-level calls and [`File`]).
 
+mod open;
 mod paths;
 mod step;
 
@@ -32,10 +33,7 @@ use crate::fs::namespace::{Attr, SetAttr};
 use crate::fs::{Fs, FsError, FsResult, FsState};
 use crate::journal::checkpoint::CheckpointGoal;
 use crate::journal::transaction::{Credits, Tid};
-use crate::format::journal::{JournalSuperblock, RemoteState};
-use crate::journal::placement::{Placement, Remote, Ring};
-use crate::journal::plan::DevId;
-use crate::journal::{Admit, Journal, JournalConfig};
+use crate::journal::{Admit, Journal};
 use crate::options::MountOptions;
 use crate::runtime::open::{error_state, open_journal, read_meta};
 use crate::runtime::{self, Devices};
@@ -140,21 +138,6 @@ impl Drop for UserGuard {
     }
 }
 
-/// Writes the local journal superblock with another remote state, durably (before the step
-/// on the server that depends on it). Used only while mounting, before the journal exists.
-fn remote_state_writer(devs: &Devices, region: crate::journal::placement::LogRegion, jsb: &JournalSuperblock) -> impl FnMut(RemoteState) -> FsResult<()> {
-    let log_dev: Arc<dyn Device> = if region.dev() == DevId::Journal { devs.journal.clone().expect("checked by open_journal") } else { devs.fs.clone() };
-    let at = region.device_block(0) * jsb.block_size as u64;
-    let base = jsb.clone();
-    move |state| {
-        let mut b = vec![0u8; base.block_size as usize];
-        JournalSuperblock { remote: state, ..base.clone() }.encode(&mut b);
-        log_dev.write_at(at, &b)?;
-        log_dev.flush()?;
-        Ok(())
-    }
-}
-
 impl Okeanos {
     /// Formats a device (and an external journal device).
     pub fn mkfs(dev: &dyn Device, journal: Option<&dyn Device>, opts: &MkfsOptions) -> Result<Superblock, MkfsError> {
@@ -201,35 +184,7 @@ impl Okeanos {
         let mut devs = Devices::new(dev.clone(), journal, sb.block_size as usize);
         let (region, jsb) = open_journal(&sb, &devs)?;
         let stats = Stats::new(sb.block_size as usize);
-        let mut next_tid = jsb.sequence.max(1);
-        // A remote journal: connect, take it over, read its log back (docs/REMOTE.md). After
-        // a clean unmount the server holds nothing (it was trimmed): read-only use needs no
-        // server then.
-        let remote = match &sb.remote {
-            Some(_) if !jsb.remote.local && !(opts.read_only && jsb.start == 0) => {
-                let record = remote_state_writer(&devs, region, &jsb);
-                Some(runtime::remote::open(&sb, &jsb, &opts, &mut devs, record)?)
-            }
-            _ => None,
-        };
-        let recovering: Box<dyn Placement> = match &remote {
-            Some(o) => Box::new(Remote::new(Ring::new(region, JournalSuperblock { remote: RemoteState { epoch: o.epoch, ..jsb.remote }, ..jsb.clone() }), o.capacity, o.fetched)),
-            None => Box::new(Ring::new(region, jsb.clone())),
-        };
-        if !recovering.recovery().is_empty() {
-            if opts.read_only {
-                // Recover in memory, write nothing: the overlays keep the replayed blocks and
-                // serve every later read of this mount.
-                devs.fs = Arc::new(crate::device::OverlayDevice::new(devs.fs.clone()));
-                devs.journal = devs.journal.map(|j| Arc::new(crate::device::OverlayDevice::new(j)) as Arc<dyn Device>);
-            }
-            let now = || clock.now_ns();
-            if let Some((mut report, tid)) = runtime::recover(&devs, recovering.as_ref(), sb.block_count, &stats, &now, clock.wall_ns()).map_err(|e| FsError::Io(e.to_string()))? {
-                report.scan_ns += remote.as_ref().map_or(0, |o| o.fetch_ns);
-                next_tid = tid;
-                *stats.recovery.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
-            }
-        }
+        let (next_tid, remote) = open::recover(&mut devs, &sb, region, &jsb, &opts, &stats, clock.as_ref())?;
         devs.remote_log = None;
         let dev = devs.fs.clone();
         // Recovery may have replayed the superblock and descriptors: read them again.
@@ -244,59 +199,7 @@ impl Okeanos {
             }
             opts.read_only = true;
         }
-        let content = opts.content().map_err(FsError::Invalid)?;
-        let mut jsb = jsb;
-        let mut remote = remote;
-        if sb.remote.is_some() && jsb.remote.local && jsb.start == 0 && !opts.read_only {
-            // Fell back earlier and the local journal is empty now: return to the server if
-            // it answers; stay local if not.
-            let record = remote_state_writer(&devs, region, &jsb);
-            if let Ok(o) = runtime::remote::reopen(&sb, &jsb, &opts, &mut devs, next_tid, record) {
-                jsb.remote = RemoteState { local: false, epoch: o.epoch, upto: 0 };
-                remote = Some(o);
-            }
-        }
-        if matches!(content.mode, crate::journal::content::DataMode::Wasteless | crate::journal::content::DataMode::Selective) {
-            // Multiwrite records need the journal feature; the mount writes the journal
-            // superblock (with the flag) before the first commit.
-            jsb.features |= crate::format::journal::jfeature::MULTIWRITE;
-        }
-        if sb.remote.is_some() && !opts.read_only {
-            // A host that fell back (now or later) reconnects with this when it returns.
-            devs.reconnect = Some(runtime::remote::reconnector(&sb, &jsb, &opts));
-            if devs.link.is_none() {
-                devs.link = Some(Arc::new(Mutex::new(Box::new(crate::remote::NotConnected) as Box<dyn crate::remote::Link>)));
-            }
-        }
-        let placement: Box<dyn Placement> = match (&remote, &sb.remote) {
-            (Some(o), _) => {
-                let mut r = Remote::new(Ring::new(region, jsb), o.capacity, None);
-                r.fault_skip_append = opts.fault_skip_remote_append;
-                Box::new(r)
-            }
-            // Fell back and the server did not answer at mount: local until it does.
-            (None, Some(_)) if jsb.remote.local && !opts.read_only => Box::new(Remote::new(Ring::new(region, jsb), region.ring_len(), None)),
-            _ => Box::new(Ring::new(region, jsb)),
-        };
-        // Transactions must fit the internal ring too: a remote journal falls back to it.
-        let capacity = placement.capacity().min(region.ring_len());
-        let smallest = crate::fs::mkfs::MIN_JOURNAL_BLOCKS - 1;
-        if capacity < smallest {
-            return Err(FsError::Invalid(format!(
-                "the journal ({}) holds {capacity} blocks, less than the smallest journal ({smallest}); give the journal server a larger --quota",
-                placement.name()
-            )));
-        }
-        let mut cfg = JournalConfig::new(capacity, sb.block_size as usize);
-        if let Some(m) = opts.max_tx_blocks {
-            let max = capacity / 2;
-            if m > max {
-                return Err(FsError::Invalid(format!("max_tx_blocks={m} is more than half of this journal ({max} blocks)")));
-            }
-            cfg.max_tx_blocks = m;
-        }
-        cfg.fault_skip_commit_flush = opts.fault_skip_commit_flush;
-        let journal = Journal::new(cfg, content.policy(), placement, next_tid);
+        let journal = open::journal(&mut devs, &sb, region, jsb, &opts, next_tid, remote)?;
         if !opts.read_only {
             sb.state = state::MOUNTED;
             sb.mount_count = sb.mount_count.wrapping_add(1);
