@@ -421,7 +421,7 @@ fn a_dead_server_falls_back_to_the_local_journal_and_loses_nothing() {
             assert!(text.starts_with(&want), "{mode} writer {w}: {} bytes, {n} records acknowledged", text.len());
         }
         let placement = fs.debug_state(|j, _| j.placement.name());
-        assert_eq!(placement, "internal", "{mode} {how}: the server is gone, the host stays in its local journal");
+        assert_eq!(placement, "remote, fallen back to the internal journal", "{mode} {how}: the server is gone, the host stays in its local journal");
         fs.unmount().unwrap();
         let o = Command::new(BIN).arg("fsck").arg(&img).output().unwrap();
         assert!(o.status.success(), "{mode}: {}", String::from_utf8_lossy(&o.stdout));
