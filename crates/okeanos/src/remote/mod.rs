@@ -57,10 +57,16 @@ fn not_connected() -> RemoteError {
     RemoteError::Network { addr: "journal server".into(), message: "not connected".into() }
 }
 
+/// Opens a link from a client configuration.
+pub type ConnectFn = dyn Fn(ClientConfig) -> Result<Box<dyn Link>, RemoteError> + Send + Sync;
+
+/// Opens a link anew with a given epoch (a host returning to its server).
+pub type ReconnectFn = dyn Fn(u64) -> Result<Box<dyn Link>, RemoteError> + Send + Sync;
+
 /// How a mount reaches its journal server: by default [`client::Client::connect`]; tests
 /// substitute a stand-in (`MountOptions::remote_connector`).
 #[derive(Clone)]
-pub struct Connector(pub std::sync::Arc<dyn Fn(ClientConfig) -> Result<Box<dyn Link>, RemoteError> + Send + Sync>);
+pub struct Connector(pub std::sync::Arc<ConnectFn>);
 
 impl std::fmt::Debug for Connector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

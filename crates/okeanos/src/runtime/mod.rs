@@ -25,7 +25,7 @@ pub struct Devices {
     /// The connection to the journal server of a remote journal.
     pub link: Option<Arc<std::sync::Mutex<Box<dyn crate::remote::Link>>>>,
     /// Connects anew with a given epoch (a remote journal's return after a fallback).
-    pub reconnect: Option<Arc<dyn Fn(u64) -> Result<Box<dyn crate::remote::Link>, crate::remote::client::RemoteError> + Send + Sync>>,
+    pub reconnect: Option<Arc<crate::remote::ReconnectFn>>,
     /// A remote journal's log read back for recovery (in memory).
     pub remote_log: Option<Arc<dyn Device>>,
     /// A read-only mount recovers a remote journal in memory: nothing is sent to the server.

@@ -118,7 +118,7 @@ pub fn reopen(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, dev
 }
 
 /// Connects anew with a given epoch: what a host that fell back uses to return while mounted.
-pub fn reconnector(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions) -> Arc<dyn Fn(u64) -> Result<Box<dyn crate::remote::Link>, RemoteError> + Send + Sync> {
+pub fn reconnector(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions) -> Arc<crate::remote::ReconnectFn> {
     let cfg = client_config(sb, jsb, opts);
     let connector = opts.remote_connector.clone();
     Arc::new(move |epoch| crate::remote::connect(ClientConfig { epoch, ..cfg.clone() }, connector.as_ref()))
