@@ -342,6 +342,11 @@ fn a_file_system_journals_to_the_server_and_recovers_from_it() {
         assert!(c.remote_bytes > 20 * 4096, "{mode}: {c:?}");
         assert_eq!(c.journal_bytes - c.remote_bytes, 4096, "{mode}: only the local journal superblock");
         drop(fs); // a crash
+        // Offline recovery cannot replay a journal that is on the server: it says so.
+        for cmd in ["recover", "fsck"] {
+            let o = Command::new(BIN).arg(cmd).arg(&img).output().unwrap();
+            assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("journal is on the journal server"), "{mode} {cmd}: {}", String::from_utf8_lossy(&o.stderr));
+        }
         let fs = okeanos::Okeanos::open(&img, remote_opts(&s, mode)).unwrap();
         let rep = fs.counters().recovery.expect("recovered");
         assert!(rep.transactions >= 20, "{mode}: {rep:?}");

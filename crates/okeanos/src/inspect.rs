@@ -70,6 +70,13 @@ pub fn recover_image(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> 
     if jsb.start == 0 {
         return Ok(None);
     }
+    if let Some(r) = sb.remote.as_ref().filter(|_| !jsb.remote.local) {
+        // The committed transactions are on the server, not in the local journal.
+        return Err(FsError::Invalid(format!(
+            "this file system's journal is on the journal server {}: mount it (okeanos mount, or the library) to recover from the server",
+            r.server
+        )));
+    }
     let origin = std::time::Instant::now();
     let now = || origin.elapsed().as_nanos() as u64;
     let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
