@@ -205,7 +205,7 @@ impl Server {
         self.shared.syncer.stop();
         let _ = syncer.join();
         for j in self.shared.journals.lock().unwrap_or_else(|e| e.into_inner()).values() {
-            let _ = j.lock().unwrap_or_else(|e| e.into_inner()).sync();
+            let _ = j.lock().unwrap_or_else(|e| e.into_inner()).finish();
         }
     }
 }

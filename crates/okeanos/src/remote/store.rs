@@ -3,11 +3,17 @@
 //! server storage".
 //!
 //! An APPEND writes its record at the end of `log` without syncing; the server's syncer makes a
-//! group of them durable with one fdatasync per journal and only then are they acknowledged. So
-//! a server crash can leave a torn or partial last record, never acknowledged: opening the
-//! store checks every record's CRC and tid sequence and cuts the log after the last good one. A
-//! bad record followed by good ones is damage, not a crash; the store refuses to open then,
-//! rather than drop acknowledged transactions silently.
+//! group of them durable with one fdatasync per journal and only then are they acknowledged. A
+//! power loss can leave the unsynced records of the last group torn, and persisted in any
+//! order (a later one whole, an earlier one not). To tell such a torn tail from damage to
+//! acknowledged records, every record carries the offset up to which the log was known durable
+//! when it was appended, and after each sync the store appends a small marker carrying the new
+//! durable end (it becomes durable with the next group, or at shutdown). At open, a record that
+//! fails its checks is damage when a later valid record or marker proves its offset was already
+//! durable: the journal is refused, rather than losing acknowledged transactions silently.
+//! Otherwise it is a torn tail of never-acknowledged records, and the log is cut there. Damage
+//! to the very last synced group before any later write cannot be told from a torn tail — the
+//! local journal has the same limit for its last transaction (docs/JOURNALING.md).
 //!
 //! A TRIM moves the trim point durably; the dead prefix of `log` is compacted away (live records
 //! copied to `log.new`, synced, renamed over `log`, the directory synced) once it is larger than
@@ -21,7 +27,7 @@ use std::path::{Path, PathBuf};
 const STATE_MAGIC: u32 = u32::from_le_bytes(*b"OKJS");
 const RECORD_MAGIC: u32 = u32::from_le_bytes(*b"OKJT");
 const STATE_LEN: usize = 40;
-const RECORD_HEADER: usize = 24;
+const RECORD_HEADER: usize = 32;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -60,6 +66,42 @@ pub struct Store {
     pub quota_bytes: u64,
     /// Appended since the last sync.
     pub dirty: bool,
+    /// Where the log was durable at the last sync (stamped into every record appended after).
+    durable_end: u64,
+    /// The marker written after the last sync is not durable yet.
+    marker_unsynced: bool,
+}
+
+/// A record or marker header: magic, block size (0 for a marker), tid, length of the blocks,
+/// the durable end when it was written, CRC of bytes 0..28 and the blocks.
+struct Header {
+    block_size: u32,
+    tid: u64,
+    len: u64,
+    synced_before: u64,
+    crc: u32,
+}
+
+impl Header {
+    fn encode(block_size: u32, tid: u64, body: &[u8], synced_before: u64) -> [u8; RECORD_HEADER] {
+        let mut h = [0u8; RECORD_HEADER];
+        h[0..4].copy_from_slice(&RECORD_MAGIC.to_le_bytes());
+        h[4..8].copy_from_slice(&block_size.to_le_bytes());
+        h[8..16].copy_from_slice(&tid.to_le_bytes());
+        h[16..20].copy_from_slice(&(body.len() as u32).to_le_bytes());
+        h[20..28].copy_from_slice(&synced_before.to_le_bytes());
+        let crc = record_crc(&h, body);
+        h[28..32].copy_from_slice(&crc.to_le_bytes());
+        h
+    }
+
+    fn decode(h: &[u8]) -> Option<Header> {
+        (u32le(h, 0) == RECORD_MAGIC).then(|| Header { block_size: u32le(h, 4), tid: u64le(h, 8), len: u32le(h, 16) as u64, synced_before: u64le(h, 20), crc: u32le(h, 28) })
+    }
+
+    fn is_marker(&self) -> bool {
+        self.block_size == 0 && self.tid == 0 && self.len == 0
+    }
 }
 
 fn io(dir: &Path, e: std::io::Error) -> StoreError {
@@ -77,8 +119,11 @@ impl Store {
         let (epoch, first_tid, last_tid) = read_state(dir)?.unwrap_or((0, 1, 0));
         let mut log = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(dir.join("log")).map_err(|e| io(dir, e))?;
         let len = log.seek(SeekFrom::End(0)).map_err(|e| io(dir, e))?;
-        let mut s = Store { dir: dir.to_path_buf(), log, end: 0, epoch, first_tid, last_tid, held: Default::default(), quota_bytes, dirty: false };
+        let mut s = Store { dir: dir.to_path_buf(), log, end: 0, epoch, first_tid, last_tid, held: Default::default(), quota_bytes, dirty: false, durable_end: 0, marker_unsynced: false };
         s.scan(len)?;
+        // Whatever survived is made durable now, so records appended from here on may rely on it.
+        s.log.sync_data().map_err(|e| io(dir, e))?;
+        s.durable_end = s.end;
         Ok(s)
     }
 
@@ -94,14 +139,18 @@ impl Store {
             if len - at < RECORD_HEADER as u64 || self.log.read_exact_at(&mut h, at).is_err() {
                 break Some(format!("a partial record header at byte {at}"));
             }
-            let (magic, tid, blen, crc) = (u32le(&h, 0), u64le(&h, 8), u32le(&h, 16) as u64, u32le(&h, 20));
-            if magic != RECORD_MAGIC || blen == 0 || blen > crate::format::remote::MAX_PAYLOAD as u64 || at + RECORD_HEADER as u64 + blen > len {
+            let Some(hd) = Header::decode(&h).filter(|hd| (hd.len > 0 || hd.is_marker()) && hd.len <= crate::format::remote::MAX_PAYLOAD as u64 && at + RECORD_HEADER as u64 + hd.len <= len) else {
                 break Some(format!("no whole record at byte {at}"));
-            }
+            };
+            let (tid, blen) = (hd.tid, hd.len);
             let mut body = vec![0u8; blen as usize];
             self.log.read_exact_at(&mut body, at + RECORD_HEADER as u64).map_err(|e| io(&self.dir, e))?;
-            if record_crc(&h, &body) != crc {
+            if record_crc(&h, &body) != hd.crc {
                 break Some(format!("record of transaction {tid} at byte {at} fails its checksum"));
+            }
+            if hd.is_marker() {
+                at += RECORD_HEADER as u64;
+                continue;
             }
             if tid >= self.first_tid {
                 // Held transactions are contiguous (a host's tids jump only after its recovery,
@@ -116,9 +165,10 @@ impl Store {
             at += RECORD_HEADER as u64 + blen;
         };
         if let Some(why) = torn {
-            // Only the tail may be torn: a good record after the bad spot is damage.
-            if self.good_record_after(at, len) {
-                return Err(StoreError::Damaged(self.dir.display().to_string(), format!("{why}, with good records after it")));
+            // Only never-synced records may be torn: a later record proving this offset was
+            // already durable makes it damage.
+            if let Some(proof) = self.durable_after(at, len).filter(|&d| d > at) {
+                return Err(StoreError::Damaged(self.dir.display().to_string(), format!("{why}, in a part of the log that was durable (a later record says so up to byte {proof})")));
             }
             self.log.set_len(at).map_err(|e| io(&self.dir, e))?;
             self.log.sync_data().map_err(|e| io(&self.dir, e))?;
@@ -127,21 +177,18 @@ impl Store {
         Ok(())
     }
 
-    /// Whether a record that checks out starts anywhere after `from` (a bounded search: the
-    /// torn tail is at most one unsynced group of appends).
-    fn good_record_after(&self, from: u64, len: u64) -> bool {
+    /// The largest durable end that a valid record or marker after `from` carries (a bounded
+    /// search of the 64 MiB after it).
+    fn durable_after(&self, from: u64, len: u64) -> Option<u64> {
         let mut buf = vec![0u8; (len - from).min(64 << 20) as usize];
-        if self.log.read_exact_at(&mut buf, from).is_err() {
-            return false;
-        }
-        (1..buf.len().saturating_sub(RECORD_HEADER)).any(|i| {
-            let h = &buf[i..i + RECORD_HEADER];
-            if u32le(h, 0) != RECORD_MAGIC {
-                return false;
-            }
-            let blen = u32le(h, 16) as usize;
-            i + RECORD_HEADER + blen <= buf.len() && blen > 0 && record_crc(h, &buf[i + RECORD_HEADER..i + RECORD_HEADER + blen]) == u32le(h, 20)
-        })
+        self.log.read_exact_at(&mut buf, from).ok()?;
+        (1..buf.len().saturating_sub(RECORD_HEADER - 1))
+            .filter_map(|i| {
+                let hd = Header::decode(&buf[i..i + RECORD_HEADER])?;
+                let end = i.checked_add(RECORD_HEADER)?.checked_add(hd.len as usize)?;
+                (end <= buf.len() && record_crc(&buf[i..i + RECORD_HEADER], &buf[i + RECORD_HEADER..end]) == hd.crc).then_some(hd.synced_before)
+            })
+            .max()
     }
 
     /// Bytes of held transactions.
@@ -172,13 +219,7 @@ impl Store {
         if self.used_bytes() + len > self.quota_bytes {
             return Err(StoreError::Full { used: self.used_bytes(), quota: self.quota_bytes });
         }
-        let mut h = [0u8; RECORD_HEADER];
-        h[0..4].copy_from_slice(&RECORD_MAGIC.to_le_bytes());
-        h[4..8].copy_from_slice(&block_size.to_le_bytes());
-        h[8..16].copy_from_slice(&tid.to_le_bytes());
-        h[16..20].copy_from_slice(&(blocks.len() as u32).to_le_bytes());
-        let crc = record_crc(&h, blocks);
-        h[20..24].copy_from_slice(&crc.to_le_bytes());
+        let h = Header::encode(block_size, tid, blocks, self.durable_end);
         let mut rec = h.to_vec();
         rec.extend_from_slice(blocks);
         self.log.write_all_at(&rec, self.end).map_err(|e| io(&self.dir, e))?;
@@ -193,11 +234,27 @@ impl Store {
         Ok(())
     }
 
-    /// Makes every append so far durable (the group commit's fdatasync).
+    /// Makes every append so far durable (the group commit's fdatasync), then appends the
+    /// marker that says so (durable with the next group, or at [`Store::finish`]).
     pub fn sync(&mut self) -> Result<(), StoreError> {
         if self.dirty {
             self.log.sync_data().map_err(|e| io(&self.dir, e))?;
             self.dirty = false;
+            self.durable_end = self.end;
+            let marker = Header::encode(0, 0, &[], self.durable_end);
+            self.log.write_all_at(&marker, self.end).map_err(|e| io(&self.dir, e))?;
+            self.end += RECORD_HEADER as u64;
+            self.marker_unsynced = true;
+        }
+        Ok(())
+    }
+
+    /// At shutdown: everything, the last marker too, durable.
+    pub fn finish(&mut self) -> Result<(), StoreError> {
+        self.sync()?;
+        if self.marker_unsynced {
+            self.log.sync_data().map_err(|e| io(&self.dir, e))?;
+            self.marker_unsynced = false;
         }
         Ok(())
     }
@@ -284,6 +341,8 @@ impl Store {
         self.log = OpenOptions::new().read(true).write(true).open(dir.join("log")).map_err(|e| io(&dir, e))?;
         self.held = held;
         self.end = at;
+        self.durable_end = at;
+        self.marker_unsynced = false;
         Ok(())
     }
 }
@@ -309,7 +368,7 @@ fn read_state(dir: &Path) -> Result<Option<(u64, u64, u64)>, StoreError> {
 }
 
 fn record_crc(h: &[u8], body: &[u8]) -> u32 {
-    crc32c::crc32c_append(crc32c::crc32c(&h[..20]), body)
+    crc32c::crc32c_append(crc32c::crc32c(&h[..28]), body)
 }
 
 fn u32le(b: &[u8], at: usize) -> u32 {
@@ -355,6 +414,28 @@ mod tests {
         s.append(5, 0, 4096, &blocks(5)).unwrap();
     }
 
+    #[test]
+    fn unsynced_records_persisted_out_of_order_are_a_torn_tail() {
+        // After a power loss the last, unsynced group may have a later record whole and an
+        // earlier one torn: that is not damage (neither was acknowledged).
+        let d = tempfile::tempdir().unwrap();
+        let mut s = filled(d.path(), 5);
+        s.append(6, 0, 4096, &blocks(6)).unwrap();
+        s.append(7, 0, 4096, &blocks(7)).unwrap();
+        drop(s);
+        let log = d.path().join("log");
+        let rec = 4096 + RECORD_HEADER;
+        let sixth = 5 * rec + RECORD_HEADER; // after five records and the marker of their sync
+        let mut bytes = std::fs::read(&log).unwrap();
+        bytes[sixth + 2000] ^= 0xff;
+        std::fs::write(&log, &bytes).unwrap();
+        let s = Store::open(d.path(), 1 << 30).unwrap();
+        assert_eq!(s.read_from(0).unwrap().iter().map(|t| t.0).collect::<Vec<_>>(), vec![1, 2, 3, 4, 5]);
+        assert_eq!(std::fs::metadata(&log).unwrap().len(), sixth as u64);
+    }
+
+    /// Records 1..5 synced together: the marker written after their sync proves record 2 was
+    /// durable, so its damage is refused even though nothing was appended after the group.
     #[test]
     fn a_damaged_record_with_good_ones_after_it_is_refused() {
         let d = tempfile::tempdir().unwrap();
