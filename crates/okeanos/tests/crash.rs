@@ -79,14 +79,10 @@ fn workload(cfg: ContentConfig, journal_blocks: u64, ops: usize, skip_flush: boo
                 let data = record(s, k, len);
                 let at = recorder.event_count();
                 handles[s].append(&data).unwrap();
-                let h = files.get_mut(&name).unwrap();
-                let mut v = h.versions.last().unwrap().1.clone();
-                v.extend_from_slice(&data);
-                h.versions.push((at, v));
+                files.get_mut(&name).unwrap().appended(at, &data);
                 if (r >> 24) % 4 != 0 {
                     if (r >> 26) % 2 == 0 { handles[s].fsync().unwrap() } else { handles[s].fdatasync().unwrap() }
-                    let h = files.get_mut(&name).unwrap();
-                    h.acks.push((recorder.event_count(), h.versions.len() - 1));
+                    files.get_mut(&name).unwrap().synced(recorder.event_count());
                 }
             }
             // Metadata churn beside the streams: create, write, rename, unlink, mkdir/rmdir.

@@ -74,14 +74,10 @@ fn crash_test_with(policy: &str, canary: bool, server: MemLog, revive_at: Option
         let data = record(s, k, [100, 700, 3000, 4096, 6000][((rng >> 16) % 5) as usize]);
         let at = recorder.event_count();
         handles[s].append(&data).unwrap();
-        let h = files.get_mut(&name).unwrap();
-        let mut v = h.versions.last().unwrap().1.clone();
-        v.extend_from_slice(&data);
-        h.versions.push((at, v));
+        files.get_mut(&name).unwrap().appended(at, &data);
         if (rng >> 24) % 4 != 0 {
             handles[s].fdatasync().unwrap();
-            let h = files.get_mut(&name).unwrap();
-            h.acks.push((recorder.event_count(), h.versions.len() - 1));
+            files.get_mut(&name).unwrap().synced(recorder.event_count());
         }
     }
     let trims = log.lock().unwrap().trims.len();

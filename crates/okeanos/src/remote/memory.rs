@@ -30,6 +30,16 @@ pub struct MemLog {
 }
 
 impl MemLog {
+    /// A stand-in that goes away: after this many appends every call fails as a dead server's
+    /// would (set in the shared log, so it holds across reconnects).
+    pub fn dies_after(appends: usize) -> MemLog {
+        MemLog { die_after: Some(appends), ..Default::default() }
+    }
+
+    fn dead(&self) -> bool {
+        self.die_after.is_some_and(|n| self.sends.len() >= n)
+    }
+
     /// The server's durable contents for a host crash after `events` events: every append
     /// acknowledged by then (and, with `in_flight`, those sent by then but acknowledged later:
     /// written on the server or not), less what trims completed by then dropped.
@@ -56,17 +66,6 @@ pub struct MemServer {
     pending: VecDeque<u64>,
     /// The canary's server: acknowledges and forgets.
     pub forget: bool,
-}
-
-/// A stand-in that goes away: after this many appends every call fails as a dead server's
-/// would (set in the shared log, so it holds across reconnects).
-impl MemLog {
-    pub fn dies_after(appends: usize) -> MemLog {
-        MemLog { die_after: Some(appends), ..Default::default() }
-    }
-    fn dead(&self) -> bool {
-        self.die_after.is_some_and(|n| self.sends.len() >= n)
-    }
 }
 
 impl MemServer {

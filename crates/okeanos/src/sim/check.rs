@@ -16,6 +16,20 @@ pub struct History {
     pub acks: Vec<(usize, usize)>,
 }
 
+impl History {
+    /// An append of `data` that started after `at` events.
+    pub fn appended(&mut self, at: usize, data: &[u8]) {
+        let mut v = self.versions.last().expect("a file has a first version").1.clone();
+        v.extend_from_slice(data);
+        self.versions.push((at, v));
+    }
+
+    /// A sync of the newest version returned after `at` events.
+    pub fn synced(&mut self, at: usize) {
+        self.acks.push((at, self.versions.len() - 1));
+    }
+}
+
 /// Checks the guarantee of `mode` on a file system recovered from a crash after `k` device
 /// events. `overwritten` names files rewritten in place, whose synced bytes writeback mode
 /// need not keep (it may show newer, unsynced bytes there).

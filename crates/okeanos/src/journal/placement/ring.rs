@@ -130,18 +130,12 @@ impl Ring {
     /// The journal superblock of a log in use from its tail, with `remote` as given.
     pub fn in_use_stage_with(&self, next_tid: Tid, remote: RemoteState) -> Stage {
         assert!(self.is_empty(), "only an empty log changes its remote state this way");
-        let mut b = vec![0u8; self.jsb.block_size as usize];
-        JournalSuperblock { start: self.tail, sequence: next_tid, remote, ..self.jsb.clone() }.encode(&mut b);
-        let dev = self.region.dev();
-        Stage { writes: vec![IoWrite { dev, block: self.region.device_block(0), data: Arc::new(b), kind: BlockKind::JournalSuper }], flush: vec![dev], remote: Vec::new() }
+        self.jsb_stage_with(self.tail, next_tid, remote)
     }
 
     /// The journal superblock with the log empty, the next tid and `remote` as given.
     pub fn clean_stage_with(&self, next_tid: Tid, remote: RemoteState) -> Stage {
-        let mut b = vec![0u8; self.jsb.block_size as usize];
-        JournalSuperblock { start: 0, sequence: next_tid, remote, ..self.jsb.clone() }.encode(&mut b);
-        let dev = self.region.dev();
-        Stage { writes: vec![IoWrite { dev, block: self.region.device_block(0), data: Arc::new(b), kind: BlockKind::JournalSuper }], flush: vec![dev], remote: Vec::new() }
+        self.jsb_stage_with(0, next_tid, remote)
     }
 
     /// Log blocks in use (committed and committing transactions).
@@ -150,8 +144,14 @@ impl Ring {
     }
 
     fn jsb_stage(&self, start: u64, sequence: Tid) -> Stage {
+        self.jsb_stage_with(start, sequence, self.jsb.remote)
+    }
+
+    /// The write of the journal superblock with the log from `start` (0: empty), the tid there,
+    /// and the remote state, then its flush.
+    fn jsb_stage_with(&self, start: u64, sequence: Tid, remote: RemoteState) -> Stage {
         let mut b = vec![0u8; self.jsb.block_size as usize];
-        JournalSuperblock { start, sequence, ..self.jsb.clone() }.encode(&mut b);
+        JournalSuperblock { start, sequence, remote, ..self.jsb.clone() }.encode(&mut b);
         let dev = self.region.dev();
         Stage { writes: vec![IoWrite { dev, block: self.region.device_block(0), data: Arc::new(b), kind: BlockKind::JournalSuper }], flush: vec![dev], remote: Vec::new() }
     }
