@@ -214,3 +214,130 @@ fn crash_states_through_a_fallback_and_a_return_while_mounted() {
     assert!(v.is_empty(), "{} violations in {states} states, first: {:#?}", v.len(), &v[..v.len().min(3)]);
     eprintln!("data through a fallback and a return: {states} crash states, no violation");
 }
+
+// ---------------------------------------------------------------------------------------------
+// The server's own flushes: its real store on recorded devices, in the host's recording.
+
+use okeanos::device::CrashEvent;
+use okeanos::remote::memory::StoreLink;
+use okeanos::remote::store::medium::DeviceMedium;
+use okeanos::remote::store::Store;
+
+const SERVER_LOG: u64 = 2 * MB;
+
+fn store_connector(store: Arc<Mutex<Store>>) -> Connector {
+    Connector(Arc::new(move |cfg| Ok(Box::new(StoreLink::new(store.clone(), cfg.epoch)) as Box<dyn Link>)))
+}
+
+/// For each device, how far its writes among the first `upto` events reach: the length its
+/// file had (what the server's file system keeps in the inode).
+fn extents(events: &[CrashEvent], upto: usize, devs: usize) -> Vec<u64> {
+    let mut lens = vec![0u64; devs];
+    for e in &events[..upto] {
+        if let CrashEvent::Write { dev, offset, data } = e {
+            lens[*dev] = lens[*dev].max(offset + data.len() as u64);
+        }
+    }
+    lens
+}
+
+/// The host's device and the server's three files (state, log.0, log.1) in one recording:
+/// crash states at every write and flush of either, each unflushed write of either kept, lost
+/// or torn. The server's store is reopened from its images (it must open: a crash never damages
+/// it), then the host recovers from it and its local journal, and the guarantee and fsck are
+/// checked. Returns (states, violations).
+fn crash_test_with_server(policy: &str, canary: bool) -> (usize, Vec<String>, bool) {
+    let cfg = ContentConfig::parse(policy).unwrap();
+    let base = MemDevice::new(8 * MB);
+    Okeanos::mkfs(&base, None, &MkfsOptions { journal_blocks: 512, remote_server: Some("store:1".into()), ..Default::default() }).unwrap();
+    let recorder = CrashRecorder::new();
+    let dev = Arc::new(recorder.device("fs", base.snapshot()));
+    let server_devs: [Arc<dyn Device>; 3] = [
+        Arc::new(recorder.device("state", vec![0; 8192])),
+        Arc::new(recorder.device("log.0", vec![0; SERVER_LOG as usize])),
+        Arc::new(recorder.device("log.1", vec![0; SERVER_LOG as usize])),
+    ];
+    let quota = 300 * 4096;
+    let mut store = Store::open_on(Box::new(DeviceMedium::new(server_devs, [0; 3])), quota).unwrap();
+    store.compact_min = 64 << 10;
+    store.fault_skip_sync = canary;
+    let store = Arc::new(Mutex::new(store));
+    let mut o = opts(cfg, store_connector(store.clone()));
+    o.writeback_period = std::time::Duration::from_millis(50);
+    let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
+    let mut files: HashMap<String, History> = HashMap::new();
+    let mut handles = Vec::new();
+    for s in 0..STREAMS {
+        let name = format!("/stream{s}");
+        let at = recorder.event_count();
+        handles.push(fs.create_file(&name).unwrap());
+        files.insert(name, History { created_at: at, versions: vec![(at, Vec::new())], acks: vec![] });
+    }
+    let mut rng = 0xfeed_u64 | 1;
+    for k in 0..90 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let s = (rng % STREAMS as u64) as usize;
+        let name = format!("/stream{s}");
+        let data = record(s, k, [100, 700, 3000, 4096, 6000][((rng >> 16) % 5) as usize]);
+        let at = recorder.event_count();
+        handles[s].append(&data).unwrap();
+        files.get_mut(&name).unwrap().appended(at, &data);
+        if (rng >> 24) % 4 != 0 {
+            handles[s].fdatasync().unwrap();
+            files.get_mut(&name).unwrap().synced(recorder.event_count());
+        }
+    }
+    drop(handles);
+    drop(fs); // the crash at the end
+    let events = recorder.events();
+    let server_flushes = events.iter().filter(|e| matches!(e, CrashEvent::Flush { dev } if *dev > 0)).count();
+    assert!(canary || server_flushes > 50, "the server synced ({server_flushes} flushes)");
+    let compacted = events.iter().any(|e| matches!(e, CrashEvent::Write { dev: 3, .. }));
+    let (mut states, mut violations) = (0, Vec::new());
+    for k in 0..=events.len() {
+        let lens = extents(&events, k, 4);
+        for st in recorder.states(k, 2, 1, k as u64) {
+            states += 1;
+            let mut images = recorder.build(&st).into_iter();
+            let host = Arc::new(MemDevice::from_bytes(images.next().unwrap()));
+            let server: Vec<Arc<dyn Device>> = images.map(|i| Arc::new(MemDevice::from_bytes(i)) as Arc<dyn Device>).collect();
+            let r = (|| -> Result<(), String> {
+                let medium = DeviceMedium::new([server[0].clone(), server[1].clone(), server[2].clone()], [lens[1], lens[2], lens[3]]);
+                let store = Store::open_on(Box::new(medium), quota).map_err(|e| format!("the server's store: {e}"))?;
+                let fs = Okeanos::mount(host.clone() as Arc<dyn Device>, None, opts(cfg, store_connector(Arc::new(Mutex::new(store))))).map_err(|e| format!("mount: {e}"))?;
+                check(cfg.mode, &files, &[], k, &fs)?;
+                fs.unmount().map_err(|e| format!("unmount: {e}"))?;
+                let f = okeanos::fsck(host.clone(), None);
+                if !f.is_clean() {
+                    return Err(format!("fsck: {:?}", f.problems));
+                }
+                Ok(())
+            })();
+            if let Err(e) = r {
+                violations.push(format!("{policy} {} at event {k}: {e}", st.label));
+            }
+        }
+    }
+    (states, violations, compacted)
+}
+
+#[test]
+fn crash_states_of_host_and_server_together_keep_every_guarantee() {
+    for policy in ["ordered", "data", "wasteless+dmeta"] {
+        let (states, v, compacted) = crash_test_with_server(policy, false);
+        assert!(states > 1000, "{policy}: {states} states");
+        assert!(compacted || policy != "data", "the server compacted into its second log during the data-mode run");
+        assert!(v.is_empty(), "{} violations in {states} states, first: {:#?}", v.len(), &v[..v.len().min(3)]);
+        eprintln!("{policy}: {states} crash states of the host's device and the server's files, no violation");
+    }
+}
+
+/// A server that acknowledges before its fdatasync must be caught.
+#[test]
+fn canary_server_acknowledging_before_its_sync_is_caught() {
+    let (states, v, _) = crash_test_with_server("data", true);
+    assert!(!v.is_empty(), "acknowledging unsynced appends went unnoticed in {states} crash states");
+    eprintln!("server canary: {} violations in {states} crash states, first: {}", v.len(), v[0]);
+}

@@ -3,8 +3,13 @@
 //! a [`CrashRecorder`] — the host's device events — so that a test can build, for every crash
 //! point of the host, what the server held durably then: everything acknowledged before, and
 //! perhaps the append in flight ("acknowledged or not on a network").
+//!
+//! [`StoreLink`] instead puts the server's real [`Store`] in process, with no network between:
+//! on recorded devices ([`super::store::medium::DeviceMedium`]) its own writes and fdatasyncs
+//! join the host's in one crash recording.
 
 use super::client::{RemoteError, ServerJournal};
+use super::store::{Store, StoreError};
 use super::Link;
 use crate::device::CrashRecorder;
 use std::collections::{BTreeMap, VecDeque};
@@ -128,5 +133,69 @@ impl Link for MemServer {
         let mut l = self.lock();
         l.epoch = epoch;
         Ok(l.held.keys().next_back().copied().unwrap_or(0))
+    }
+}
+
+/// The journal server's store, called directly: an APPEND writes its record, the wait for its
+/// acknowledgement runs the sync round (one fdatasync for every append in flight, as the
+/// server's syncer does), and only then returns, exactly as the server acknowledges.
+pub struct StoreLink {
+    store: Arc<Mutex<Store>>,
+    epoch: u64,
+    pending: VecDeque<u64>,
+}
+
+impl StoreLink {
+    pub fn new(store: Arc<Mutex<Store>>, epoch: u64) -> Self {
+        StoreLink { store, epoch, pending: VecDeque::new() }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Store> {
+        self.store.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn store_error(e: StoreError) -> RemoteError {
+    let (addr, message) = ("store".to_string(), e.to_string());
+    match e {
+        StoreError::Full { .. } => RemoteError::Full { addr, message },
+        StoreError::Fenced { .. } => RemoteError::Fenced { addr, message },
+        _ => RemoteError::Server { addr, message },
+    }
+}
+
+impl Link for StoreLink {
+    fn journal(&self) -> ServerJournal {
+        let s = self.lock();
+        ServerJournal { epoch: s.epoch, first_tid: s.first_tid, last_tid: s.last_tid, quota_bytes: s.quota_bytes, used_bytes: s.used_bytes() }
+    }
+    fn send_append(&mut self, tid: u64, block_size: u32, blocks: Vec<u8>) -> Result<(), RemoteError> {
+        let epoch = self.epoch;
+        self.lock().append(tid, epoch, block_size, &blocks).map_err(store_error)?;
+        self.pending.push_back(tid);
+        Ok(())
+    }
+    fn wait_ack(&mut self) -> Result<u64, RemoteError> {
+        let tid = self.pending.pop_front().ok_or_else(|| store_error(StoreError::Order { tid: 0, last: 0 }))?;
+        self.lock().sync().map_err(store_error)?;
+        Ok(tid)
+    }
+    fn trim(&mut self, upto: u64) -> Result<u64, RemoteError> {
+        let epoch = self.epoch;
+        let mut s = self.lock();
+        s.trim(upto, epoch).map_err(store_error)?;
+        Ok(s.first_tid)
+    }
+    fn read_from(&mut self, from: u64) -> Result<Vec<(u64, u32, Vec<u8>)>, RemoteError> {
+        self.lock().read_from(from).map_err(store_error)
+    }
+    fn fence(&mut self, epoch: u64) -> Result<u64, RemoteError> {
+        let last = {
+            let mut s = self.lock();
+            s.fence(epoch).map_err(store_error)?;
+            s.last_tid
+        };
+        self.epoch = epoch;
+        Ok(last)
     }
 }
