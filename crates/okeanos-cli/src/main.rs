@@ -198,6 +198,12 @@ enum Cmd {
         /// Most connections served at once.
         #[arg(long, default_value = "256")]
         max_connections: usize,
+        /// Serve TLS with this PEM certificate chain (hosts mount with remote_tls_ca=).
+        #[arg(long, requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// The PEM private key of --tls-cert.
+        #[arg(long, requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
     },
     /// Benchmarks on Okeanos and on Linux file systems: multistream, recovery, mixed.
     Bench(bench::BenchArgs),
@@ -412,7 +418,13 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             with_mount(&img, &options, false, |fs| fs.mkdir_path(&path).map(|_| ()).map_err(|e| format!("{path}: {e}"))).map(|_| ExitCode::SUCCESS)
         }
         Cmd::Rm { img, path, options } => with_mount(&img, &options, false, |fs| rm(fs, &path)).map(|_| ExitCode::SUCCESS),
-        Cmd::JournalServer { listen, dir, secrets, no_auth, quota, max_connections } => journal_server(&listen, dir, secrets.as_deref(), no_auth, &quota, max_connections),
+        Cmd::JournalServer { listen, dir, secrets, no_auth, quota, max_connections, tls_cert, tls_key } => {
+            let tls = match (tls_cert, tls_key) {
+                (Some(c), Some(k)) => Some(okeanos::remote::transport::server_tls(&c, &k).map_err(|e| format!("--tls-cert/--tls-key: {e}"))?),
+                _ => None,
+            };
+            journal_server(&listen, dir, secrets.as_deref(), no_auth, &quota, max_connections, tls)
+        }
         Cmd::Bench(args) => bench::run(args),
         Cmd::Sim(args) => sim::run(args),
         Cmd::Report { json, plot, prefix, markdown } => {
@@ -779,7 +791,7 @@ fn read_secrets(path: &Path) -> Result<std::collections::HashMap<String, Vec<u8>
     Ok(out)
 }
 
-fn journal_server(listen: &str, dir: PathBuf, secrets: Option<&Path>, no_auth: bool, quota: &str, max_connections: usize) -> Result<ExitCode, String> {
+fn journal_server(listen: &str, dir: PathBuf, secrets: Option<&Path>, no_auth: bool, quota: &str, max_connections: usize, tls: Option<okeanos::remote::transport::ServerTls>) -> Result<ExitCode, String> {
     use std::io::Write;
     let secrets = match (secrets, no_auth) {
         (Some(p), _) => Some(read_secrets(p)?),
@@ -790,10 +802,11 @@ fn journal_server(listen: &str, dir: PathBuf, secrets: Option<&Path>, no_auth: b
     if max_connections == 0 {
         return Err("--max-connections must be at least 1".into());
     }
-    let cfg = okeanos::remote::server::ServerConfig { dir: dir.clone(), secrets, quota_bytes, max_connections };
+    let tls_note = if tls.is_some() { ", TLS" } else { "" };
+    let cfg = okeanos::remote::server::ServerConfig { dir: dir.clone(), secrets, quota_bytes, max_connections, tls };
     let server = okeanos::remote::server::Server::bind(listen, cfg).map_err(|e| format!("listen on {listen} (journals in {}): {e}", dir.display()))?;
     let addr = server.local_addr().map_err(|e| e.to_string())?;
-    println!("okeanos journal-server listening on {addr}, journals in {}", dir.display());
+    println!("okeanos journal-server listening on {addr}{tls_note}, journals in {}", dir.display());
     let _ = std::io::stdout().flush();
     let stop = server.stop_flag();
     let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT]).map_err(|e| e.to_string())?;

@@ -52,6 +52,12 @@ pub struct MountOptions {
     pub remote_secret: Option<Vec<u8>>,
     /// This host's name at the journal server (`remote_host=`, default the system's host name).
     pub remote_host: Option<String>,
+    /// Speak TLS to the journal server, trusting the certificates of this PEM file (a CA, or
+    /// the server's own self-signed certificate) (`remote_tls_ca=`). Plain TCP when unset.
+    pub remote_tls_ca: Option<std::path::PathBuf>,
+    /// The name the server's certificate must carry (`remote_tls_name=`; default the host part
+    /// of the server's address).
+    pub remote_tls_name: Option<String>,
     /// How to reach the journal server instead of TCP (the crash tests' stand-in). Not
     /// accepted by `parse`.
     #[doc(hidden)]
@@ -91,6 +97,8 @@ impl Default for MountOptions {
             journal_server: None,
             remote_ack_timeout: Duration::from_secs(1),
             remote_secret: None,
+            remote_tls_ca: None,
+            remote_tls_name: None,
             remote_host: None,
             remote_connector: None,
             fault_skip_remote_append: false,
@@ -204,6 +212,13 @@ impl MountOptions {
                     o.remote_secret = Some(text.trim().as_bytes().to_vec());
                 }
                 "remote_host" => o.remote_host = Some(v.filter(|v| !v.is_empty()).ok_or("option remote_host needs a name")?.to_string()),
+                "remote_tls_ca" => {
+                    let p = v.filter(|v| !v.is_empty()).ok_or("option remote_tls_ca needs a path")?;
+                    // Checked now, so a wrong file is a mount option error, not a network one.
+                    crate::remote::transport::client_tls(std::path::Path::new(p), "localhost").map_err(|e| format!("option remote_tls_ca: {e}"))?;
+                    o.remote_tls_ca = Some(p.into());
+                }
+                "remote_tls_name" => o.remote_tls_name = Some(v.filter(|v| !v.is_empty()).ok_or("option remote_tls_name needs a name")?.to_string()),
                 _ => return Err(format!("unknown mount option {item:?}")),
             }
         }

@@ -74,7 +74,7 @@ pub(super) fn journal(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
     }
     if sb.remote.is_some() && !opts.read_only {
         // A host that fell back (now or later) reconnects with this when it returns.
-        devs.reconnect = Some(runtime::remote::reconnector(sb, &jsb, opts));
+        devs.reconnect = Some(runtime::remote::reconnector(sb, &jsb, opts)?);
         if devs.link.is_none() {
             devs.link = Some(Arc::new(Mutex::new(Box::new(crate::remote::NotConnected) as Box<dyn crate::remote::Link>)));
         }

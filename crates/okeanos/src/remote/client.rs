@@ -3,6 +3,7 @@
 //! fence. Every wait is bounded by the acknowledgement timeout; an error tells the caller
 //! whether to fall back (network, server), to stop (fenced) or to checkpoint (full).
 
+use super::transport::{ClientTls, Stream};
 use super::{read_frame, write_frame, FrameError};
 use crate::format::remote::{ErrorCode, JournalId, Msg};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -19,6 +20,8 @@ pub struct ClientConfig {
     pub epoch: u64,
     /// How long any reply may take (`remote_ack_timeout=`, default 1 s).
     pub timeout: Duration,
+    /// TLS (`remote_tls_ca=`); plain TCP when `None`.
+    pub tls: Option<ClientTls>,
 }
 
 /// The journal's state on the server at HELLO.
@@ -52,7 +55,7 @@ pub enum RemoteError {
 
 pub struct Client {
     cfg: ClientConfig,
-    stream: TcpStream,
+    stream: Stream,
     next_id: u64,
     /// Requests sent whose replies have not been read, oldest first.
     pending: std::collections::VecDeque<u64>,
@@ -68,8 +71,21 @@ impl Client {
         stream.set_read_timeout(Some(cfg.timeout)).map_err(|e| net(e.to_string()))?;
         stream.set_write_timeout(Some(cfg.timeout)).map_err(|e| net(e.to_string()))?;
         let _ = stream.set_nodelay(true);
+        let stream = match &cfg.tls {
+            None => Stream::plain(stream),
+            Some(tls) => Stream::client(stream, tls).map_err(|e| match e.kind() {
+                std::io::ErrorKind::InvalidData => RemoteError::Auth { addr: cfg.addr.clone(), message: format!("{e} (is the server started with --tls-cert, and does remote_tls_ca= hold its certificate or CA?)") },
+                _ => net(e.to_string()),
+            })?,
+        };
         let mut c = Client { cfg, stream, next_id: 1, pending: Default::default(), journal: ServerJournal { epoch: 0, first_tid: 0, last_tid: 0, quota_bytes: 0, used_bytes: 0 } };
-        let nonce = match c.read()? {
+        let first = c.read().map_err(|e| match e {
+            RemoteError::Network { addr, message } if c.cfg.tls.is_none() && message.contains("timed out") || message.contains("Resource temporarily unavailable") => {
+                RemoteError::Network { addr, message: format!("{message}: no CHALLENGE from the server (a server started with --tls-cert needs remote_tls_ca=)") }
+            }
+            e => e,
+        })?;
+        let nonce = match first {
             (_, Msg::Challenge { nonce }) => nonce,
             (_, other) => return Err(c.unexpected(&other)),
         };
@@ -157,7 +173,7 @@ impl Client {
     fn send(&mut self, m: Msg) -> Result<(), RemoteError> {
         let id = self.next_id;
         self.next_id += 1;
-        write_frame(&mut self.stream, id, &m).map_err(|e| self.frame_error(e))?;
+        write_frame(&self.stream, id, &m).map_err(|e| self.frame_error(e))?;
         self.pending.push_back(id);
         Ok(())
     }
@@ -176,7 +192,7 @@ impl Client {
     }
 
     fn read(&mut self) -> Result<(u64, Msg), RemoteError> {
-        read_frame(&mut self.stream).map_err(|e| self.frame_error(e))
+        read_frame(&self.stream).map_err(|e| self.frame_error(e))
     }
 
     fn frame_error(&self, e: FrameError) -> RemoteError {

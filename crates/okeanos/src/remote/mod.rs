@@ -13,6 +13,7 @@ pub mod client;
 pub mod memory;
 pub mod server;
 pub mod store;
+pub mod transport;
 
 use client::{ClientConfig, RemoteError, ServerJournal};
 
@@ -103,25 +104,26 @@ pub enum FrameError {
 /// Reads one frame. The first byte may wait as long as the connection's own read timeout
 /// allows; the rest must follow within [`FRAME_TIMEOUT`] (a peer that stops mid-frame is an
 /// error, not a stuck thread).
-pub fn read_frame(s: &mut std::net::TcpStream) -> Result<(u64, Msg), FrameError> {
+pub fn read_frame(s: &transport::Stream) -> Result<(u64, Msg), FrameError> {
     let idle = s.read_timeout()?;
     let mut h = [0u8; HEADER];
-    match s.read(&mut h[..1]) {
+    let mut r: &transport::Stream = s;
+    match r.read(&mut h[..1]) {
         Ok(0) => return Err(FrameError::Closed),
         Ok(_) => {}
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(eof(e)),
     }
     s.set_read_timeout(Some(idle.map_or(FRAME_TIMEOUT, |t| t.min(FRAME_TIMEOUT))))?;
-    let r = (|| {
-        s.read_exact(&mut h[1..]).map_err(eof)?;
+    let res = (|| {
+        r.read_exact(&mut h[1..]).map_err(eof)?;
         let hd = remote::decode_header(&h)?;
         let mut frame = vec![0u8; HEADER + hd.len];
         frame[..HEADER].copy_from_slice(&h);
-        s.read_exact(&mut frame[HEADER..]).map_err(eof)?;
+        r.read_exact(&mut frame[HEADER..]).map_err(eof)?;
         Ok(remote::decode(&frame)?)
     })();
     s.set_read_timeout(idle)?;
-    r
+    res
 }
 
 fn eof(e: std::io::Error) -> FrameError {
@@ -132,7 +134,7 @@ fn eof(e: std::io::Error) -> FrameError {
     }
 }
 
-pub fn write_frame(s: &mut impl Write, request_id: u64, m: &Msg) -> Result<(), FrameError> {
+pub fn write_frame(mut s: &transport::Stream, request_id: u64, m: &Msg) -> Result<(), FrameError> {
     s.write_all(&m.encode(request_id))?;
     Ok(())
 }

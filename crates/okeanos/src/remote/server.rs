@@ -14,6 +14,7 @@
 //! on (the hosts fall back to their local journals).
 
 use super::store::{Store, StoreError};
+use super::transport::Stream;
 use super::{read_frame, write_frame, FrameError};
 use crate::format::remote::{ErrorCode, JournalId, Msg};
 use std::collections::HashMap;
@@ -31,6 +32,8 @@ pub struct ServerConfig {
     /// Bytes one journal may hold.
     pub quota_bytes: u64,
     pub max_connections: usize,
+    /// TLS (`--tls-cert`, `--tls-key`): every connection must complete a handshake first.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// What the server has done (printed at exit).
@@ -44,19 +47,22 @@ pub struct ServerStats {
     pub syncs: AtomicU64,
     pub bad_frames: AtomicU64,
     pub refused: AtomicU64,
+    /// Connections whose TLS handshake failed.
+    pub tls_failed: AtomicU64,
 }
 
 impl ServerStats {
     pub fn summary(&self) -> String {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         format!(
-            "{} connections, {} appends in {} sync rounds ({} fdatasyncs), {} malformed frames, {} refused",
+            "{} connections, {} appends in {} sync rounds ({} fdatasyncs), {} malformed frames, {} refused, {} failed TLS handshakes",
             l(&self.connections),
             l(&self.appends),
             l(&self.rounds),
             l(&self.syncs),
             l(&self.bad_frames),
-            l(&self.refused)
+            l(&self.refused),
+            l(&self.tls_failed)
         )
     }
 }
@@ -191,8 +197,9 @@ impl Server {
             let sh = self.shared.clone();
             if sh.open_connections.load(Ordering::Relaxed) as usize >= sh.cfg.max_connections {
                 sh.stats.refused.fetch_add(1, Ordering::Relaxed);
-                let mut s = stream;
-                let _ = write_frame(&mut s, 0, &Msg::error(ErrorCode::Server, "too many connections"));
+                if sh.cfg.tls.is_none() {
+                    let _ = write_frame(&Stream::plain(stream), 0, &Msg::error(ErrorCode::Server, "too many connections"));
+                }
                 continue;
             }
             sh.open_connections.fetch_add(1, Ordering::Relaxed);
@@ -219,9 +226,28 @@ struct Reply {
     last: bool,
 }
 
-fn serve(sh: &Arc<Shared>, stream: TcpStream) {
-    let _ = stream.set_nodelay(true);
-    let Ok(mut out) = stream.try_clone() else { return };
+fn serve(sh: &Arc<Shared>, tcp: TcpStream) {
+    let _ = tcp.set_nodelay(true);
+    let stream = match &sh.cfg.tls {
+        None => Stream::plain(tcp),
+        Some(cfg) => {
+            // The handshake is bounded like a frame: a peer that never completes it does not
+            // keep the thread.
+            let _ = tcp.set_read_timeout(Some(super::FRAME_TIMEOUT));
+            let _ = tcp.set_write_timeout(Some(super::FRAME_TIMEOUT));
+            match Stream::server(tcp, cfg.clone()) {
+                Ok(s) => {
+                    let _ = s.set_read_timeout(None);
+                    s
+                }
+                Err(_) => {
+                    sh.stats.tls_failed.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+            }
+        }
+    };
+    let Ok(out) = stream.try_clone() else { return };
     let (tx, rx) = mpsc::channel::<Reply>();
     let sh2 = sh.clone();
     let replier = std::thread::spawn(move || {
@@ -234,11 +260,11 @@ fn serve(sh: &Arc<Shared>, stream: TcpStream) {
             } else {
                 r.msg
             };
-            if write_frame(&mut out, r.id, &msg).is_err() || r.last {
+            if write_frame(&out, r.id, &msg).is_err() || r.last {
                 break;
             }
         }
-        let _ = out.shutdown(std::net::Shutdown::Both);
+        out.shutdown();
     });
     let mut conn = Conn { sh, stream, journal: None, nonce: super::nonce(), tx };
     conn.run();
@@ -248,7 +274,7 @@ fn serve(sh: &Arc<Shared>, stream: TcpStream) {
 
 struct Conn<'a> {
     sh: &'a Arc<Shared>,
-    stream: TcpStream,
+    stream: Stream,
     journal: Option<(JournalId, Journal)>,
     nonce: [u8; 32],
     tx: mpsc::Sender<Reply>,
@@ -264,11 +290,11 @@ impl Conn<'_> {
     }
 
     fn run(&mut self) {
-        if write_frame(&mut self.stream, 0, &Msg::Challenge { nonce: self.nonce }).is_err() {
+        if write_frame(&self.stream, 0, &Msg::Challenge { nonce: self.nonce }).is_err() {
             return;
         }
         loop {
-            let (id, msg) = match read_frame(&mut self.stream) {
+            let (id, msg) = match read_frame(&self.stream) {
                 Ok(x) => x,
                 Err(FrameError::Closed) => return,
                 Err(e) => {

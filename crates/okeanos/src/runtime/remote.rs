@@ -44,16 +44,25 @@ fn refused(e: RemoteError) -> FsError {
 
 /// How this mount reaches its server: the address (a mount option or the one mkfs recorded),
 /// this host's name and secret, the epoch recorded locally, the acknowledgement timeout.
-fn client_config(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions) -> ClientConfig {
+fn client_config(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions) -> FsResult<ClientConfig> {
     let record = sb.remote.as_ref().expect("a file system with a remote journal");
-    ClientConfig {
-        addr: opts.journal_server.clone().unwrap_or_else(|| record.server.clone()),
+    let addr = opts.journal_server.clone().unwrap_or_else(|| record.server.clone());
+    let tls = match &opts.remote_tls_ca {
+        None => None,
+        Some(ca) => {
+            let name = opts.remote_tls_name.clone().unwrap_or_else(|| crate::remote::transport::host_of(&addr).to_string());
+            Some(crate::remote::transport::client_tls(ca, &name).map_err(|e| FsError::Invalid(format!("option remote_tls_ca: {e}")))?)
+        }
+    };
+    Ok(ClientConfig {
+        addr,
         host_name: opts.remote_host.clone().unwrap_or_else(host_name),
         secret: opts.remote_secret.clone().unwrap_or_default(),
         fs_uuid: sb.uuid,
         epoch: jsb.remote.epoch,
         timeout: opts.remote_ack_timeout,
-    }
+        tls,
+    })
 }
 
 /// Connects to the journal server of `sb`. A read-write mount takes the journal over (FENCE
@@ -61,7 +70,7 @@ fn client_config(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions) 
 /// `devs.link`; a read-only one only reads. The server's log is read back into
 /// `devs.remote_log` (transactions up to `upto` when the host had fallen back).
 pub fn open(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, devs: &mut Devices, mut record: impl FnMut(RemoteState) -> FsResult<()>) -> FsResult<Opened> {
-    let mut client = crate::remote::connect(client_config(sb, jsb, opts), opts.remote_connector.as_ref()).map_err(refused)?;
+    let mut client = crate::remote::connect(client_config(sb, jsb, opts)?, opts.remote_connector.as_ref()).map_err(refused)?;
     let bs = sb.block_size as u64;
     let capacity = client.journal().quota_bytes / bs;
     let mut epoch = jsb.remote.epoch;
@@ -106,7 +115,7 @@ pub fn open(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, devs:
 /// the host in its local journal.
 pub fn reopen(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, devs: &mut Devices, next_tid: u64, mut record: impl FnMut(RemoteState) -> FsResult<()>) -> FsResult<Opened> {
     assert!(jsb.remote.local && jsb.start == 0, "only an empty local journal returns to the server");
-    let mut client = crate::remote::connect(client_config(sb, jsb, opts), opts.remote_connector.as_ref()).map_err(refused)?;
+    let mut client = crate::remote::connect(client_config(sb, jsb, opts)?, opts.remote_connector.as_ref()).map_err(refused)?;
     let epoch = client.journal().epoch.max(jsb.remote.epoch) + 1;
     record(RemoteState { epoch, ..jsb.remote })?;
     client.fence(epoch).map_err(refused)?;
@@ -118,8 +127,8 @@ pub fn reopen(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, dev
 }
 
 /// Connects anew with a given epoch: what a host that fell back uses to return while mounted.
-pub fn reconnector(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions) -> Arc<crate::remote::ReconnectFn> {
-    let cfg = client_config(sb, jsb, opts);
+pub fn reconnector(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions) -> FsResult<Arc<crate::remote::ReconnectFn>> {
+    let cfg = client_config(sb, jsb, opts)?;
     let connector = opts.remote_connector.clone();
-    Arc::new(move |epoch| crate::remote::connect(ClientConfig { epoch, ..cfg.clone() }, connector.as_ref()))
+    Ok(Arc::new(move |epoch| crate::remote::connect(ClientConfig { epoch, ..cfg.clone() }, connector.as_ref())))
 }
