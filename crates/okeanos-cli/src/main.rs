@@ -199,11 +199,16 @@ enum Cmd {
         #[arg(long, default_value = "256")]
         max_connections: usize,
         /// Serve TLS with this PEM certificate chain (hosts mount with remote_tls_ca=).
-        #[arg(long, requires = "tls_key")]
+        #[arg(long, requires = "tls_key", conflicts_with = "tls_self_signed")]
         tls_cert: Option<PathBuf>,
         /// The PEM private key of --tls-cert.
         #[arg(long, requires = "tls_cert")]
         tls_key: Option<PathBuf>,
+        /// Serve TLS with a new self-signed certificate for the --listen host, 127.0.0.1 and
+        /// localhost, written to this file for hosts to trust (remote_tls_ca=); the key stays
+        /// in memory. For tests and quick starts.
+        #[arg(long, value_name = "CERT_OUT")]
+        tls_self_signed: Option<PathBuf>,
     },
     /// Benchmarks on Okeanos and on Linux file systems: multistream, recovery, mixed.
     Bench(bench::BenchArgs),
@@ -418,9 +423,10 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             with_mount(&img, &options, false, |fs| fs.mkdir_path(&path).map(|_| ()).map_err(|e| format!("{path}: {e}"))).map(|_| ExitCode::SUCCESS)
         }
         Cmd::Rm { img, path, options } => with_mount(&img, &options, false, |fs| rm(fs, &path)).map(|_| ExitCode::SUCCESS),
-        Cmd::JournalServer { listen, dir, secrets, no_auth, quota, max_connections, tls_cert, tls_key } => {
-            let tls = match (tls_cert, tls_key) {
-                (Some(c), Some(k)) => Some(okeanos::remote::transport::server_tls(&c, &k).map_err(|e| format!("--tls-cert/--tls-key: {e}"))?),
+        Cmd::JournalServer { listen, dir, secrets, no_auth, quota, max_connections, tls_cert, tls_key, tls_self_signed } => {
+            let tls = match (tls_cert, tls_key, tls_self_signed) {
+                (Some(c), Some(k), _) => Some(okeanos::remote::transport::server_tls(&c, &k).map_err(|e| format!("--tls-cert/--tls-key: {e}"))?),
+                (_, _, Some(out)) => Some(self_signed(&listen, &out)?),
                 _ => None,
             };
             journal_server(&listen, dir, secrets.as_deref(), no_auth, &quota, max_connections, tls)
@@ -789,6 +795,19 @@ fn read_secrets(path: &Path) -> Result<std::collections::HashMap<String, Vec<u8>
         return Err(format!("{}: no hosts", path.display()));
     }
     Ok(out)
+}
+
+/// A self-signed certificate for the host of `listen` (and 127.0.0.1, localhost), its PEM
+/// written to `out`, the key in memory only.
+fn self_signed(listen: &str, out: &Path) -> Result<okeanos::remote::transport::ServerTls, String> {
+    let host = okeanos::remote::transport::host_of(listen);
+    let mut names = vec!["127.0.0.1".to_string(), "localhost".to_string()];
+    if !names.iter().any(|n| n == host) && host != "0.0.0.0" && host != "::" {
+        names.push(host.to_string());
+    }
+    let c = rcgen::generate_simple_self_signed(names).map_err(|e| format!("--tls-self-signed: {e}"))?;
+    std::fs::write(out, c.cert.pem()).map_err(|e| format!("--tls-self-signed {}: {e}", out.display()))?;
+    okeanos::remote::transport::server_tls_pem(c.cert.pem().as_bytes(), c.key_pair.serialize_pem().as_bytes()).map_err(|e| format!("--tls-self-signed: {e}"))
 }
 
 fn journal_server(listen: &str, dir: PathBuf, secrets: Option<&Path>, no_auth: bool, quota: &str, max_connections: usize, tls: Option<okeanos::remote::transport::ServerTls>) -> Result<ExitCode, String> {

@@ -171,7 +171,7 @@ pub struct BenchArgs {
 #[derive(Args, Clone, Debug)]
 pub struct TargetArgs {
     /// Targets, comma-separated: engine (image file, internal journal), engine:external,
-    /// engine:loop (loop devices, root), engine:remote (a journal server started on
+    /// engine:loop (loop devices, root), engine:remote / engine:remote-tls (a journal server started on
     /// 127.0.0.1), mount:PATH, kernel:ext4-journal, kernel:ext4-ordered, kernel:ext4-writeback,
     /// kernel:xfs (root).
     #[arg(long, default_value = "engine")]

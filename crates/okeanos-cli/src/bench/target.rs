@@ -19,7 +19,7 @@ pub enum Target {
     /// The library: an image file (internal journal), with an external journal file, on loop
     /// devices, or with a remote journal on a journal server this benchmark starts on
     /// 127.0.0.1.
-    Engine { external: bool, loopdev: bool, remote: bool },
+    Engine { external: bool, loopdev: bool, remote: bool, tls: bool },
     Mount(PathBuf),
     Kernel(String),
 }
@@ -29,10 +29,11 @@ pub const KERNEL_KINDS: [&str; 4] = ["ext4-journal", "ext4-ordered", "ext4-write
 impl Target {
     pub fn parse(s: &str) -> Result<Target, String> {
         match s {
-            "engine" | "engine:image" => Ok(Target::Engine { external: false, loopdev: false, remote: false }),
-            "engine:external" => Ok(Target::Engine { external: true, loopdev: false, remote: false }),
-            "engine:loop" => Ok(Target::Engine { external: true, loopdev: true, remote: false }),
-            "engine:remote" => Ok(Target::Engine { external: false, loopdev: false, remote: true }),
+            "engine" | "engine:image" => Ok(Target::Engine { external: false, loopdev: false, remote: false, tls: false }),
+            "engine:external" => Ok(Target::Engine { external: true, loopdev: false, remote: false, tls: false }),
+            "engine:loop" => Ok(Target::Engine { external: true, loopdev: true, remote: false, tls: false }),
+            "engine:remote" => Ok(Target::Engine { external: false, loopdev: false, remote: true, tls: false }),
+            "engine:remote-tls" => Ok(Target::Engine { external: false, loopdev: false, remote: true, tls: true }),
             _ => {
                 if let Some(p) = s.strip_prefix("mount:") {
                     let p = PathBuf::from(p);
@@ -46,7 +47,7 @@ impl Target {
                     }
                     Ok(Target::Kernel(k.to_string()))
                 } else {
-                    Err(format!("unknown target {s:?}: use engine, engine:external, engine:loop, engine:remote, mount:PATH or kernel:ext4-journal|ext4-ordered|ext4-writeback|xfs"))
+                    Err(format!("unknown target {s:?}: use engine, engine:external, engine:loop, engine:remote, engine:remote-tls, mount:PATH or kernel:ext4-journal|ext4-ordered|ext4-writeback|xfs"))
                 }
             }
         }
@@ -54,6 +55,7 @@ impl Target {
 
     pub fn name(&self) -> String {
         match self {
+            Target::Engine { remote: true, tls: true, .. } => "engine:remote-tls".into(),
             Target::Engine { remote: true, .. } => "engine:remote".into(),
             Target::Engine { loopdev: true, .. } => "engine:loop".into(),
             Target::Engine { external: true, .. } => "engine:external".into(),
@@ -205,9 +207,9 @@ pub struct Crashed {
 
 pub fn prepare(t: &Target, cfg: Option<ContentConfig>, s: &Setup) -> Result<Box<dyn Env>, String> {
     match t {
-        Target::Engine { external, loopdev, remote } => {
+        Target::Engine { external, loopdev, remote, tls } => {
             let cfg = cfg.ok_or("the engine target needs a mode")?;
-            Ok(Box::new(EngineEnv::new(*external, *loopdev, *remote, cfg, s)?))
+            Ok(Box::new(EngineEnv::new(*external, *loopdev, *remote, *tls, cfg, s)?))
         }
         Target::Mount(p) => Ok(Box::new(DirEnv::mount(p)?)),
         Target::Kernel(k) => Ok(Box::new(DirEnv::kernel(k, s)?)),
@@ -242,12 +244,16 @@ pub struct ServerProcess {
 }
 
 impl ServerProcess {
-    fn start(dir: &Path) -> Result<ServerProcess, String> {
+    /// With `tls_cert`, the server serves TLS with a self-signed certificate written there.
+    fn start(dir: &Path, tls_cert: Option<&Path>) -> Result<ServerProcess, String> {
         use std::io::BufRead;
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-        let mut child = std::process::Command::new(exe)
-            .args(["journal-server", "--listen", "127.0.0.1:0", "--no-auth", "--dir"])
-            .arg(dir)
+        let mut cmd = std::process::Command::new(exe);
+        cmd.args(["journal-server", "--listen", "127.0.0.1:0", "--no-auth", "--dir"]).arg(dir);
+        if let Some(c) = tls_cert {
+            cmd.arg("--tls-self-signed").arg(c);
+        }
+        let mut child = cmd
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -275,7 +281,7 @@ impl Drop for ServerProcess {
 }
 
 impl EngineEnv {
-    fn new(external: bool, loopdev: bool, remote: bool, cfg: ContentConfig, s: &Setup) -> Result<EngineEnv, String> {
+    fn new(external: bool, loopdev: bool, remote: bool, tls: bool, cfg: ContentConfig, s: &Setup) -> Result<EngineEnv, String> {
         let mut opts = engine_options(cfg, &s.mount_options)?;
         let bs = 4096u64;
         let mut mkfs = MkfsOptions { journal_blocks: s.journal_bytes / bs, external_journal: external, ..Default::default() };
@@ -292,12 +298,17 @@ impl EngineEnv {
         } else {
             let tmp = tempfile::Builder::new().prefix("okeanos-bench-").tempdir_in(&s.dir).map_err(|e| format!("{}: {e}", s.dir.display()))?;
             if remote {
-                let sp = ServerProcess::start(&tmp.path().join("server"))?;
+                let cert = tmp.path().join("server-cert.pem");
+                let sp = ServerProcess::start(&tmp.path().join("server"), tls.then_some(cert.as_path()))?;
                 mkfs.remote_server = Some(sp.addr.clone());
-                let remote_opts = format!("journal_server={},remote_host=bench", sp.addr);
+                let mut remote_opts = format!("journal_server={},remote_host=bench", sp.addr);
+                if tls {
+                    remote_opts += &format!(",remote_tls_ca={}", cert.display());
+                }
                 let parsed = MountOptions::parse(&remote_opts)?;
                 opts.journal_server = parsed.journal_server;
                 opts.remote_host = parsed.remote_host;
+                opts.remote_tls_ca = parsed.remote_tls_ca;
                 extra = if extra.is_empty() { remote_opts } else { format!("{extra},{remote_opts}") };
                 server = Some(sp);
             }
@@ -315,7 +326,7 @@ impl EngineEnv {
             let mut o = opts;
             o.journal_path = journal.clone();
             let fs = Okeanos::open(&image, o).map_err(|e| e.to_string())?;
-            (fs, None, image, journal, Some(tmp), if remote { "engine:remote" } else if external { "engine:external" } else { "engine" })
+            (fs, None, image, journal, Some(tmp), if tls { "engine:remote-tls" } else if remote { "engine:remote" } else if external { "engine:external" } else { "engine" })
         };
         fs.mkdir_path("/bench").map_err(|e| e.to_string())?;
         fs.sync().map_err(|e| e.to_string())?;

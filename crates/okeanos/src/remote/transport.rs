@@ -38,22 +38,26 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-/// A server's TLS configuration from a PEM certificate chain and a PEM private key.
+/// A server's TLS configuration from a PEM certificate chain file and a PEM private key file.
 pub fn server_tls(cert: &Path, key: &Path) -> Result<ServerTls, String> {
-    let certs = CertificateDer::pem_file_iter(cert)
-        .map_err(|e| format!("{}: {e}", cert.display()))?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("{}: {e}", cert.display()))?;
+    let c = std::fs::read(cert).map_err(|e| format!("{}: {e}", cert.display()))?;
+    let k = std::fs::read(key).map_err(|e| format!("{}: {e}", key.display()))?;
+    server_tls_pem(&c, &k).map_err(|e| format!("{} with {}: {e}", cert.display(), key.display()))
+}
+
+/// A server's TLS configuration from PEM text.
+pub fn server_tls_pem(cert: &[u8], key: &[u8]) -> Result<ServerTls, String> {
+    let certs = CertificateDer::pem_slice_iter(cert).collect::<Result<Vec<_>, _>>().map_err(|e| format!("certificate: {e}"))?;
     if certs.is_empty() {
-        return Err(format!("{}: no certificate in it", cert.display()));
+        return Err("no certificate in it".into());
     }
-    let private = PrivateKeyDer::from_pem_file(key).map_err(|e| format!("{}: {e}", key.display()))?;
+    let private = PrivateKeyDer::from_pem_slice(key).map_err(|e| format!("key: {e}"))?;
     let cfg = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
         .with_no_client_auth()
         .with_single_cert(certs, private)
-        .map_err(|e| format!("{} with {}: {e}", cert.display(), key.display()))?;
+        .map_err(|e| e.to_string())?;
     Ok(Arc::new(cfg))
 }
 
