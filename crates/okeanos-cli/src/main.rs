@@ -51,13 +51,17 @@ enum Cmd {
         /// Put the journal on this device or file (created with --journal-size if missing).
         #[arg(long)]
         journal_device: Option<PathBuf>,
-        /// Where the journal lives: internal (default), external (with --journal-device) or
-        /// remote (on --journal-server, with the internal journal as its local fallback).
+        /// Where the journal lives: internal (default), external (with --journal-device),
+        /// remote (on --journal-server) or jetstream (a replicated NATS JetStream stream on
+        /// --jetstream); remote and jetstream keep the internal journal as their local fallback.
         #[arg(long, value_name = "KIND")]
         journal: Option<String>,
         /// The journal server of a remote journal, host:port.
         #[arg(long, value_name = "HOST:PORT")]
         journal_server: Option<String>,
+        /// The NATS servers of a jetstream journal: nats://host:port URLs, comma-separated.
+        #[arg(long, value_name = "URLS")]
+        jetstream: Option<String>,
         /// Bytes of file system per inode (at least 1024).
         #[arg(long, default_value = "16384")]
         bytes_per_inode: u64,
@@ -364,15 +368,25 @@ fn main() -> ExitCode {
 
 fn run(cmd: Cmd) -> Result<ExitCode, String> {
     match cmd {
-        Cmd::Mkfs { image, size, block_size, journal_size, journal_device, journal, journal_server, bytes_per_inode, log_area_blocks, label, force } => {
-            let remote = match (journal.as_deref(), journal_server) {
+        Cmd::Mkfs { image, size, block_size, journal_size, journal_device, journal, journal_server, jetstream, bytes_per_inode, log_area_blocks, label, force } => {
+            let remote = match (journal.as_deref(), journal_server, jetstream) {
+                (Some("jetstream"), None, Some(urls)) => {
+                    if urls.split(',').any(|u| !okeanos::remote::jetstream::is_nats(u.trim())) {
+                        return Err(format!("--jetstream {urls}: give nats://host:port URLs, comma-separated"));
+                    }
+                    Some(urls)
+                }
+                (Some("jetstream"), _, None) => return Err("--journal jetstream needs --jetstream nats://HOST:PORT[,...]".into()),
+                (_, _, Some(_)) => return Err("--jetstream goes with --journal jetstream".into()),
+                (j, s, None) => match (j, s) {
                 (None | Some("internal"), None) => None,
                 (Some("external"), None) if journal_device.is_some() => None,
                 (Some("external"), None) => return Err("--journal external needs --journal-device".into()),
                 (Some("remote"), Some(s)) => Some(s),
                 (Some("remote"), None) => return Err("--journal remote needs --journal-server HOST:PORT".into()),
                 (None, Some(_)) | (Some(_), Some(_)) => return Err("--journal-server goes with --journal remote".into()),
-                (Some(k), None) => return Err(format!("--journal {k}: use internal, external or remote")),
+                (Some(k), None) => return Err(format!("--journal {k}: use internal, external, remote or jetstream")),
+                },
             };
             if remote.is_some() && journal_device.is_some() {
                 return Err("a remote journal falls back to the internal journal: leave out --journal-device".into());

@@ -66,7 +66,7 @@ impl Drop for Server {
 }
 
 fn cfg(s: &Server, host: &str, secret: &str, fs: u8) -> ClientConfig {
-    ClientConfig { addr: s.addr.clone(), host_name: host.into(), secret: secret.as_bytes().to_vec(), fs_uuid: [fs; 16], epoch: 0, timeout: Duration::from_secs(5), tls: None }
+    ClientConfig { addr: s.addr.clone(), host_name: host.into(), secret: secret.as_bytes().to_vec(), fs_uuid: [fs; 16], epoch: 0, timeout: Duration::from_secs(5), tls: None, jetstream: Default::default() }
 }
 
 /// A transaction's blocks: `n` blocks, each filled from (tid, k).

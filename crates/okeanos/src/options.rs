@@ -58,6 +58,15 @@ pub struct MountOptions {
     /// The name the server's certificate must carry (`remote_tls_name=`; default the host part
     /// of the server's address).
     pub remote_tls_name: Option<String>,
+    /// A journal on NATS JetStream: a credentials file (`jetstream_creds=`).
+    pub jetstream_creds: Option<std::path::PathBuf>,
+    /// A file holding an nkey seed (`jetstream_nkey=`).
+    pub jetstream_nkey: Option<std::path::PathBuf>,
+    /// CA certificates (PEM) for TLS to the NATS servers (`jetstream_tls_ca=`).
+    pub jetstream_tls_ca: Option<std::path::PathBuf>,
+    /// Replicas of the stream a mount creates, and the fewest accepted in an existing one
+    /// (`jetstream_replicas=`, default 3; fewer only when the user says so).
+    pub jetstream_replicas: usize,
     /// How to reach the journal server instead of TCP (the crash tests' stand-in). Not
     /// accepted by `parse`.
     #[doc(hidden)]
@@ -99,6 +108,10 @@ impl Default for MountOptions {
             remote_secret: None,
             remote_tls_ca: None,
             remote_tls_name: None,
+            jetstream_creds: None,
+            jetstream_nkey: None,
+            jetstream_tls_ca: None,
+            jetstream_replicas: 3,
             remote_host: None,
             remote_connector: None,
             fault_skip_remote_append: false,
@@ -198,7 +211,7 @@ impl MountOptions {
                     o.device_model = Some(m.to_string());
                 }
                 "journal_checksum" => {} // always on: commit blocks carry a transaction checksum
-                "journal_server" => o.journal_server = Some(v.filter(|v| v.contains(':')).ok_or("option journal_server needs host:port")?.to_string()),
+                "journal_server" => o.journal_server = Some(v.filter(|v| v.contains(':')).ok_or("option journal_server needs host:port (or nats:// URLs joined by ';')")?.replace(';', ",")),
                 "remote_ack_timeout" => {
                     o.remote_ack_timeout = secs(v)?;
                     if o.remote_ack_timeout < Duration::from_millis(1) {
@@ -217,6 +230,20 @@ impl MountOptions {
                     // Checked now, so a wrong file is a mount option error, not a network one.
                     crate::remote::transport::client_tls(std::path::Path::new(p), "localhost").map_err(|e| format!("option remote_tls_ca: {e}"))?;
                     o.remote_tls_ca = Some(p.into());
+                }
+                "jetstream_creds" | "jetstream_nkey" | "jetstream_tls_ca" => {
+                    let p = v.filter(|v| !v.is_empty()).ok_or_else(|| format!("option {k} needs a path"))?;
+                    std::fs::metadata(p).map_err(|e| format!("option {k}={p}: {e}"))?;
+                    let slot = match k {
+                        "jetstream_creds" => &mut o.jetstream_creds,
+                        "jetstream_nkey" => &mut o.jetstream_nkey,
+                        _ => &mut o.jetstream_tls_ca,
+                    };
+                    *slot = Some(p.into());
+                }
+                "jetstream_replicas" => {
+                    let n: usize = v.and_then(|v| v.parse().ok()).filter(|n| (1..=5).contains(n)).ok_or("option jetstream_replicas needs a number from 1 to 5")?;
+                    o.jetstream_replicas = n;
                 }
                 "remote_tls_name" => o.remote_tls_name = Some(v.filter(|v| !v.is_empty()).ok_or("option remote_tls_name needs a name")?.to_string()),
                 _ => return Err(format!("unknown mount option {item:?}")),

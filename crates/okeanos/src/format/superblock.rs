@@ -17,7 +17,7 @@ pub mod incompat {
     /// The journal lives on a separate device (external journal).
     pub const EXTERNAL_JOURNAL: u32 = 1 << 0;
     /// The journal lives on a journal server; the internal journal is its local fallback
-    /// (the remote record, bytes 264..352).
+    /// (the remote record, bytes 264..456).
     pub const REMOTE_JOURNAL: u32 = 1 << 1;
     pub const KNOWN: u32 = EXTERNAL_JOURNAL | REMOTE_JOURNAL;
 }
@@ -64,7 +64,9 @@ pub struct RemoteRecord {
 }
 
 /// Bytes of the server address in the superblock.
-pub const REMOTE_SERVER_LEN: usize = 64;
+/// Bytes 264..456: a journal server's host:port, or a list of NATS URLs (JetStream). Images
+/// made when the field was 64 bytes long read the same (it is zero-padded).
+pub const REMOTE_SERVER_LEN: usize = 192;
 
 /// What the last error found (ext4 keeps `s_first_error_*`): set with [`state::ERRORS`] when
 /// recovery finds a damaged transaction with committed transactions after it.

@@ -101,7 +101,10 @@ pub fn plan(dev_bytes: u64, o: &MkfsOptions, journal_dev_bytes: Option<u64>) -> 
             return Err(MkfsError::Invalid("a remote journal falls back to the internal journal: leave out the journal device".into()));
         }
         if s.is_empty() || s.len() > crate::format::superblock::REMOTE_SERVER_LEN || !s.contains(':') {
-            return Err(MkfsError::Invalid(format!("journal server {s:?}: give host:port, at most {} bytes", crate::format::superblock::REMOTE_SERVER_LEN)));
+            return Err(MkfsError::Invalid(format!("journal server {s:?}: give host:port (or nats:// URLs, comma-separated), at most {} bytes", crate::format::superblock::REMOTE_SERVER_LEN)));
+        }
+        if crate::remote::jetstream::is_nats(s) && s.split(',').any(|u| !crate::remote::jetstream::is_nats(u.trim())) {
+            return Err(MkfsError::Invalid(format!("JetStream servers {s:?}: every one a nats:// or tls:// URL")));
         }
     }
     if o.bytes_per_inode < 1024 {

@@ -22,6 +22,8 @@ pub struct ClientConfig {
     pub timeout: Duration,
     /// TLS (`remote_tls_ca=`); plain TCP when `None`.
     pub tls: Option<ClientTls>,
+    /// For a journal on NATS JetStream (`addr` of nats:// URLs).
+    pub jetstream: super::jetstream::JetStreamOptions,
 }
 
 /// The journal's state on the server at HELLO.

@@ -10,6 +10,7 @@
 //! torn tail of the server's log (never acknowledged) is cut at restart.
 
 pub mod client;
+pub mod jetstream;
 pub mod memory;
 pub mod server;
 pub mod store;
@@ -79,6 +80,7 @@ impl std::fmt::Debug for Connector {
 pub fn connect(cfg: ClientConfig, connector: Option<&Connector>) -> Result<Box<dyn Link>, RemoteError> {
     match connector {
         Some(c) => (c.0)(cfg),
+        None if jetstream::is_nats(&cfg.addr) => Ok(Box::new(jetstream::JetStreamLink::connect(&cfg.addr, &cfg.fs_uuid, cfg.epoch, cfg.timeout, &cfg.jetstream)?)),
         None => Ok(Box::new(client::Client::connect(cfg)?)),
     }
 }

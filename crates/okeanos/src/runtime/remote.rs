@@ -62,6 +62,14 @@ fn client_config(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions) 
         epoch: jsb.remote.epoch,
         timeout: opts.remote_ack_timeout,
         tls,
+        jetstream: crate::remote::jetstream::JetStreamOptions {
+            creds: opts.jetstream_creds.clone(),
+            nkey: opts.jetstream_nkey.clone(),
+            tls_ca: opts.jetstream_tls_ca.clone(),
+            replicas: opts.jetstream_replicas,
+            // The stream holds what the local journal (its fallback) holds.
+            max_bytes: jsb.total_blocks * sb.block_size as u64,
+        },
     })
 }
 

@@ -1,0 +1,591 @@
+//! The replicated back end of the remote placement: the journal kept in a NATS JetStream
+//! stream (issue 13; docs/REMOTE.md, "JetStream"), reached with the official async-nats
+//! client. It implements the same [`Link`] as the journal server, so fallback, return and
+//! recovery are the remote placement's own.
+//!
+//! - One stream per file system, `OKJ_<fs uuid hex>`, subjects `<stream>.tx` (transactions)
+//!   and `<stream>.fence` (takeovers). File storage, `discard: new` with `max_bytes` (a full
+//!   journal is an error, never dropped records), `deny_delete`, R3 unless the user says
+//!   otherwise. A mount creates the stream when missing and refuses one whose configuration
+//!   is not durable, saying what to change.
+//! - A message is one committed transaction, or one part of it above the server's payload
+//!   limit; a transaction counts only when all its parts are there. Each carries a message id
+//!   (fs, epoch, tid, part) for deduplication, the expected last sequence of the stream (so a
+//!   writer whose view is stale — fenced — is refused by the stream itself), and a CRC32C of
+//!   its payload. Byte map: docs/FORMAT.md, "JetStream journal messages".
+//! - Several appends in flight: each publish's acknowledgement future is kept and awaited in
+//!   order; the sync returns when the acknowledgements covering it are in (JetStream
+//!   acknowledges after a quorum of replicas stored it; with `sync_interval: always` after
+//!   their fsyncs).
+//! - Takeover: FENCE with a new epoch and the expected last sequence (retried while other
+//!   writers race), then read back. A stale writer's next append gets "wrong last sequence":
+//!   [`RemoteError::Fenced`], it stops (read-only) and never falls back.
+//! - Trim after a checkpoint: purge the `.tx` subject below the first sequence of the first
+//!   transaction still needed; fences older than the last are purged too.
+//!
+//! The client is async; this link owns a one-worker tokio runtime and blocks on it, so the
+//! rest of the engine stays synchronous and the client's connection keeps being served
+//! (pings, reconnects) between calls.
+
+use super::client::{RemoteError, ServerJournal};
+use super::Link;
+use async_nats::jetstream::{self, context::PublishErrorKind, stream};
+use async_nats::HeaderMap;
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Message format version (header `Okeanos-Version`).
+pub const MESSAGE_VERSION: u32 = 1;
+/// Room left under the server's payload limit for the headers.
+const HEADER_ROOM: usize = 4096;
+
+/// How a host reaches and configures its JetStream journal.
+#[derive(Debug, Clone)]
+pub struct JetStreamOptions {
+    /// A NATS credentials file (`jetstream_creds=`).
+    pub creds: Option<PathBuf>,
+    /// A file holding an nkey seed (`jetstream_nkey=`).
+    pub nkey: Option<PathBuf>,
+    /// CA certificates (PEM) for TLS to the servers (`jetstream_tls_ca=`); TLS is required
+    /// when set.
+    pub tls_ca: Option<PathBuf>,
+    /// Replicas of a stream the mount creates, and the fewest it accepts in an existing one
+    /// (`jetstream_replicas=`, default 3).
+    pub replicas: usize,
+    /// `max_bytes` of a stream the mount creates: the local journal's size.
+    pub max_bytes: u64,
+}
+
+impl Default for JetStreamOptions {
+    fn default() -> Self {
+        JetStreamOptions { creds: None, nkey: None, tls_ca: None, replicas: 3, max_bytes: 64 << 20 }
+    }
+}
+
+/// Whether `addr` names NATS servers (`nats://`, `tls://`) rather than a journal server.
+pub fn is_nats(addr: &str) -> bool {
+    addr.starts_with("nats://") || addr.starts_with("tls://")
+}
+
+/// The stream of a file system.
+pub fn stream_name(fs_uuid: &[u8; 16]) -> String {
+    format!("OKJ_{}", fs_uuid.iter().map(|b| format!("{b:02x}")).collect::<String>())
+}
+
+/// A transaction part as read back.
+#[derive(Debug, Clone)]
+pub struct Part {
+    pub sequence: u64,
+    pub tid: u64,
+    pub index: u32,
+    pub count: u32,
+    pub block_size: u32,
+    pub payload: Vec<u8>,
+}
+
+/// The headers of a transaction part (FORMAT.md): version, tid, part index/count, block
+/// size, epoch, CRC32C of the payload.
+pub fn part_headers(tid: u64, index: u32, count: u32, block_size: u32, epoch: u64, payload: &[u8]) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert("Okeanos-Version", MESSAGE_VERSION.to_string().as_str());
+    h.insert("Okeanos-Tid", tid.to_string().as_str());
+    h.insert("Okeanos-Part", format!("{index}/{count}").as_str());
+    h.insert("Okeanos-Block-Size", block_size.to_string().as_str());
+    h.insert("Okeanos-Epoch", epoch.to_string().as_str());
+    h.insert("Okeanos-Crc", format!("{:08x}", crc32c::crc32c(payload)).as_str());
+    h
+}
+
+fn header<'a>(h: &'a HeaderMap, name: &str) -> Result<&'a str, String> {
+    h.get(name).map(|v| v.as_str()).ok_or_else(|| format!("no {name} header"))
+}
+
+fn number<T: std::str::FromStr>(h: &HeaderMap, name: &str) -> Result<T, String> {
+    header(h, name)?.parse().map_err(|_| format!("{name} is not a number"))
+}
+
+/// Decodes and checks a transaction part (bounded: every field parsed, the CRC verified).
+pub fn decode_part(sequence: u64, h: &HeaderMap, payload: &[u8]) -> Result<Part, String> {
+    let at = |e: String| format!("message {sequence}: {e}");
+    let version: u32 = number(h, "Okeanos-Version").map_err(at)?;
+    if version != MESSAGE_VERSION {
+        return Err(at(format!("message version {version}, this Okeanos reads {MESSAGE_VERSION}")));
+    }
+    let tid = number(h, "Okeanos-Tid").map_err(at)?;
+    let (index, count) = header(h, "Okeanos-Part").map_err(at)?.split_once('/').ok_or_else(|| at("Okeanos-Part is not i/n".into()))?;
+    let (index, count): (u32, u32) = (index.parse().map_err(|_| at("bad part index".into()))?, count.parse().map_err(|_| at("bad part count".into()))?);
+    if count == 0 || index >= count {
+        return Err(at(format!("part {index} of {count}")));
+    }
+    let block_size = number(h, "Okeanos-Block-Size").map_err(at)?;
+    let crc = u32::from_str_radix(header(h, "Okeanos-Crc").map_err(at)?, 16).map_err(|_| at("bad Okeanos-Crc".into()))?;
+    if crc32c::crc32c(payload) != crc {
+        return Err(at(format!("transaction {tid} part {index} fails its checksum")));
+    }
+    Ok(Part { sequence, tid, index, count, block_size, payload: payload.to_vec() })
+}
+
+/// Assembles parts in stream order into whole transactions: (tid, block size, blocks, first
+/// sequence). A transaction whose parts stop before its last at the end of the stream was
+/// never acknowledged and is dropped; a part out of place anywhere else, or a tid that does
+/// not follow its predecessor, is damage.
+pub fn assemble(parts: &[Part]) -> Result<Vec<(u64, u32, Vec<u8>, u64)>, String> {
+    let mut out: Vec<(u64, u32, Vec<u8>, u64)> = Vec::new();
+    let mut open: Option<(Part, Vec<u8>, u32)> = None; // first part, blocks so far, next index
+    for p in parts {
+        match open.take() {
+            None => {
+                if p.index != 0 {
+                    return Err(format!("message {}: part {} of transaction {} without its first", p.sequence, p.index, p.tid));
+                }
+                if let Some(last) = out.last() {
+                    if p.tid != last.0 + 1 {
+                        return Err(format!("message {}: transaction {} follows {} (a gap)", p.sequence, p.tid, last.0));
+                    }
+                }
+                if p.count == 1 {
+                    out.push((p.tid, p.block_size, p.payload.clone(), p.sequence));
+                } else {
+                    open = Some((p.clone(), p.payload.clone(), 1));
+                }
+            }
+            Some((first, mut blocks, next)) => {
+                if p.tid != first.tid || p.index != next || p.count != first.count || p.block_size != first.block_size {
+                    return Err(format!("message {}: transaction {} is missing part {next} of {}", p.sequence, first.tid, first.count));
+                }
+                blocks.extend_from_slice(&p.payload);
+                if next + 1 == first.count {
+                    out.push((first.tid, first.block_size, blocks, first.sequence));
+                } else {
+                    open = Some((first, blocks, next + 1));
+                }
+            }
+        }
+    }
+    // An unfinished transaction at the end: its last part was never stored, so it was never
+    // acknowledged.
+    Ok(out)
+}
+
+/// A host's connection to its JetStream journal.
+pub struct JetStreamLink {
+    rt: tokio::runtime::Runtime,
+    js: jetstream::Context,
+    stream: String,
+    addr: String,
+    epoch: u64,
+    /// The stream's last sequence as this writer knows it: what the next publish expects.
+    sent_seq: u64,
+    /// First sequence of each held transaction this link knows (for trims).
+    first_seq: BTreeMap<u64, u64>,
+    /// Appends in flight: (tid, its parts: acknowledgement future, the message kept for a
+    /// retry, the sequence it must get).
+    pending: VecDeque<(u64, Vec<InFlight>)>,
+    /// The acknowledgement timeout (`remote_ack_timeout=`): how long one append may take in
+    /// all, retries included.
+    timeout: Duration,
+    journal: ServerJournal,
+    max_part: usize,
+}
+
+/// One published message awaiting its acknowledgement.
+struct InFlight {
+    ack: jetstream::context::PublishAckFuture,
+    subject: String,
+    message: jetstream::message::PublishMessage,
+    want: u64,
+}
+
+/// How long one try of an acknowledgement may take before the message is published again
+/// (same message id: the stream deduplicates): a connection that broke under it (its server
+/// was killed) loses the acknowledgement, and the client has reconnected by then.
+fn attempt(timeout: Duration) -> Duration {
+    (timeout / 4).clamp(Duration::from_millis(250), Duration::from_secs(2))
+}
+
+fn net(addr: &str, m: impl std::fmt::Display) -> RemoteError {
+    RemoteError::Network { addr: addr.to_string(), message: m.to_string() }
+}
+
+fn server(addr: &str, m: impl std::fmt::Display) -> RemoteError {
+    RemoteError::Server { addr: addr.to_string(), message: m.to_string() }
+}
+
+impl JetStreamLink {
+    /// Connects to the servers of `addr` (comma-separated URLs), creates the stream when it is
+    /// missing, refuses one that is not durable, and reads the journal's state.
+    pub fn connect(addr: &str, fs_uuid: &[u8; 16], epoch: u64, timeout: Duration, o: &JetStreamOptions) -> Result<JetStreamLink, RemoteError> {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name("okeanos-nats").enable_all().build().map_err(|e| net(addr, e))?;
+        let urls: Vec<String> = addr.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+        let name = stream_name(fs_uuid);
+        let js = rt.block_on(async {
+            let mut opts = async_nats::ConnectOptions::new().name("okeanos").connection_timeout(timeout).request_timeout(Some(timeout)).max_reconnects(None);
+            if let Some(c) = &o.creds {
+                opts = opts.credentials_file(c).await.map_err(|e| RemoteError::Auth { addr: addr.into(), message: format!("jetstream_creds={}: {e}", c.display()) })?;
+            }
+            if let Some(k) = &o.nkey {
+                let seed = std::fs::read_to_string(k).map_err(|e| RemoteError::Auth { addr: addr.into(), message: format!("jetstream_nkey={}: {e}", k.display()) })?;
+                opts = opts.nkey(seed.trim().to_string());
+            }
+            if let Some(ca) = &o.tls_ca {
+                opts = opts.add_root_certificates(ca.clone()).require_tls(true);
+            }
+            let servers: Vec<async_nats::ServerAddr> = urls.iter().map(|u| u.parse()).collect::<Result<_, _>>().map_err(|e| net(addr, format!("bad NATS URL: {e}")))?;
+            let client = tokio::time::timeout(timeout * 2, opts.connect(servers)).await.map_err(|_| net(addr, "connect timed out"))?.map_err(|e| net(addr, e))?;
+            let mut js = jetstream::new(client);
+            js.set_timeout(attempt(timeout));
+            Ok::<_, RemoteError>(js)
+        })?;
+        let max_payload = rt.block_on(async { js.client().server_info().max_payload });
+        let mut link = JetStreamLink {
+            rt,
+            js,
+            stream: name,
+            addr: addr.to_string(),
+            epoch,
+            sent_seq: 0,
+            first_seq: BTreeMap::new(),
+            pending: VecDeque::new(),
+            timeout,
+            journal: ServerJournal { epoch: 0, first_tid: 1, last_tid: 0, quota_bytes: 0, used_bytes: 0 },
+            max_part: max_payload.saturating_sub(HEADER_ROOM).max(64 << 10),
+        };
+        link.open_stream(o)?;
+        Ok(link)
+    }
+
+    fn open_stream(&mut self, o: &JetStreamOptions) -> Result<(), RemoteError> {
+        let (addr, name) = (self.addr.clone(), self.stream.clone());
+        let info = self.rt.block_on(async {
+            match self.js.get_stream(&name).await {
+                Ok(mut s) => Ok(s.info().await.map_err(|e| net(&addr, e))?.clone()),
+                Err(e) if e.to_string().contains("stream not found") => {
+                    let cfg = stream::Config {
+                        name: name.clone(),
+                        subjects: vec![format!("{name}.tx"), format!("{name}.fence")],
+                        storage: stream::StorageType::File,
+                        discard: stream::DiscardPolicy::New,
+                        max_bytes: o.max_bytes as i64,
+                        num_replicas: o.replicas,
+                        deny_delete: true,
+                        allow_direct: true,
+                        duplicate_window: Duration::from_secs(120),
+                        ..Default::default()
+                    };
+                    let mut s = self.js.create_stream(cfg).await.map_err(|e| server(&addr, format!("creating stream {name}: {e}")))?;
+                    Ok(s.info().await.map_err(|e| net(&addr, e))?.clone())
+                }
+                Err(e) => Err(net(&addr, e)),
+            }
+        })?;
+        check_durable(&info, o.replicas).map_err(|m| RemoteError::Server { addr: addr.clone(), message: format!("stream {name} is not durable: {m}") })?;
+        self.sent_seq = info.state.last_sequence;
+        let fence = self.last_on("fence")?;
+        let epoch = match &fence {
+            Some((_, h, _)) => number(h, "Okeanos-Epoch").map_err(|e| server(&addr, e))?,
+            None => 0,
+        };
+        let last_tid = match self.last_on("tx")? {
+            Some((seq, h, p)) => decode_part(seq, &h, &p).map_err(|e| server(&addr, e))?.tid,
+            None => 0,
+        };
+        let quota = (info.config.max_bytes.max(0) as u64) / 8 * 7;
+        self.journal = ServerJournal { epoch, first_tid: 0, last_tid, quota_bytes: quota, used_bytes: info.state.bytes };
+        Ok(())
+    }
+
+    /// The last message on `<stream>.<kind>` from the stream's leader.
+    fn last_on(&self, kind: &str) -> Result<Option<(u64, HeaderMap, Vec<u8>)>, RemoteError> {
+        let subject = format!("{}.{kind}", self.stream);
+        self.rt.block_on(async {
+            let s = self.js.get_stream_no_info(&self.stream).await.map_err(|e| net(&self.addr, e))?;
+            match s.get_last_raw_message_by_subject(&subject).await {
+                Ok(m) => Ok(Some((m.sequence, m.headers, m.payload.to_vec()))),
+                Err(e) if matches!(e.kind(), stream::LastRawMessageErrorKind::NoMessageFound) => Ok(None),
+                Err(e) => Err(net(&self.addr, e)),
+            }
+        })
+    }
+
+    fn publish_error(&self, e: jetstream::context::PublishError) -> RemoteError {
+        let message = e.to_string();
+        match e.kind() {
+            PublishErrorKind::WrongLastSequence => RemoteError::Fenced { addr: self.addr.clone(), message: format!("{message}: another host took the journal over") },
+            PublishErrorKind::TimedOut | PublishErrorKind::BrokenPipe => net(&self.addr, message),
+            _ if message.contains("maximum bytes") => RemoteError::Full { addr: self.addr.clone(), message },
+            _ => server(&self.addr, message),
+        }
+    }
+
+    /// Publishes one message expecting the stream's last sequence to be `sent_seq`.
+    fn publish(&mut self, kind: &str, headers: HeaderMap, payload: Vec<u8>, id: String) -> Result<InFlight, RemoteError> {
+        let expect = self.sent_seq;
+        let message = jetstream::message::PublishMessage::build().headers(headers).payload(payload.into()).message_id(id).expected_last_sequence(expect);
+        let subject = format!("{}.{kind}", self.stream);
+        let ack = self.rt.block_on(self.js.send_publish(subject.clone(), message.clone())).map_err(|e| self.publish_error(e))?;
+        self.sent_seq += 1;
+        Ok(InFlight { ack, subject, message, want: expect + 1 })
+    }
+
+    /// Waits for a message's acknowledgement; a try that times out or loses its connection
+    /// publishes the same message again (deduplicated by its id, still bound to its expected
+    /// last sequence) until the acknowledgement timeout has passed since `since`.
+    fn await_ack(&self, f: InFlight, since: std::time::Instant) -> Result<(), RemoteError> {
+        let InFlight { mut ack, subject, message, want } = f;
+        loop {
+            match self.rt.block_on(async { ack.await }) {
+                Ok(a) if a.sequence == want => return Ok(()),
+                Ok(a) => return Err(server(&self.addr, format!("stored at sequence {} where {want} was expected", a.sequence))),
+                // Lost with its connection, or no stream leader to answer (an election after
+                // the leader died: "no responders"): the same message again, until the
+                // acknowledgement timeout.
+                Err(e) if matches!(e.kind(), PublishErrorKind::TimedOut | PublishErrorKind::BrokenPipe | PublishErrorKind::StreamNotFound) && since.elapsed() < self.timeout => {
+                    if matches!(e.kind(), PublishErrorKind::StreamNotFound) {
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                    ack = self.rt.block_on(self.js.send_publish(subject.clone(), message.clone())).map_err(|e| self.publish_error(e))?;
+                }
+                Err(e) => return Err(self.publish_error(e)),
+            }
+        }
+    }
+
+    /// Every part in the stream, in order (from the leader, one request each: read-after-write
+    /// consistent, unlike a direct get from a replica).
+    pub fn read_parts(&self) -> Result<Vec<Part>, RemoteError> {
+        let addr = self.addr.clone();
+        self.rt.block_on(async {
+            let mut s = self.js.get_stream(&self.stream).await.map_err(|e| net(&addr, e))?;
+            let state = s.info().await.map_err(|e| net(&addr, e))?.state.clone();
+            let mut parts = Vec::new();
+            if state.messages == 0 {
+                return Ok(parts);
+            }
+            for seq in state.first_sequence..=state.last_sequence {
+                match s.get_raw_message(seq).await {
+                    Ok(m) if m.subject.as_str().ends_with(".tx") => parts.push(decode_part(seq, &m.headers, &m.payload).map_err(|e| server(&addr, format!("the journal is damaged: {e}")))?),
+                    Ok(_) => {}
+                    Err(e) if matches!(e.kind(), stream::LastRawMessageErrorKind::NoMessageFound) => {}
+                    Err(e) => return Err(net(&addr, e)),
+                }
+            }
+            Ok(parts)
+        })
+    }
+}
+
+/// What makes a stream unfit to hold a journal; what to change.
+fn check_durable(info: &stream::Info, replicas: usize) -> Result<(), String> {
+    let c = &info.config;
+    let mut wrong = Vec::new();
+    if c.storage != stream::StorageType::File {
+        wrong.push("storage must be file".to_string());
+    }
+    if c.discard != stream::DiscardPolicy::New {
+        wrong.push("discard must be new (old would drop journal records when full)".to_string());
+    }
+    if c.max_bytes <= 0 {
+        wrong.push("max_bytes must be set (the journal's size)".to_string());
+    }
+    if c.num_replicas < replicas {
+        wrong.push(format!("{} replicas, at least {replicas} wanted (or mount with jetstream_replicas={})", c.num_replicas, c.num_replicas));
+    }
+    if !c.deny_delete {
+        wrong.push("deny_delete must be set".to_string());
+    }
+    if c.deny_purge {
+        wrong.push("deny_purge must be off (checkpoints purge)".to_string());
+    }
+    if c.max_age > Duration::ZERO || c.max_messages > 0 {
+        wrong.push("no max_age or max_msgs limit (they would expire journal records)".to_string());
+    }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(wrong.join("; "))
+    }
+}
+
+impl Link for JetStreamLink {
+    fn journal(&self) -> ServerJournal {
+        self.journal
+    }
+
+    fn send_append(&mut self, tid: u64, block_size: u32, blocks: Vec<u8>) -> Result<(), RemoteError> {
+        let chunk = (self.max_part / block_size as usize).max(1) * block_size as usize;
+        let count = blocks.len().div_ceil(chunk).max(1) as u32;
+        let mut futs = Vec::with_capacity(count as usize);
+        let first = self.sent_seq + 1;
+        for (i, part) in blocks.chunks(chunk).enumerate() {
+            let h = part_headers(tid, i as u32, count, block_size, self.epoch, part);
+            let id = format!("{}-{}-{tid}-{i}", self.stream, self.epoch);
+            futs.push(self.publish("tx", h, part.to_vec(), id)?);
+        }
+        self.first_seq.insert(tid, first);
+        self.pending.push_back((tid, futs));
+        Ok(())
+    }
+
+    fn wait_ack(&mut self) -> Result<u64, RemoteError> {
+        let (tid, futs) = self.pending.pop_front().ok_or_else(|| server(&self.addr, "no append in flight"))?;
+        let since = std::time::Instant::now();
+        for f in futs {
+            self.await_ack(f, since)?;
+        }
+        self.journal.last_tid = self.journal.last_tid.max(tid);
+        Ok(tid)
+    }
+
+    fn trim(&mut self, upto: u64) -> Result<u64, RemoteError> {
+        // Below the first sequence of the first transaction still needed (or everything this
+        // writer has stored when none is).
+        let keep_from = self.first_seq.range(upto + 1..).next().map(|(_, s)| *s).unwrap_or(self.sent_seq + 1);
+        let (addr, name) = (self.addr.clone(), self.stream.clone());
+        self.rt.block_on(async {
+            let s = self.js.get_stream_no_info(&name).await.map_err(|e| net(&addr, e))?;
+            s.purge().filter(format!("{name}.tx")).sequence(keep_from).await.map_err(|e| net(&addr, e))?;
+            s.purge().filter(format!("{name}.fence")).keep(1).await.map_err(|e| net(&addr, e))?;
+            Ok::<_, RemoteError>(())
+        })?;
+        self.first_seq = self.first_seq.split_off(&(upto + 1));
+        self.journal.first_tid = upto + 1;
+        Ok(upto + 1)
+    }
+
+    fn read_from(&mut self, from: u64) -> Result<Vec<(u64, u32, Vec<u8>)>, RemoteError> {
+        let parts = self.read_parts()?;
+        let txs = assemble(&parts).map_err(|e| server(&self.addr, format!("the journal is damaged: {e}")))?;
+        for t in &txs {
+            self.first_seq.insert(t.0, t.3);
+        }
+        Ok(txs.into_iter().filter(|t| t.0 >= from).map(|(tid, bs, b, _)| (tid, bs, b)).collect())
+    }
+
+    fn fence(&mut self, epoch: u64) -> Result<u64, RemoteError> {
+        // Retried while other writers race (each try re-reads the stream's last sequence).
+        for _ in 0..5 {
+            self.open_stream_state()?;
+            if epoch <= self.journal.epoch {
+                return Err(RemoteError::Fenced { addr: self.addr.clone(), message: format!("epoch {epoch} is not above the journal's {}", self.journal.epoch) });
+            }
+            let mut h = HeaderMap::new();
+            h.insert("Okeanos-Version", MESSAGE_VERSION.to_string().as_str());
+            h.insert("Okeanos-Epoch", epoch.to_string().as_str());
+            let id = format!("{}-fence-{epoch}", self.stream);
+            let f = self.publish("fence", h, Vec::new(), id)?;
+            match self.await_ack(f, std::time::Instant::now()) {
+                Ok(()) => {
+                    self.epoch = epoch;
+                    self.journal.epoch = epoch;
+                    return Ok(self.journal.last_tid);
+                }
+                Err(RemoteError::Fenced { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(server(&self.addr, "could not fence: other writers kept appending"))
+    }
+}
+
+/// What the tests and `okeanos stat` see of a stream.
+#[derive(Debug, Clone)]
+pub struct StreamReport {
+    pub messages: u64,
+    pub bytes: u64,
+    pub max_bytes: i64,
+    pub replicas: usize,
+    pub first_sequence: u64,
+    pub last_sequence: u64,
+    /// The server leading the stream's replicas.
+    pub leader: Option<String>,
+}
+
+impl JetStreamLink {
+    /// The stream's state and leader, from the servers.
+    pub fn report(&self) -> Result<StreamReport, RemoteError> {
+        let (addr, name) = (self.addr.clone(), self.stream.clone());
+        self.rt.block_on(async {
+            let mut s = self.js.get_stream(&name).await.map_err(|e| net(&addr, e))?;
+            let i = s.info().await.map_err(|e| net(&addr, e))?;
+            Ok(StreamReport {
+                messages: i.state.messages,
+                bytes: i.state.bytes,
+                max_bytes: i.config.max_bytes,
+                replicas: i.config.num_replicas,
+                first_sequence: i.state.first_sequence,
+                last_sequence: i.state.last_sequence,
+                leader: i.cluster.as_ref().and_then(|c| c.leader.clone()),
+            })
+        })
+    }
+
+    /// Publishes a message as it is given, with no expectation (the tests' way to put damage
+    /// into a stream). Returns its sequence.
+    #[doc(hidden)]
+    pub fn publish_raw(&mut self, kind: &str, headers: HeaderMap, payload: Vec<u8>) -> Result<u64, RemoteError> {
+        let subject = format!("{}.{kind}", self.stream);
+        let addr = self.addr.clone();
+        self.rt.block_on(async {
+            let fut = self.js.send_publish(subject, jetstream::message::PublishMessage::build().headers(headers).payload(payload.into())).await.map_err(|e| net(&addr, e))?;
+            Ok(fut.await.map_err(|e| net(&addr, e))?.sequence)
+        })
+    }
+
+    /// Re-reads the stream's last sequence, epoch and last tid.
+    fn open_stream_state(&mut self) -> Result<(), RemoteError> {
+        let (addr, name) = (self.addr.clone(), self.stream.clone());
+        let state = self.rt.block_on(async {
+            let mut s = self.js.get_stream(&name).await.map_err(|e| net(&addr, e))?;
+            Ok::<_, RemoteError>(s.info().await.map_err(|e| net(&addr, e))?.state.clone())
+        })?;
+        self.sent_seq = state.last_sequence;
+        if let Some((_, h, _)) = self.last_on("fence")? {
+            self.journal.epoch = number(&h, "Okeanos-Epoch").map_err(|e| server(&addr, e))?;
+        }
+        if let Some((seq, h, p)) = self.last_on("tx")? {
+            self.journal.last_tid = decode_part(seq, &h, &p).map_err(|e| server(&addr, e))?.tid;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(sequence: u64, tid: u64, index: u32, count: u32) -> Part {
+        Part { sequence, tid, index, count, block_size: 4096, payload: vec![tid as u8; 8] }
+    }
+
+    #[test]
+    fn parts_assemble_and_a_torn_last_transaction_is_dropped() {
+        let parts = [part(1, 5, 0, 1), part(2, 6, 0, 2), part(3, 6, 1, 2), part(4, 7, 0, 3), part(5, 7, 1, 3)];
+        let txs = assemble(&parts).unwrap();
+        assert_eq!(txs.iter().map(|t| (t.0, t.2.len(), t.3)).collect::<Vec<_>>(), vec![(5, 8, 1), (6, 16, 2)]);
+    }
+
+    #[test]
+    fn a_gap_or_a_missing_part_is_damage() {
+        assert!(assemble(&[part(1, 5, 0, 1), part(2, 7, 0, 1)]).unwrap_err().contains("gap"));
+        assert!(assemble(&[part(1, 5, 0, 2), part(2, 6, 0, 1)]).unwrap_err().contains("missing part"));
+        assert!(assemble(&[part(1, 5, 1, 2)]).unwrap_err().contains("without its first"));
+    }
+
+    #[test]
+    fn a_part_is_checked_before_it_is_used() {
+        let payload = vec![7u8; 100];
+        let h = part_headers(9, 0, 1, 4096, 3, &payload);
+        assert_eq!(decode_part(4, &h, &payload).unwrap().tid, 9);
+        let mut bad = payload.clone();
+        bad[50] ^= 1;
+        assert!(decode_part(4, &h, &bad).unwrap_err().contains("checksum"));
+        let mut h2 = h.clone();
+        h2.insert("Okeanos-Part", "2/1");
+        assert!(decode_part(4, &h2, &payload).is_err());
+        let mut h3 = h.clone();
+        h3.insert("Okeanos-Version", "9");
+        assert!(decode_part(4, &h3, &payload).unwrap_err().contains("version"));
+        assert!(decode_part(4, &HeaderMap::new(), &payload).is_err());
+    }
+}
