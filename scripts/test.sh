@@ -31,6 +31,16 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
     fi
 fi
 
+# The JetStream tests start a real 3-node nats-server cluster on 127.0.0.1: a pinned
+# nats-server, built once with Go into ~/.cache/okeanos/tools.
+if [ -z "${OKEANOS_NATS_SERVER:-}" ]; then
+    if nats=$(bash scripts/install-nats.sh); then
+        export OKEANOS_NATS_SERVER="$nats"
+    else
+        echo "nats-server could not be installed: the JetStream tests will fail saying so" >&2
+    fi
+fi
+
 # Build everything first so that compile errors are reported on their own.
 cargo build --workspace --all-targets --locked
 cargo test --workspace --locked -- --test-threads=2

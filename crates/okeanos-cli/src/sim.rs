@@ -51,16 +51,26 @@ pub struct ModelArgs {
     pub journal_model: Option<String>,
     /// Journal placement: external (its own disk, as in the papers), internal, remote (a
     /// journal server over --net with its own --server-model disk; the internal journal is its
-    /// fallback), or dropped (the remote placement sending nothing: the thesis' no-journal
-    /// upper bound, for comparison only).
+    /// fallback), replicated (a JetStream-like log of --replicas servers, each with a
+    /// --server-model disk, acknowledged by a majority), or dropped (the remote placement
+    /// sending nothing: the thesis' no-journal upper bound, for comparison only).
     #[arg(long, default_value = "external")]
     pub journal: String,
     /// The link to the journal server of a remote journal: net-lan or net-wan.
     #[arg(long, default_value = "net-lan")]
     pub net: String,
-    /// The journal server's disk model (remote journal).
+    /// The journal server's disk model (remote journal), each replica's (replicated).
     #[arg(long, default_value = "cheetah15k")]
     pub server_model: String,
+    /// Replicas of a replicated journal (odd, at least 3).
+    #[arg(long, default_value = "3")]
+    pub replicas: usize,
+    /// The replicated log's leader dies at this virtual time (such as 2s)...
+    #[arg(long)]
+    pub leader_loss_at: Option<String>,
+    /// ...and appends wait this long for a new one (an election).
+    #[arg(long, default_value = "5s")]
+    pub election: String,
     /// Seed of the workload's random choices (stream phases).
     #[arg(long, default_value = "1")]
     pub seed: u64,
@@ -161,15 +171,20 @@ impl ModelArgs {
         let (external, remote) = match self.journal.as_str() {
             "external" => (true, None),
             "internal" => (false, None),
-            "remote" | "dropped" => (
-                false,
-                Some(okeanos::sim::world::RemoteConfig {
-                    net: model::preset(&self.net)?,
-                    server_disk: model::preset(&self.server_model)?,
-                    drop_journal: self.journal == "dropped",
-                }),
-            ),
-            x => return Err(format!("--journal {x}: use external, internal, remote or dropped")),
+            "remote" | "dropped" => (false, Some(okeanos::sim::world::RemoteConfig::single(model::preset(&self.net)?, model::preset(&self.server_model)?, self.journal == "dropped"))),
+            "replicated" => {
+                if self.replicas < 3 || self.replicas % 2 == 0 {
+                    return Err(format!("--replicas {}: an odd number, at least 3", self.replicas));
+                }
+                let mut r = okeanos::sim::world::RemoteConfig::single(model::preset(&self.net)?, model::preset(&self.server_model)?, false);
+                r.followers = (1..self.replicas).map(|_| model::preset(&self.server_model)).collect::<Result<_, _>>()?;
+                if let Some(at) = &self.leader_loss_at {
+                    let ns = |s: &str| okeanos::workload::parse_duration(s).map(|d| d.as_nanos() as u64);
+                    r.leader_loss = Some((ns(at)?, ns(&self.election)?));
+                }
+                (false, Some(r))
+            }
+            x => return Err(format!("--journal {x}: use external, internal, remote, replicated or dropped")),
         };
         if !external && self.journal_model.is_some() {
             return Err("--journal-model applies only to an external journal".into());
@@ -236,6 +251,7 @@ impl ModelArgs {
         match (&self.journal_model, self.journal.as_str()) {
             (_, "internal") => format!("sim:{}", self.model),
             (_, "remote") => format!("sim:{}+remote({},{})", self.model, self.net, self.server_model),
+            (_, "replicated") => format!("sim:{}+replicated({}x{},{})", self.model, self.replicas, self.server_model, self.net),
             (_, "dropped") => format!("sim:{}+no journal", self.model),
             (Some(j), _) => format!("sim:{}+{}", self.model, j),
             (None, _) => format!("sim:{}+{}", self.model, self.model),

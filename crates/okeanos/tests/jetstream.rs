@@ -5,9 +5,7 @@
 //! loses nothing acknowledged; every server gone makes the host fall back to its local ring;
 //! checkpoints keep the stream within its max_bytes.
 
-mod nats;
-
-use nats::Cluster;
+use okeanos::remote::nats_cluster::Cluster;
 use okeanos::remote::jetstream::{part_headers, JetStreamLink, JetStreamOptions};
 use okeanos::{MkfsOptions, MountOptions, Okeanos};
 use std::path::Path;
@@ -32,7 +30,8 @@ fn inspect(urls: &str, uuid: &[u8; 16]) -> JetStreamLink {
 
 #[test]
 fn a_file_system_journals_to_jetstream_and_recovers_from_it() {
-    let cluster = Cluster::start(3);
+    let dirc = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(3, dirc.path()).unwrap();
     let urls = cluster.urls();
     for mode in ["ordered", "data", "wasteless+dmeta"] {
         let dir = tempfile::tempdir().unwrap();
@@ -71,7 +70,8 @@ fn a_file_system_journals_to_jetstream_and_recovers_from_it() {
 
 #[test]
 fn a_stream_that_is_not_durable_is_refused_and_damage_is_refused() {
-    let cluster = Cluster::start(3);
+    let dirc = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(3, dirc.path()).unwrap();
     let urls = cluster.urls();
     let dir = tempfile::tempdir().unwrap();
     // One replica only because the user said so; a later mount without saying so refuses it.
@@ -115,7 +115,8 @@ fn a_stream_that_is_not_durable_is_refused_and_damage_is_refused() {
 /// completes another sync; the second host has everything the first synced.
 #[test]
 fn a_fenced_host_never_completes_another_sync() {
-    let cluster = Cluster::start(3);
+    let dirc = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(3, dirc.path()).unwrap();
     let urls = cluster.urls();
     let dir = tempfile::tempdir().unwrap();
     let a_img = dir.path().join("a");
@@ -196,7 +197,8 @@ fn check_acked(fs: &Okeanos, acked: &[(String, Vec<u8>)]) -> usize {
 /// after each election); then a crash. Every acknowledged record is recovered.
 #[test]
 fn the_leader_killed_under_load_loses_nothing_acknowledged() {
-    let mut cluster = Cluster::start(3);
+    let dirc = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::start(3, dirc.path()).unwrap();
     let urls = cluster.urls();
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("img");
@@ -219,8 +221,8 @@ fn the_leader_killed_under_load_loses_nothing_acknowledged() {
             std::thread::sleep(Duration::from_millis(20));
         }
         kills.push((leader, t0.elapsed()));
-        cluster.restart(i);
-        cluster.wait_ready();
+        cluster.restart(i).unwrap();
+        cluster.wait_ready().unwrap();
     }
     std::thread::sleep(Duration::from_millis(1000));
     stop.store(true, Ordering::Relaxed);
@@ -241,7 +243,8 @@ fn the_leader_killed_under_load_loses_nothing_acknowledged() {
 /// lost; with the cluster back, a mount recovers from both in order and returns to the stream.
 #[test]
 fn every_server_gone_falls_back_to_the_local_journal() {
-    let mut cluster = Cluster::start(3);
+    let dirc = tempfile::tempdir().unwrap();
+    let mut cluster = Cluster::start(3, dirc.path()).unwrap();
     let urls = cluster.urls();
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("img");
@@ -268,7 +271,7 @@ fn every_server_gone_falls_back_to_the_local_journal() {
     assert!(waited < Duration::from_secs(4), "a sync waited {waited:?} after the cluster died ({:?} ago)", t0.elapsed());
     drop(probe);
     drop(fs); // a crash, in the local journal
-    cluster.restart_all();
+    cluster.restart_all().unwrap();
     // The servers answer; the stream needs its replicas to elect a leader again (bounded).
     let t = Instant::now();
     let ready = loop {
@@ -299,7 +302,8 @@ fn every_server_gone_falls_back_to_the_local_journal() {
 /// times over, the stream never goes past max_bytes and no append is refused as full.
 #[test]
 fn checkpoints_keep_the_stream_within_max_bytes() {
-    let cluster = Cluster::start(3);
+    let dirc = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(3, dirc.path()).unwrap();
     let urls = cluster.urls();
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("img");

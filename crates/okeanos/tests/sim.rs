@@ -182,7 +182,7 @@ fn the_remote_journal_runs_in_virtual_time() {
     let spec = Multistream { streams: 20, size: 128, rate: Rate::Bits(1e4), sync: SyncKind::Fdatasync, sync_every: 1, duration: Duration::from_secs(5) };
     let run = |net: &str, drop_journal: bool| {
         let mut cfg = world_cfg(ContentConfig::parse("wasteless").unwrap(), false);
-        cfg.remote = Some(okeanos::sim::world::RemoteConfig { net: model::preset(net).unwrap(), server_disk: model::preset("ssd").unwrap(), drop_journal });
+        cfg.remote = Some(okeanos::sim::world::RemoteConfig::single(model::preset(net).unwrap(), model::preset("ssd").unwrap(), drop_journal));
         let w = World::new(cfg, &Default::default()).unwrap();
         multistream::run(w, &spec, 5).unwrap()
     };

@@ -19,7 +19,7 @@ pub enum Target {
     /// The library: an image file (internal journal), with an external journal file, on loop
     /// devices, or with a remote journal on a journal server this benchmark starts on
     /// 127.0.0.1.
-    Engine { external: bool, loopdev: bool, remote: bool, tls: bool },
+    Engine { external: bool, loopdev: bool, remote: bool, tls: bool, nats: Option<NatsSync> },
     Mount(PathBuf),
     Kernel(String),
 }
@@ -29,11 +29,13 @@ pub const KERNEL_KINDS: [&str; 4] = ["ext4-journal", "ext4-ordered", "ext4-write
 impl Target {
     pub fn parse(s: &str) -> Result<Target, String> {
         match s {
-            "engine" | "engine:image" => Ok(Target::Engine { external: false, loopdev: false, remote: false, tls: false }),
-            "engine:external" => Ok(Target::Engine { external: true, loopdev: false, remote: false, tls: false }),
-            "engine:loop" => Ok(Target::Engine { external: true, loopdev: true, remote: false, tls: false }),
-            "engine:remote" => Ok(Target::Engine { external: false, loopdev: false, remote: true, tls: false }),
-            "engine:remote-tls" => Ok(Target::Engine { external: false, loopdev: false, remote: true, tls: true }),
+            "engine" | "engine:image" => Ok(Target::Engine { external: false, loopdev: false, remote: false, tls: false, nats: None }),
+            "engine:external" => Ok(Target::Engine { external: true, loopdev: false, remote: false, tls: false, nats: None }),
+            "engine:loop" => Ok(Target::Engine { external: true, loopdev: true, remote: false, tls: false, nats: None }),
+            "engine:remote" => Ok(Target::Engine { external: false, loopdev: false, remote: true, tls: false, nats: None }),
+            "engine:remote-tls" => Ok(Target::Engine { external: false, loopdev: false, remote: true, tls: true, nats: None }),
+            "engine:jetstream" => Ok(Target::Engine { external: false, loopdev: false, remote: true, tls: false, nats: Some(NatsSync::Always) }),
+            "engine:jetstream-default-fsync" => Ok(Target::Engine { external: false, loopdev: false, remote: true, tls: false, nats: Some(NatsSync::Default) }),
             _ => {
                 if let Some(p) = s.strip_prefix("mount:") {
                     let p = PathBuf::from(p);
@@ -47,7 +49,7 @@ impl Target {
                     }
                     Ok(Target::Kernel(k.to_string()))
                 } else {
-                    Err(format!("unknown target {s:?}: use engine, engine:external, engine:loop, engine:remote, engine:remote-tls, mount:PATH or kernel:ext4-journal|ext4-ordered|ext4-writeback|xfs"))
+                    Err(format!("unknown target {s:?}: use engine, engine:external, engine:loop, engine:remote, engine:remote-tls, engine:jetstream, engine:jetstream-default-fsync, mount:PATH or kernel:ext4-journal|ext4-ordered|ext4-writeback|xfs"))
                 }
             }
         }
@@ -55,6 +57,8 @@ impl Target {
 
     pub fn name(&self) -> String {
         match self {
+            Target::Engine { nats: Some(NatsSync::Always), .. } => "engine:jetstream".into(),
+            Target::Engine { nats: Some(NatsSync::Default), .. } => "engine:jetstream-default-fsync".into(),
             Target::Engine { remote: true, tls: true, .. } => "engine:remote-tls".into(),
             Target::Engine { remote: true, .. } => "engine:remote".into(),
             Target::Engine { loopdev: true, .. } => "engine:loop".into(),
@@ -207,9 +211,9 @@ pub struct Crashed {
 
 pub fn prepare(t: &Target, cfg: Option<ContentConfig>, s: &Setup) -> Result<Box<dyn Env>, String> {
     match t {
-        Target::Engine { external, loopdev, remote, tls } => {
+        Target::Engine { external, loopdev, remote, tls, nats } => {
             let cfg = cfg.ok_or("the engine target needs a mode")?;
-            Ok(Box::new(EngineEnv::new(*external, *loopdev, *remote, *tls, cfg, s)?))
+            Ok(Box::new(EngineEnv::new(*external, *loopdev, *remote, *tls, *nats, cfg, s)?))
         }
         Target::Mount(p) => Ok(Box::new(DirEnv::mount(p)?)),
         Target::Kernel(k) => Ok(Box::new(DirEnv::kernel(k, s)?)),
@@ -234,6 +238,17 @@ pub struct EngineEnv {
     extra: String,
     tmp: Option<tempfile::TempDir>,
     server: Option<ServerProcess>,
+    /// The NATS cluster of engine:jetstream (stopped when dropped, after the file system).
+    _cluster: Option<okeanos::remote::nats_cluster::Cluster>,
+}
+
+/// How the benchmark's NATS cluster syncs (engine:jetstream and its ablation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NatsSync {
+    /// `sync_interval: always`: acknowledged after a quorum's fsync.
+    Always,
+    /// nats-server's default (fsync every two minutes): not durable; a labelled ablation.
+    Default,
 }
 
 /// A journal server this benchmark started (engine:remote): `okeanos journal-server` on
@@ -281,12 +296,13 @@ impl Drop for ServerProcess {
 }
 
 impl EngineEnv {
-    fn new(external: bool, loopdev: bool, remote: bool, tls: bool, cfg: ContentConfig, s: &Setup) -> Result<EngineEnv, String> {
+    fn new(external: bool, loopdev: bool, remote: bool, tls: bool, nats: Option<NatsSync>, cfg: ContentConfig, s: &Setup) -> Result<EngineEnv, String> {
         let mut opts = engine_options(cfg, &s.mount_options)?;
         let bs = 4096u64;
         let mut mkfs = MkfsOptions { journal_blocks: s.journal_bytes / bs, external_journal: external, ..Default::default() };
         let mut extra = s.mount_options.clone();
         let mut server = None;
+        let mut cluster = None;
         let (fs, loops, image, journal, tmp, target) = if loopdev {
             let loops = LoopSet::new(&s.dir, s.fs_bytes, s.journal_bytes)?;
             let fsd: Arc<dyn Device> = Arc::new(FileDevice::open_direct(&loops.fs_dev, true).map_err(|e| e.to_string())?);
@@ -297,7 +313,12 @@ impl EngineEnv {
             (fs, Some(loops), i, j, None, "engine:loop")
         } else {
             let tmp = tempfile::Builder::new().prefix("okeanos-bench-").tempdir_in(&s.dir).map_err(|e| format!("{}: {e}", s.dir.display()))?;
-            if remote {
+            if let Some(sync) = nats {
+                // A 3-node cluster on 127.0.0.1, its stores in the run's directory.
+                let c = okeanos::remote::nats_cluster::Cluster::start_with(3, &tmp.path().join("nats"), sync == NatsSync::Always)?;
+                mkfs.remote_server = Some(c.urls());
+                cluster = Some(c);
+            } else if remote {
                 let cert = tmp.path().join("server-cert.pem");
                 let sp = ServerProcess::start(&tmp.path().join("server"), tls.then_some(cert.as_path()))?;
                 mkfs.remote_server = Some(sp.addr.clone());
@@ -326,11 +347,19 @@ impl EngineEnv {
             let mut o = opts;
             o.journal_path = journal.clone();
             let fs = Okeanos::open(&image, o).map_err(|e| e.to_string())?;
-            (fs, None, image, journal, Some(tmp), if tls { "engine:remote-tls" } else if remote { "engine:remote" } else if external { "engine:external" } else { "engine" })
+            let name = match nats {
+                Some(NatsSync::Always) => "engine:jetstream",
+                Some(NatsSync::Default) => "engine:jetstream-default-fsync",
+                None if tls => "engine:remote-tls",
+                None if remote => "engine:remote",
+                None if external => "engine:external",
+                None => "engine",
+            };
+            (fs, None, image, journal, Some(tmp), name)
         };
         fs.mkdir_path("/bench").map_err(|e| e.to_string())?;
         fs.sync().map_err(|e| e.to_string())?;
-        Ok(EngineEnv { fs, cfg, target: target.into(), loops, image, journal, extra, tmp, server })
+        Ok(EngineEnv { fs, cfg, target: target.into(), loops, image, journal, extra, tmp, server, _cluster: cluster })
     }
 
     fn measure_now(fs: &Okeanos, loops: &Option<LoopSet>) -> Result<Measure, String> {

@@ -12,6 +12,7 @@
 pub mod client;
 pub mod jetstream;
 pub mod memory;
+pub mod nats_cluster;
 pub mod server;
 pub mod store;
 pub mod transport;

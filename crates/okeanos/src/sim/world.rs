@@ -67,12 +67,28 @@ pub struct WorldConfig {
 /// and then on `server_disk` (a sequential write and a flush: the server's fdatasync). The
 /// server's disk time follows the full round trip rather than its first half: the ACK's way
 /// back is counted early, the total is the same.
+///
+/// With `followers` it is a replicated log (JetStream, R = 1 + followers): the leader writes
+/// and flushes on `server_disk` while it forwards the append over `net` to each follower,
+/// which writes and flushes on its own disk; the append is acknowledged when a majority of
+/// the replicas have flushed it. `leader_loss` = (at, election): from virtual time `at` the
+/// leader is gone and appends sent in the next `election` nanoseconds wait for the new one.
 pub struct RemoteConfig {
     pub net: Box<dyn DiskModel>,
     pub server_disk: Box<dyn DiskModel>,
     /// Drop the journal instead of sending it (the thesis' NJ-Ext3, an upper bound: commits
     /// cost nothing, recovery is impossible). For comparisons only.
     pub drop_journal: bool,
+    /// The followers' disks of a replicated log (none: one journal server).
+    pub followers: Vec<Box<dyn DiskModel>>,
+    pub leader_loss: Option<(u64, u64)>,
+}
+
+impl RemoteConfig {
+    /// One journal server.
+    pub fn single(net: Box<dyn DiskModel>, server_disk: Box<dyn DiskModel>, drop_journal: bool) -> Self {
+        RemoteConfig { net, server_disk, drop_journal, followers: Vec::new(), leader_loss: None }
+    }
 }
 
 pub struct World {
@@ -292,10 +308,26 @@ impl World {
         let r = self.remote.as_mut().expect("remote operations come from a remote journal");
         match bytes {
             Some(n) => {
-                let arrived = r.net.submit(now, Op::Write, 0, n);
-                let written = r.server_disk.submit(arrived, Op::Write, self.server_at, n);
+                // During an election nothing answers: the append waits for the new leader.
+                let sent = match r.leader_loss {
+                    Some((at, election)) if now >= at && now < at + election => at + election,
+                    _ => now,
+                };
+                let arrived = r.net.submit(sent, Op::Write, 0, n);
+                let at = self.server_at;
+                let written = r.server_disk.submit(arrived, Op::Write, at, n);
+                let mut flushed = vec![r.server_disk.submit(written, Op::Flush, 0, 0)];
+                for d in r.followers.iter_mut() {
+                    // Forwarded by the leader, stored and flushed, acknowledged back.
+                    let there = r.net.submit(arrived, Op::Write, 0, n);
+                    let w = d.submit(there, Op::Write, at, n);
+                    let f = d.submit(w, Op::Flush, 0, 0);
+                    flushed.push(r.net.submit(f, Op::Flush, 0, 0));
+                }
                 self.server_at = (self.server_at + n) % (r.server_disk.capacity() / 2).max(1 << 20);
-                r.server_disk.submit(written, Op::Flush, 0, 0)
+                flushed.sort_unstable();
+                // A majority of the replicas (the leader among them).
+                flushed[flushed.len() / 2]
             }
             None => r.net.submit(now, Op::Flush, 0, 0),
         }
