@@ -197,3 +197,27 @@ fn the_remote_journal_runs_in_virtual_time() {
     assert_eq!(dropped.during.remote_bytes, 0);
     assert!(dropped.during.sync_latency.p50_us <= a.during.sync_latency.p50_us);
 }
+
+/// The replicated log in the simulator (JetStream-like, R3 acknowledged by a majority): a
+/// sync costs at least what one server's does (the forwarding hop and the second replica's
+/// flush come on top), and a leader lost in the middle stops commits for the election: the
+/// longest sync waits through it.
+#[test]
+fn the_replicated_journal_waits_for_a_majority_and_for_an_election() {
+    let spec = Multistream { streams: 20, size: 128, rate: Rate::Closed, sync: SyncKind::Fdatasync, sync_every: 1, duration: Duration::from_secs(4) };
+    let run = |followers: usize, leader_loss: Option<(u64, u64)>| {
+        let mut cfg = world_cfg(ContentConfig::parse("wasteless").unwrap(), false);
+        let mut r = okeanos::sim::world::RemoteConfig::single(model::preset("net-lan").unwrap(), model::preset("ssd").unwrap(), false);
+        r.followers = (0..followers).map(|_| model::preset("ssd").unwrap()).collect();
+        r.leader_loss = leader_loss;
+        cfg.remote = Some(r);
+        let w = World::new(cfg, &Default::default()).unwrap();
+        multistream::run(w, &spec, 5).unwrap()
+    };
+    let single = run(0, None);
+    let r3 = run(2, None);
+    assert!(r3.during.sync_latency.p50_us > single.during.sync_latency.p50_us, "R3 p50 {} vs one server {}", r3.during.sync_latency.p50_us, single.during.sync_latency.p50_us);
+    let lost = run(2, Some((1_000_000_000, 1_500_000_000)));
+    assert!(lost.during.sync_latency.max_us >= 1_400_000.0, "a sync waited through the election: {:?}", lost.during.sync_latency);
+    assert!(lost.writes < r3.writes * 3 / 4, "{} writes with an election, {} without", lost.writes, r3.writes);
+}
