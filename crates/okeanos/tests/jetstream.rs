@@ -326,3 +326,39 @@ fn checkpoints_keep_the_stream_within_max_bytes() {
     fs.unmount().unwrap();
     eprintln!("the stream held at most {most} of {} bytes", 512 * 4096);
 }
+
+/// NATS security as NATS users have it: the cluster requires an nkey user and TLS; a mount
+/// without the nkey is refused as an authentication error (not a network one), and with the
+/// seed file and the CA it journals and recovers.
+#[test]
+fn nkey_authentication_and_tls_to_the_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let user = nkeys::KeyPair::new_user();
+    let seed = dir.path().join("user.nk");
+    std::fs::write(&seed, user.seed().unwrap()).unwrap();
+    let c = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert, c.cert.pem()).unwrap();
+    std::fs::write(&key, c.key_pair.serialize_pem()).unwrap();
+    let extra = format!("authorization {{ users: [ {{ nkey: \"{}\" }} ] }}\ntls {{ cert_file: \"{}\", key_file: \"{}\" }}\n", user.public_key(), cert.display(), key.display());
+    let cluster = Cluster::start_configured(3, &dir.path().join("nats"), true, &extra).unwrap();
+    let urls = cluster.urls();
+    let img = dir.path().join("img");
+    mkfs(&img, &urls, 1024);
+    let secured = format!("data=data,jetstream_nkey={},jetstream_tls_ca={}", seed.display(), cert.display());
+    // Without the nkey: an authentication error that names the options.
+    match Okeanos::open(&img, opts(&format!("data=data,jetstream_tls_ca={}", cert.display()))) {
+        Err(e) => assert!(e.to_string().contains("jetstream_nkey="), "{e}"),
+        Ok(_) => panic!("mounted without the nkey"),
+    }
+    let fs = Okeanos::open(&img, opts(&secured)).unwrap();
+    let f = fs.create_file("/s").unwrap();
+    f.append(b"secured").unwrap();
+    f.fdatasync().unwrap();
+    drop(f);
+    assert!(fs.counters().remote_bytes > 0);
+    drop(fs); // a crash
+    let fs = Okeanos::open(&img, opts(&secured)).unwrap();
+    assert_eq!(fs.read_path("/s").unwrap(), b"secured");
+    fs.unmount().unwrap();
+}

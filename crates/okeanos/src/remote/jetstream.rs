@@ -232,7 +232,13 @@ impl JetStreamLink {
                 opts = opts.add_root_certificates(ca.clone()).require_tls(true);
             }
             let servers: Vec<async_nats::ServerAddr> = urls.iter().map(|u| u.parse()).collect::<Result<_, _>>().map_err(|e| net(addr, format!("bad NATS URL: {e}")))?;
-            let client = tokio::time::timeout(timeout * 2, opts.connect(servers)).await.map_err(|_| net(addr, "connect timed out"))?.map_err(|e| net(addr, e))?;
+            let client = tokio::time::timeout(timeout * 2, opts.connect(servers)).await.map_err(|_| net(addr, "connect timed out"))?.map_err(|e| {
+                use async_nats::ConnectErrorKind as K;
+                match e.kind() {
+                    K::AuthorizationViolation | K::Authentication | K::Tls => RemoteError::Auth { addr: addr.into(), message: format!("{e} (check jetstream_creds=, jetstream_nkey=, jetstream_tls_ca=)") },
+                    _ => net(addr, e),
+                }
+            })?;
             let mut js = jetstream::new(client);
             js.set_timeout(attempt(timeout));
             Ok::<_, RemoteError>(js)

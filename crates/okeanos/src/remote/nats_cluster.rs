@@ -55,6 +55,11 @@ impl Cluster {
     /// With `sync_always` false the servers keep nats-server's default fsync (every two
     /// minutes): NOT durable, for the benchmark's labelled ablation only.
     pub fn start_with(n: usize, dir: &Path, sync_always: bool) -> Result<Cluster, String> {
+        Cluster::start_configured(n, dir, sync_always, "")
+    }
+
+    /// With `extra` appended to every server's configuration (authorization, tls blocks).
+    pub fn start_configured(n: usize, dir: &Path, sync_always: bool, extra: &str) -> Result<Cluster, String> {
         let bin = nats_server()?;
         let io = |e: std::io::Error| format!("nats cluster in {}: {e}", dir.display());
         let ports: Vec<(u16, u16, u16)> = (0..n).map(|_| Ok::<_, String>((free_port().map_err(io)?, free_port().map_err(io)?, free_port().map_err(io)?))).collect::<Result<_, _>>()?;
@@ -65,6 +70,7 @@ impl Cluster {
             let store = dir.join(&name);
             let conf = dir.join(format!("{name}.conf"));
             let mut text = format!("server_name: {name}\nlisten: 127.0.0.1:{client}\nhttp: 127.0.0.1:{http}\njetstream {{\n  store_dir: \"{}\"\n{}}}\n", store.display(), if sync_always { "  sync_interval: always\n" } else { "" });
+            text += extra;
             if n > 1 {
                 text += &format!("cluster {{\n  name: okeanos-test\n  listen: 127.0.0.1:{route}\n  routes: [{}]\n}}\n", routes.join(", "));
             }
