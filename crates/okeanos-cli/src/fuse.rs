@@ -31,6 +31,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub const STATS_NAME: &str = ".okeanos-stats";
 /// Its inode number: above every real one (those are 32-bit).
 const STATS_INO: u64 = 1 << 40;
+/// The counters in Prometheus' text format (docs/OBSERVABILITY.md), also not listed.
+pub const METRICS_NAME: &str = ".okeanos-metrics";
+const METRICS_INO: u64 = STATS_INO + 1;
 const TTL: Duration = Duration::from_secs(1);
 
 /// How a file handle syncs its writes.
@@ -114,16 +117,41 @@ impl OkeanosFuse {
         let (mode, guarantee) = self.fs.mode();
         v["mode"] = mode.into();
         v["guarantee"] = guarantee.into();
+        v["placement"] = self.fs.placement().into();
         let mut s = serde_json::to_string_pretty(&v).unwrap_or_default().into_bytes();
         s.push(b'\n');
         s
     }
 
-    fn stats_attr(&self) -> FileAttr {
+    /// The Prometheus text of this mount's counters.
+    pub fn metrics_text(fs: &Okeanos) -> String {
+        fs.counters().prometheus(&fs.mode().0, &fs.placement())
+    }
+
+    /// The contents of a virtual file of the root directory.
+    fn virtual_file(&self, ino: u64) -> Option<Vec<u8>> {
+        match ino {
+            STATS_INO => Some(self.stats_json()),
+            METRICS_INO => Some(Self::metrics_text(&self.fs).into_bytes()),
+            _ => None,
+        }
+    }
+
+    fn virtual_ino(name: &OsStr) -> Option<u64> {
+        if name == STATS_NAME {
+            Some(STATS_INO)
+        } else if name == METRICS_NAME {
+            Some(METRICS_INO)
+        } else {
+            None
+        }
+    }
+
+    fn stats_attr(&self, ino: u64) -> FileAttr {
         let now = SystemTime::now();
         FileAttr {
-            ino: INodeNo(STATS_INO),
-            size: self.stats_json().len() as u64,
+            ino: INodeNo(ino),
+            size: self.virtual_file(ino).map_or(0, |c| c.len() as u64),
             blocks: 0,
             atime: now,
             mtime: now,
@@ -188,8 +216,8 @@ impl Filesystem for OkeanosFuse {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        if u64::from(parent) == 1 && name == STATS_NAME {
-            return reply.entry(&Duration::ZERO, &self.stats_attr(), Generation(0));
+        if let Some(v) = Self::virtual_ino(name).filter(|_| u64::from(parent) == 1) {
+            return reply.entry(&Duration::ZERO, &self.stats_attr(v), Generation(0));
         }
         match ino32(parent) {
             Ok(p) => self.entry(self.fs.lookup(p, name.as_bytes()), reply),
@@ -198,8 +226,8 @@ impl Filesystem for OkeanosFuse {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        if u64::from(ino) == STATS_INO {
-            return reply.attr(&Duration::ZERO, &self.stats_attr());
+        if matches!(u64::from(ino), STATS_INO | METRICS_INO) {
+            return reply.attr(&Duration::ZERO, &self.stats_attr(u64::from(ino)));
         }
         match ino32(ino).map(|i| self.fs.getattr(i)) {
             Ok(Ok(a)) => reply.attr(&TTL, &file_attr(&a)),
@@ -317,7 +345,7 @@ impl Filesystem for OkeanosFuse {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        if u64::from(ino) == STATS_INO {
+        if matches!(u64::from(ino), STATS_INO | METRICS_INO) {
             return reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO);
         }
         let Ok(i) = ino32(ino) else { return reply.error(Errno::from_i32(libc::ENOENT)) };
@@ -328,8 +356,7 @@ impl Filesystem for OkeanosFuse {
     }
 
     fn read(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, size: u32, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyData) {
-        if u64::from(ino) == STATS_INO {
-            let s = self.stats_json();
+        if let Some(s) = self.virtual_file(u64::from(ino)) {
             let from = (offset as usize).min(s.len());
             let to = (from + size as usize).min(s.len());
             return reply.data(&s[from..to]);

@@ -3,12 +3,13 @@
 
 mod bench;
 mod fuse;
+mod helpers;
 mod mount;
 mod plot;
 mod report;
 mod sim;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use okeanos::format::superblock::{state, JournalLocation};
 use okeanos::{Device, FileDevice, MkfsOptions, MountOptions, Okeanos};
 use std::path::{Path, PathBuf};
@@ -94,8 +95,9 @@ enum Cmd {
         #[command(subcommand)]
         cmd: JournalCmd,
     },
-    /// Superblock, space, journal state and lifetime counters of an image (--json for JSON);
-    /// for a mount point, the live counters of the mount (JSON).
+    /// Superblock, space, journal state and lifetime counters of an image; for a mount point,
+    /// the live counters of the mount (--json for JSON; Prometheus text is in
+    /// MOUNTPOINT/.okeanos-metrics).
     Stat {
         #[command(flatten)]
         img: ImageArg,
@@ -216,6 +218,19 @@ enum Cmd {
     },
     /// Benchmarks on Okeanos and on Linux file systems: multistream, recovery, mixed.
     Bench(bench::BenchArgs),
+    /// Install the mount(8) helpers (mount -t fuse.okeanos, fstab), shell completions and the
+    /// man page.
+    InstallHelpers {
+        /// Install under this directory instead of / (for packaging).
+        #[arg(long, default_value = "/")]
+        root: PathBuf,
+    },
+    /// Print shell completions (bash, zsh, fish, elvish, powershell).
+    Completions {
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff).
+    Man,
     /// The deterministic simulator: the engine in virtual time on modelled disks; crash fuzzing.
     Sim(sim::SimArgs),
     /// Tables and plots from saved JSON reports (of bench or sim), several merged into one.
@@ -348,6 +363,21 @@ fn plural(n: u64, one: &str, many: &str) -> String {
 }
 
 fn main() -> ExitCode {
+    // Called by mount(8) as mount.fuse.okeanos or mount.okeanos (symlinks to this binary).
+    let argv: Vec<String> = std::env::args().collect();
+    let called = argv.first().map(|a| Path::new(a).file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned())).unwrap_or_default();
+    // mount.fuse3 (what mount -t fuse.okeanos runs when no mount.fuse.okeanos is installed)
+    // runs `okeanos IMAGE MOUNTPOINT -o OPTIONS`: the same helper.
+    let fuse3_form = argv.len() >= 3 && !argv[1].starts_with('-') && Cli::command().find_subcommand(&argv[1]).is_none() && Path::new(&argv[1]).exists() && Path::new(&argv[2]).is_dir();
+    if helpers::HELPER_NAMES.contains(&called.as_str()) || fuse3_form {
+        return match helpers::mount_helper(&argv[1..]) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("{called}: {e}");
+                ExitCode::from(32) // mount(8)'s "mount failure"
+            }
+        };
+    }
     let cli = Cli::parse();
     if !matches!(cli.cmd, Cmd::Mount { .. } | Cmd::Bench(_) | Cmd::JournalServer { .. }) {
         // A closed pipe ends these commands as it ends cat or ls. The mount daemon and the
@@ -417,7 +447,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             let (dev, jdev) = devices_inspect(&img)?;
             journal_dump(dev, jdev)
         }
-        Cmd::Stat { img, .. } if img.image.is_dir() => mount::stat_mounted(&img.image),
+        Cmd::Stat { img, json } if img.image.is_dir() => mount::stat_mounted(&img.image, json),
         Cmd::Mount { img, mountpoint, options, foreground, log } => {
             let options = match &img.journal {
                 Some(j) => format!("{options},journal_path={}", j.display()),
@@ -446,6 +476,9 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             journal_server(&listen, dir, secrets.as_deref(), no_auth, &quota, max_connections, tls)
         }
         Cmd::Bench(args) => bench::run(args),
+        Cmd::InstallHelpers { root } => helpers::install(&root),
+        Cmd::Completions { shell } => helpers::completions(shell),
+        Cmd::Man => helpers::man(),
         Cmd::Sim(args) => sim::run(args),
         Cmd::Report { json, plot, prefix, markdown } => {
             let mut runs = Vec::new();

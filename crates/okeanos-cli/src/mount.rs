@@ -21,16 +21,20 @@ struct FuseOpts {
     writeback_cache: bool,
     allow_other: bool,
     threads: usize,
+    /// Write the counters in Prometheus' text format here every 10 s and at unmount (for
+    /// node_exporter's textfile collector): `metrics_file=PATH`.
+    metrics_file: Option<PathBuf>,
 }
 
 /// Splits `-o` options into engine options and FUSE options.
 fn split_options(opts: &str) -> Result<(MountOptions, FuseOpts), String> {
     let mut engine = Vec::new();
-    let mut f = FuseOpts { writeback_cache: false, allow_other: false, threads: 8 };
+    let mut f = FuseOpts { writeback_cache: false, allow_other: false, threads: 8, metrics_file: None };
     for item in opts.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         match item.split_once('=').map_or((item, None), |(k, v)| (k, Some(v))) {
             ("writeback_cache", None) => f.writeback_cache = true,
             ("allow_other", None) => f.allow_other = true,
+            ("metrics_file", Some(v)) if !v.is_empty() => f.metrics_file = Some(PathBuf::from(v)),
             ("threads", Some(v)) => f.threads = v.parse().ok().filter(|&n| (1..=64).contains(&n)).ok_or_else(|| format!("threads={v}: use 1 to 64"))?,
             _ => engine.push(item),
         }
@@ -161,13 +165,43 @@ fn serve(image: &Path, mnt: &Path, opts: MountOptions, fopts: FuseOpts) -> Resul
     });
     eprintln!("okeanos: {} mounted on {}", image.display(), mnt.display());
     report_ready("ok");
+    let stop_metrics = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let metrics = fopts.metrics_file.clone().map(|path| {
+        let (fs, stop) = (engine.clone(), stop_metrics.clone());
+        std::thread::spawn(move || {
+            let mut last = Instant::now() - Duration::from_secs(60);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if last.elapsed() >= Duration::from_secs(10) {
+                    write_metrics(&path, &OkeanosFuse::metrics_text(&fs));
+                    last = Instant::now();
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        })
+    });
     let served = session.run();
+    stop_metrics.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(t) = metrics {
+        let _ = t.join();
+    }
+    let final_metrics = OkeanosFuse::metrics_text(&engine);
     let unmounted = engine.unmount();
+    if let Some(path) = &fopts.metrics_file {
+        write_metrics(path, &final_metrics);
+    }
     let _ = std::fs::remove_file(pid_file(mnt));
     served.map_err(|e| format!("serving {}: {e}", mnt.display()))?;
     unmounted.map_err(|e| format!("unmounting the engine: {e}"))?;
     eprintln!("okeanos: {} unmounted cleanly", mnt.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// Replaces the metrics file atomically (a reader never sees half of it).
+fn write_metrics(path: &Path, text: &str) {
+    let tmp = path.with_extension("prom.tmp");
+    if let Err(e) = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path)) {
+        eprintln!("okeanos: metrics file {}: {e}", path.display());
+    }
 }
 
 fn redirect_stderr(path: &Path) -> Result<(), String> {
@@ -284,10 +318,75 @@ pub fn umount(mnt: &Path) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Prints the counters of a mounted file system.
-pub fn stat_mounted(mnt: &Path) -> Result<ExitCode, String> {
+/// Prints the counters of a mounted file system: a readable summary, or the JSON the mount
+/// serves with `json`.
+pub fn stat_mounted(mnt: &Path, json: bool) -> Result<ExitCode, String> {
     let p = mnt.join(crate::fuse::STATS_NAME);
     let s = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e} (is it an Okeanos mount?)", p.display()))?;
-    print!("{s}");
+    if json {
+        print!("{s}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let v: serde_json::Value = serde_json::from_str(&s).map_err(|e| format!("{}: {e}", p.display()))?;
+    print!("{}", summary(&v));
     Ok(ExitCode::SUCCESS)
+}
+
+/// Bytes in binary units with one decimal (as df -h).
+pub fn human(b: f64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut x = b;
+    let mut u = 0;
+    while x >= 1024.0 && u + 1 < units.len() {
+        x /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{x:.0} {}", units[0])
+    } else {
+        format!("{x:.1} {}", units[u])
+    }
+}
+
+/// Microseconds as µs or ms.
+fn dur(us: f64) -> String {
+    if us >= 1000.0 {
+        format!("{:.2} ms", us / 1000.0)
+    } else {
+        format!("{us:.0} µs")
+    }
+}
+
+/// The readable form of a mount's counters.
+fn summary(v: &serde_json::Value) -> String {
+    let n = |k: &str| v[k].as_f64().unwrap_or(0.0);
+    let l = &v["sync_latency"];
+    let lat = |k: &str| l[k].as_f64().unwrap_or(0.0);
+    let payload = n("payload_bytes");
+    let per = |b: f64| if payload > 0.0 { format!(" ({:.1} per payload byte)", b / payload) } else { String::new() };
+    let mut o = String::new();
+    use std::fmt::Write;
+    let _ = writeln!(o, "mode          {} — {}", v["mode"].as_str().unwrap_or("?"), v["guarantee"].as_str().unwrap_or(""));
+    let _ = writeln!(o, "journal       {}", v["placement"].as_str().unwrap_or("?"));
+    let _ = writeln!(o, "syncs         {:.0}, {:.1} per commit; latency p50 {}, p99 {}, p99.9 {}, max {}", n("syncs"), n("syncs_per_commit"), dur(lat("p50_us")), dur(lat("p99_us")), dur(lat("p999_us")), dur(lat("max_us")));
+    let _ = writeln!(o, "commits       {:.0} ({:.1} journal blocks each), checkpoints {:.0}", n("commits"), n("journal_blocks_per_commit"), n("checkpoints"));
+    let _ = writeln!(o, "written       {} by programs; journal {}{}; final location {}{}", human(payload), human(n("journal_bytes")), per(n("journal_bytes")), human(n("final_bytes")), per(n("final_bytes")));
+    for (name, key) in [("fs device", "fs_device"), ("journal dev", "journal_device")] {
+        let d = &v[key];
+        if d.is_object() {
+            let _ = writeln!(o, "{name:<13} {} written in {} writes, {} flushes", human(d["bytes_written"].as_f64().unwrap_or(0.0)), d["writes"].as_u64().unwrap_or(0), d["flushes"].as_u64().unwrap_or(0));
+        }
+    }
+    if n("remote_bytes") > 0.0 || n("fallbacks") > 0.0 {
+        let _ = writeln!(o, "remote        {} sent, {:.0} fallbacks", human(n("remote_bytes")), n("fallbacks"));
+    }
+    match v["recovery"].as_object() {
+        Some(r) => {
+            let _ = writeln!(o, "recovery      {} transactions, {} blocks replayed at this mount", r.get("transactions").and_then(|x| x.as_u64()).unwrap_or(0), r.get("blocks_replayed").and_then(|x| x.as_u64()).unwrap_or(0));
+        }
+        None => {
+            let _ = writeln!(o, "recovery      none needed (the image was clean)");
+        }
+    }
+    o
 }

@@ -2,6 +2,8 @@
 
 use std::process::{Command, Output};
 
+const BIN: &str = env!("CARGO_BIN_EXE_okeanos");
+
 fn okeanos(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_okeanos")).args(args).output().expect("run okeanos")
 }
@@ -372,4 +374,25 @@ fn mkfs_with_a_remote_journal() {
     let o = okeanos(&["mkdir", p, "/d"]);
     assert!(!o.status.success() && text(&o).contains("cannot be mounted without it"), "{}", text(&o));
     assert!(okeanos(&["fsck", "-n", p]).status.success());
+}
+
+/// Completions and the man page come from the CLI itself; install-helpers puts the mount(8)
+/// helpers (symlinks to this binary), the completions and the man page under --root.
+#[test]
+fn completions_man_page_and_install_helpers() {
+    let bash = Command::new(BIN).args(["completions", "bash"]).output().unwrap();
+    let text = String::from_utf8_lossy(&bash.stdout);
+    assert!(bash.status.success() && text.contains("journal-server") && text.contains("mkfs"), "{text}");
+    let man = Command::new(BIN).arg("man").output().unwrap();
+    assert!(man.status.success() && String::from_utf8_lossy(&man.stdout).contains(".TH okeanos"));
+    let root = tempfile::tempdir().unwrap();
+    let o = Command::new(BIN).args(["install-helpers", "--root"]).arg(root.path()).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for name in ["mount.fuse.okeanos", "mount.okeanos"] {
+        let link = std::fs::read_link(root.path().join("sbin").join(name)).unwrap();
+        assert_eq!(link, std::fs::canonicalize(BIN).unwrap(), "{name}");
+    }
+    for f in ["usr/share/bash-completion/completions/okeanos", "usr/share/zsh/vendor-completions/_okeanos", "usr/share/man/man8/okeanos.8"] {
+        assert!(std::fs::metadata(root.path().join(f)).unwrap().len() > 100, "{f}");
+    }
 }

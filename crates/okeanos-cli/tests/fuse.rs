@@ -387,3 +387,111 @@ fn a_bad_image_fails_the_mount_at_once_with_its_own_message() {
     let err2 = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err2.contains("unknown data mode") && !err2.contains("not an Okeanos structure"), "{err2}");
 }
+
+/// Waits (bounded) until no daemon holds `img`, then returns `okeanos stat IMG`'s output.
+fn settled_stat(img: &Path) -> String {
+    let t0 = Instant::now();
+    loop {
+        let o = Command::new(BIN).arg("stat").arg(img).output().unwrap();
+        let s = String::from_utf8_lossy(&o.stdout).into_owned();
+        if !s.contains("in use") || t0.elapsed() > Duration::from_secs(60) {
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// mount(8) and fstab, as Linux users mount: `mount -t fuse.okeanos IMG MNT -o ...` (through
+/// /sbin/mount.fuse.okeanos), `umount MNT` (the daemon commits,
+/// checkpoints and marks the image clean), and an fstab line with fstab-only options
+/// (`mount -T FSTAB MNT`); and the helper called by its own name, as /sbin/mount.fuse.okeanos.
+#[test]
+fn mount_8_fstab_and_the_mount_helper() {
+    if !fuse_usable() || unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipping: needs root and /dev/fuse");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img.okfs");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    assert!(Command::new(BIN).args(["mkfs", "--size", "64M"]).arg(&img).output().unwrap().status.success());
+    // mount(8) runs /sbin/mount.fuse.okeanos (what `okeanos install-helpers` installs): put
+    // this build there for the test, and take it away after.
+    struct Helper(Option<PathBuf>);
+    impl Drop for Helper {
+        fn drop(&mut self) {
+            if let Some(p) = &self.0 {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+    let sbin = Path::new("/sbin/mount.fuse.okeanos");
+    let _helper = match std::fs::symlink_metadata(sbin) {
+        Ok(_) => {
+            eprintln!("skipping: {} exists already (an installed okeanos); not replacing it", sbin.display());
+            return;
+        }
+        Err(_) => {
+            std::os::unix::fs::symlink(BIN, sbin).unwrap();
+            Helper(Some(sbin.to_path_buf()))
+        }
+    };
+    let path = std::env::var("PATH").unwrap_or_default();
+    let o = Command::new("mount").env("PATH", &path).args(["-t", "fuse.okeanos"]).arg(&img).arg(&mnt).args(["-o", "data=wasteless,dmeta"]).output().unwrap();
+    assert!(o.status.success(), "mount: {} {}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(mounted(&mnt));
+    std::fs::write(mnt.join("a"), b"through mount(8)").unwrap();
+    let stat = Command::new(BIN).arg("stat").arg(&mnt).output().unwrap();
+    let text = String::from_utf8_lossy(&stat.stdout);
+    assert!(text.contains("mode          wasteless+dmeta") && text.contains("syncs"), "{text}");
+    let prom = std::fs::read_to_string(mnt.join(".okeanos-metrics")).unwrap();
+    assert!(prom.contains("# TYPE okeanos_syncs_total counter") && prom.contains("placement=\"internal\""), "{prom}");
+    assert!(Command::new("umount").arg(&mnt).status().unwrap().success());
+    let s = settled_stat(&img);
+    assert!(s.contains("clean"), "after umount: {s}");
+    // An fstab line with options only mount(8) understands.
+    let fstab = dir.path().join("fstab");
+    std::fs::write(&fstab, format!("{} {} fuse.okeanos data=wasteless,noauto,nofail,x-systemd.automount,_netdev 0 0\n", img.display(), mnt.display())).unwrap();
+    let o = Command::new("mount").env("PATH", &path).arg("-T").arg(&fstab).arg(&mnt).output().unwrap();
+    assert!(o.status.success(), "mount from fstab: {}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read(mnt.join("a")).unwrap(), b"through mount(8)");
+    assert!(Command::new("umount").arg(&mnt).status().unwrap().success());
+    settled_stat(&img);
+    // The helper by its own name (what install-helpers puts in /sbin).
+    let helper = dir.path().join("mount.fuse.okeanos");
+    std::os::unix::fs::symlink(BIN, &helper).unwrap();
+    let o = Command::new(&helper).arg(&img).arg(&mnt).args(["-o", "rw,defaults,data=data"]).output().unwrap();
+    assert!(o.status.success(), "helper: {}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read(mnt.join("a")).unwrap(), b"through mount(8)");
+    let json: serde_json::Value = serde_json::from_slice(&Command::new(BIN).args(["stat", "--json"]).arg(&mnt).output().unwrap().stdout).unwrap();
+    assert_eq!(json["mode"], "data");
+    assert!(Command::new(BIN).arg("umount").arg(&mnt).status().unwrap().success());
+    // A bad option is refused by the helper with mount(8)'s failure status.
+    let o = Command::new(&helper).arg(&img).arg(&mnt).args(["-o", "data=bogus"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(32), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("bogus"));
+}
+
+/// The daemon writes its Prometheus metrics to `metrics_file=` (atomically; again at unmount).
+#[test]
+fn the_daemon_writes_a_metrics_file() {
+    if !fuse_usable() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img.okfs");
+    assert!(Command::new(BIN).args(["mkfs", "--size", "64M"]).arg(&img).output().unwrap().status.success());
+    let prom = dir.path().join("okeanos.prom");
+    let m = Mount::new(&img, &dir.path().join("mnt"), &format!("metrics_file={}", prom.display()));
+    let mut f = std::fs::OpenOptions::new().create(true).write(true).open(dir.path().join("mnt/x")).unwrap();
+    for _ in 0..10 {
+        f.write_all(&[1u8; 128]).unwrap();
+        f.sync_data().unwrap();
+    }
+    drop(f);
+    m.unmount();
+    let text = std::fs::read_to_string(&prom).unwrap();
+    let syncs: f64 = text.lines().find_map(|l| l.strip_prefix("okeanos_syncs_total ")).unwrap().parse().unwrap();
+    assert!(syncs >= 10.0, "{text}");
+}

@@ -264,3 +264,124 @@ impl Counters {
         }
     }
 }
+
+/// The metric names of [`Counters::prometheus`] with their help text (docs/OBSERVABILITY.md).
+pub const METRICS: &[(&str, &str, &str)] = &[
+    ("okeanos_syncs_total", "counter", "fsync and fdatasync calls that completed"),
+    ("okeanos_commits_total", "counter", "journal transactions committed"),
+    ("okeanos_checkpoints_total", "counter", "checkpoints completed"),
+    ("okeanos_fallbacks_total", "counter", "times a remote journal fell back to the local journal"),
+    ("okeanos_payload_bytes_total", "counter", "bytes written by programs"),
+    ("okeanos_journal_bytes_total", "counter", "journal bytes written (or sent to a journal server)"),
+    ("okeanos_final_bytes_total", "counter", "bytes written to their final location"),
+    ("okeanos_remote_bytes_total", "counter", "journal bytes sent to a journal server or stream"),
+    ("okeanos_block_bytes_total", "counter", "bytes written, by kind of block (label kind)"),
+    ("okeanos_blocks_total", "counter", "blocks written, by kind (label kind)"),
+    ("okeanos_device_bytes_written_total", "counter", "bytes the engine wrote to a device (label device: fs or journal)"),
+    ("okeanos_device_flushes_total", "counter", "flushes the engine issued to a device (label device)"),
+    ("okeanos_sync_latency_seconds", "summary", "latency of a sync, from the call to its return"),
+    ("okeanos_syncs_per_commit", "gauge", "syncs a commit served, on average (group commit)"),
+    ("okeanos_recovered_transactions", "gauge", "transactions replayed at this mount"),
+    ("okeanos_journal_info", "gauge", "1, with the content policy and where the journal is (labels mode, placement)"),
+];
+
+impl Counters {
+    /// The counters in the Prometheus text exposition format (version 0.0.4). `mode` and
+    /// `placement` become labels of `okeanos_journal_info`.
+    pub fn prometheus(&self, mode: &str, placement: &str) -> String {
+        use std::fmt::Write;
+        let mut o = String::new();
+        let help = |o: &mut String, name: &str| {
+            if let Some((_, kind, text)) = METRICS.iter().find(|m| m.0 == name) {
+                let _ = writeln!(o, "# HELP {name} {text}\n# TYPE {name} {kind}");
+            }
+        };
+        let esc = |v: &str| v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
+        for (name, v) in [
+            ("okeanos_syncs_total", self.syncs),
+            ("okeanos_commits_total", self.commits),
+            ("okeanos_checkpoints_total", self.checkpoints),
+            ("okeanos_fallbacks_total", self.fallbacks),
+            ("okeanos_payload_bytes_total", self.payload_bytes),
+            ("okeanos_journal_bytes_total", self.journal_bytes),
+            ("okeanos_final_bytes_total", self.final_bytes),
+            ("okeanos_remote_bytes_total", self.remote_bytes),
+        ] {
+            help(&mut o, name);
+            let _ = writeln!(o, "{name} {v}");
+        }
+        let kinds = [
+            ("descriptor", &self.descriptor),
+            ("commit", &self.commit),
+            ("revoke", &self.revoke),
+            ("multiwrite", &self.multiwrite),
+            ("journal_data", &self.journal_data),
+            ("journal_meta", &self.journal_meta),
+            ("journal_super", &self.journal_super),
+            ("final_data", &self.final_data),
+            ("final_meta", &self.final_meta),
+        ];
+        help(&mut o, "okeanos_block_bytes_total");
+        for (k, c) in kinds {
+            let _ = writeln!(o, "okeanos_block_bytes_total{{kind=\"{k}\"}} {}", c.bytes);
+        }
+        help(&mut o, "okeanos_blocks_total");
+        for (k, c) in kinds {
+            let _ = writeln!(o, "okeanos_blocks_total{{kind=\"{k}\"}} {}", c.blocks);
+        }
+        let devices = [("fs", Some(&self.fs_device)), ("journal", self.journal_device.as_ref())];
+        help(&mut o, "okeanos_device_bytes_written_total");
+        for (d, st) in devices {
+            if let Some(st) = st {
+                let _ = writeln!(o, "okeanos_device_bytes_written_total{{device=\"{d}\"}} {}", st.bytes_written);
+            }
+        }
+        help(&mut o, "okeanos_device_flushes_total");
+        for (d, st) in devices {
+            if let Some(st) = st {
+                let _ = writeln!(o, "okeanos_device_flushes_total{{device=\"{d}\"}} {}", st.flushes);
+            }
+        }
+        let l = &self.sync_latency;
+        help(&mut o, "okeanos_sync_latency_seconds");
+        for (q, us) in [("0.5", l.p50_us), ("0.99", l.p99_us), ("0.999", l.p999_us), ("1", l.max_us)] {
+            let _ = writeln!(o, "okeanos_sync_latency_seconds{{quantile=\"{q}\"}} {}", us / 1e6);
+        }
+        let _ = writeln!(o, "okeanos_sync_latency_seconds_sum {}", l.mean_us * l.count as f64 / 1e6);
+        let _ = writeln!(o, "okeanos_sync_latency_seconds_count {}", l.count);
+        help(&mut o, "okeanos_syncs_per_commit");
+        let _ = writeln!(o, "okeanos_syncs_per_commit {}", self.syncs_per_commit);
+        help(&mut o, "okeanos_recovered_transactions");
+        let _ = writeln!(o, "okeanos_recovered_transactions {}", self.recovery.as_ref().map_or(0, |r| r.transactions));
+        help(&mut o, "okeanos_journal_info");
+        let _ = writeln!(o, "okeanos_journal_info{{mode=\"{}\",placement=\"{}\"}} 1", esc(mode), esc(placement));
+        o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every line is a comment or `name{labels} value` with a number, and every metric has
+    /// its HELP and TYPE.
+    #[test]
+    fn the_prometheus_text_is_well_formed() {
+        let mut c = Counters { syncs: 7, commits: 3, ..Default::default() };
+        c.sync_latency = Latency { count: 7, mean_us: 100.0, p50_us: 90.0, p99_us: 300.0, p999_us: 400.0, max_us: 500.0 };
+        let t = c.prometheus("data=wasteless+dmeta", "remote, \"fallen\" back");
+        for line in t.lines() {
+            if line.starts_with('#') {
+                continue;
+            }
+            let (name, value) = line.rsplit_once(' ').unwrap();
+            assert!(value.parse::<f64>().is_ok(), "{line}");
+            let base = name.split('{').next().unwrap().trim_end_matches("_sum").trim_end_matches("_count");
+            assert!(METRICS.iter().any(|m| m.0 == base), "{base} undocumented");
+            assert!(t.contains(&format!("# TYPE {base} ")), "{base} has no TYPE");
+        }
+        assert!(t.contains("okeanos_syncs_total 7\n"));
+        assert!(t.contains("okeanos_sync_latency_seconds{quantile=\"0.99\"} 0.0003\n"));
+        assert!(t.contains("placement=\"remote, \\\"fallen\\\" back\""), "{t}");
+    }
+}

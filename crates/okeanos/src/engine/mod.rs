@@ -709,6 +709,12 @@ impl Okeanos {
     }
 
     /// The content policy's name and guarantee.
+    /// Where the journal is now: "internal", "external", "remote", or "remote, fallen back to
+    /// the internal journal".
+    pub fn placement(&self) -> String {
+        self.lock().fs.journal.placement.name().to_string()
+    }
+
     pub fn mode(&self) -> (String, &'static str) {
         let core = self.lock();
         (core.fs.journal.policy.name(), core.fs.journal.policy.guarantee())
