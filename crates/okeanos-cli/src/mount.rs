@@ -16,6 +16,28 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+/// Logs one line of the daemon: to stderr (the per-mount log file of a detached daemon, or the
+/// terminal with -f), and to syslog (the system journal on systemd machines) when the
+/// machine has one (/dev/log), tagged `okeanos[PID]` with the mount point.
+fn say(msg: &str) {
+    eprintln!("okeanos: {msg}");
+    static OPENED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let syslog = *OPENED.get_or_init(|| {
+        let present = Path::new("/dev/log").exists();
+        if present {
+            // SAFETY: openlog keeps the pointer: a 'static C string.
+            unsafe { libc::openlog(c"okeanos".as_ptr(), libc::LOG_PID, libc::LOG_DAEMON) };
+        }
+        present
+    });
+    if syslog {
+        if let Ok(c) = std::ffi::CString::new(msg.replace('\0', " ")) {
+            // SAFETY: a fixed "%s" format with one valid C string argument.
+            unsafe { libc::syslog(libc::LOG_INFO, c"%s".as_ptr(), c.as_ptr()) };
+        }
+    }
+}
+
 /// Options that belong to the FUSE layer rather than the engine.
 struct FuseOpts {
     writeback_cache: bool,
@@ -130,6 +152,9 @@ pub fn mount(image: &Path, mnt: &Path, options: &str, foreground: bool, log: Opt
         Ok(code) => Ok(code),
         Err(e) => {
             report_ready(&format!("error: {e}"));
+            if Path::new("/dev/log").exists() {
+                say(&format!("error: {e}"));
+            }
             Err(e)
         }
     }
@@ -140,7 +165,7 @@ fn serve(image: &Path, mnt: &Path, opts: MountOptions, fopts: FuseOpts) -> Resul
     let ro = opts.read_only;
     let fs = Okeanos::open(image, opts).map_err(|e| format!("{}: {e}", image.display()))?;
     if let Some(r) = fs.counters().recovery {
-        eprintln!("okeanos: recovered {} transactions ({} blocks) from the journal", r.transactions, r.blocks_replayed);
+        say(&format!("{}: recovered {} transactions ({} blocks) from the journal", image.display(), r.transactions, r.blocks_replayed));
     }
     let mut config = Config::default();
     config.mount_options = vec![MountOption::FSName(format!("okeanos:{}", image.display())), MountOption::Subtype("okeanos".into()), MountOption::DefaultPermissions];
@@ -159,11 +184,11 @@ fn serve(image: &Path, mnt: &Path, opts: MountOptions, fopts: FuseOpts) -> Resul
     let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT]).map_err(|e| e.to_string())?;
     std::thread::spawn(move || {
         if signals.forever().next().is_some() {
-            eprintln!("okeanos: signal received, unmounting");
+            say("signal received, unmounting");
             let _ = unmounter.unmount();
         }
     });
-    eprintln!("okeanos: {} mounted on {}", image.display(), mnt.display());
+    say(&format!("{} mounted on {}", image.display(), mnt.display()));
     report_ready("ok");
     let stop_metrics = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let metrics = fopts.metrics_file.clone().map(|path| {
@@ -192,7 +217,7 @@ fn serve(image: &Path, mnt: &Path, opts: MountOptions, fopts: FuseOpts) -> Resul
     let _ = std::fs::remove_file(pid_file(mnt));
     served.map_err(|e| format!("serving {}: {e}", mnt.display()))?;
     unmounted.map_err(|e| format!("unmounting the engine: {e}"))?;
-    eprintln!("okeanos: {} unmounted cleanly", mnt.display());
+    say(&format!("{} unmounted cleanly", mnt.display()));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -200,7 +225,7 @@ fn serve(image: &Path, mnt: &Path, opts: MountOptions, fopts: FuseOpts) -> Resul
 fn write_metrics(path: &Path, text: &str) {
     let tmp = path.with_extension("prom.tmp");
     if let Err(e) = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path)) {
-        eprintln!("okeanos: metrics file {}: {e}", path.display());
+        say(&format!("metrics file {}: {e}", path.display()));
     }
 }
 

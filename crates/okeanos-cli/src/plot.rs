@@ -37,7 +37,7 @@ impl Metric {
         match self {
             Metric::Journal => r.journal_mb_s,
             Metric::Final => r.final_mb_s,
-            Metric::Latency => Some(r.sync_latency_us.mean / 1e3).filter(|&v| v > 0.0),
+            Metric::Latency => Some(r.sync_latency_us.p50 / 1e3).filter(|&v| v > 0.0),
         }
     }
     fn name(self) -> &'static str {
@@ -51,7 +51,7 @@ impl Metric {
         match self {
             Metric::Journal => "journal throughput (MB/s)",
             Metric::Final => "final-location throughput (MB/s)",
-            Metric::Latency => "mean sync latency (ms, log scale)",
+            Metric::Latency => "sync latency (ms, log scale): p50 solid, p99 dashed",
         }
     }
 }
@@ -75,7 +75,9 @@ pub fn plot_multistream(dir: &Path, prefix: &str, runs: &[Run]) -> Result<Vec<Pa
         for metric in [Metric::Journal, Metric::Final, Metric::Latency] {
             let stem = format!("{prefix}-{size}B-{}-{}", rate.replace('/', "per"), metric.name());
             let how = if rate == "closed" { "in a closed loop".to_string() } else { format!("at {rate}/s per stream") };
-            let title = format!("{prefix}: {size}-byte writes {how}");
+            let targets: std::collections::BTreeSet<&str> = group.iter().map(|r| r.target.as_str()).collect();
+            let on = targets.into_iter().collect::<Vec<_>>().join(", ");
+            let title = format!("{prefix} on {on}: {size}-byte writes {how}");
             let svg = chart(&title, metric, &group)?;
             let svg_path = dir.join(format!("{stem}.svg"));
             std::fs::write(&svg_path, &svg).map_err(|e| format!("{}: {e}", svg_path.display()))?;
@@ -100,16 +102,21 @@ fn label(r: &Run, group: &[&Run]) -> String {
 
 fn chart(title: &str, metric: Metric, group: &[&Run]) -> Result<String, String> {
     let mut lines: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+    // The latency chart's second line per mode: p99, dashed.
+    let mut p99: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for r in group {
         if let Some(y) = metric.get(r) {
             lines.entry(label(r, group)).or_default().push((r.streams as f64, y));
         }
+        if matches!(metric, Metric::Latency) && r.sync_latency_us.p99 > 0.0 {
+            p99.entry(label(r, group)).or_default().push((r.streams as f64, r.sync_latency_us.p99 / 1e3));
+        }
     }
-    for pts in lines.values_mut() {
+    for pts in lines.values_mut().chain(p99.values_mut()) {
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
     let xs: Vec<f64> = lines.values().flatten().map(|p| p.0).collect();
-    let ys: Vec<f64> = lines.values().flatten().map(|p| p.1).collect();
+    let ys: Vec<f64> = lines.values().chain(p99.values()).flatten().map(|p| p.1).collect();
     let (xmin, xmax) = (xs.iter().cloned().fold(f64::MAX, f64::min).max(1.0), xs.iter().cloned().fold(1.0, f64::max));
     let ymax = ys.iter().cloned().fold(0.0, f64::max);
     let ymin_pos = ys.iter().cloned().filter(|&y| y > 0.0).fold(f64::MAX, f64::min);
@@ -123,7 +130,14 @@ fn chart(title: &str, metric: Metric, group: &[&Run]) -> Result<String, String> 
         macro_rules! draw {
             ($chart:expr) => {{
                 let mut c = $chart;
-                c.configure_mesh().x_label_formatter(&|v: &f64| format!("{}", v.round() as u64)).x_desc("streams (log scale)").y_desc(metric.axis()).label_style(("sans-serif", 13)).draw().map_err(|e| e.to_string())?;
+                c.configure_mesh()
+                    .x_label_formatter(&|v: &f64| format!("{}", v.round() as u64))
+                    .y_label_formatter(&|v: &f64| significant(*v))
+                    .x_desc("streams (log scale)")
+                    .y_desc(metric.axis())
+                    .label_style(("sans-serif", 13))
+                    .draw()
+                    .map_err(|e| e.to_string())?;
                 for (i, (name, pts)) in lines.iter().enumerate() {
                     let color = COLORS[i % COLORS.len()];
                     c.draw_series(LineSeries::new(pts.iter().cloned(), color.stroke_width(2)))
@@ -131,6 +145,10 @@ fn chart(title: &str, metric: Metric, group: &[&Run]) -> Result<String, String> 
                         .label(name.as_str())
                         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
                     c.draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(|e| e.to_string())?;
+                    if let Some(q) = p99.get(name) {
+                        c.draw_series(DashedLineSeries::new(q.iter().cloned(), 6, 4, color.stroke_width(2))).map_err(|e| e.to_string())?;
+                        c.draw_series(q.iter().map(|&p| TriangleMarker::new(p, 4, color.filled()))).map_err(|e| e.to_string())?;
+                    }
                 }
                 c.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).label_font(("sans-serif", 13)).position(SeriesLabelPosition::UpperLeft).draw().map_err(|e| e.to_string())?;
             }};
@@ -145,6 +163,21 @@ fn chart(title: &str, metric: Metric, group: &[&Run]) -> Result<String, String> 
         root.present().map_err(|e| e.to_string())?;
     }
     Ok(svg)
+}
+
+/// A tick label with two significant digits and no trailing zeros: 0.05, 0.25, 1.5, 20, 300
+/// (log-scale ticks below 1 ms stay readable and distinct).
+fn significant(v: f64) -> String {
+    if v <= 0.0 || !v.is_finite() {
+        return "0".into();
+    }
+    let decimals = (1 - v.log10().floor() as i32).max(0) as usize;
+    let s = format!("{v:.decimals$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
 }
 
 /// Renders an SVG to a PNG with the compiled-in font.
@@ -225,4 +258,19 @@ pub fn plot_recovery(dir: &Path, prefix: &str, runs: &[Run]) -> Result<Vec<PathB
         out.push(png_path);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::significant;
+
+    #[test]
+    fn tick_labels_below_a_millisecond_are_readable_and_distinct() {
+        let ticks = [0.02, 0.03, 0.05, 0.1, 0.2, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 200.0];
+        let labels: Vec<String> = ticks.iter().map(|&t| significant(t)).collect();
+        assert_eq!(labels, ["0.02", "0.03", "0.05", "0.1", "0.2", "0.25", "0.5", "1", "2", "5", "10", "200"]);
+        let mut d = labels.clone();
+        d.dedup();
+        assert_eq!(d.len(), labels.len());
+    }
 }

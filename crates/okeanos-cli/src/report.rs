@@ -267,14 +267,15 @@ fn cells(r: &Run) -> [String; 13] {
     ]
 }
 
-/// The multistream table: one line per run.
+/// The multistream table: a title naming the workload, one line per run, and a legend of the
+/// columns.
 pub fn print_table(runs: &[Run]) {
     const SHORT: [&str; 13] = ["mode", "target", "N", "R", "rate", "ops/s", "sync/c", "jrnl B/B", "final B/B", "jrnl MB/s", "final MB/s", "p50 us", "p99 us"];
     const WIDTH: [usize; 13] = [18, 22, 5, 6, 7, 9, 7, 9, 9, 9, 9, 9, 9];
     let line = |cells: &[String]| {
         let mut out = String::new();
         for (i, c) in cells.iter().enumerate() {
-            let w = WIDTH[i];
+            let w = WIDTH[i].max(c.chars().count());
             // The first two columns read left to right, the numbers right-aligned.
             let cell = if i < 2 { format!("{c:<w$}") } else { format!("{c:>w$}") };
             out.push_str(&cell);
@@ -282,11 +283,22 @@ pub fn print_table(runs: &[Run]) {
         }
         out.trim_end().to_string()
     };
+    if let Some(r) = runs.first() {
+        let every = if r.sync_every == 1 { "each write".to_string() } else { format!("every {} writes", r.sync_every) };
+        println!("multistream: N streams, each appending R-byte records to its own file and calling {} after {every}; {:.0} s per run", r.sync, r.duration_s);
+    }
     println!("{}", line(&SHORT.map(String::from)));
     for r in runs {
         println!("{}{}", line(&cells(r)), r.error.as_ref().map_or(String::new(), |e| format!("  ERROR: {e}")));
     }
+    println!("{LEGEND}");
 }
+
+/// What the table's columns mean.
+pub const LEGEND: &str = "N streams; R bytes per write; rate per stream (closed: as fast as syncs return); ops/s writes per second; \
+sync/c syncs served per commit (group commit); jrnl B/B and final B/B journal and final-location bytes written per payload byte, \
+counted through unmount (every byte the run caused, the last checkpoint included); jrnl MB/s and final MB/s during the measured \
+period only (writeback still owed at its end is not in them); p50/p99 us sync latency percentiles in microseconds.";
 
 /// The same as a markdown table (for docs/BENCHMARKS.md and docs/SIMULATION.md).
 pub fn print_markdown(runs: &[Run]) {

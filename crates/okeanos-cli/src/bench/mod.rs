@@ -28,7 +28,7 @@ use target::{Setup, Target};
 pub struct Common {
     /// Content policies, comma-separated; options of a policy follow a plus sign
     /// (wasteless+dmeta).
-    #[arg(long, default_value = "ordered,data,wasteless,selective")]
+    #[arg(long, default_value = "ordered,data,wasteless,wasteless+dmeta,selective")]
     pub modes: String,
     /// Numbers of streams, comma-separated (one run per value).
     #[arg(long, default_value = "100")]
