@@ -357,20 +357,9 @@ pub fn stat_mounted(mnt: &Path, json: bool) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Bytes in binary units with one decimal (as df -h).
+/// Bytes in binary units (as df -h).
 pub fn human(b: f64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut x = b;
-    let mut u = 0;
-    while x >= 1024.0 && u + 1 < units.len() {
-        x /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{x:.0} {}", units[0])
-    } else {
-        format!("{x:.1} {}", units[u])
-    }
+    humansize::format_size(b.max(0.0) as u64, humansize::BINARY)
 }
 
 /// Microseconds as µs or ms.
