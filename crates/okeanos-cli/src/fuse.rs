@@ -56,6 +56,11 @@ pub struct OkeanosFuse {
     next_fh: AtomicU64,
 }
 
+/// The caller of a request: the owner of what it creates.
+fn owner(req: &Request) -> okeanos::Owner {
+    okeanos::Owner { uid: req.uid(), gid: req.gid() }
+}
+
 fn errno(e: &FsError) -> Errno {
     Errno::from_i32(e.errno())
 }
@@ -284,19 +289,22 @@ impl Filesystem for OkeanosFuse {
         }
     }
 
-    fn mknod(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, _rdev: u32, reply: ReplyEntry) {
+    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, _rdev: u32, reply: ReplyEntry) {
+        if name.len() > okeanos::format::dir::MAX_NAME {
+            return reply.error(Errno::from_i32(libc::ENAMETOOLONG));
+        }
         if mode & libc::S_IFMT != libc::S_IFREG {
             return reply.error(Errno::from_i32(libc::ENOTSUP));
         }
         match ino32(parent) {
-            Ok(p) => self.entry(self.fs.create(p, name.as_bytes(), mode & !umask & 0o7777), reply),
+            Ok(p) => self.entry(self.fs.create_as(p, name.as_bytes(), mode & !umask & 0o7777, owner(req)), reply),
             Err(e) => reply.error(e),
         }
     }
 
-    fn mkdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
         match ino32(parent) {
-            Ok(p) => self.entry(self.fs.mkdir(p, name.as_bytes(), mode & !umask & 0o7777), reply),
+            Ok(p) => self.entry(self.fs.mkdir_as(p, name.as_bytes(), mode & !umask & 0o7777, owner(req)), reply),
             Err(e) => reply.error(e),
         }
     }
@@ -317,9 +325,9 @@ impl Filesystem for OkeanosFuse {
         }
     }
 
-    fn symlink(&self, _req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
         match ino32(parent) {
-            Ok(p) => self.entry(self.fs.symlink(p, link_name.as_bytes(), target.as_os_str().as_bytes()), reply),
+            Ok(p) => self.entry(self.fs.symlink_as(p, link_name.as_bytes(), target.as_os_str().as_bytes(), owner(req)), reply),
             Err(e) => reply.error(e),
         }
     }
@@ -443,12 +451,12 @@ impl Filesystem for OkeanosFuse {
         reply.statfs(s.blocks, s.blocks_free, s.blocks_free, s.inodes, s.inodes_free, s.block_size, s.name_max, s.block_size);
     }
 
-    fn create(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
+    fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
         if mode & libc::S_IFMT != libc::S_IFREG && mode & libc::S_IFMT != 0 {
             return reply.error(Errno::from_i32(libc::ENOTSUP));
         }
         let Ok(p) = ino32(parent) else { return reply.error(Errno::from_i32(libc::ENOENT)) };
-        let r = self.fs.create(p, name.as_bytes(), mode & !umask & 0o7777).and_then(|a| self.fs.open_ino(a.ino));
+        let r = self.fs.create_as(p, name.as_bytes(), mode & !umask & 0o7777, owner(req)).and_then(|a| self.fs.open_ino(a.ino));
         match r {
             Ok(a) => {
                 let fh = self.add_handle(a.ino, flags);

@@ -495,3 +495,40 @@ fn the_daemon_writes_a_metrics_file() {
     let syncs: f64 = text.lines().find_map(|l| l.strip_prefix("okeanos_syncs_total ")).unwrap().parse().unwrap();
     assert!(syncs >= 10.0, "{text}");
 }
+
+/// A non-root user on the mount (allow_other) owns what it creates and can then chmod,
+/// truncate, utime and symlink it, as on ext4 (PostgreSQL's initdb needs exactly this); a
+/// name longer than 255 bytes is "File name too long", not "No such file".
+#[test]
+fn a_user_owns_what_it_creates_and_long_names_are_too_long() {
+    if !fuse_usable() || unsafe { libc::geteuid() } != 0 || !have("setpriv") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img.okfs");
+    assert!(Command::new(BIN).args(["mkfs", "--size", "64M"]).arg(&img).output().unwrap().status.success());
+    let mnt = dir.path().join("mnt");
+    let m = Mount::new(&img, &mnt, "data=wasteless,dmeta,allow_other");
+    // The temporary directory must be traversable by the user.
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let public = mnt.join("pub");
+    std::fs::create_dir(&public).unwrap();
+    std::fs::set_permissions(&public, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let script = "set -e; cd \"$1\"; touch f; chmod 600 f; truncate -s 10 f; touch -d 2020-01-01 f; mkdir d; chmod 700 d; ln -s f l; echo data > d/g";
+    let o = Command::new("setpriv").args(["--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", script, "sh"]).arg(&public).output().unwrap();
+    assert!(o.status.success(), "as uid 65534: {}", String::from_utf8_lossy(&o.stderr));
+    use std::os::unix::fs::MetadataExt;
+    for (name, size) in [("f", Some(10)), ("d", None), ("d/g", Some(5))] {
+        let md = std::fs::metadata(public.join(name)).unwrap();
+        assert_eq!((md.uid(), md.gid()), (65534, 65534), "{name}");
+        if let Some(s) = size {
+            assert_eq!(md.len(), s, "{name}");
+        }
+    }
+    assert_eq!(std::fs::symlink_metadata(public.join("l")).unwrap().uid(), 65534);
+    let long = public.join("n".repeat(300));
+    for e in [std::fs::metadata(&long).unwrap_err(), std::fs::remove_file(&long).unwrap_err(), std::fs::File::create(&long).unwrap_err()] {
+        assert_eq!(e.raw_os_error(), Some(libc::ENAMETOOLONG), "{e}");
+    }
+    m.unmount();
+}

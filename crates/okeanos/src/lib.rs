@@ -49,7 +49,7 @@ pub mod stats;
 pub mod workload;
 
 pub use device::{CrashDevice, CrashRecorder, Device, FaultDevice, FileDevice, MemDevice};
-pub use engine::{DirEntryInfo, File, Okeanos, StatFs};
+pub use engine::{DirEntryInfo, File, Okeanos, Owner, StatFs};
 pub use fs::fsck::{fsck, FsckReport};
 pub use fs::mkfs::{MkfsError, MkfsOptions};
 pub use fs::namespace::{Attr, SetAttr};

@@ -177,3 +177,43 @@ fn unlink_racing_with_the_last_close() {
     let r = okeanos::fsck(dev, None);
     assert!(r.is_clean() && r.orphans == 0, "{r:#?}");
 }
+
+/// Inodes belong to whoever creates them (the library's `*_as` calls, which the FUSE mount
+/// uses with the request's uid and gid); in a setgid directory the group is the directory's
+/// and new directories inherit the bit; and a name longer than 255 bytes is ENAMETOOLONG for
+/// every call that looks it up, never "not found". Persisted across a remount.
+#[test]
+fn ownership_setgid_directories_and_long_names() {
+    use okeanos::{MemDevice, MkfsOptions, MountOptions, Owner};
+    let dev = std::sync::Arc::new(MemDevice::new(16 << 20));
+    Okeanos::mkfs(dev.as_ref(), None, &MkfsOptions { journal_blocks: 512, ..Default::default() }).unwrap();
+    let fs = Okeanos::mount(dev.clone(), None, MountOptions::default()).unwrap();
+    let root = fs.root();
+    let user = Owner { uid: 1000, gid: 100 };
+    let f = fs.create_as(root, b"mine", 0o644, user).unwrap();
+    assert_eq!((f.uid, f.gid), (1000, 100));
+    let d = fs.mkdir_as(root, b"shared", 0o2775, Owner { uid: 0, gid: 50 }).unwrap();
+    assert_eq!(d.perm & 0o2000, 0o2000);
+    let inner = fs.create_as(d.ino, b"f", 0o644, user).unwrap();
+    assert_eq!((inner.uid, inner.gid), (1000, 50), "a setgid directory gives its group");
+    let sub = fs.mkdir_as(d.ino, b"sub", 0o755, user).unwrap();
+    assert_eq!((sub.gid, sub.perm & 0o2000), (50, 0o2000), "and its setgid bit to new directories");
+    let l = fs.symlink_as(root, b"link", b"mine", user).unwrap();
+    assert_eq!(l.uid, 1000);
+    // The owner can then change what it made (here through the library: setattr).
+    fs.setattr(f.ino, &SetAttr { mode: Some(0o600), ..Default::default() }).unwrap();
+    let long = vec![b'n'; 256];
+    assert!(matches!(fs.lookup(root, &long), Err(FsError::NameTooLong)));
+    assert!(matches!(fs.unlink(root, &long), Err(FsError::NameTooLong)));
+    assert!(matches!(fs.rmdir(root, &long), Err(FsError::NameTooLong)));
+    assert!(matches!(fs.create(root, &long, 0o644), Err(FsError::NameTooLong)));
+    assert!(matches!(fs.rename(root, &long, root, b"x"), Err(FsError::NameTooLong)));
+    assert!(matches!(fs.link(f.ino, root, &long), Err(FsError::NameTooLong)));
+    fs.unmount().unwrap();
+    let fs = Okeanos::mount(dev, None, MountOptions::default()).unwrap();
+    let a = fs.lookup(fs.root(), b"mine").unwrap();
+    assert_eq!((a.uid, a.gid, a.perm & 0o777), (1000, 100, 0o600));
+    let sh = fs.lookup(fs.root(), b"shared").unwrap();
+    assert_eq!(fs.lookup(sh.ino, b"f").unwrap().gid, 50);
+    fs.unmount().unwrap();
+}

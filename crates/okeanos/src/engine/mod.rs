@@ -107,6 +107,17 @@ struct Inner {
 }
 
 /// A mounted file system. Cheap to clone; all clones share one mount.
+/// Who creates an inode: its owner and (outside setgid directories) its group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owner {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl Owner {
+    pub const ROOT: Owner = Owner { uid: 0, gid: 0 };
+}
+
 #[derive(Clone)]
 pub struct Okeanos {
     inner: Arc<Inner>,
@@ -395,30 +406,46 @@ impl Okeanos {
         self.with_fs(|fs| Ok(fs.list(dir)?.into_iter().map(|e| DirEntryInfo { name: e.name, ino: e.ino, kind: e.ftype }).collect()))
     }
 
-    fn make(&self, parent: u32, name: &[u8], kind: FileType, perm: u32) -> FsResult<Attr> {
+    fn make(&self, parent: u32, name: &[u8], kind: FileType, perm: u32, owner: Owner) -> FsResult<Attr> {
         self.drain_evictions()?;
-        let ino = self.handle(Self::meta_credits(20), |fs| fs.create_node(parent, name, kind, perm, 0, 0))?;
+        let ino = self.handle(Self::meta_credits(20), |fs| fs.create_node(parent, name, kind, perm, owner.uid, owner.gid))?;
         self.getattr(ino)
     }
 
-    /// Creates a regular file.
+    /// Creates a regular file owned by root.
     pub fn create(&self, parent: u32, name: &[u8], perm: u32) -> FsResult<Attr> {
-        self.make(parent, name, FileType::Regular, perm)
+        self.create_as(parent, name, perm, Owner::ROOT)
+    }
+
+    /// Creates a regular file owned by `owner` (the caller's uid and gid; in a setgid
+    /// directory the group is the directory's).
+    pub fn create_as(&self, parent: u32, name: &[u8], perm: u32, owner: Owner) -> FsResult<Attr> {
+        self.make(parent, name, FileType::Regular, perm, owner)
     }
 
     pub fn mkdir(&self, parent: u32, name: &[u8], perm: u32) -> FsResult<Attr> {
-        self.make(parent, name, FileType::Directory, perm)
+        self.mkdir_as(parent, name, perm, Owner::ROOT)
+    }
+
+    /// Creates a directory owned by `owner` (setgid directories: as [`Okeanos::create_as`]).
+    pub fn mkdir_as(&self, parent: u32, name: &[u8], perm: u32, owner: Owner) -> FsResult<Attr> {
+        self.make(parent, name, FileType::Directory, perm, owner)
     }
 
     /// Creates a symlink to `target` (at most one block).
     pub fn symlink(&self, parent: u32, name: &[u8], target: &[u8]) -> FsResult<Attr> {
+        self.symlink_as(parent, name, target, Owner::ROOT)
+    }
+
+    /// Creates a symlink owned by `owner`.
+    pub fn symlink_as(&self, parent: u32, name: &[u8], target: &[u8], owner: Owner) -> FsResult<Attr> {
         let bs = self.lock().fs.block_size();
         if target.is_empty() || target.len() > bs.min(4095) {
             return Err(FsError::NameTooLong);
         }
         self.drain_evictions()?;
         let ino = self.handle(Self::meta_credits(28), |fs| {
-            let ino = fs.create_node(parent, name, FileType::Symlink, 0o777, 0, 0)?;
+            let ino = fs.create_node(parent, name, FileType::Symlink, 0o777, owner.uid, owner.gid)?;
             fs.write(ino, 0, target)?;
             Ok(ino)
         })?;

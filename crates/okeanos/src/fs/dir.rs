@@ -62,7 +62,12 @@ impl<'a> Fs<'a> {
         Ok(idx)
     }
 
+    /// A name longer than any entry can hold is ENAMETOOLONG, never "not found" (POSIX), for
+    /// every call that looks a name up (stat, unlink, rmdir, rename, link, ...).
     pub fn lookup_entry(&mut self, dir: u32, name: &[u8]) -> FsResult<Option<(u32, FileType)>> {
+        if name.len() > MAX_NAME {
+            return Err(FsError::NameTooLong);
+        }
         Ok(self.dir(dir)?.names.get(name).map(|&(i, t, _)| (i, t)))
     }
 

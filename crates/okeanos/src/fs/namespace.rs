@@ -102,6 +102,16 @@ impl<'a> Fs<'a> {
             FileType::Symlink => S_IFLNK,
         };
         let generation = self.read_slot_generation(ino)?.wrapping_add(1);
+        // The setgid-directory rule (as ext4 without grpid): in a directory with S_ISGID a new
+        // inode takes the directory's group, and a new directory inherits S_ISGID.
+        let (gid, perm) = {
+            let p = &self.load(parent)?.inode;
+            if p.mode & 0o2000 != 0 {
+                (p.gid, if kind == FileType::Directory { perm | 0o2000 } else { perm })
+            } else {
+                (gid, perm)
+            }
+        };
         let inode = Inode {
             mode: type_bits | (perm & 0o7777),
             uid,
