@@ -78,6 +78,10 @@ fn kind(k: Kind) -> FileType {
         Kind::Regular => FileType::RegularFile,
         Kind::Directory => FileType::Directory,
         Kind::Symlink => FileType::Symlink,
+        Kind::Fifo => FileType::NamedPipe,
+        Kind::CharDevice => FileType::CharDevice,
+        Kind::BlockDevice => FileType::BlockDevice,
+        Kind::Socket => FileType::Socket,
     }
 }
 
@@ -95,7 +99,7 @@ fn file_attr(a: &Attr) -> FileAttr {
         nlink: a.nlink,
         uid: a.uid,
         gid: a.gid,
-        rdev: 0,
+        rdev: a.rdev,
         flags: 0,
         blksize: a.block_size,
     }
@@ -289,15 +293,24 @@ impl Filesystem for OkeanosFuse {
         }
     }
 
-    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, _rdev: u32, reply: ReplyEntry) {
+    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
         if name.len() > okeanos::format::dir::MAX_NAME {
             return reply.error(Errno::from_i32(libc::ENAMETOOLONG));
         }
-        if mode & libc::S_IFMT != libc::S_IFREG {
-            return reply.error(Errno::from_i32(libc::ENOTSUP));
-        }
+        let special = match mode & libc::S_IFMT {
+            libc::S_IFREG | 0 => None,
+            libc::S_IFIFO => Some(Kind::Fifo),
+            libc::S_IFCHR => Some(Kind::CharDevice),
+            libc::S_IFBLK => Some(Kind::BlockDevice),
+            libc::S_IFSOCK => Some(Kind::Socket),
+            _ => return reply.error(Errno::from_i32(libc::EINVAL)),
+        };
+        let perm = mode & !umask & 0o7777;
         match ino32(parent) {
-            Ok(p) => self.entry(self.fs.create_as(p, name.as_bytes(), mode & !umask & 0o7777, owner(req)), reply),
+            Ok(p) => match special {
+                None => self.entry(self.fs.create_as(p, name.as_bytes(), perm, owner(req)), reply),
+                Some(k) => self.entry(self.fs.mknod_as(p, name.as_bytes(), k, perm, rdev, owner(req)), reply),
+            },
             Err(e) => reply.error(e),
         }
     }

@@ -778,6 +778,10 @@ fn ls(fs: &Okeanos, path: &str, long: bool) -> Result<(), String> {
             okeanos::format::FileType::Directory => 'd',
             okeanos::format::FileType::Symlink => 'l',
             okeanos::format::FileType::Regular => '-',
+            okeanos::format::FileType::Fifo => 'p',
+            okeanos::format::FileType::CharDevice => 'c',
+            okeanos::format::FileType::BlockDevice => 'b',
+            okeanos::format::FileType::Socket => 's',
         };
         outln!("{t}{:<10} {:>5} {:>5} {:>5} {:>12} {:<19} {:>8} {name}", rwx(a.perm), a.nlink, a.uid, a.gid, a.size, utc(a.mtime_ns), a.ino);
     }

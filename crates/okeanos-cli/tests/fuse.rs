@@ -532,3 +532,46 @@ fn a_user_owns_what_it_creates_and_long_names_are_too_long() {
     }
     m.unmount();
 }
+
+/// mkfifo, mknod (character and block devices with their numbers) and a UNIX socket's bind on
+/// the mount make inodes of those types, as on ext4; a FIFO passes data between two
+/// processes (the kernel runs the pipe); all survive a remount.
+#[test]
+fn fifos_devices_and_sockets_on_the_mount() {
+    if !fuse_usable() || unsafe { libc::geteuid() } != 0 || !have("mkfifo") || !have("mknod") || !have("python3") {
+        return;
+    }
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img.okfs");
+    assert!(Command::new(BIN).args(["mkfs", "--size", "64M"]).arg(&img).output().unwrap().status.success());
+    let mnt = dir.path().join("mnt");
+    let m = Mount::new(&img, &mnt, "data=ordered");
+    assert!(Command::new("mkfifo").arg(mnt.join("fifo")).status().unwrap().success());
+    assert!(Command::new("mknod").arg(mnt.join("null")).args(["c", "1", "3"]).status().unwrap().success());
+    assert!(Command::new("mknod").arg(mnt.join("blk")).args(["b", "7", "200"]).status().unwrap().success());
+    let sock = mnt.join("sock");
+    assert!(Command::new("python3").args(["-c", "import socket,sys; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])"]).arg(&sock).status().unwrap().success());
+    // A FIFO carries data from a writer to a reader.
+    let fifo = mnt.join("fifo");
+    let writer = std::thread::spawn({
+        let fifo = fifo.clone();
+        move || std::fs::write(fifo, b"through the pipe").unwrap()
+    });
+    assert_eq!(std::fs::read(&fifo).unwrap(), b"through the pipe");
+    writer.join().unwrap();
+    m.unmount();
+    let m = Mount::new(&img, &mnt, "data=ordered");
+    assert!(std::fs::metadata(mnt.join("fifo")).unwrap().file_type().is_fifo());
+    let null = std::fs::metadata(mnt.join("null")).unwrap();
+    assert!(null.file_type().is_char_device());
+    assert_eq!((libc::major(null.rdev()), libc::minor(null.rdev())), (1, 3));
+    let blk = std::fs::metadata(mnt.join("blk")).unwrap();
+    assert!(blk.file_type().is_block_device());
+    assert_eq!((libc::major(blk.rdev()), libc::minor(blk.rdev())), (7, 200));
+    assert!(std::fs::metadata(&sock).unwrap().file_type().is_socket());
+    std::fs::remove_file(&sock).unwrap();
+    m.unmount();
+    let o = Command::new(BIN).arg("fsck").arg(&img).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+}

@@ -217,3 +217,35 @@ fn ownership_setgid_directories_and_long_names() {
     assert_eq!(fs.lookup(sh.ino, b"f").unwrap().gid, 50);
     fs.unmount().unwrap();
 }
+
+/// FIFOs, sockets and devices are inodes with no data (devices keep their number), listed
+/// with their type, surviving a remount and fsck, and removable like files.
+#[test]
+fn special_files_are_inodes() {
+    use okeanos::format::FileType;
+    use okeanos::{MemDevice, MkfsOptions, MountOptions, Owner};
+    let dev = std::sync::Arc::new(MemDevice::new(16 << 20));
+    Okeanos::mkfs(dev.as_ref(), None, &MkfsOptions { journal_blocks: 512, ..Default::default() }).unwrap();
+    let fs = Okeanos::mount(dev.clone(), None, MountOptions::default()).unwrap();
+    let root = fs.root();
+    let user = Owner { uid: 7, gid: 8 };
+    let kinds = [(b"fifo".as_slice(), FileType::Fifo, 0), (b"sock", FileType::Socket, 0), (b"null", FileType::CharDevice, (1 << 8) | 3), (b"loop0", FileType::BlockDevice, 7 << 8)];
+    for (name, kind, rdev) in kinds {
+        let a = fs.mknod_as(root, name, kind, 0o640, rdev, user).unwrap();
+        assert_eq!((a.kind, a.rdev, a.size, a.uid), (kind, rdev, 0, 7));
+    }
+    assert!(fs.mknod_as(root, b"fifo", FileType::Fifo, 0o640, 0, user).is_err(), "exists");
+    assert!(fs.mknod_as(root, b"r", FileType::Regular, 0o640, 0, user).is_err(), "mknod makes special files only");
+    fs.unmount().unwrap();
+    let fs = Okeanos::mount(dev.clone(), None, MountOptions::default()).unwrap();
+    let listed = fs.readdir(fs.root()).unwrap();
+    for (name, kind, rdev) in kinds {
+        assert_eq!(listed.iter().find(|e| e.name == name).map(|e| e.kind), Some(kind));
+        let a = fs.lookup(fs.root(), name).unwrap();
+        assert_eq!((a.kind, a.rdev), (kind, rdev));
+    }
+    fs.unlink(fs.root(), b"sock").unwrap();
+    fs.unmount().unwrap();
+    let r = okeanos::fsck(dev, None);
+    assert!(r.is_clean(), "{:?}", r.problems);
+}

@@ -72,12 +72,18 @@ fn inode_round_trip_and_flips() {
         orphan_next: 0,
         parent: 0,
         flags: 0,
+        rdev: 0,
         inline: (0..10).map(|k| Extent { logical: k * 10, len: 5, physical: 5000 + k as u64 * 100 }).collect(),
     };
     let mut b = vec![0u8; INODE_SIZE];
     i.encode(42, &mut b);
     assert_eq!(Inode::decode(42, &b).unwrap(), i);
     assert!(Inode::decode(43, &b).is_err(), "an inode in the wrong slot is caught");
+    // A device keeps its number.
+    let dev = Inode { mode: okeanos::format::inode::S_IFCHR | 0o600, rdev: (1 << 8) | 3, nlink: 1, ..Default::default() };
+    let mut d = vec![0u8; INODE_SIZE];
+    dev.encode(7, &mut d);
+    assert_eq!(Inode::decode(7, &d).unwrap().rdev, (1 << 8) | 3);
     every_flip_caught(&b, 0..INODE_SIZE, |x| Inode::decode(42, x).map(|_| ()));
     assert!(Inode::decode(1, &vec![0u8; INODE_SIZE]).unwrap().is_free());
 }

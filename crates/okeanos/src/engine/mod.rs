@@ -452,6 +452,24 @@ impl Okeanos {
         self.getattr(ino)
     }
 
+    /// Creates a FIFO, socket, or character or block device (`rdev`: Linux's encoding of its
+    /// number), owned by `owner`: an inode with no data, as ext4 stores them.
+    pub fn mknod_as(&self, parent: u32, name: &[u8], kind: FileType, perm: u32, rdev: u32, owner: Owner) -> FsResult<Attr> {
+        if !matches!(kind, FileType::Fifo | FileType::CharDevice | FileType::BlockDevice | FileType::Socket) {
+            return Err(FsError::Invalid(format!("mknod makes FIFOs, sockets and devices, not {kind:?}")));
+        }
+        self.drain_evictions()?;
+        let ino = self.handle(Self::meta_credits(20), |fs| {
+            let ino = fs.create_node(parent, name, kind, perm, owner.uid, owner.gid)?;
+            if matches!(kind, FileType::CharDevice | FileType::BlockDevice) {
+                fs.load(ino)?.inode.rdev = rdev;
+                fs.store(ino)?;
+            }
+            Ok(ino)
+        })?;
+        self.getattr(ino)
+    }
+
     pub fn readlink(&self, ino: u32) -> FsResult<Vec<u8>> {
         self.with_fs(|fs| {
             if !fs.load(ino)?.inode.is_symlink() {

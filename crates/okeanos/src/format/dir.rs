@@ -15,6 +15,10 @@ pub enum FileType {
     Regular = 1,
     Directory = 2,
     Symlink = 3,
+    Fifo = 4,
+    CharDevice = 5,
+    BlockDevice = 6,
+    Socket = 7,
 }
 
 impl FileType {
@@ -23,14 +27,36 @@ impl FileType {
             1 => Some(FileType::Regular),
             2 => Some(FileType::Directory),
             3 => Some(FileType::Symlink),
+            4 => Some(FileType::Fifo),
+            5 => Some(FileType::CharDevice),
+            6 => Some(FileType::BlockDevice),
+            7 => Some(FileType::Socket),
             _ => None,
         }
     }
+    /// The POSIX type bits of this kind of inode.
+    pub fn mode_bits(self) -> u32 {
+        use super::inode::*;
+        match self {
+            FileType::Regular => S_IFREG,
+            FileType::Directory => S_IFDIR,
+            FileType::Symlink => S_IFLNK,
+            FileType::Fifo => S_IFIFO,
+            FileType::CharDevice => S_IFCHR,
+            FileType::BlockDevice => S_IFBLK,
+            FileType::Socket => S_IFSOCK,
+        }
+    }
+
     pub fn from_mode(mode: u32) -> Option<Self> {
         match mode & super::inode::S_IFMT {
             super::inode::S_IFREG => Some(FileType::Regular),
             super::inode::S_IFDIR => Some(FileType::Directory),
             super::inode::S_IFLNK => Some(FileType::Symlink),
+            super::inode::S_IFIFO => Some(FileType::Fifo),
+            super::inode::S_IFCHR => Some(FileType::CharDevice),
+            super::inode::S_IFBLK => Some(FileType::BlockDevice),
+            super::inode::S_IFSOCK => Some(FileType::Socket),
             _ => None,
         }
     }

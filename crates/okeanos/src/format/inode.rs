@@ -17,6 +17,15 @@ pub const S_IFMT: u32 = 0o170000;
 pub const S_IFREG: u32 = 0o100000;
 pub const S_IFDIR: u32 = 0o040000;
 pub const S_IFLNK: u32 = 0o120000;
+pub const S_IFIFO: u32 = 0o010000;
+pub const S_IFCHR: u32 = 0o020000;
+pub const S_IFBLK: u32 = 0o060000;
+pub const S_IFSOCK: u32 = 0o140000;
+/// Every file type an inode may have.
+pub const FILE_TYPES: [u32; 7] = [S_IFREG, S_IFDIR, S_IFLNK, S_IFIFO, S_IFCHR, S_IFBLK, S_IFSOCK];
+
+/// Where a device's number is (bytes 240..244, reserved and zero before special files).
+const RDEV_AT: usize = 240;
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Inode {
@@ -39,6 +48,8 @@ pub struct Inode {
     /// For directories: the parent directory's inode number.
     pub parent: u32,
     pub flags: u32,
+    /// Device number of a character or block device (Linux's 32-bit encoding); 0 otherwise.
+    pub rdev: u32,
     /// The inline extents; only the first `min(extent_count, INLINE_EXTENTS)` are meaningful.
     pub inline: Vec<Extent>,
 }
@@ -55,6 +66,10 @@ impl Inode {
     }
     pub fn is_free(&self) -> bool {
         self.mode == 0
+    }
+    /// A FIFO, device or socket: no data, no extents.
+    pub fn is_special(&self) -> bool {
+        matches!(self.mode & S_IFMT, S_IFIFO | S_IFCHR | S_IFBLK | S_IFSOCK)
     }
 
     pub fn encode(&self, ino: u32, out: &mut [u8]) {
@@ -76,6 +91,7 @@ impl Inode {
         Le::put_u32(out, 64, self.parent);
         Le::put_u32(out, 68, self.flags);
         Le::put_u64(out, 72, self.extent_block);
+        Le::put_u32(out, RDEV_AT, self.rdev);
         for (i, e) in self.inline.iter().enumerate() {
             e.encode(&mut out[INLINE_AT + i * EXTENT_SIZE..]);
         }
@@ -117,9 +133,10 @@ impl Inode {
             parent: Le::u32(b, 64),
             flags: Le::u32(b, 68),
             extent_block: Le::u64(b, 72),
+            rdev: Le::u32(b, RDEV_AT),
             inline,
         };
-        if inode.mode != 0 && ![S_IFREG, S_IFDIR, S_IFLNK].contains(&(inode.mode & S_IFMT)) {
+        if inode.mode != 0 && !FILE_TYPES.contains(&(inode.mode & S_IFMT)) {
             return Err(invalid(W, format!("inode {ino} has unknown file type {:o}", inode.mode & S_IFMT)));
         }
         if extent_count as usize > INLINE_EXTENTS && inode.extent_block == 0 {

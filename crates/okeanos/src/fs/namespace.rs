@@ -9,7 +9,7 @@
 use super::dir::check_name;
 use super::{Fs, FsError, FsResult, MemInode};
 use crate::format::dir::FileType;
-use crate::format::inode::{Inode, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
+use crate::format::inode::{Inode, S_IFMT};
 
 /// What `stat` reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +32,8 @@ pub struct Attr {
     pub generation: u32,
     /// Parent directory (directories only; 0 otherwise).
     pub parent: u32,
+    /// Device number of a character or block device; 0 otherwise.
+    pub rdev: u32,
 }
 
 /// Attribute changes of `setattr` (chmod, chown, utimens; size goes through truncate).
@@ -57,6 +59,7 @@ impl<'a> Fs<'a> {
             kind: FileType::from_mode(i.mode).ok_or_else(|| FsError::Corrupt(format!("inode {ino} has no type")))?,
             perm: i.mode & !S_IFMT,
             nlink: i.nlink,
+            rdev: i.rdev,
             uid: i.uid,
             gid: i.gid,
             size: i.size,
@@ -96,11 +99,7 @@ impl<'a> Fs<'a> {
         let group = (parent - 1) / self.st.sb.inodes_per_group;
         let ino = self.alloc_inode(group, kind == FileType::Directory)?;
         let now = self.now_ns;
-        let type_bits = match kind {
-            FileType::Regular => S_IFREG,
-            FileType::Directory => S_IFDIR,
-            FileType::Symlink => S_IFLNK,
-        };
+        let type_bits = kind.mode_bits();
         let generation = self.read_slot_generation(ino)?.wrapping_add(1);
         // The setgid-directory rule (as ext4 without grpid): in a directory with S_ISGID a new
         // inode takes the directory's group, and a new directory inherits S_ISGID.
