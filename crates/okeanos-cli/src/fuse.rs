@@ -9,6 +9,14 @@
 //! kernel turns sub-block appends into whole-page writes and hides the byte ranges that
 //! wasteless journaling saves.
 //!
+//! Regular files are opened for direct I/O (FOPEN_DIRECT_IO; mmap stays allowed with
+//! FUSE_DIRECT_IO_ALLOW_MMAP): through the page cache the kernel splits a write() that crosses
+//! into a page it does not hold up to date into one request per page, and each request is its
+//! own atomic handle, so a crash between them kept half of a write. Direct I/O delivers a
+//! write() of up to max_write (1 MiB, the kernel's default page limit) as one request: one
+//! handle, recovered whole or not at all under data and wasteless journaling. `page_cache`
+//! (or `writeback_cache`) keeps the kernel's page cache, with per-page atomicity.
+//!
 //! Counters are readable while mounted from the hidden file `/.okeanos-stats` (JSON), which
 //! `okeanos stat MOUNTPOINT` prints.
 
@@ -52,6 +60,9 @@ struct Handle {
 pub struct OkeanosFuse {
     fs: Okeanos,
     writeback_cache: bool,
+    /// Keep the kernel's page cache for regular files (`page_cache`): faster rereads, but a
+    /// write() crossing pages may reach the engine as several atomic pieces.
+    page_cache: bool,
     handles: Mutex<HashMap<u64, Handle>>,
     next_fh: AtomicU64,
 }
@@ -117,8 +128,17 @@ fn wall_ns(t: SystemTime) -> i64 {
 }
 
 impl OkeanosFuse {
-    pub fn new(fs: Okeanos, writeback_cache: bool) -> Self {
-        OkeanosFuse { fs, writeback_cache, handles: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1) }
+    pub fn new(fs: Okeanos, writeback_cache: bool, page_cache: bool) -> Self {
+        OkeanosFuse { fs, writeback_cache, page_cache: page_cache || writeback_cache, handles: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1) }
+    }
+
+    /// How a regular file is opened: direct I/O unless the page cache was asked for.
+    fn open_flags(&self, a: &okeanos::Attr) -> FopenFlags {
+        if a.kind == Kind::Regular && !self.page_cache {
+            FopenFlags::FOPEN_DIRECT_IO
+        } else {
+            FopenFlags::empty()
+        }
     }
 
     fn stats_json(&self) -> Vec<u8> {
@@ -221,6 +241,11 @@ impl Filesystem for OkeanosFuse {
         if self.writeback_cache {
             let _ = config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE);
         }
+        // Programs may still mmap files opened for direct I/O (Linux 6.6 and later); older
+        // kernels refuse shared mappings of them.
+        let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
+        let _ = config.add_capabilities(InitFlags::FUSE_MAX_PAGES);
+        let _ = config.set_max_write(1 << 20);
         Ok(())
     }
 
@@ -371,7 +396,7 @@ impl Filesystem for OkeanosFuse {
         }
         let Ok(i) = ino32(ino) else { return reply.error(Errno::from_i32(libc::ENOENT)) };
         match self.fs.open_ino(i) {
-            Ok(_) => reply.opened(FileHandle(self.add_handle(i, flags.0)), FopenFlags::empty()),
+            Ok(a) => reply.opened(FileHandle(self.add_handle(i, flags.0)), self.open_flags(&a)),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -473,7 +498,7 @@ impl Filesystem for OkeanosFuse {
         match r {
             Ok(a) => {
                 let fh = self.add_handle(a.ino, flags);
-                reply.created(&TTL, &file_attr(&a), Generation(a.generation as u64), FileHandle(fh), FopenFlags::empty())
+                reply.created(&TTL, &file_attr(&a), Generation(a.generation as u64), FileHandle(fh), self.open_flags(&a))
             }
             Err(e) => reply.error(errno(&e)),
         }

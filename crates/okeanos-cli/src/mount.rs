@@ -41,6 +41,8 @@ fn say(msg: &str) {
 /// Options that belong to the FUSE layer rather than the engine.
 struct FuseOpts {
     writeback_cache: bool,
+    /// Regular files through the kernel's page cache instead of direct I/O (`page_cache`).
+    page_cache: bool,
     allow_other: bool,
     threads: usize,
     /// Write the counters in Prometheus' text format here every 10 s and at unmount (for
@@ -51,10 +53,11 @@ struct FuseOpts {
 /// Splits `-o` options into engine options and FUSE options.
 fn split_options(opts: &str) -> Result<(MountOptions, FuseOpts), String> {
     let mut engine = Vec::new();
-    let mut f = FuseOpts { writeback_cache: false, allow_other: false, threads: 8, metrics_file: None };
+    let mut f = FuseOpts { writeback_cache: false, page_cache: false, allow_other: false, threads: 8, metrics_file: None };
     for item in opts.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         match item.split_once('=').map_or((item, None), |(k, v)| (k, Some(v))) {
             ("writeback_cache", None) => f.writeback_cache = true,
+            ("page_cache", None) => f.page_cache = true,
             ("allow_other", None) => f.allow_other = true,
             ("metrics_file", Some(v)) if !v.is_empty() => f.metrics_file = Some(PathBuf::from(v)),
             ("threads", Some(v)) => f.threads = v.parse().ok().filter(|&n| (1..=64).contains(&n)).ok_or_else(|| format!("threads={v}: use 1 to 64"))?,
@@ -178,7 +181,7 @@ fn serve(image: &Path, mnt: &Path, opts: MountOptions, fopts: FuseOpts) -> Resul
     config.n_threads = Some(fopts.threads);
     config.clone_fd = true;
     let engine = fs.clone();
-    let mut session = fuser::Session::new(OkeanosFuse::new(fs, fopts.writeback_cache), mnt, &config).map_err(|e| format!("mounting {}: {e}", mnt.display()))?;
+    let mut session = fuser::Session::new(OkeanosFuse::new(fs, fopts.writeback_cache, fopts.page_cache), mnt, &config).map_err(|e| format!("mounting {}: {e}", mnt.display()))?;
     let mut unmounter = session.unmount_callable();
     let _ = std::fs::write(pid_file(mnt), std::process::id().to_string());
     let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT]).map_err(|e| e.to_string())?;
