@@ -11,13 +11,16 @@ need_cargo() {
 }
 need_cargo
 
-# The FUSE tests run real programs on a mount: install them from Debian's packages when missing.
+# The FUSE tests run real programs on a mount (fio, postmark, sqlite3, PostgreSQL): install
+# them from Debian's packages when missing.
 # (Tests that need /dev/fuse skip with a message where it cannot be opened.)
 need_pkgs=()
 command -v fusermount3 >/dev/null 2>&1 || need_pkgs+=(fuse3)
 command -v fio >/dev/null 2>&1 || need_pkgs+=(fio)
 command -v postmark >/dev/null 2>&1 || need_pkgs+=(postmark)
 command -v sqlite3 >/dev/null 2>&1 || need_pkgs+=(sqlite3)
+# PostgreSQL runs initdb and pgbench on a mount, and survives a crash of its daemon.
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_pkgs+=(postgresql)
 # The benchmark tests make ext4 on loop devices (kernel targets); XFS is a benchmark target too.
 command -v mkfs.ext4 >/dev/null 2>&1 || need_pkgs+=(e2fsprogs)
 command -v mkfs.xfs >/dev/null 2>&1 || need_pkgs+=(xfsprogs)
