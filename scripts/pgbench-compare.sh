@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# pgbench on an Okeanos mount against ext4 (data=ordered, the default) on a loop device, in one
+# command, RUNS times (default 3). Root; needs PostgreSQL (apt-get install postgresql) and a
+# release build of okeanos. Prints one line per target and run: tps and average latency.
+set -euo pipefail
+RUNS=${RUNS:-3}
+B=${OKEANOS:-$(cd "$(dirname "$0")/.." && pwd)/target/release/okeanos}
+PG=$(ls -d /usr/lib/postgresql/*/bin | tail -1)
+W=$(mktemp -d /tmp/pgbench-compare.XXXX)
+chmod 755 "$W"
+mkdir -p "$W/sock" && chmod 777 "$W/sock"
+LOOP=""
+cleanup() {
+    su postgres -s /bin/sh -c "$PG/pg_ctl -D $W/mnt/pg/data -m immediate stop" >/dev/null 2>&1 || true
+    mountpoint -q "$W/mnt" && { "$B" umount "$W/mnt" >/dev/null 2>&1 || umount "$W/mnt" || true; }
+    [ -n "$LOOP" ] && losetup -d "$LOOP" 2>/dev/null || true
+    rm -rf "$W"
+}
+trap cleanup EXIT
+bench() { # target label
+    mkdir -p "$W/mnt/pg" && chown postgres:postgres "$W/mnt/pg"
+    su postgres -s /bin/sh -c "$PG/initdb -D $W/mnt/pg/data" >/dev/null 2>&1
+    su postgres -s /bin/sh -c "$PG/pg_ctl -D $W/mnt/pg/data -l $W/sock/pg.log -o '-k $W/sock -p 54399 -c listen_addresses=' -w start" >/dev/null
+    su postgres -s /bin/sh -c "$PG/pgbench -h $W/sock -p 54399 -i -s 10 postgres" >/dev/null 2>&1
+    out=$(su postgres -s /bin/sh -c "$PG/pgbench -h $W/sock -p 54399 -c 8 -j 2 -T 10 postgres" 2>&1)
+    echo "run $2 $1: $(echo "$out" | grep -E '^tps' | sed 's/ (without initial connection time)//'), $(echo "$out" | grep 'latency average')"
+    su postgres -s /bin/sh -c "$PG/pg_ctl -D $W/mnt/pg/data -m fast -w stop" >/dev/null
+}
+for r in $(seq 1 "$RUNS"); do
+    mkdir -p "$W/mnt"
+    truncate -s 2G "$W/ext4.img"
+    LOOP=$(losetup --find --show "$W/ext4.img")
+    mkfs.ext4 -q "$LOOP"
+    mount "$LOOP" "$W/mnt"
+    bench ext4-ordered "$r"
+    umount "$W/mnt"; losetup -d "$LOOP"; LOOP=""; rm -f "$W/ext4.img"
+    for mode in data=ordered data=wasteless,dmeta; do
+        rm -f "$W/okeanos.img"
+        "$B" mkfs "$W/okeanos.img" --size 2G >/dev/null
+        "$B" mount "$W/okeanos.img" "$W/mnt" -o "$mode,allow_other" >/dev/null
+        bench "okeanos-$mode" "$r"
+        "$B" umount "$W/mnt" >/dev/null
+    done
+done
