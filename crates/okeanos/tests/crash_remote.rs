@@ -29,6 +29,38 @@ fn opts(cfg: ContentConfig, c: Connector) -> MountOptions {
     o
 }
 
+/// The crash tests' workload: STREAMS files, `ops` appends of mixed sizes to random streams,
+/// three in four synced, each recorded in a [`History`] on the recorder's clock. `before(k)`
+/// runs before operation k.
+fn workload(fs: &Okeanos, recorder: &CrashRecorder, ops: usize, seed: u64, mut before: impl FnMut(usize)) -> HashMap<String, History> {
+    let mut files: HashMap<String, History> = HashMap::new();
+    let mut handles = Vec::new();
+    for s in 0..STREAMS {
+        let name = format!("/stream{s}");
+        let at = recorder.event_count();
+        handles.push(fs.create_file(&name).unwrap());
+        files.insert(name, History { created_at: at, versions: vec![(at, Vec::new())], acks: vec![] });
+    }
+    let mut rng = seed | 1;
+    for k in 0..ops {
+        before(k);
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let s = (rng % STREAMS as u64) as usize;
+        let name = format!("/stream{s}");
+        let data = record(s, k, [100, 700, 3000, 4096, 6000][((rng >> 16) % 5) as usize]);
+        let at = recorder.event_count();
+        handles[s].append(&data).unwrap();
+        files.get_mut(&name).unwrap().appended(at, &data);
+        if (rng >> 24) % 4 != 0 {
+            handles[s].fdatasync().unwrap();
+            files.get_mut(&name).unwrap().synced(recorder.event_count());
+        }
+    }
+    files
+}
+
 /// Returns (crash states checked, violations).
 fn crash_test(policy: &str, canary: bool) -> (usize, Vec<String>) {
     crash_test_with(policy, canary, MemLog { quota_bytes: 300 * 4096, ..Default::default() }, None)
@@ -51,42 +83,19 @@ fn crash_test_with(policy: &str, canary: bool, server: MemLog, revive_at: Option
         o.expire_period = std::time::Duration::from_millis(20);
     }
     let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
-    let mut files: HashMap<String, History> = HashMap::new();
-    let mut handles = Vec::new();
-    for s in 0..STREAMS {
-        let name = format!("/stream{s}");
-        let at = recorder.event_count();
-        handles.push(fs.create_file(&name).unwrap());
-        files.insert(name, History { created_at: at, versions: vec![(at, Vec::new())], acks: vec![] });
-    }
-    let mut rng = 0x5eed_u64 | 1;
-    for k in 0..200 {
+    let files = workload(&fs, &recorder, 200, 0x5eed, |k| {
         if revive_at == Some(k) {
             log.lock().unwrap().die_after = None;
             // Long enough for a checkpoint to empty the local journal and a return to run.
             std::thread::sleep(std::time::Duration::from_millis(2500));
         }
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        let s = (rng % STREAMS as u64) as usize;
-        let name = format!("/stream{s}");
-        let data = record(s, k, [100, 700, 3000, 4096, 6000][((rng >> 16) % 5) as usize]);
-        let at = recorder.event_count();
-        handles[s].append(&data).unwrap();
-        files.get_mut(&name).unwrap().appended(at, &data);
-        if (rng >> 24) % 4 != 0 {
-            handles[s].fdatasync().unwrap();
-            files.get_mut(&name).unwrap().synced(recorder.event_count());
-        }
-    }
+    });
     let trims = log.lock().unwrap().trims.len();
     assert!(canary || dies || trims > 2, "checkpoints trimmed the server during the run ({trims})");
     assert_eq!(fs.counters().fallbacks, dies as u64, "the host fell back when its server died");
     if revive_at.is_some() {
         assert_eq!(fs.debug_state(|j, _| j.placement.name()), "remote", "the host returned to its server while mounted");
     }
-    drop(handles);
     drop(fs); // the crash at the end
     let (mut states, mut violations) = (0, Vec::new());
     let full = log.lock().unwrap().clone();
@@ -265,31 +274,7 @@ fn crash_test_with_server(policy: &str, canary: bool) -> (usize, Vec<String>, bo
     let mut o = opts(cfg, store_connector(store.clone()));
     o.writeback_period = std::time::Duration::from_millis(50);
     let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
-    let mut files: HashMap<String, History> = HashMap::new();
-    let mut handles = Vec::new();
-    for s in 0..STREAMS {
-        let name = format!("/stream{s}");
-        let at = recorder.event_count();
-        handles.push(fs.create_file(&name).unwrap());
-        files.insert(name, History { created_at: at, versions: vec![(at, Vec::new())], acks: vec![] });
-    }
-    let mut rng = 0xfeed_u64 | 1;
-    for k in 0..90 {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        let s = (rng % STREAMS as u64) as usize;
-        let name = format!("/stream{s}");
-        let data = record(s, k, [100, 700, 3000, 4096, 6000][((rng >> 16) % 5) as usize]);
-        let at = recorder.event_count();
-        handles[s].append(&data).unwrap();
-        files.get_mut(&name).unwrap().appended(at, &data);
-        if (rng >> 24) % 4 != 0 {
-            handles[s].fdatasync().unwrap();
-            files.get_mut(&name).unwrap().synced(recorder.event_count());
-        }
-    }
-    drop(handles);
+    let files = workload(&fs, &recorder, 90, 0xfeed, |_| {});
     drop(fs); // the crash at the end
     let events = recorder.events();
     let server_flushes = events.iter().filter(|e| matches!(e, CrashEvent::Flush { dev } if *dev > 0)).count();

@@ -23,6 +23,31 @@ fn opts(extra: &str) -> MountOptions {
     MountOptions::parse(extra).unwrap()
 }
 
+/// A 3-node cluster and a file system journaling to it (a `journal_blocks` journal, the
+/// stream's size): the directories, the cluster, its URLs, the image and its UUID.
+struct World {
+    _dirs: (tempfile::TempDir, tempfile::TempDir),
+    cluster: Cluster,
+    urls: String,
+    img: std::path::PathBuf,
+    uuid: [u8; 16],
+}
+
+fn world(journal_blocks: u64) -> World {
+    let (dirc, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let cluster = Cluster::start(3, dirc.path()).unwrap();
+    let urls = cluster.urls();
+    let img = dir.path().join("img");
+    let uuid = mkfs(&img, &urls, journal_blocks);
+    World { _dirs: (dirc, dir), cluster, urls, img, uuid }
+}
+
+/// Stops the writers of [`load`]; what each had acknowledged.
+fn stop_load(stop: &AtomicBool, writers: Vec<std::thread::JoinHandle<(String, Vec<u8>)>>) -> Vec<(String, Vec<u8>)> {
+    stop.store(true, Ordering::Relaxed);
+    writers.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
 /// An inspecting connection (epoch 0: it never appends).
 fn inspect(urls: &str, uuid: &[u8; 16]) -> JetStreamLink {
     JetStreamLink::connect(urls, uuid, 0, Duration::from_secs(5), &JetStreamOptions::default()).unwrap()
@@ -197,12 +222,7 @@ fn check_acked(fs: &Okeanos, acked: &[(String, Vec<u8>)]) -> usize {
 /// after each election); then a crash. Every acknowledged record is recovered.
 #[test]
 fn the_leader_killed_under_load_loses_nothing_acknowledged() {
-    let dirc = tempfile::tempdir().unwrap();
-    let mut cluster = Cluster::start(3, dirc.path()).unwrap();
-    let urls = cluster.urls();
-    let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("img");
-    let uuid = mkfs(&img, &urls, 4096);
+    let World { _dirs, mut cluster, urls, img, uuid } = world(4096);
     // A timeout longer than an election: the host rides through it instead of falling back.
     let fs = Okeanos::open(&img, opts("data=wasteless,dmeta,remote_ack_timeout=15")).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
@@ -225,8 +245,7 @@ fn the_leader_killed_under_load_loses_nothing_acknowledged() {
         cluster.wait_ready().unwrap();
     }
     std::thread::sleep(Duration::from_millis(1000));
-    stop.store(true, Ordering::Relaxed);
-    let acked: Vec<(String, Vec<u8>)> = writers.into_iter().map(|h| h.join().unwrap()).collect();
+    let acked = stop_load(&stop, writers);
     let total: usize = acked.iter().map(|a| a.1.len() / 128).sum();
     assert!(total > 1000, "{total} records acknowledged");
     let fallbacks = fs.counters().fallbacks;
@@ -243,12 +262,7 @@ fn the_leader_killed_under_load_loses_nothing_acknowledged() {
 /// lost; with the cluster back, a mount recovers from both in order and returns to the stream.
 #[test]
 fn every_server_gone_falls_back_to_the_local_journal() {
-    let dirc = tempfile::tempdir().unwrap();
-    let mut cluster = Cluster::start(3, dirc.path()).unwrap();
-    let urls = cluster.urls();
-    let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("img");
-    let uuid = mkfs(&img, &urls, 4096);
+    let World { _dirs, mut cluster, urls, img, uuid } = world(4096);
     let fs = Okeanos::open(&img, opts("data=data,remote_ack_timeout=1")).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let writers = load(&fs, 16, stop.clone());
@@ -264,8 +278,7 @@ fn every_server_gone_falls_back_to_the_local_journal() {
     probe.fdatasync().unwrap();
     *slowest.lock().unwrap() = ts.elapsed();
     std::thread::sleep(Duration::from_millis(800));
-    stop.store(true, Ordering::Relaxed);
-    let acked: Vec<(String, Vec<u8>)> = writers.into_iter().map(|h| h.join().unwrap()).collect();
+    let acked = stop_load(&stop, writers);
     assert_eq!(fs.counters().fallbacks, 1, "fell back once");
     let waited = *slowest.lock().unwrap();
     assert!(waited < Duration::from_secs(4), "a sync waited {waited:?} after the cluster died ({:?} ago)", t0.elapsed());
@@ -302,12 +315,7 @@ fn every_server_gone_falls_back_to_the_local_journal() {
 /// times over, the stream never goes past max_bytes and no append is refused as full.
 #[test]
 fn checkpoints_keep_the_stream_within_max_bytes() {
-    let dirc = tempfile::tempdir().unwrap();
-    let cluster = Cluster::start(3, dirc.path()).unwrap();
-    let urls = cluster.urls();
-    let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("img");
-    let uuid = mkfs(&img, &urls, 512); // a 2 MiB journal and stream
+    let World { _dirs, cluster: _cluster, urls, img, uuid } = world(512); // a 2 MiB journal and stream
     let fs = Okeanos::open(&img, opts("data=data,remote_ack_timeout=5")).unwrap();
     let watch = inspect(&urls, &uuid);
     let f = fs.create_file("/big").unwrap();
