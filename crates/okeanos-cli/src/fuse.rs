@@ -22,7 +22,7 @@
 
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags,
-    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request,
+    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
     TimeOrNow, WriteFlags,
 };
 use okeanos::format::FileType as Kind;
@@ -70,6 +70,17 @@ pub struct OkeanosFuse {
 /// The caller of a request: the owner of what it creates.
 fn owner(req: &Request) -> okeanos::Owner {
     okeanos::Owner { uid: req.uid(), gid: req.gid() }
+}
+
+/// getxattr/listxattr's size protocol: 0 asks for the length, a smaller buffer is ERANGE.
+fn xattr_reply(v: &[u8], size: u32, reply: fuser::ReplyXattr) {
+    if size == 0 {
+        reply.size(v.len() as u32)
+    } else if v.len() > size as usize {
+        reply.error(Errno::from_i32(libc::ERANGE))
+    } else {
+        reply.data(v)
+    }
 }
 
 fn errno(e: &FsError) -> Errno {
@@ -487,6 +498,52 @@ impl Filesystem for OkeanosFuse {
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let s = self.fs.statfs();
         reply.statfs(s.blocks, s.blocks_free, s.blocks_free, s.inodes, s.inodes_free, s.block_size, s.name_max, s.block_size);
+    }
+
+    fn setxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, _position: u32, reply: ReplyEmpty) {
+        use okeanos::fs::xattr::SetMode;
+        let mode = match flags {
+            0 => SetMode::Any,
+            libc::XATTR_CREATE => SetMode::Create,
+            libc::XATTR_REPLACE => SetMode::Replace,
+            _ => return reply.error(Errno::from_i32(libc::EINVAL)),
+        };
+        match ino32(ino).map(|i| self.fs.setxattr(i, name.as_bytes(), value, mode)) {
+            Ok(Ok(())) => reply.ok(),
+            Ok(Err(e)) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        match ino32(ino).map(|i| self.fs.getxattr(i, name.as_bytes())) {
+            Ok(Ok(v)) => xattr_reply(&v, size, reply),
+            Ok(Err(e)) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        match ino32(ino).map(|i| self.fs.listxattr(i)) {
+            Ok(Ok(names)) => {
+                let mut list = Vec::new();
+                for n in names {
+                    list.extend_from_slice(&n);
+                    list.push(0);
+                }
+                xattr_reply(&list, size, reply)
+            }
+            Ok(Err(e)) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match ino32(ino).map(|i| self.fs.removexattr(i, name.as_bytes())) {
+            Ok(Ok(())) => reply.ok(),
+            Ok(Err(e)) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
+        }
     }
 
     fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {

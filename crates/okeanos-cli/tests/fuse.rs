@@ -693,3 +693,52 @@ fn postgresql_initdb_pgbench_and_a_crash_of_the_daemon() {
     m.unmount();
     eprintln!("PostgreSQL: {committed} transactions committed before the daemon was killed, {rows} history rows after both recoveries");
 }
+
+/// Extended attributes through the mount as programs use them: set, get, list, remove (with
+/// XATTR_CREATE/REPLACE and ENODATA), kept across a remount, and copied by `cp -a`.
+#[test]
+fn extended_attributes_on_the_mount() {
+    if !fuse_usable() || !have("python3") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img.okfs");
+    assert!(Command::new(BIN).args(["mkfs", "--size", "64M"]).arg(&img).output().unwrap().status.success());
+    let mnt = dir.path().join("mnt");
+    let m = Mount::new(&img, &mnt, "data=wasteless,dmeta");
+    std::fs::write(mnt.join("f"), b"data").unwrap();
+    let script = r#"
+import os, sys, errno
+f = sys.argv[1]
+os.setxattr(f, "user.color", b"blue")
+os.setxattr(f, "user.color", b"green", os.XATTR_REPLACE)
+try:
+    os.setxattr(f, "user.color", b"red", os.XATTR_CREATE); sys.exit("CREATE over an existing attribute")
+except OSError as e:
+    assert e.errno == errno.EEXIST, e
+try:
+    os.getxattr(f, "user.none"); sys.exit("a missing attribute was found")
+except OSError as e:
+    assert e.errno == errno.ENODATA, e
+os.setxattr(f, "user.tmp", b"x")
+os.removexattr(f, "user.tmp")
+if os.geteuid() == 0:
+    os.setxattr(f, "trusted.t", b"root only")
+assert os.getxattr(f, "user.color") == b"green"
+print(",".join(sorted(os.listxattr(f))))
+"#;
+    let o = Command::new("python3").args(["-c", script]).arg(mnt.join("f")).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let names = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    assert!(names.contains("user.color") && !names.contains("user.tmp"), "{names}");
+    if have("cp") {
+        assert!(Command::new("cp").args(["-a"]).arg(mnt.join("f")).arg(mnt.join("copy")).status().unwrap().success());
+    }
+    m.unmount();
+    let m = Mount::new(&img, &mnt, "data=wasteless,dmeta");
+    let get = |p: &str| Command::new("python3").args(["-c", "import os,sys; print(os.getxattr(sys.argv[1], 'user.color').decode())"]).arg(mnt.join(p)).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&get("f").stdout).trim(), "green");
+    assert_eq!(String::from_utf8_lossy(&get("copy").stdout).trim(), "green", "cp -a kept the attribute");
+    m.unmount();
+    fsck_clean(&img);
+}

@@ -249,3 +249,55 @@ fn special_files_are_inodes() {
     let r = okeanos::fsck(dev, None);
     assert!(r.is_clean(), "{:?}", r.problems);
 }
+
+/// Extended attributes under every content policy: set, replace, create-only and
+/// replace-only, list, remove; journaled (a crash keeps what was synced), freed with their
+/// inode; a block-full set is ENOSPC; fsck checks the attribute blocks.
+#[test]
+fn extended_attributes_under_every_policy() {
+    use okeanos::fs::xattr::SetMode;
+    use okeanos::{MemDevice, MkfsOptions, MountOptions};
+    for policy in ["ordered", "data", "wasteless+dmeta", "selective+dmeta"] {
+        let cfg = okeanos::journal::content::ContentConfig::parse(policy).unwrap();
+        let o = || MountOptions::default().content_config(cfg);
+        let dev = std::sync::Arc::new(MemDevice::new(16 << 20));
+        Okeanos::mkfs(dev.as_ref(), None, &MkfsOptions { journal_blocks: 512, ..Default::default() }).unwrap();
+        let fs = Okeanos::mount(dev.clone(), None, o()).unwrap();
+        let f = fs.create_file("/f").unwrap();
+        let ino = f.ino();
+        fs.setxattr(ino, b"user.a", b"1", SetMode::Any).unwrap();
+        fs.setxattr(ino, b"user.a", b"one", SetMode::Replace).unwrap();
+        assert!(matches!(fs.setxattr(ino, b"user.a", b"x", SetMode::Create), Err(FsError::Exists)), "{policy}");
+        assert!(matches!(fs.setxattr(ino, b"user.b", b"x", SetMode::Replace), Err(FsError::NoAttribute)), "{policy}");
+        fs.setxattr(ino, b"security.selinux", b"system_u:object_r:tmp_t:s0", SetMode::Create).unwrap();
+        fs.setxattr(ino, b"system.posix_acl_access", &[2, 0, 0, 0, 1, 0, 6, 0], SetMode::Any).unwrap();
+        assert!(matches!(fs.setxattr(ino, b"bogus.x", b"1", SetMode::Any), Err(FsError::Invalid(_))), "{policy}");
+        assert!(matches!(fs.getxattr(ino, b"user.none"), Err(FsError::NoAttribute)), "{policy}");
+        assert!(matches!(fs.setxattr(ino, b"user.big", &vec![0u8; 5000], SetMode::Any), Err(FsError::NoSpace)), "{policy}: more than the block holds");
+        // A directory and a file that will be deleted have attributes too.
+        let d = fs.mkdir_path("/d").unwrap();
+        fs.setxattr(d.ino, b"trusted.t", b"dir", SetMode::Any).unwrap();
+        let g = fs.create_file("/g").unwrap();
+        fs.setxattr(g.ino(), b"user.gone", b"soon", SetMode::Any).unwrap();
+        f.fsync().unwrap();
+        drop(g);
+        fs.unlink(fs.root(), b"g").unwrap();
+        fs.sync().unwrap();
+        drop(f);
+        drop(fs); // a crash
+        let fs = Okeanos::mount(dev.clone(), None, o()).unwrap();
+        let mut names = fs.listxattr(ino).unwrap();
+        names.sort();
+        assert_eq!(names, [b"security.selinux".to_vec(), b"system.posix_acl_access".to_vec(), b"user.a".to_vec()], "{policy}");
+        assert_eq!(fs.getxattr(ino, b"user.a").unwrap(), b"one", "{policy}");
+        assert_eq!(fs.getxattr(d.ino, b"trusted.t").unwrap(), b"dir", "{policy}");
+        for n in [b"user.a".as_slice(), b"security.selinux", b"system.posix_acl_access"] {
+            fs.removexattr(ino, n).unwrap();
+        }
+        assert!(fs.listxattr(ino).unwrap().is_empty(), "{policy}");
+        assert!(matches!(fs.removexattr(ino, b"user.a"), Err(FsError::NoAttribute)), "{policy}");
+        fs.unmount().unwrap();
+        let r = okeanos::fsck(dev, None);
+        assert!(r.is_clean(), "{policy}: {:?}", r.problems);
+    }
+}

@@ -73,6 +73,7 @@ fn inode_round_trip_and_flips() {
         parent: 0,
         flags: 0,
         rdev: 0,
+        xattr_block: 777,
         inline: (0..10).map(|k| Extent { logical: k * 10, len: 5, physical: 5000 + k as u64 * 100 }).collect(),
     };
     let mut b = vec![0u8; INODE_SIZE];
@@ -257,5 +258,21 @@ proptest::proptest! {
         let _ = okeanos::format::remote::decode(&f);
         f.truncate(at % n);
         let _ = okeanos::format::remote::decode(&f);
+    }
+}
+
+#[test]
+fn xattr_block_round_trip_flips_and_bounds() {
+    use okeanos::format::xattr::XattrBlock;
+    let x = XattrBlock { owner: 9, entries: vec![(b"security.selinux".to_vec(), b"ctx".to_vec()), (b"user.a".to_vec(), vec![0u8; 300])] };
+    let b = x.encode(4096).unwrap();
+    assert_eq!(XattrBlock::decode(9, &b).unwrap(), x);
+    assert!(XattrBlock::decode(10, &b).is_err(), "another inode's block is refused");
+    let used = x.encoded_len();
+    every_flip_caught(&b, 0..used, |y| XattrBlock::decode(9, y).map(|_| ()));
+    assert!(XattrBlock { owner: 1, entries: vec![(b"user.big".to_vec(), vec![0u8; 5000])] }.encode(4096).is_none(), "too big for the block");
+    for _ in 0..2000 {
+        let junk: Vec<u8> = (0..4096).map(|_| rand::random::<u8>()).collect();
+        let _ = XattrBlock::decode(9, &junk);
     }
 }

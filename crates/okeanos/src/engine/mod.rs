@@ -355,6 +355,12 @@ impl Okeanos {
         move |_fs| Ok(Credits::blocks(meta))
     }
 
+    /// An attribute change: the inode, the attribute block (allocated, or freed and revoked),
+    /// a bitmap and a group descriptor.
+    fn xattr_credits(fs: &mut Fs) -> FsResult<Credits> {
+        Ok(Credits { blocks: 4 + Self::alloc_credits(fs, 1), revokes: 1 })
+    }
+
     /// Blocks a handle allocating `n` blocks may log for bitmaps and descriptors.
     fn alloc_credits(fs: &Fs, n: u64) -> u64 {
         n.min(fs.st.sb.group_count as u64) + n.min(fs.st.sb.gdt_blocks as u64)
@@ -470,6 +476,28 @@ impl Okeanos {
         self.getattr(ino)
     }
 
+    /// The value of extended attribute `name` of `ino` (ENODATA when it has none).
+    pub fn getxattr(&self, ino: u32, name: &[u8]) -> FsResult<Vec<u8>> {
+        self.with_fs(|fs| fs.get_xattr(ino, name))
+    }
+
+    /// The names of `ino`'s extended attributes.
+    pub fn listxattr(&self, ino: u32) -> FsResult<Vec<Vec<u8>>> {
+        self.with_fs(|fs| Ok(fs.xattrs(ino)?.entries.into_iter().map(|(n, _)| n).collect()))
+    }
+
+    /// Sets extended attribute `name` of `ino` (one atomic handle, journaled as metadata).
+    pub fn setxattr(&self, ino: u32, name: &[u8], value: &[u8], mode: crate::fs::xattr::SetMode) -> FsResult<()> {
+        self.drain_evictions()?;
+        self.handle(Self::xattr_credits, |fs| fs.set_xattr(ino, name, Some(value), mode))
+    }
+
+    /// Removes extended attribute `name` of `ino` (ENODATA when there is none).
+    pub fn removexattr(&self, ino: u32, name: &[u8]) -> FsResult<()> {
+        self.drain_evictions()?;
+        self.handle(Self::xattr_credits, |fs| fs.set_xattr(ino, name, None, crate::fs::xattr::SetMode::Any))
+    }
+
     pub fn readlink(&self, ino: u32) -> FsResult<Vec<u8>> {
         self.with_fs(|fs| {
             if !fs.load(ino)?.inode.is_symlink() {
@@ -500,7 +528,7 @@ impl Okeanos {
         match fs.lookup_entry(parent, name)? {
             Some((ino, FileType::Directory)) => {
                 let mi = fs.load(ino)?;
-                Ok(mi.mapped_blocks() + mi.chain.len() as u64)
+                Ok(mi.mapped_blocks() + mi.chain.len() as u64 + (mi.inode.xattr_block != 0) as u64)
             }
             _ => Ok(0),
         }
@@ -635,7 +663,12 @@ impl Okeanos {
                 return Ok(());
             }
             self.truncate_steps(ino, 0)?;
-            self.handle(Self::meta_credits(8), |fs| {
+            // The extent chain's blocks and the attribute block are freed (revoked) too.
+            let frees = |fs: &mut Fs| -> FsResult<Credits> {
+                let mi = fs.load(ino)?;
+                Ok(Credits { blocks: 8, revokes: mi.chain.len() as u64 + (mi.inode.xattr_block != 0) as u64 })
+            };
+            self.handle(frees, |fs| {
                 let chain = std::mem::take(&mut fs.load(ino)?.chain);
                 for b in chain {
                     fs.free_block(b)?;

@@ -26,6 +26,8 @@ pub const FILE_TYPES: [u32; 7] = [S_IFREG, S_IFDIR, S_IFLNK, S_IFIFO, S_IFCHR, S
 
 /// Where a device's number is (bytes 240..244, reserved and zero before special files).
 const RDEV_AT: usize = 240;
+/// Where the extended attribute block's number is (bytes 244..252, reserved before).
+const XATTR_AT: usize = 244;
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Inode {
@@ -50,6 +52,8 @@ pub struct Inode {
     pub flags: u32,
     /// Device number of a character or block device (Linux's 32-bit encoding); 0 otherwise.
     pub rdev: u32,
+    /// The block holding the extended attributes, 0 when there are none.
+    pub xattr_block: u64,
     /// The inline extents; only the first `min(extent_count, INLINE_EXTENTS)` are meaningful.
     pub inline: Vec<Extent>,
 }
@@ -92,6 +96,7 @@ impl Inode {
         Le::put_u32(out, 68, self.flags);
         Le::put_u64(out, 72, self.extent_block);
         Le::put_u32(out, RDEV_AT, self.rdev);
+        Le::put_u64(out, XATTR_AT, self.xattr_block);
         for (i, e) in self.inline.iter().enumerate() {
             e.encode(&mut out[INLINE_AT + i * EXTENT_SIZE..]);
         }
@@ -134,6 +139,7 @@ impl Inode {
             flags: Le::u32(b, 68),
             extent_block: Le::u64(b, 72),
             rdev: Le::u32(b, RDEV_AT),
+            xattr_block: Le::u64(b, XATTR_AT),
             inline,
         };
         if inode.mode != 0 && !FILE_TYPES.contains(&(inode.mode & S_IFMT)) {

@@ -12,6 +12,7 @@ pub mod inode;
 pub mod journal;
 pub mod remote;
 pub mod superblock;
+pub mod xattr;
 
 pub use dir::{DirBlock, DirEntry, FileType};
 pub use extent::{Extent, ExtentBlock};
@@ -135,6 +136,7 @@ pub(crate) mod seed {
     pub const INODE: u32 = 0x494e_0001;
     pub const EXTENT: u32 = 0x4558_0001;
     pub const DIR: u32 = 0x4449_0001;
+    pub const XATTR: u32 = 0x5841_0001;
     pub const JOURNAL: u32 = 0x4a4c_0001;
 }
 

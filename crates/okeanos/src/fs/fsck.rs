@@ -216,7 +216,13 @@ pub fn fsck(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> FsckRepor
         if on_orphan_list && i.nlink != 0 {
             p.add("orphan", format!("inode {ino} is on the orphan list with {} links", i.nlink));
         }
-        let blocks = mi.extents.iter().flat_map(|e| (0..e.len as u64).map(move |k| e.physical + k)).chain(mi.chain.iter().copied());
+        if i.xattr_block != 0 {
+            if let Err(e) = fs.xattrs(ino) {
+                p.add("xattr", format!("inode {ino}: {e}"));
+            }
+        }
+        let xattr = (i.xattr_block != 0).then_some(i.xattr_block);
+        let blocks = mi.extents.iter().flat_map(|e| (0..e.len as u64).map(move |k| e.physical + k)).chain(mi.chain.iter().copied()).chain(xattr);
         for b in blocks {
             if let Some(prev) = owner.insert(b, ino) {
                 p.add("dup", format!("block {b} is owned by inodes {prev} and {ino}"));

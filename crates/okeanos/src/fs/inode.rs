@@ -209,6 +209,11 @@ impl<'a> Fs<'a> {
 
     /// Writes a freed inode slot (mode 0; the generation survives for the next user).
     pub fn clear_inode_slot(&mut self, ino: u32) -> FsResult<()> {
+        // The attribute block goes with the inode.
+        let xb = self.load(ino).map_or(0, |m| m.inode.xattr_block);
+        if xb != 0 {
+            self.free_block(xb)?;
+        }
         let (blk, off) = self.inode_location(ino)?;
         let generation = self.st.inodes.get(&ino).map_or(0, |m| m.inode.generation);
         let mut enc = [0u8; INODE_SIZE];

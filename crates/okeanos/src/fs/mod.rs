@@ -15,6 +15,7 @@ pub mod fsck;
 pub mod inode;
 pub mod mkfs;
 pub mod namespace;
+pub mod xattr;
 
 use crate::cache::{BufKind, Cache};
 use crate::device::{Device, DeviceError};
@@ -51,6 +52,12 @@ pub enum FsError {
     TooManyLinks,
     #[error("file too large")]
     TooBig,
+    /// No extended attribute of that name (ENODATA).
+    #[error("no such attribute")]
+    NoAttribute,
+    /// An extended attribute value larger than any one can be (E2BIG).
+    #[error("attribute value too large")]
+    ValueTooBig,
     #[error("I/O error: {0}")]
     Io(String),
     #[error("file system is corrupt: {0}")]
@@ -83,6 +90,8 @@ impl FsError {
             FsError::ReadOnly(_) => 30,
             FsError::TooManyLinks => 31,
             FsError::TooBig => 27,
+            FsError::NoAttribute => 61,
+            FsError::ValueTooBig => 7,
             FsError::Io(_) => 5,
             FsError::Corrupt(_) | FsError::HasErrors(_) => 117,
             FsError::InUse(_) => 16,
