@@ -500,6 +500,20 @@ impl Filesystem for OkeanosFuse {
         reply.statfs(s.blocks, s.blocks_free, s.blocks_free, s.inodes, s.inodes_free, s.block_size, s.name_max, s.block_size);
     }
 
+    /// fallocate mode 0 (what posix_fallocate asks for): allocate, zero-fill holes, extend.
+    /// Other modes (KEEP_SIZE, PUNCH_HOLE, ...) are EOPNOTSUPP, so glibc and programs fall
+    /// back to writing zeros themselves.
+    fn fallocate(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
+        if mode != 0 {
+            return reply.error(Errno::from_i32(libc::EOPNOTSUPP));
+        }
+        match ino32(ino).map(|i| self.fs.fallocate(i, offset, length)) {
+            Ok(Ok(())) => reply.ok(),
+            Ok(Err(e)) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
+        }
+    }
+
     fn setxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, _position: u32, reply: ReplyEmpty) {
         use okeanos::fs::xattr::SetMode;
         let mode = match flags {

@@ -742,3 +742,36 @@ print(",".join(sorted(os.listxattr(f))))
     m.unmount();
     fsck_clean(&img);
 }
+
+/// posix_fallocate on the mount allocates and extends (a database preallocating its log);
+/// fallocate's other modes are refused with EOPNOTSUPP.
+#[test]
+fn posix_fallocate_on_the_mount() {
+    if !fuse_usable() || !have("python3") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img.okfs");
+    assert!(Command::new(BIN).args(["mkfs", "--size", "64M"]).arg(&img).output().unwrap().status.success());
+    let mnt = dir.path().join("mnt");
+    let m = Mount::new(&img, &mnt, "data=ordered");
+    let script = r#"
+import os, sys, errno
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fd, b"head")
+os.posix_fallocate(fd, 0, 1 << 20)
+assert os.fstat(fd).st_size == 1 << 20, os.fstat(fd).st_size
+assert os.pread(fd, 8, 0) == b"head\0\0\0\0"
+try:
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    r = libc.fallocate(fd, 1, ctypes.c_long(0), ctypes.c_long(2 << 20))  # FALLOC_FL_KEEP_SIZE
+    assert r != 0 and ctypes.get_errno() == errno.EOPNOTSUPP, (r, ctypes.get_errno())
+finally:
+    os.close(fd)
+"#;
+    let o = Command::new("python3").args(["-c", script]).arg(mnt.join("wal")).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    m.unmount();
+    fsck_clean(&img);
+}

@@ -301,3 +301,38 @@ fn extended_attributes_under_every_policy() {
         assert!(r.is_clean(), "{policy}: {:?}", r.problems);
     }
 }
+
+/// fallocate mode 0: holes get zero-filled blocks, the size covers the range, data already
+/// there stays; a directory is refused. Survives a crash once synced, and fsck agrees.
+#[test]
+fn fallocate_allocates_and_extends() {
+    use okeanos::{MemDevice, MkfsOptions, MountOptions};
+    for policy in ["ordered", "data", "wasteless+dmeta"] {
+        let cfg = okeanos::journal::content::ContentConfig::parse(policy).unwrap();
+        let dev = std::sync::Arc::new(MemDevice::new(16 << 20));
+        Okeanos::mkfs(dev.as_ref(), None, &MkfsOptions { journal_blocks: 512, ..Default::default() }).unwrap();
+        let fs = Okeanos::mount(dev.clone(), None, MountOptions::default().content_config(cfg)).unwrap();
+        let f = fs.create_file("/db").unwrap();
+        f.write_at(0, b"header").unwrap();
+        fs.truncate(f.ino(), 20_000).unwrap(); // a hole after the first block
+        let free_before = fs.statfs().blocks_free;
+        fs.fallocate(f.ino(), 4096, 60_000).unwrap();
+        assert_eq!(fs.getattr(f.ino()).unwrap().size, 64_096, "{policy}");
+        assert!(fs.statfs().blocks_free + 15 <= free_before, "{policy}: blocks were allocated");
+        fs.fallocate(f.ino(), 0, 100).unwrap(); // inside the file: nothing changes
+        let mut want = b"header".to_vec();
+        want.resize(64_096, 0);
+        assert_eq!(fs.read_path("/db").unwrap(), want, "{policy}");
+        let d = fs.mkdir_path("/dir").unwrap();
+        assert!(matches!(fs.fallocate(d.ino, 0, 10), Err(FsError::IsDir)), "{policy}");
+        assert!(fs.fallocate(f.ino(), 0, 0).is_err(), "{policy}: length 0");
+        f.fsync().unwrap();
+        drop(f);
+        drop(fs); // a crash
+        let fs = Okeanos::mount(dev.clone(), None, MountOptions::default().content_config(cfg)).unwrap();
+        assert_eq!(fs.read_path("/db").unwrap(), want, "{policy}");
+        fs.unmount().unwrap();
+        let r = okeanos::fsck(dev, None);
+        assert!(r.is_clean(), "{policy}: {:?}", r.problems);
+    }
+}

@@ -573,6 +573,46 @@ impl Okeanos {
 
     /// Writes `data` at `off`. Writes of up to one handle's size (1 MiB with the default
     /// journal) are atomic; larger ones are split into several handles.
+    /// fallocate(2) mode 0 (posix_fallocate): every block of `[offset, offset + len)` is
+    /// allocated (holes get zero-filled blocks, written as any write is under the policy) and
+    /// the size grows to cover the range. Mapped blocks are left as they are. Not atomic as a
+    /// whole (neither is posix_fallocate's fallback); each run of holes is one write.
+    pub fn fallocate(&self, ino: u32, offset: u64, len: u64) -> FsResult<()> {
+        if len == 0 {
+            return Err(FsError::Invalid("fallocate of length 0".into()));
+        }
+        let end = offset.checked_add(len).ok_or(FsError::TooBig)?;
+        let bs = self.lock().fs.block_size() as u64;
+        if end.div_ceil(bs) > crate::fs::file::MAX_FILE_BLOCKS {
+            return Err(FsError::TooBig);
+        }
+        let holes: Vec<u64> = self.with_fs(|fs| {
+            let mi = fs.load(ino)?;
+            if !mi.inode.is_reg() {
+                return Err(if mi.inode.is_dir() { FsError::IsDir } else { FsError::Invalid("fallocate of a special file".into()) });
+            }
+            Ok((offset / bs..end.div_ceil(bs)).filter(|&k| mi.bmap(k as u32).is_none()).collect())
+        })?;
+        // Runs of consecutive holes, each written with zeros (at most 1 MiB at a time).
+        let mut i = 0;
+        while i < holes.len() {
+            let mut j = i + 1;
+            while j < holes.len() && holes[j] == holes[j - 1] + 1 && (j - i) < 256 {
+                j += 1;
+            }
+            let from = (holes[i] * bs).max(offset);
+            let to = ((holes[j - 1] + 1) * bs).min(end);
+            self.write(ino, from, &vec![0u8; (to - from) as usize])?;
+            i = j;
+        }
+        // The range's last block was mapped already (inside the file): the size may still be
+        // short of the range's end only if no hole reached it.
+        if self.getattr(ino)?.size < end {
+            self.truncate(ino, end)?;
+        }
+        Ok(())
+    }
+
     pub fn write(&self, ino: u32, off: u64, data: &[u8]) -> FsResult<usize> {
         let end = off.checked_add(data.len() as u64).ok_or(FsError::TooBig)?;
         if end.div_ceil(self.lock().fs.block_size() as u64) > crate::fs::file::MAX_FILE_BLOCKS {
