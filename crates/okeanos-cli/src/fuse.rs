@@ -382,12 +382,14 @@ impl Filesystem for OkeanosFuse {
     }
 
     fn rename(&self, _req: &Request, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: RenameFlags, reply: ReplyEmpty) {
-        if flags.bits() != 0 {
-            // RENAME_NOREPLACE / RENAME_EXCHANGE are not offered.
-            return reply.error(Errno::from_i32(libc::EINVAL));
-        }
+        let noreplace = match flags.bits() {
+            0 => false,
+            f if f == libc::RENAME_NOREPLACE => true,
+            // RENAME_EXCHANGE and RENAME_WHITEOUT are not offered.
+            _ => return reply.error(Errno::from_i32(libc::EINVAL)),
+        };
         let r = ino32(parent).and_then(|p| ino32(newparent).map(|q| (p, q)));
-        match r.map(|(p, q)| self.fs.rename(p, name.as_bytes(), q, newname.as_bytes())) {
+        match r.map(|(p, q)| if noreplace { self.fs.rename_noreplace(p, name.as_bytes(), q, newname.as_bytes()) } else { self.fs.rename(p, name.as_bytes(), q, newname.as_bytes()) }) {
             Ok(Ok(())) => reply.ok(),
             Ok(Err(e)) => reply.error(errno(&e)),
             Err(e) => reply.error(e),

@@ -123,6 +123,12 @@ fn posix_operations_through_the_mount() {
     assert!(std::os::unix::fs::FileTypeExt::is_fifo(&std::fs::metadata(mnt.join("fifo")).unwrap().file_type()));
     let (b, d) = (std::ffi::CString::new(mnt.join("b").to_str().unwrap()).unwrap(), std::ffi::CString::new(mnt.join("logs").to_str().unwrap()).unwrap());
     assert_ne!(unsafe { libc::renameat2(libc::AT_FDCWD, b.as_ptr(), libc::AT_FDCWD, d.as_ptr(), libc::RENAME_EXCHANGE) }, 0);
+    // RENAME_NOREPLACE: EEXIST over an existing name, an ordinary rename otherwise.
+    let (c, e) = (std::ffi::CString::new(mnt.join("c").to_str().unwrap()).unwrap(), std::ffi::CString::new(mnt.join("e").to_str().unwrap()).unwrap());
+    assert_eq!(unsafe { libc::renameat2(libc::AT_FDCWD, c.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_NOREPLACE) }, -1);
+    assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::EEXIST));
+    assert_eq!(unsafe { libc::renameat2(libc::AT_FDCWD, c.as_ptr(), libc::AT_FDCWD, e.as_ptr(), libc::RENAME_NOREPLACE) }, 0);
+    std::fs::rename(mnt.join("e"), mnt.join("c")).unwrap();
     // An open file keeps its data after unlink, until the last close.
     let mut f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(mnt.join("tmp")).unwrap();
     f.write_all(&[7u8; 10_000]).unwrap();

@@ -546,13 +546,28 @@ impl Okeanos {
     }
 
     pub fn rename(&self, parent: u32, name: &[u8], new_parent: u32, new_name: &[u8]) -> FsResult<()> {
+        self.rename_with(parent, name, new_parent, new_name, false)
+    }
+
+    /// rename(2) with RENAME_NOREPLACE: EEXIST if `new_name` exists, checked in the same
+    /// handle as the rename (no other operation can create it in between).
+    pub fn rename_noreplace(&self, parent: u32, name: &[u8], new_parent: u32, new_name: &[u8]) -> FsResult<()> {
+        self.rename_with(parent, name, new_parent, new_name, true)
+    }
+
+    fn rename_with(&self, parent: u32, name: &[u8], new_parent: u32, new_name: &[u8], noreplace: bool) -> FsResult<()> {
         self.drain_evictions()?;
         let gone = self.handle(
             |fs| {
                 let blocks = Self::dir_blocks(fs, new_parent, new_name)?;
                 Ok(Credits { blocks: 28 + Self::alloc_credits(fs, blocks), revokes: blocks })
             },
-            |fs| fs.rename(parent, name, new_parent, new_name),
+            |fs| {
+                if noreplace && fs.lookup_entry(new_parent, new_name)?.is_some() {
+                    return Err(FsError::Exists);
+                }
+                fs.rename(parent, name, new_parent, new_name)
+            },
         )?;
         if let Some(ino) = gone {
             self.release_if_unused(ino)?;
