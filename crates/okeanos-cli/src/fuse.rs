@@ -429,7 +429,7 @@ impl Filesystem for OkeanosFuse {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -440,6 +440,20 @@ impl Filesystem for OkeanosFuse {
         reply: ReplyWrite,
     ) {
         let Ok(i) = ino32(ino) else { return reply.error(Errno::from_i32(libc::EBADF)) };
+        // As the kernel's file_remove_privs for its own file systems (a direct-I/O write on
+        // FUSE does not): a write by anyone but root clears setuid, and setgid when the group
+        // may execute, before the data changes.
+        if req.uid() != 0 {
+            if let Ok(a) = self.fs.getattr(i) {
+                let kill = a.perm & 0o4000 != 0 || a.perm & 0o2010 == 0o2010;
+                if kill {
+                    let mode = a.perm & !(0o4000 | if a.perm & 0o010 != 0 { 0o2000 } else { 0 });
+                    if let Err(e) = self.fs.setattr(i, &SetAttr { mode: Some(mode), ..Default::default() }) {
+                        return reply.error(errno(&e));
+                    }
+                }
+            }
+        }
         let sync = self.handles.lock().unwrap_or_else(|e| e.into_inner()).get(&u64::from(fh)).map_or(SyncMode::None, |h| h.sync);
         match self.fs.write(i, offset, data) {
             Ok(n) if sync == SyncMode::None => reply.written(n as u32),

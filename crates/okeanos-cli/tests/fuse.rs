@@ -781,3 +781,38 @@ finally:
     m.unmount();
     fsck_clean(&img);
 }
+
+/// A write by anyone but root clears setuid (and setgid with group execute), as the kernel
+/// does for its own file systems; chown clears them too; root's writes keep them. Without
+/// this a user could change a world-writable setuid-root file and keep it setuid.
+#[test]
+fn writes_by_users_clear_setuid_and_setgid() {
+    if !fuse_usable() || unsafe { libc::geteuid() } != 0 || !have("setpriv") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), PermissionsExt::from_mode(0o755)).unwrap();
+    let img = dir.path().join("img.okfs");
+    assert!(Command::new(BIN).args(["mkfs", "--size", "64M"]).arg(&img).output().unwrap().status.success());
+    let mnt = dir.path().join("mnt");
+    let m = Mount::new(&img, &mnt, "data=ordered,allow_other");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    let f = mnt.join("tool");
+    std::fs::write(&f, b"#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&f, PermissionsExt::from_mode(0o6777)).unwrap();
+    std::fs::OpenOptions::new().append(true).open(&f).unwrap().write_all(b"# root\n").unwrap();
+    assert_eq!(mode(&f), 0o6777, "root's write keeps the bits");
+    let o = Command::new("setpriv").args(["--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", "echo evil >> \"$1\"", "sh"]).arg(&f).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(mode(&f), 0o0777, "a user's write cleared setuid and setgid");
+    // setgid without group execute stays (it marks mandatory locking, not privilege).
+    std::fs::set_permissions(&f, PermissionsExt::from_mode(0o2666)).unwrap();
+    let o = Command::new("setpriv").args(["--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", "echo x >> \"$1\"", "sh"]).arg(&f).output().unwrap();
+    assert!(o.status.success());
+    assert_eq!(mode(&f), 0o2666);
+    std::fs::set_permissions(&f, PermissionsExt::from_mode(0o4755)).unwrap();
+    std::os::unix::fs::chown(&f, Some(65534), None).unwrap();
+    assert_eq!(mode(&f) & 0o6000, 0, "chown cleared setuid");
+    m.unmount();
+}
