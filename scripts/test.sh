@@ -21,6 +21,8 @@ command -v postmark >/dev/null 2>&1 || need_pkgs+=(postmark)
 command -v sqlite3 >/dev/null 2>&1 || need_pkgs+=(sqlite3)
 # PostgreSQL runs initdb and pgbench on a mount, and survives a crash of its daemon.
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_pkgs+=(postgresql)
+# POSIX ACLs on a mount are set and read with setfacl/getfacl.
+command -v setfacl >/dev/null 2>&1 || need_pkgs+=(acl)
 # The benchmark tests make ext4 on loop devices (kernel targets); XFS is a benchmark target too.
 command -v mkfs.ext4 >/dev/null 2>&1 || need_pkgs+=(e2fsprogs)
 command -v mkfs.xfs >/dev/null 2>&1 || need_pkgs+=(xfsprogs)

@@ -143,6 +143,16 @@ impl OkeanosFuse {
         OkeanosFuse { fs, writeback_cache, page_cache: page_cache || writeback_cache, handles: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1) }
     }
 
+    /// The mode of a new inode in `parent`: the umask applies unless the directory has a
+    /// default ACL (which limits the mode instead, in the engine).
+    fn perm(&self, parent: u32, mode: u32, umask: u32) -> u32 {
+        if self.fs.has_default_acl(parent).unwrap_or(false) {
+            mode & 0o7777
+        } else {
+            mode & !umask & 0o7777
+        }
+    }
+
     /// How a regular file is opened: direct I/O unless the page cache was asked for.
     fn open_flags(&self, a: &okeanos::Attr) -> FopenFlags {
         if a.kind == Kind::Regular && !self.page_cache {
@@ -256,6 +266,12 @@ impl Filesystem for OkeanosFuse {
         // kernels refuse shared mappings of them.
         let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
         let _ = config.add_capabilities(InitFlags::FUSE_MAX_PAGES);
+        // POSIX ACLs: the kernel enforces them; the engine keeps them as system.posix_acl_*
+        // attributes, passes default ACLs to new inodes and follows chmod (fs/acl.rs). The
+        // umask is ours to apply (only where no default ACL applies), so the kernel must not.
+        if config.add_capabilities(InitFlags::FUSE_POSIX_ACL).is_ok() {
+            let _ = config.add_capabilities(InitFlags::FUSE_DONT_MASK);
+        }
         let _ = config.set_max_write(1 << 20);
         Ok(())
     }
@@ -341,19 +357,21 @@ impl Filesystem for OkeanosFuse {
             libc::S_IFSOCK => Some(Kind::Socket),
             _ => return reply.error(Errno::from_i32(libc::EINVAL)),
         };
-        let perm = mode & !umask & 0o7777;
         match ino32(parent) {
-            Ok(p) => match special {
-                None => self.entry(self.fs.create_as(p, name.as_bytes(), perm, owner(req)), reply),
-                Some(k) => self.entry(self.fs.mknod_as(p, name.as_bytes(), k, perm, rdev, owner(req)), reply),
-            },
+            Ok(p) => {
+                let perm = self.perm(p, mode, umask);
+                match special {
+                    None => self.entry(self.fs.create_as(p, name.as_bytes(), perm, owner(req)), reply),
+                    Some(k) => self.entry(self.fs.mknod_as(p, name.as_bytes(), k, perm, rdev, owner(req)), reply),
+                }
+            }
             Err(e) => reply.error(e),
         }
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
         match ino32(parent) {
-            Ok(p) => self.entry(self.fs.mkdir_as(p, name.as_bytes(), mode & !umask & 0o7777, owner(req)), reply),
+            Ok(p) => self.entry(self.fs.mkdir_as(p, name.as_bytes(), self.perm(p, mode, umask), owner(req)), reply),
             Err(e) => reply.error(e),
         }
     }
@@ -581,7 +599,7 @@ impl Filesystem for OkeanosFuse {
             return reply.error(Errno::from_i32(libc::ENOTSUP));
         }
         let Ok(p) = ino32(parent) else { return reply.error(Errno::from_i32(libc::ENOENT)) };
-        let r = self.fs.create_as(p, name.as_bytes(), mode & !umask & 0o7777, owner(req)).and_then(|a| self.fs.open_ino(a.ino));
+        let r = self.fs.create_as(p, name.as_bytes(), self.perm(p, mode, umask), owner(req)).and_then(|a| self.fs.open_ino(a.ino));
         match r {
             Ok(a) => {
                 let fh = self.add_handle(a.ino, flags);

@@ -816,3 +816,51 @@ fn writes_by_users_clear_setuid_and_setgid() {
     assert_eq!(mode(&f) & 0o6000, 0, "chown cleared setuid");
     m.unmount();
 }
+
+/// POSIX ACLs on the mount, enforced by the kernel and kept by the engine: a default ACL
+/// passes to new files (limited by the mode asked for, without the umask) and directories; a
+/// named user's entry grants what the mode alone would not; chmod rewrites the mask; all of it
+/// survives a remount.
+#[test]
+fn posix_acls_on_the_mount() {
+    if !fuse_usable() || unsafe { libc::geteuid() } != 0 || !have("setfacl") || !have("getfacl") || !have("setpriv") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), PermissionsExt::from_mode(0o755)).unwrap();
+    let img = dir.path().join("img.okfs");
+    assert!(Command::new(BIN).args(["mkfs", "--size", "64M"]).arg(&img).output().unwrap().status.success());
+    let mnt = dir.path().join("mnt");
+    let m = Mount::new(&img, &mnt, "data=wasteless,dmeta,allow_other");
+    let d = mnt.join("d");
+    std::fs::create_dir(&d).unwrap();
+    std::fs::set_permissions(&d, PermissionsExt::from_mode(0o755)).unwrap();
+    let run = |args: &[&str]| {
+        let o = Command::new(args[0]).args(&args[1..]).output().unwrap();
+        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let ds = d.to_str().unwrap();
+    run(&["setfacl", "-m", "u:65534:rwx", "-d", "-m", "u:65534:rwx", ds]);
+    run(&["setfacl", "-m", "u:65534:rwx", ds]);
+    // Root, umask 077, makes a file: the default ACL applies, not the umask.
+    run(&["sh", "-c", &format!("umask 077 && echo root > {ds}/f && mkdir {ds}/sub")]);
+    let facl = run(&["getfacl", "-cpn", &format!("{ds}/f")]);
+    assert!(facl.contains("user:65534:rwx") && facl.contains("mask::rw-"), "{facl}");
+    assert!(run(&["getfacl", "-cpdn", &format!("{ds}/sub")]).contains("user:65534:rwx"), "a new directory inherits the default ACL");
+    // The named user may write the file although the mode (0660) would not let it.
+    let as_user = |cmd: &str| Command::new("setpriv").args(["--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", cmd]).output().unwrap();
+    assert!(as_user(&format!("echo user >> {ds}/f && echo new > {ds}/g")).status.success(), "the ACL grants the user write access");
+    // chmod 600: the mask becomes ---, and the user's entry no longer grants anything.
+    std::fs::set_permissions(d.join("f"), PermissionsExt::from_mode(0o600)).unwrap();
+    assert!(run(&["getfacl", "-cpn", &format!("{ds}/f")]).contains("mask::---"));
+    assert!(!as_user(&format!("echo again >> {ds}/f")).status.success(), "chmod took the access away");
+    m.unmount();
+    let m = Mount::new(&img, &mnt, "data=wasteless,dmeta,allow_other");
+    let facl = run(&["getfacl", "-cpn", &format!("{ds}/f")]);
+    assert!(facl.contains("user:65534:rwx") && facl.contains("mask::---"), "after a remount: {facl}");
+    assert_eq!(std::fs::read_to_string(d.join("f")).unwrap(), "root\nuser\n");
+    m.unmount();
+    fsck_clean(&img);
+}

@@ -414,7 +414,8 @@ impl Okeanos {
 
     fn make(&self, parent: u32, name: &[u8], kind: FileType, perm: u32, owner: Owner) -> FsResult<Attr> {
         self.drain_evictions()?;
-        let ino = self.handle(Self::meta_credits(20), |fs| fs.create_node(parent, name, kind, perm, owner.uid, owner.gid))?;
+        // 20 for the inode, the entry and the parent; 6 more for an inherited ACL's block.
+        let ino = self.handle(Self::meta_credits(26), |fs| fs.create_node(parent, name, kind, perm, owner.uid, owner.gid))?;
         self.getattr(ino)
     }
 
@@ -474,6 +475,12 @@ impl Okeanos {
             Ok(ino)
         })?;
         self.getattr(ino)
+    }
+
+    /// Whether directory `dir` has a default POSIX ACL: then a new inode's mode is not umasked
+    /// (its ACL limits it instead).
+    pub fn has_default_acl(&self, dir: u32) -> FsResult<bool> {
+        self.with_fs(|fs| fs.has_default_acl(dir))
     }
 
     /// The value of extended attribute `name` of `ino` (ENODATA when it has none).

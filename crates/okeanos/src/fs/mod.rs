@@ -8,6 +8,7 @@
 //! journal, which keeps the on-disk state at the last commit and turns the file system
 //! read-only.
 
+pub mod acl;
 pub mod alloc;
 pub mod dir;
 pub mod file;

@@ -136,6 +136,10 @@ impl<'a> Fs<'a> {
         p.inode.mtime_ns = now;
         p.inode.ctime_ns = now;
         self.store(parent)?;
+        if kind != FileType::Symlink {
+            // POSIX ACLs: a directory's default ACL passes to what is made in it (fs/acl.rs).
+            self.inherit_acl(parent, ino, kind == FileType::Directory)?;
+        }
         self.st.touch(ino, true);
         self.st.touch(parent, true);
         Ok(ino)
@@ -335,8 +339,9 @@ impl<'a> Fs<'a> {
         let now = self.now_ns;
         let mi = self.load(ino)?;
         let i = &mut mi.inode;
-        if let Some(m) = set.mode {
-            i.mode = (i.mode & S_IFMT) | (m & 0o7777);
+        let chmod = set.mode.map(|m| m & 0o7777);
+        if let Some(m) = chmod {
+            i.mode = (i.mode & S_IFMT) | m;
         }
         if let Some(u) = set.uid {
             i.uid = u;
@@ -352,6 +357,9 @@ impl<'a> Fs<'a> {
         }
         i.ctime_ns = now;
         self.store(ino)?;
+        if let Some(m) = chmod {
+            self.chmod_acl(ino, m)?;
+        }
         self.st.touch(ino, false);
         Ok(())
     }
