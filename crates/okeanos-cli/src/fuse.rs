@@ -534,14 +534,16 @@ impl Filesystem for OkeanosFuse {
         reply.statfs(s.blocks, s.blocks_free, s.blocks_free, s.inodes, s.inodes_free, s.block_size, s.name_max, s.block_size);
     }
 
-    /// fallocate mode 0 (what posix_fallocate asks for): allocate, zero-fill holes, extend.
-    /// Other modes (KEEP_SIZE, PUNCH_HOLE, ...) are EOPNOTSUPP, so glibc and programs fall
-    /// back to writing zeros themselves.
+    /// fallocate mode 0 (what posix_fallocate asks for: allocate, zero-fill holes, extend) and
+    /// FALLOC_FL_KEEP_SIZE (allocate without extending). Other modes (PUNCH_HOLE,
+    /// COLLAPSE_RANGE, ZERO_RANGE, ...) are EOPNOTSUPP, so programs fall back.
     fn fallocate(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
-        if mode != 0 {
-            return reply.error(Errno::from_i32(libc::EOPNOTSUPP));
-        }
-        match ino32(ino).map(|i| self.fs.fallocate(i, offset, length)) {
+        let keep_size = match mode {
+            0 => false,
+            libc::FALLOC_FL_KEEP_SIZE => true,
+            _ => return reply.error(Errno::from_i32(libc::EOPNOTSUPP)),
+        };
+        match ino32(ino).map(|i| self.fs.fallocate(i, offset, length, keep_size)) {
             Ok(Ok(())) => reply.ok(),
             Ok(Err(e)) => reply.error(errno(&e)),
             Err(e) => reply.error(e),

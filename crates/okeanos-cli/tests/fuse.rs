@@ -750,7 +750,8 @@ print(",".join(sorted(os.listxattr(f))))
 }
 
 /// posix_fallocate on the mount allocates and extends (a database preallocating its log);
-/// fallocate's other modes are refused with EOPNOTSUPP.
+/// KEEP_SIZE allocates past the end without growing the file; PUNCH_HOLE is refused with
+/// EOPNOTSUPP.
 #[test]
 fn posix_fallocate_on_the_mount() {
     if !fuse_usable() || !have("python3") {
@@ -771,7 +772,12 @@ assert os.pread(fd, 8, 0) == b"head\0\0\0\0"
 try:
     import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
-    r = libc.fallocate(fd, 1, ctypes.c_long(0), ctypes.c_long(2 << 20))  # FALLOC_FL_KEEP_SIZE
+    blocks = os.fstat(fd).st_blocks
+    r = libc.fallocate(fd, 1, ctypes.c_long(1 << 20), ctypes.c_long(1 << 20))  # FALLOC_FL_KEEP_SIZE
+    assert r == 0, ctypes.get_errno()
+    st = os.fstat(fd)
+    assert st.st_size == 1 << 20 and st.st_blocks >= blocks + 2048, (st.st_size, st.st_blocks, blocks)
+    r = libc.fallocate(fd, 2 | 1, ctypes.c_long(0), ctypes.c_long(4096))  # PUNCH_HOLE | KEEP_SIZE
     assert r != 0 and ctypes.get_errno() == errno.EOPNOTSUPP, (r, ctypes.get_errno())
 finally:
     os.close(fd)

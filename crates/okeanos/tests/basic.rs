@@ -316,21 +316,37 @@ fn fallocate_allocates_and_extends() {
         f.write_at(0, b"header").unwrap();
         fs.truncate(f.ino(), 20_000).unwrap(); // a hole after the first block
         let free_before = fs.statfs().blocks_free;
-        fs.fallocate(f.ino(), 4096, 60_000).unwrap();
+        fs.fallocate(f.ino(), 4096, 60_000, false).unwrap();
         assert_eq!(fs.getattr(f.ino()).unwrap().size, 64_096, "{policy}");
         assert!(fs.statfs().blocks_free + 15 <= free_before, "{policy}: blocks were allocated");
-        fs.fallocate(f.ino(), 0, 100).unwrap(); // inside the file: nothing changes
+        fs.fallocate(f.ino(), 0, 100, false).unwrap(); // inside the file: nothing changes
         let mut want = b"header".to_vec();
         want.resize(64_096, 0);
         assert_eq!(fs.read_path("/db").unwrap(), want, "{policy}");
         let d = fs.mkdir_path("/dir").unwrap();
-        assert!(matches!(fs.fallocate(d.ino, 0, 10), Err(FsError::IsDir)), "{policy}");
-        assert!(fs.fallocate(f.ino(), 0, 0).is_err(), "{policy}: length 0");
+        assert!(matches!(fs.fallocate(d.ino, 0, 10, false), Err(FsError::IsDir)), "{policy}");
+        assert!(fs.fallocate(f.ino(), 0, 0, false).is_err(), "{policy}: length 0");
+        // KEEP_SIZE: blocks past the end, the size unchanged; a later write into them and a
+        // truncate back both behave.
+        let blocks_before = fs.getattr(f.ino()).unwrap().blocks;
+        fs.fallocate(f.ino(), 64_096, 40_000, true).unwrap();
+        let a = fs.getattr(f.ino()).unwrap();
+        assert_eq!(a.size, 64_096, "{policy}: KEEP_SIZE keeps the size");
+        assert!(a.blocks >= blocks_before + 9 * 8, "{policy}: {} blocks of 512 B, {blocks_before} before", a.blocks);
+        assert_eq!(fs.read(f.ino(), 64_096, 100).unwrap(), Vec::<u8>::new(), "{policy}: nothing readable past the size");
         f.fsync().unwrap();
         drop(f);
         drop(fs); // a crash
         let fs = Okeanos::mount(dev.clone(), None, MountOptions::default().content_config(cfg)).unwrap();
         assert_eq!(fs.read_path("/db").unwrap(), want, "{policy}");
+        // Growing over the preallocated blocks shows zeros; a write lands in them; shrinking
+        // frees them (fsck checks the bitmaps below).
+        let ino = fs.lookup(fs.root(), b"db").unwrap().ino;
+        fs.truncate(ino, 80_000).unwrap();
+        assert!(fs.read(ino, 64_096, 15_904).unwrap().iter().all(|&b| b == 0), "{policy}");
+        fs.write(ino, 90_000, b"tail").unwrap();
+        assert_eq!(fs.read(ino, 90_000, 4).unwrap(), b"tail");
+        fs.truncate(ino, 10).unwrap();
         fs.unmount().unwrap();
         let r = okeanos::fsck(dev, None);
         assert!(r.is_clean(), "{policy}: {:?}", r.problems);

@@ -595,11 +595,13 @@ impl Okeanos {
 
     /// Writes `data` at `off`. Writes of up to one handle's size (1 MiB with the default
     /// journal) are atomic; larger ones are split into several handles.
-    /// fallocate(2) mode 0 (posix_fallocate): every block of `[offset, offset + len)` is
-    /// allocated (holes get zero-filled blocks, written as any write is under the policy) and
-    /// the size grows to cover the range. Mapped blocks are left as they are. Not atomic as a
-    /// whole (neither is posix_fallocate's fallback); each run of holes is one write.
-    pub fn fallocate(&self, ino: u32, offset: u64, len: u64) -> FsResult<()> {
+    /// fallocate(2) mode 0 (posix_fallocate), or with `keep_size` FALLOC_FL_KEEP_SIZE: every
+    /// block of `[offset, offset + len)` is allocated (holes get zero-filled blocks, written as
+    /// any write is under the policy); mode 0 grows the size to cover the range, KEEP_SIZE
+    /// leaves it (blocks past the end carry the inode's EOFBLOCKS flag). Mapped blocks are left
+    /// as they are. Not atomic as a whole (neither is posix_fallocate's fallback); each run of
+    /// holes is one write.
+    pub fn fallocate(&self, ino: u32, offset: u64, len: u64, keep_size: bool) -> FsResult<()> {
         if len == 0 {
             return Err(FsError::Invalid("fallocate of length 0".into()));
         }
@@ -615,27 +617,32 @@ impl Okeanos {
             }
             Ok((offset / bs..end.div_ceil(bs)).filter(|&k| mi.bmap(k as u32).is_none()).collect())
         })?;
-        // Runs of consecutive holes, each written with zeros (at most 1 MiB at a time).
+        // Runs of consecutive holes, each written with zeros (at most 1 MiB at a time). With
+        // KEEP_SIZE whole blocks are written (the part of a block past `end` is zero anyway).
         let mut i = 0;
         while i < holes.len() {
             let mut j = i + 1;
             while j < holes.len() && holes[j] == holes[j - 1] + 1 && (j - i) < 256 {
                 j += 1;
             }
-            let from = (holes[i] * bs).max(offset);
-            let to = ((holes[j - 1] + 1) * bs).min(end);
-            self.write(ino, from, &vec![0u8; (to - from) as usize])?;
+            let (from, to) = if keep_size { (holes[i] * bs, (holes[j - 1] + 1) * bs) } else { ((holes[i] * bs).max(offset), ((holes[j - 1] + 1) * bs).min(end)) };
+            self.write_keeping(ino, from, &vec![0u8; (to - from) as usize], keep_size)?;
             i = j;
         }
         // The range's last block was mapped already (inside the file): the size may still be
         // short of the range's end only if no hole reached it.
-        if self.getattr(ino)?.size < end {
+        if !keep_size && self.getattr(ino)?.size < end {
             self.truncate(ino, end)?;
         }
         Ok(())
     }
 
     pub fn write(&self, ino: u32, off: u64, data: &[u8]) -> FsResult<usize> {
+        self.write_keeping(ino, off, data, false)
+    }
+
+    /// A write that, with `keep_size`, does not grow the file (fallocate KEEP_SIZE).
+    fn write_keeping(&self, ino: u32, off: u64, data: &[u8], keep_size: bool) -> FsResult<usize> {
         let end = off.checked_add(data.len() as u64).ok_or(FsError::TooBig)?;
         if end.div_ceil(self.lock().fs.block_size() as u64) > crate::fs::file::MAX_FILE_BLOCKS {
             return Err(FsError::TooBig);
@@ -662,11 +669,13 @@ impl Okeanos {
                     let journaled = Self::data_journaled(fs, ino);
                     Ok(Self::write_credits(fs, spanned, journaled))
                 },
-                |fs| fs.write(ino, pos, piece),
+                |fs| fs.write_keeping(ino, pos, piece, keep_size),
             )?;
             done += chunk_len;
         }
-        self.inner.stats.on_payload(data.len());
+        if !keep_size {
+            self.inner.stats.on_payload(data.len());
+        }
         Ok(data.len())
     }
 

@@ -21,6 +21,8 @@ pub const S_IFIFO: u32 = 0o010000;
 pub const S_IFCHR: u32 = 0o020000;
 pub const S_IFBLK: u32 = 0o060000;
 pub const S_IFSOCK: u32 = 0o140000;
+/// Inode flag: blocks are mapped past the size (fallocate with KEEP_SIZE), zero-filled.
+pub const FLAG_EOFBLOCKS: u32 = 1;
 /// Every file type an inode may have.
 pub const FILE_TYPES: [u32; 7] = [S_IFREG, S_IFDIR, S_IFLNK, S_IFIFO, S_IFCHR, S_IFBLK, S_IFSOCK];
 

@@ -39,6 +39,12 @@ impl<'a> Fs<'a> {
 
     /// Writes `data` at `off`. The caller sized the handle ([`super::super::engine`]).
     pub fn write(&mut self, ino: u32, off: u64, data: &[u8]) -> FsResult<()> {
+        self.write_keeping(ino, off, data, false)
+    }
+
+    /// Writes `data` at `off`; with `keep_size` the size does not grow (fallocate's KEEP_SIZE:
+    /// blocks past the end, zero-filled, with the inode's EOFBLOCKS flag telling fsck so).
+    pub fn write_keeping(&mut self, ino: u32, off: u64, data: &[u8], keep_size: bool) -> FsResult<()> {
         let bs = self.bs() as u64;
         let mi = self.load(ino)?;
         if mi.inode.is_dir() {
@@ -74,7 +80,11 @@ impl<'a> Fs<'a> {
         }
         let now = self.now_ns;
         let mi = self.load(ino)?;
-        mi.inode.size = mi.inode.size.max(end);
+        if !keep_size {
+            mi.inode.size = mi.inode.size.max(end);
+        } else if end > mi.inode.size {
+            mi.inode.flags |= crate::format::inode::FLAG_EOFBLOCKS;
+        }
         mi.inode.mtime_ns = now;
         mi.inode.ctime_ns = now;
         self.store(ino)?;

@@ -206,7 +206,7 @@ pub fn fsck(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> FsckRepor
                 p.add("nlink", format!("inode {ino}: link count {} but {want} directory entries", i.nlink));
             }
             let mapped_end = mi.extents.last().map_or(0, |e| e.end() as u64);
-            if mapped_end > i.size.div_ceil(bsu) {
+            if mapped_end > i.size.div_ceil(bsu) && i.flags & crate::format::inode::FLAG_EOFBLOCKS == 0 {
                 p.add("size", format!("inode {ino}: blocks mapped up to {mapped_end} beyond its size {}", i.size));
             }
         }
