@@ -400,14 +400,18 @@ impl Filesystem for OkeanosFuse {
     }
 
     fn rename(&self, _req: &Request, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: RenameFlags, reply: ReplyEmpty) {
-        let noreplace = match flags.bits() {
-            0 => false,
-            f if f == libc::RENAME_NOREPLACE => true,
-            // RENAME_EXCHANGE and RENAME_WHITEOUT are not offered.
-            _ => return reply.error(Errno::from_i32(libc::EINVAL)),
-        };
+        let how = flags.bits();
+        if ![0, libc::RENAME_NOREPLACE, libc::RENAME_EXCHANGE].contains(&how) {
+            // RENAME_WHITEOUT (overlayfs' own) is not offered.
+            return reply.error(Errno::from_i32(libc::EINVAL));
+        }
         let r = ino32(parent).and_then(|p| ino32(newparent).map(|q| (p, q)));
-        match r.map(|(p, q)| if noreplace { self.fs.rename_noreplace(p, name.as_bytes(), q, newname.as_bytes()) } else { self.fs.rename(p, name.as_bytes(), q, newname.as_bytes()) }) {
+        let (n, m) = (name.as_bytes(), newname.as_bytes());
+        match r.map(|(p, q)| match how {
+            libc::RENAME_NOREPLACE => self.fs.rename_noreplace(p, n, q, m),
+            libc::RENAME_EXCHANGE => self.fs.rename_exchange(p, n, q, m),
+            _ => self.fs.rename(p, n, q, m),
+        }) {
             Ok(Ok(())) => reply.ok(),
             Ok(Err(e)) => reply.error(errno(&e)),
             Err(e) => reply.error(e),

@@ -116,13 +116,16 @@ fn posix_operations_through_the_mount() {
     std::fs::write(mnt.join("logs/x"), b"").unwrap();
     assert_eq!(std::fs::remove_dir(mnt.join("logs")).unwrap_err().raw_os_error(), Some(libc::ENOTEMPTY));
     assert_eq!(std::fs::read(mnt.join("nope")).unwrap_err().raw_os_error(), Some(libc::ENOENT));
-    // A FIFO is made (special files are inodes); an unsupported call (rename with
-    // RENAME_EXCHANGE) is refused, not a crash of the daemon.
+    // A FIFO is made (special files are inodes); RENAME_EXCHANGE swaps a file and a directory;
+    // an unsupported call (RENAME_WHITEOUT) is refused, not a crash of the daemon.
     let fifo = std::ffi::CString::new(mnt.join("fifo").to_str().unwrap()).unwrap();
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
     assert!(std::os::unix::fs::FileTypeExt::is_fifo(&std::fs::metadata(mnt.join("fifo")).unwrap().file_type()));
     let (b, d) = (std::ffi::CString::new(mnt.join("b").to_str().unwrap()).unwrap(), std::ffi::CString::new(mnt.join("logs").to_str().unwrap()).unwrap());
-    assert_ne!(unsafe { libc::renameat2(libc::AT_FDCWD, b.as_ptr(), libc::AT_FDCWD, d.as_ptr(), libc::RENAME_EXCHANGE) }, 0);
+    assert_eq!(unsafe { libc::renameat2(libc::AT_FDCWD, b.as_ptr(), libc::AT_FDCWD, d.as_ptr(), libc::RENAME_EXCHANGE) }, 0);
+    assert!(std::fs::metadata(mnt.join("b")).unwrap().is_dir() && std::fs::read(mnt.join("logs")).unwrap() == b"first");
+    assert_eq!(unsafe { libc::renameat2(libc::AT_FDCWD, b.as_ptr(), libc::AT_FDCWD, d.as_ptr(), libc::RENAME_EXCHANGE) }, 0);
+    assert_ne!(unsafe { libc::renameat2(libc::AT_FDCWD, b.as_ptr(), libc::AT_FDCWD, d.as_ptr(), libc::RENAME_WHITEOUT) }, 0);
     // RENAME_NOREPLACE: EEXIST over an existing name, an ordinary rename otherwise.
     let (c, e) = (std::ffi::CString::new(mnt.join("c").to_str().unwrap()).unwrap(), std::ffi::CString::new(mnt.join("e").to_str().unwrap()).unwrap());
     assert_eq!(unsafe { libc::renameat2(libc::AT_FDCWD, c.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_NOREPLACE) }, -1);

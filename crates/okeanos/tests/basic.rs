@@ -352,3 +352,33 @@ fn fallocate_allocates_and_extends() {
         assert!(r.is_clean(), "{policy}: {:?}", r.problems);
     }
 }
+
+/// RENAME_EXCHANGE: two names swap their inodes in one handle, a file with a directory across
+/// two parents too (the directory's parent and both link counts follow); a directory cannot
+/// be swapped under itself. fsck agrees after a crash.
+#[test]
+fn rename_exchange_swaps_atomically() {
+    use okeanos::{MemDevice, MkfsOptions, MountOptions};
+    let dev = std::sync::Arc::new(MemDevice::new(16 << 20));
+    Okeanos::mkfs(dev.as_ref(), None, &MkfsOptions { journal_blocks: 512, ..Default::default() }).unwrap();
+    let fs = Okeanos::mount(dev.clone(), None, MountOptions::default()).unwrap();
+    let root = fs.root();
+    let a = fs.mkdir_path("/a").unwrap();
+    let b = fs.mkdir_path("/b").unwrap();
+    let sub = fs.mkdir_path("/a/sub").unwrap();
+    fs.create_file("/b/file").unwrap().append(b"file").unwrap();
+    fs.rename_exchange(a.ino, b"sub", b.ino, b"file").unwrap();
+    assert_eq!(fs.read_path("/a/sub").unwrap(), b"file");
+    assert_eq!(fs.lookup(b.ino, b"file").unwrap().ino, sub.ino);
+    assert_eq!(fs.getattr(sub.ino).unwrap().parent, b.ino, "the directory's parent follows");
+    assert_eq!((fs.getattr(a.ino).unwrap().nlink, fs.getattr(b.ino).unwrap().nlink), (2, 3), "link counts follow");
+    assert!(matches!(fs.rename_exchange(root, b"b", b.ino, b"file"), Err(FsError::Invalid(_))), "not under itself");
+    assert!(matches!(fs.rename_exchange(root, b"a", root, b"none"), Err(FsError::NotFound)));
+    fs.sync().unwrap();
+    drop(fs); // a crash
+    let fs = Okeanos::mount(dev.clone(), None, MountOptions::default()).unwrap();
+    assert_eq!(fs.read_path("/a/sub").unwrap(), b"file");
+    fs.unmount().unwrap();
+    let r = okeanos::fsck(dev, None);
+    assert!(r.is_clean(), "{:?}", r.problems);
+}

@@ -562,6 +562,12 @@ impl Okeanos {
         self.rename_with(parent, name, new_parent, new_name, true)
     }
 
+    /// renameat2 with RENAME_EXCHANGE: `name` and `new_name` swap what they name, atomically.
+    pub fn rename_exchange(&self, parent: u32, name: &[u8], new_parent: u32, new_name: &[u8]) -> FsResult<()> {
+        self.drain_evictions()?;
+        self.handle(Self::meta_credits(28), |fs| fs.exchange(parent, name, new_parent, new_name))
+    }
+
     fn rename_with(&self, parent: u32, name: &[u8], new_parent: u32, new_name: &[u8], noreplace: bool) -> FsResult<()> {
         self.drain_evictions()?;
         let gone = self.handle(

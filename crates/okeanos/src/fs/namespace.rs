@@ -335,6 +335,52 @@ impl<'a> Fs<'a> {
         Ok(orphan)
     }
 
+    /// renameat2's RENAME_EXCHANGE: the two names swap inodes, atomically (one handle). Both
+    /// must exist; a directory may not move under itself; moved directories get their new
+    /// parent, and the parents' link counts follow.
+    pub fn exchange(&mut self, parent: u32, name: &[u8], new_parent: u32, new_name: &[u8]) -> FsResult<()> {
+        self.dir_inode(parent)?;
+        self.dir_inode(new_parent)?;
+        let (a, ka) = self.lookup_entry(parent, name)?.ok_or(FsError::NotFound)?;
+        let (b, kb) = self.lookup_entry(new_parent, new_name)?.ok_or(FsError::NotFound)?;
+        if a == b {
+            return Ok(());
+        }
+        let (a_dir, b_dir) = (ka == FileType::Directory, kb == FileType::Directory);
+        if parent != new_parent && ((a_dir && self.is_ancestor(a, new_parent)?) || (b_dir && self.is_ancestor(b, parent)?)) {
+            return Err(FsError::Invalid("cannot move a directory into itself".into()));
+        }
+        self.replace_entry(parent, name, b, kb)?;
+        self.replace_entry(new_parent, new_name, a, ka)?;
+        if parent != new_parent {
+            if a_dir {
+                self.load(a)?.inode.parent = new_parent;
+                self.load(parent)?.inode.nlink -= 1;
+                self.load(new_parent)?.inode.nlink += 1;
+            }
+            if b_dir {
+                self.load(b)?.inode.parent = parent;
+                self.load(new_parent)?.inode.nlink -= 1;
+                self.load(parent)?.inode.nlink += 1;
+            }
+        }
+        let now = self.now_ns;
+        for i in [a, b] {
+            self.load(i)?.inode.ctime_ns = now;
+            self.store(i)?;
+        }
+        for d in [parent, new_parent] {
+            let p = self.load(d)?;
+            p.inode.mtime_ns = now;
+            p.inode.ctime_ns = now;
+            self.store(d)?;
+        }
+        for i in [a, b, parent, new_parent] {
+            self.st.touch(i, true);
+        }
+        Ok(())
+    }
+
     pub fn setattr(&mut self, ino: u32, set: &SetAttr) -> FsResult<()> {
         let now = self.now_ns;
         let mi = self.load(ino)?;
