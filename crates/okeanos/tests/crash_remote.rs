@@ -326,3 +326,48 @@ fn canary_server_acknowledging_before_its_sync_is_caught() {
     assert!(!v.is_empty(), "acknowledging unsynced appends went unnoticed in {states} crash states");
     eprintln!("server canary: {} violations in {states} crash states, first: {}", v.len(), v[0]);
 }
+
+/// A server that fails a checkpoint's TRIM (it died, or hiccuped, after the home writes were
+/// flushed) must not stop the host: the checkpoint is complete locally, syncs go on, a later
+/// TRIM covers what is left, and a crash loses nothing synced.
+#[test]
+fn a_failed_trim_does_not_stop_the_host() {
+    let base = MemDevice::new(8 * MB);
+    Okeanos::mkfs(&base, None, &MkfsOptions { journal_blocks: 512, remote_server: Some("memory:1".into()), ..Default::default() }).unwrap();
+    let dev = Arc::new(MemDevice::from_bytes(base.snapshot()));
+    let log = Arc::new(Mutex::new(MemLog { fail_trims: true, ..Default::default() }));
+    let cfg = ContentConfig::parse("data").unwrap();
+    let mut o = opts(cfg, connector(log.clone(), None));
+    o.writeback_period = std::time::Duration::from_millis(20);
+    o.expire_period = std::time::Duration::from_millis(20);
+    let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
+    let f = fs.create_file("/log").unwrap();
+    let mut want = Vec::new();
+    let checkpoint = |fs: &Okeanos| {
+        let (before, t0) = (fs.counters().checkpoints, std::time::Instant::now());
+        while fs.counters().checkpoints == before && t0.elapsed() < std::time::Duration::from_secs(10) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(fs.counters().checkpoints > before, "a checkpoint ran");
+    };
+    for k in 0..40 {
+        let rec = record(1, k, 500);
+        f.append(&rec).unwrap();
+        f.fdatasync().unwrap();
+        want.extend_from_slice(&rec);
+        if k == 10 {
+            checkpoint(&fs); // its TRIM fails
+        }
+        if k == 30 {
+            log.lock().unwrap().fail_trims = false;
+            checkpoint(&fs); // this TRIM covers everything checkpointed so far
+        }
+    }
+    assert_eq!(fs.counters().fallbacks, 0, "the server answered appends all along");
+    assert!(!log.lock().unwrap().trims.is_empty(), "a later trim went through");
+    drop(f);
+    drop(fs); // a crash
+    let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, opts(cfg, connector(log.clone(), None))).unwrap();
+    assert_eq!(fs.read_path("/log").unwrap(), want);
+    fs.unmount().unwrap();
+}

@@ -229,6 +229,19 @@ impl Okeanos {
                 // Waiting handles look again and ask again if they still lack space.
                 core.want_space = false;
             }
+            (JournalWork::Checkpoint(plan), Err(e)) if falls_back(&e) => {
+                // A checkpoint's only remote operation is its TRIM, which comes after the home
+                // writes are flushed: the checkpoint is complete here, only the server still
+                // holds the checkpointed transactions (replaying them again is harmless, and
+                // the next checkpoint's TRIM covers them: trims are cumulative). The next
+                // commit finds out whether the server is gone, and falls back then. Aborting
+                // here would stop a host whose server died during a checkpoint.
+                let Core { fs, .. } = &mut *core;
+                fs.journal.checkpoint_finish(&mut fs.cache, plan);
+                inner.stats.on_checkpoint();
+                core.want_space = false;
+                let _ = e;
+            }
             (JournalWork::Commit { plan, started_ns }, Err(e)) if falls_back(&e) => {
                 // The journal server failed: make the transaction durable in the local journal
                 // (journal/fallback.rs); its syncs keep waiting until then.

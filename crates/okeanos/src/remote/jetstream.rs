@@ -448,12 +448,22 @@ impl Link for JetStreamLink {
         // writer has stored when none is).
         let keep_from = self.first_seq.range(upto + 1..).next().map(|(_, s)| *s).unwrap_or(self.sent_seq + 1);
         let (addr, name) = (self.addr.clone(), self.stream.clone());
-        self.rt.block_on(async {
-            let s = self.js.get_stream_no_info(&name).await.map_err(|e| net(&addr, e))?;
-            s.purge().filter(format!("{name}.tx")).sequence(keep_from).await.map_err(|e| net(&addr, e))?;
-            s.purge().filter(format!("{name}.fence")).keep(1).await.map_err(|e| net(&addr, e))?;
-            Ok::<_, RemoteError>(())
-        })?;
+        // Retried until the acknowledgement timeout (a purge right after an election may find
+        // no leader yet); a purge is idempotent.
+        let since = std::time::Instant::now();
+        loop {
+            let r = self.rt.block_on(async {
+                let s = self.js.get_stream_no_info(&name).await.map_err(|e| net(&addr, e))?;
+                s.purge().filter(format!("{name}.tx")).sequence(keep_from).await.map_err(|e| net(&addr, e))?;
+                s.purge().filter(format!("{name}.fence")).keep(1).await.map_err(|e| net(&addr, e))?;
+                Ok::<_, RemoteError>(())
+            });
+            match r {
+                Ok(()) => break,
+                Err(e) if since.elapsed() >= self.timeout => return Err(e),
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
         self.first_seq = self.first_seq.split_off(&(upto + 1));
         self.journal.first_tid = upto + 1;
         Ok(upto + 1)

@@ -32,6 +32,8 @@ pub struct MemLog {
     pub appended: BTreeMap<u64, (u32, Vec<u8>)>,
     /// The server dies after this many appends.
     pub die_after: Option<usize>,
+    /// TRIMs fail as a dead server's would (the server answers everything else).
+    pub fail_trims: bool,
 }
 
 impl MemLog {
@@ -122,6 +124,9 @@ impl Link for MemServer {
     fn trim(&mut self, upto: u64) -> Result<u64, RemoteError> {
         let now = self.now();
         let mut l = self.lock();
+        if l.dead() || l.fail_trims {
+            return Err(RemoteError::Network { addr: "memory".into(), message: "connection reset".into() });
+        }
         l.held.retain(|t, _| *t > upto);
         l.trims.push((now, upto));
         Ok(upto + 1)
