@@ -89,6 +89,14 @@ fn image(dir: &Path) -> PathBuf {
     img
 }
 
+/// A small image (64 MiB) in `dir`, for the tests that need no room.
+fn small_image(dir: &Path) -> PathBuf {
+    let img = dir.join("img.okfs");
+    let out = Command::new(BIN).args(["mkfs", "--size", "64M"]).arg(&img).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    img
+}
+
 fn fsck_clean(img: &Path) {
     let out = Command::new(BIN).arg("fsck").arg(img).output().unwrap();
     assert!(out.status.success(), "fsck: {}", String::from_utf8_lossy(&out.stdout));
@@ -494,8 +502,7 @@ fn the_daemon_writes_a_metrics_file() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("img.okfs");
-    assert!(Command::new(BIN).args(["mkfs", "--size", "64M"]).arg(&img).output().unwrap().status.success());
+    let img = small_image(dir.path());
     let prom = dir.path().join("okeanos.prom");
     let m = Mount::new(&img, &dir.path().join("mnt"), &format!("metrics_file={}", prom.display()));
     let mut f = std::fs::OpenOptions::new().create(true).write(true).open(dir.path().join("mnt/x")).unwrap();
@@ -519,8 +526,7 @@ fn a_user_owns_what_it_creates_and_long_names_are_too_long() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("img.okfs");
-    assert!(Command::new(BIN).args(["mkfs", "--size", "64M"]).arg(&img).output().unwrap().status.success());
+    let img = small_image(dir.path());
     let mnt = dir.path().join("mnt");
     let m = Mount::new(&img, &mnt, "data=wasteless,dmeta,allow_other");
     // The temporary directory must be traversable by the user.
@@ -557,8 +563,7 @@ fn fifos_devices_and_sockets_on_the_mount() {
     }
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("img.okfs");
-    assert!(Command::new(BIN).args(["mkfs", "--size", "64M"]).arg(&img).output().unwrap().status.success());
+    let img = small_image(dir.path());
     let mnt = dir.path().join("mnt");
     let m = Mount::new(&img, &mnt, "data=ordered");
     assert!(Command::new("mkfifo").arg(mnt.join("fifo")).status().unwrap().success());
@@ -711,8 +716,7 @@ fn extended_attributes_on_the_mount() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("img.okfs");
-    assert!(Command::new(BIN).args(["mkfs", "--size", "64M"]).arg(&img).output().unwrap().status.success());
+    let img = small_image(dir.path());
     let mnt = dir.path().join("mnt");
     let m = Mount::new(&img, &mnt, "data=wasteless,dmeta");
     std::fs::write(mnt.join("f"), b"data").unwrap();
@@ -761,8 +765,7 @@ fn posix_fallocate_on_the_mount() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("img.okfs");
-    assert!(Command::new(BIN).args(["mkfs", "--size", "64M"]).arg(&img).output().unwrap().status.success());
+    let img = small_image(dir.path());
     let mnt = dir.path().join("mnt");
     let m = Mount::new(&img, &mnt, "data=ordered");
     let script = r#"
@@ -802,8 +805,7 @@ fn writes_by_users_clear_setuid_and_setgid() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), PermissionsExt::from_mode(0o755)).unwrap();
-    let img = dir.path().join("img.okfs");
-    assert!(Command::new(BIN).args(["mkfs", "--size", "64M"]).arg(&img).output().unwrap().status.success());
+    let img = small_image(dir.path());
     let mnt = dir.path().join("mnt");
     let m = Mount::new(&img, &mnt, "data=ordered,allow_other");
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
@@ -838,8 +840,7 @@ fn posix_acls_on_the_mount() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), PermissionsExt::from_mode(0o755)).unwrap();
-    let img = dir.path().join("img.okfs");
-    assert!(Command::new(BIN).args(["mkfs", "--size", "64M"]).arg(&img).output().unwrap().status.success());
+    let img = small_image(dir.path());
     let mnt = dir.path().join("mnt");
     let m = Mount::new(&img, &mnt, "data=wasteless,dmeta,allow_other");
     let d = mnt.join("d");
