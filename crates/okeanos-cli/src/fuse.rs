@@ -262,9 +262,13 @@ impl Filesystem for OkeanosFuse {
         if self.writeback_cache {
             let _ = config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE);
         }
-        // Programs may still mmap files opened for direct I/O (Linux 6.6 and later); older
-        // kernels refuse shared mappings of them.
-        let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
+        // Programs may still mmap files opened for direct I/O (Linux 6.6 and later). Older
+        // kernels refuse shared mappings of them (SQLite's WAL index needs one): there the
+        // mount keeps the page cache, with per-page write atomicity, and says so.
+        if config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP).is_err() && !self.page_cache {
+            eprintln!("okeanos: this kernel cannot mmap files opened for direct I/O (FUSE_DIRECT_IO_ALLOW_MMAP, Linux 6.6): using the page cache; a write() crossing pages is then atomic per page only");
+            self.page_cache = true;
+        }
         let _ = config.add_capabilities(InitFlags::FUSE_MAX_PAGES);
         // POSIX ACLs: the kernel enforces them; the engine keeps them as system.posix_acl_*
         // attributes, passes default ACLs to new inodes and follows chmod (fs/acl.rs). The
