@@ -140,12 +140,7 @@ fn a_stream_that_is_not_durable_is_refused_and_damage_is_refused() {
 /// completes another sync; the second host has everything the first synced.
 #[test]
 fn a_fenced_host_never_completes_another_sync() {
-    let dirc = tempfile::tempdir().unwrap();
-    let cluster = Cluster::start(3, dirc.path()).unwrap();
-    let urls = cluster.urls();
-    let dir = tempfile::tempdir().unwrap();
-    let a_img = dir.path().join("a");
-    mkfs(&a_img, &urls, 1024);
+    let World { _dirs, cluster: _cluster, img: a_img, .. } = world(1024);
     let a = Okeanos::open(&a_img, opts("data=data,remote_ack_timeout=5")).unwrap();
     let f = a.create_file("/log").unwrap();
     let mut synced = Vec::new();
@@ -155,7 +150,7 @@ fn a_fenced_host_never_completes_another_sync() {
         synced.extend_from_slice(&[k; 300]);
     }
     // Host B: the same file system (a copy of the image), mounted elsewhere.
-    let b_img = dir.path().join("b");
+    let b_img = a_img.with_file_name("b");
     std::fs::copy(&a_img, &b_img).unwrap();
     let b = Okeanos::open(&b_img, opts("data=data,remote_ack_timeout=5")).unwrap();
     assert_eq!(b.read_path("/log").unwrap(), synced, "B recovered what A synced");

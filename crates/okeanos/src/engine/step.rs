@@ -240,7 +240,6 @@ impl Okeanos {
                 fs.journal.checkpoint_finish(&mut fs.cache, plan);
                 inner.stats.on_checkpoint();
                 core.want_space = false;
-                let _ = e;
             }
             (JournalWork::Commit { plan, started_ns }, Err(e)) if falls_back(&e) => {
                 // The journal server failed: make the transaction durable in the local journal

@@ -82,7 +82,7 @@ impl Client {
         };
         let mut c = Client { cfg, stream, next_id: 1, pending: Default::default(), journal: ServerJournal { epoch: 0, first_tid: 0, last_tid: 0, quota_bytes: 0, used_bytes: 0 } };
         let first = c.read().map_err(|e| match e {
-            RemoteError::Network { addr, message } if c.cfg.tls.is_none() && message.contains("timed out") || message.contains("Resource temporarily unavailable") => {
+            RemoteError::Network { addr, message } if c.cfg.tls.is_none() && (message.contains("timed out") || message.contains("Resource temporarily unavailable")) => {
                 RemoteError::Network { addr, message: format!("{message}: no CHALLENGE from the server (a server started with --tls-cert needs remote_tls_ca=)") }
             }
             e => e,

@@ -287,15 +287,7 @@ impl JetStreamLink {
         })?;
         check_durable(&info, o.replicas).map_err(|m| RemoteError::Server { addr: addr.clone(), message: format!("stream {name} is not durable: {m}") })?;
         self.sent_seq = info.state.last_sequence;
-        let fence = self.last_on("fence")?;
-        let epoch = match &fence {
-            Some((_, h, _)) => number(h, "Okeanos-Epoch").map_err(|e| server(&addr, e))?,
-            None => 0,
-        };
-        let last_tid = match self.last_on("tx")? {
-            Some((seq, h, p)) => decode_part(seq, &h, &p).map_err(|e| server(&addr, e))?.tid,
-            None => 0,
-        };
+        let (epoch, last_tid) = self.marks()?;
         let quota = (info.config.max_bytes.max(0) as u64) / 8 * 7;
         self.journal = ServerJournal { epoch, first_tid: 0, last_tid, quota_bytes: quota, used_bytes: info.state.bytes };
         Ok(())
@@ -556,13 +548,22 @@ impl JetStreamLink {
             Ok::<_, RemoteError>(s.info().await.map_err(|e| net(&addr, e))?.state.clone())
         })?;
         self.sent_seq = state.last_sequence;
-        if let Some((_, h, _)) = self.last_on("fence")? {
-            self.journal.epoch = number(&h, "Okeanos-Epoch").map_err(|e| server(&addr, e))?;
-        }
-        if let Some((seq, h, p)) = self.last_on("tx")? {
-            self.journal.last_tid = decode_part(seq, &h, &p).map_err(|e| server(&addr, e))?.tid;
-        }
+        (self.journal.epoch, self.journal.last_tid) = self.marks()?;
         Ok(())
+    }
+
+    /// The journal's epoch (its last fence's; 0 before any) and last tid (its last
+    /// transaction part's; 0 before any), from the stream's leader.
+    fn marks(&self) -> Result<(u64, u64), RemoteError> {
+        let epoch = match self.last_on("fence")? {
+            Some((_, h, _)) => number(&h, "Okeanos-Epoch").map_err(|e| server(&self.addr, e))?,
+            None => 0,
+        };
+        let last_tid = match self.last_on("tx")? {
+            Some((seq, h, p)) => decode_part(seq, &h, &p).map_err(|e| server(&self.addr, e))?.tid,
+            None => 0,
+        };
+        Ok((epoch, last_tid))
     }
 }
 

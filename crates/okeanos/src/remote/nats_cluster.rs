@@ -27,8 +27,21 @@ pub fn nats_server() -> Result<PathBuf, String> {
     Err(format!("nats-server {NATS_VERSION} is not installed (looked at {}, OKEANOS_NATS_SERVER and PATH): run scripts/install-nats.sh (needs Go)", p.display()))
 }
 
+/// A port for a server to listen on, below the kernel's ephemeral range (a port the kernel
+/// hands out for bind(0) may be handed to an outgoing connection before the server binds it),
+/// free now, and never handed out twice by this process (clusters start in parallel tests).
 fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    // Each process starts at its own place in 20000..32000, then walks on.
+    let base = 20_000 + (std::process::id() % 600) * 20;
+    for _ in 0..12_000 {
+        let port = (20_000 + (base - 20_000 + NEXT.fetch_add(1, Ordering::Relaxed)) % 12_000) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    Err(std::io::Error::new(std::io::ErrorKind::AddrInUse, "no free port in 20000..32000"))
 }
 
 struct Node {

@@ -146,10 +146,6 @@ impl Stream {
         Ok(Stream { tcp, tls: Some(Arc::new(tls)) })
     }
 
-    pub fn is_tls(&self) -> bool {
-        self.tls.is_some()
-    }
-
     pub fn try_clone(&self) -> io::Result<Stream> {
         Ok(Stream { tcp: self.tcp.try_clone()?, tls: self.tls.clone() })
     }
