@@ -222,7 +222,7 @@ impl ModelArgs {
             "thesis" => {
                 if let Some((wb, exp)) = thesis_tuning(rate, n) {
                     w.mount.writeback_period = std::time::Duration::from_secs(wb);
-                    w.mount.expire_period = std::time::Duration::from_secs(exp);
+                    w.mount.expire_period = Some(std::time::Duration::from_secs(exp));
                 }
             }
             x => return Err(format!("--flush-tuning {x}: use default or thesis")),

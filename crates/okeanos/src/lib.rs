@@ -41,6 +41,7 @@ pub mod fs;
 pub mod inspect;
 pub mod journal;
 pub mod models;
+pub mod nvm;
 pub mod options;
 pub mod remote;
 pub mod runtime;

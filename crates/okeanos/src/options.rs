@@ -17,8 +17,9 @@ pub struct MountOptions {
     pub commit_interval: Duration,
     /// How often age-based writeback runs (`writeback_period=<seconds>`, default 5).
     pub writeback_period: Duration,
-    /// Age after which a committed block is written in place (`expire=<seconds>`, default 30).
-    pub expire_period: Duration,
+    /// Age after which a committed block is written in place (`expire=<seconds>`; default 30,
+    /// or 300 over an nvm journal: UBJ's checkpoint period, docs/JOURNALING.md).
+    pub expire_period: Option<Duration>,
     /// Mount read-only (`ro`). A journal that needs recovery is replayed in memory only:
     /// nothing is written to the image (docs/JOURNALING.md).
     pub read_only: bool,
@@ -67,6 +68,17 @@ pub struct MountOptions {
     /// Replicas of the stream a mount creates, and the fewest accepted in an existing one
     /// (`jetstream_replicas=`, default 3; fewer only when the user says so).
     pub jetstream_replicas: usize,
+    /// The NVM of an nvm journal (`nvm=PATH`; default: the path mkfs recorded).
+    pub nvm_path: Option<PathBuf>,
+    /// The NVM region itself (tests, the simulator). Not accepted by `parse`.
+    #[doc(hidden)]
+    pub nvm: Option<crate::nvm::NvmHandle>,
+    /// Test-only faults of the nvm placement (its two canaries): no fence between the slots
+    /// and the commit word; older copies freed before the commit point. Not accepted by `parse`.
+    #[doc(hidden)]
+    pub fault_nvm_no_fence: bool,
+    #[doc(hidden)]
+    pub fault_nvm_free_early: bool,
     /// How to reach the journal server instead of TCP (the crash tests' stand-in). Not
     /// accepted by `parse`.
     #[doc(hidden)]
@@ -93,7 +105,7 @@ impl Default for MountOptions {
             write_threshold: 4096,
             commit_interval: Duration::from_secs(5),
             writeback_period: Duration::from_secs(5),
-            expire_period: Duration::from_secs(30),
+            expire_period: None,
             read_only: false,
             errors_remount_ro: false,
             journal_path: None,
@@ -114,6 +126,10 @@ impl Default for MountOptions {
             jetstream_replicas: 3,
             remote_host: None,
             remote_connector: None,
+            nvm_path: None,
+            nvm: None,
+            fault_nvm_no_fence: false,
+            fault_nvm_free_early: false,
             fault_skip_remote_append: false,
             manual_journal: false,
             fault_skip_commit_flush: false,
@@ -122,6 +138,12 @@ impl Default for MountOptions {
 }
 
 impl MountOptions {
+    /// The age after which committed blocks are written home: `expire=`, else the
+    /// placement's default (`nvm`: 300 s, UBJ's checkpoint period; others 30 s).
+    pub fn expire_or(&self, nvm: bool) -> Duration {
+        self.expire_period.unwrap_or(Duration::from_secs(if nvm { 300 } else { 30 }))
+    }
+
     pub fn data(mut self, mode: DataMode) -> Self {
         self.data = mode;
         self
@@ -185,7 +207,8 @@ impl MountOptions {
                     }
                 }
                 "writeback_period" => o.writeback_period = secs(v)?.max(Duration::from_millis(10)),
-                "expire" => o.expire_period = secs(v)?,
+                "expire" => o.expire_period = Some(secs(v)?),
+                "nvm" => o.nvm_path = Some(PathBuf::from(v.filter(|v| !v.is_empty()).ok_or("option nvm needs the path of the NVM journal")?)),
                 "ro" => o.read_only = true,
                 "rw" => o.read_only = false,
                 "journal_path" => o.journal_path = Some(PathBuf::from(v.ok_or("option journal_path needs a value")?)),

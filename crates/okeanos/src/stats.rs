@@ -24,6 +24,8 @@ pub struct Stats {
     checkpoints: AtomicU64,
     fallbacks: AtomicU64,
     remote_bytes: AtomicU64,
+    nvm_bytes: AtomicU64,
+    nvm_fences: AtomicU64,
     syncs: AtomicU64,
     handles: AtomicU64,
     payload_bytes: AtomicU64,
@@ -51,6 +53,8 @@ pub struct RecoveryReport {
     pub scan_ns: u64,
     pub revoke_ns: u64,
     pub replay_ns: u64,
+    /// An NVM journal: slot-table entries read (its recovery reads a table, not a log).
+    pub nvm_slots_scanned: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -97,6 +101,10 @@ pub struct Counters {
     pub fallbacks: u64,
     /// Journal bytes sent to a journal server (also counted in the journal bytes by kind).
     pub remote_bytes: u64,
+    /// Bytes the nvm placement stored to NVM (block copies, entries, commit words), and its
+    /// fences. Not counted in the journal bytes: no disk sees them.
+    pub nvm_bytes: u64,
+    pub nvm_fences: u64,
     /// Multiwrite records logged, their payload bytes, and how many of those bytes sat inline
     /// in descriptor blocks.
     pub records: u64,
@@ -137,6 +145,12 @@ impl Stats {
     }
     pub fn on_remote(&self, bytes: usize) {
         self.remote_bytes.fetch_add(bytes as u64, Relaxed);
+    }
+    pub fn on_nvm_store(&self, bytes: usize) {
+        self.nvm_bytes.fetch_add(bytes as u64, Relaxed);
+    }
+    pub fn on_nvm_fence(&self) {
+        self.nvm_fences.fetch_add(1, Relaxed);
     }
     pub fn on_handle(&self) {
         self.handles.fetch_add(1, Relaxed);
@@ -192,6 +206,8 @@ impl Stats {
             checkpoints: self.checkpoints.load(Relaxed),
             fallbacks: self.fallbacks.load(Relaxed),
             remote_bytes: self.remote_bytes.load(Relaxed),
+            nvm_bytes: self.nvm_bytes.load(Relaxed),
+            nvm_fences: self.nvm_fences.load(Relaxed),
             records: self.records.load(Relaxed),
             record_bytes: self.record_bytes.load(Relaxed),
             inline_record_bytes: self.inline_record_bytes.load(Relaxed),
@@ -249,6 +265,8 @@ impl Counters {
             checkpoints: self.checkpoints - base.checkpoints,
             fallbacks: self.fallbacks - base.fallbacks,
             remote_bytes: self.remote_bytes - base.remote_bytes,
+            nvm_bytes: self.nvm_bytes - base.nvm_bytes,
+            nvm_fences: self.nvm_fences - base.nvm_fences,
             records,
             record_bytes: self.record_bytes - base.record_bytes,
             inline_record_bytes: self.inline_record_bytes - base.inline_record_bytes,
@@ -275,6 +293,8 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("okeanos_journal_bytes_total", "counter", "journal bytes written (or sent to a journal server)"),
     ("okeanos_final_bytes_total", "counter", "bytes written to their final location"),
     ("okeanos_remote_bytes_total", "counter", "journal bytes sent to a journal server or stream"),
+    ("okeanos_nvm_bytes_total", "counter", "bytes the nvm journal stored to non-volatile memory"),
+    ("okeanos_nvm_fences_total", "counter", "persist fences the nvm journal issued"),
     ("okeanos_block_bytes_total", "counter", "bytes written, by kind of block (label kind)"),
     ("okeanos_blocks_total", "counter", "blocks written, by kind (label kind)"),
     ("okeanos_device_bytes_written_total", "counter", "bytes the engine wrote to a device (label device: fs or journal)"),
@@ -306,6 +326,8 @@ impl Counters {
             ("okeanos_journal_bytes_total", self.journal_bytes),
             ("okeanos_final_bytes_total", self.final_bytes),
             ("okeanos_remote_bytes_total", self.remote_bytes),
+            ("okeanos_nvm_bytes_total", self.nvm_bytes),
+            ("okeanos_nvm_fences_total", self.nvm_fences),
         ] {
             help(&mut o, name);
             let _ = writeln!(o, "{name} {v}");

@@ -80,7 +80,7 @@ fn crash_test_with(policy: &str, canary: bool, server: MemLog, revive_at: Option
     o.fault_skip_remote_append = canary;
     if revive_at.is_some() {
         o.writeback_period = std::time::Duration::from_millis(20);
-        o.expire_period = std::time::Duration::from_millis(20);
+        o.expire_period = Some(std::time::Duration::from_millis(20));
     }
     let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
     let files = workload(&fs, &recorder, 200, 0x5eed, |k| {
@@ -339,7 +339,7 @@ fn a_failed_trim_does_not_stop_the_host() {
     let cfg = ContentConfig::parse("data").unwrap();
     let mut o = opts(cfg, connector(log.clone(), None));
     o.writeback_period = std::time::Duration::from_millis(20);
-    o.expire_period = std::time::Duration::from_millis(20);
+    o.expire_period = Some(std::time::Duration::from_millis(20));
     let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
     let f = fs.create_file("/log").unwrap();
     let mut want = Vec::new();

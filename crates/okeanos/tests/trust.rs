@@ -20,7 +20,7 @@ fn quiet(mode: DataMode) -> MountOptions {
     let mut o = opts(mode);
     o.commit_interval = Duration::from_secs(3600);
     o.writeback_period = Duration::from_secs(3600);
-    o.expire_period = Duration::from_secs(3600);
+    o.expire_period = Some(Duration::from_secs(3600));
     o
 }
 

@@ -19,6 +19,11 @@ use std::sync::{Arc, Mutex};
 pub enum CrashEvent {
     Write { dev: usize, offset: u64, data: Arc<[u8]> },
     Flush { dev: usize },
+    /// A store to NVM region `nvm` (see [`crate::nvm`] for what persists when).
+    NvmStore { nvm: usize, at: u64, data: Arc<[u8]> },
+    /// A write-back of the cache lines covering `[at, at + len)`.
+    NvmFlush { nvm: usize, at: u64, len: u64 },
+    NvmFence { nvm: usize },
 }
 
 /// The fate of one unflushed write in a crash state.
@@ -37,13 +42,45 @@ pub enum TearPlan {
 pub struct CrashState {
     pub after_events: usize,
     pub fates: Vec<TearPlan>,
+    /// For each NVM cache line with stores not yet durable ([`CrashRecorder::nvm_pending`]),
+    /// how many of them, in program order, persisted (empty: all of them).
+    pub nvm: Vec<u32>,
     pub label: String,
 }
 
 #[derive(Default)]
 struct Log {
     initial: Vec<Vec<u8>>,
+    nvm_initial: Vec<Vec<u8>>,
     events: Vec<CrashEvent>,
+}
+
+/// One NVM cache line whose stores are not all durable after a prefix of the events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PendingLine {
+    pub nvm: usize,
+    /// Line number (byte offset / 64).
+    pub line: u64,
+    /// Atomic stores (aligned 8-byte words or parts of one) made to the line that are durable.
+    pub durable: u32,
+    /// Those made after them, not yet durable.
+    pub pending: u32,
+}
+
+/// The atomic pieces of a store: `(offset, len)` within aligned 8-byte words.
+fn atomic_pieces(at: u64, len: u64) -> impl Iterator<Item = (u64, u64)> {
+    let w = crate::nvm::ATOMIC_STORE;
+    let end = at + len;
+    let mut p = at;
+    std::iter::from_fn(move || {
+        if p >= end {
+            return None;
+        }
+        let next = ((p / w) + 1) * w;
+        let piece = (p, next.min(end) - p);
+        p = next.min(end);
+        Some(piece)
+    })
 }
 
 /// The shared log of all recording devices.
@@ -78,6 +115,114 @@ impl CrashRecorder {
         self.log.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// A new recording NVM region whose contents start as `initial`.
+    pub fn nvm(self: &Arc<Self>, name: &str, initial: Vec<u8>) -> CrashNvm {
+        let mut log = self.lock();
+        let id = log.nvm_initial.len();
+        log.nvm_initial.push(initial.clone());
+        CrashNvm { id, recorder: self.clone(), live: crate::nvm::MemNvm::from_bytes(initial).named(name) }
+    }
+
+    /// The NVM lines with stores not yet durable after the first `upto` events, in (region,
+    /// line) order: a store is durable once a flush of its line and a later fence followed it.
+    pub fn nvm_pending(&self, upto: usize) -> Vec<PendingLine> {
+        let log = self.lock();
+        let mut lines: std::collections::BTreeMap<(usize, u64), (u32, u32, Option<u32>)> = Default::default();
+        let mut flushed: Vec<(usize, u64)> = Vec::new();
+        for e in &log.events[..upto] {
+            match e {
+                CrashEvent::NvmStore { nvm, at, data } => {
+                    for (p, _) in atomic_pieces(*at, data.len() as u64) {
+                        lines.entry((*nvm, p / crate::nvm::CACHE_LINE)).or_default().0 += 1;
+                    }
+                }
+                CrashEvent::NvmFlush { nvm, at, len } => {
+                    let first = at / crate::nvm::CACHE_LINE;
+                    let last = (at + len).div_ceil(crate::nvm::CACHE_LINE);
+                    for l in first..last {
+                        if let Some(e) = lines.get_mut(&(*nvm, l)) {
+                            e.2 = Some(e.0);
+                            flushed.push((*nvm, l));
+                        }
+                    }
+                }
+                CrashEvent::NvmFence { nvm } => {
+                    for key in flushed.iter().filter(|k| k.0 == *nvm) {
+                        if let Some(e) = lines.get_mut(key) {
+                            if let Some(f) = e.2.take() {
+                                e.1 = e.1.max(f);
+                            }
+                        }
+                    }
+                    flushed.retain(|k| k.0 != *nvm);
+                }
+                _ => {}
+            }
+        }
+        lines.into_iter().filter(|(_, v)| v.0 > v.1).map(|((nvm, line), v)| PendingLine { nvm, line, durable: v.1, pending: v.0 - v.1 }).collect()
+    }
+
+    /// The NVM images of one crash state, one per recording region.
+    pub fn build_nvm(&self, state: &CrashState) -> Vec<Vec<u8>> {
+        let pending = self.nvm_pending(state.after_events);
+        assert!(state.nvm.is_empty() || state.nvm.len() == pending.len(), "a count for every pending NVM line");
+        let mut keep: std::collections::HashMap<(usize, u64), u32> = Default::default();
+        for (k, p) in pending.iter().enumerate() {
+            let kept = state.nvm.get(k).copied().unwrap_or(p.pending).min(p.pending);
+            keep.insert((p.nvm, p.line), p.durable + kept);
+        }
+        let log = self.lock();
+        let mut images = log.nvm_initial.clone();
+        let mut seen: std::collections::HashMap<(usize, u64), u32> = Default::default();
+        for e in &log.events[..state.after_events] {
+            let CrashEvent::NvmStore { nvm, at, data } = e else { continue };
+            for (p, len) in atomic_pieces(*at, data.len() as u64) {
+                let key = (*nvm, p / crate::nvm::CACHE_LINE);
+                let n = seen.entry(key).or_default();
+                let limit = keep.get(&key).copied().unwrap_or(u32::MAX);
+                if *n < limit {
+                    let src = (p - at) as usize;
+                    images[*nvm][p as usize..(p + len) as usize].copy_from_slice(&data[src..src + len as usize]);
+                }
+                *n += 1;
+            }
+        }
+        images
+    }
+
+    /// A bounded, systematic set of NVM fates after the first `upto` events: every pending
+    /// line persisted whole, none, each line lost alone, each line cut to half its stores
+    /// alone, each line persisted alone (every other lost: what a missing fence exposes), and
+    /// `random` seeded mixtures of prefixes. Each is a `CrashState::nvm` vector.
+    pub fn nvm_states(&self, upto: usize, single_budget: usize, random: usize, seed: u64) -> Vec<(Vec<u32>, String)> {
+        let pending = self.nvm_pending(upto);
+        let n = pending.len();
+        let full: Vec<u32> = pending.iter().map(|p| p.pending).collect();
+        let mut out = vec![(full.clone(), "nvm: every line persisted".to_string())];
+        if n == 0 {
+            return out;
+        }
+        out.push((vec![0; n], format!("nvm: {n} pending lines lost")));
+        let mut rng = SplitMix(seed ^ (upto as u64).wrapping_mul(0xd1b5_4a32_d192_ed03));
+        for k in 0..n.min(single_budget) {
+            let mut f = full.clone();
+            f[k] = 0;
+            out.push((f.clone(), format!("nvm: line {} lost alone", pending[k].line)));
+            if pending[k].pending > 1 {
+                f[k] = pending[k].pending / 2;
+                out.push((f, format!("nvm: line {} half persisted", pending[k].line)));
+            }
+            let mut only = vec![0; n];
+            only[k] = pending[k].pending;
+            out.push((only, format!("nvm: only line {} persisted", pending[k].line)));
+        }
+        for r in 0..random {
+            let f = pending.iter().map(|p| (rng.next() % (p.pending as u64 + 1)) as u32).collect();
+            out.push((f, format!("nvm: random prefixes {r}")));
+        }
+        out
+    }
+
     pub fn event_count(&self) -> usize {
         self.lock().events.len()
     }
@@ -98,7 +243,7 @@ impl CrashRecorder {
         (0..upto)
             .filter(|&i| match &log.events[i] {
                 CrashEvent::Write { dev, .. } => last_flush[*dev].map_or(true, |f| i > f),
-                CrashEvent::Flush { .. } => false,
+                _ => false,
             })
             .collect()
     }
@@ -147,12 +292,12 @@ impl CrashRecorder {
                 .iter()
                 .map(|&i| match &log.events[i] {
                     CrashEvent::Write { data, .. } => (data.len() as u64 / SECTOR_SIZE).min(64),
-                    CrashEvent::Flush { .. } => unreachable!(),
+                    _ => unreachable!("only writes are pending"),
                 })
                 .collect()
         };
         let mut rng = SplitMix(seed ^ (upto as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        let mk = |fates: Vec<TearPlan>, label: String| CrashState { after_events: upto, fates, label };
+        let mk = |fates: Vec<TearPlan>, label: String| CrashState { after_events: upto, fates, nvm: Vec::new(), label };
         let mut out = vec![mk(vec![TearPlan::Keep; n], format!("after {upto}: all kept"))];
         if n == 0 {
             return out;
@@ -237,6 +382,49 @@ impl Device for CrashDevice {
         Ok(())
     }
     fn counters(&self) -> DeviceStats {
+        self.live.counters()
+    }
+}
+
+/// An NVM region that records into a [`CrashRecorder`] and serves loads from its live image.
+pub struct CrashNvm {
+    id: usize,
+    recorder: Arc<CrashRecorder>,
+    live: crate::nvm::MemNvm,
+}
+
+impl crate::nvm::Nvm for CrashNvm {
+    fn name(&self) -> String {
+        self.live.name()
+    }
+    fn len(&self) -> u64 {
+        self.live.len()
+    }
+    fn store(&self, at: u64, data: &[u8]) -> Result<(), DeviceError> {
+        let mut log = self.recorder.lock();
+        self.live.store(at, data)?;
+        log.events.push(CrashEvent::NvmStore { nvm: self.id, at, data: data.into() });
+        Ok(())
+    }
+    fn flush(&self, at: u64, len: u64) -> Result<(), DeviceError> {
+        let mut log = self.recorder.lock();
+        self.live.flush(at, len)?;
+        log.events.push(CrashEvent::NvmFlush { nvm: self.id, at, len });
+        Ok(())
+    }
+    fn fence(&self) -> Result<(), DeviceError> {
+        let mut log = self.recorder.lock();
+        self.live.fence()?;
+        log.events.push(CrashEvent::NvmFence { nvm: self.id });
+        Ok(())
+    }
+    fn load(&self, at: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
+        self.live.load(at, buf)
+    }
+    fn durability(&self) -> crate::nvm::Durability {
+        crate::nvm::Durability::PowerLoss
+    }
+    fn counters(&self) -> crate::nvm::NvmStats {
         self.live.counters()
     }
 }

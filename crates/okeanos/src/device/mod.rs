@@ -23,7 +23,7 @@ mod memory;
 mod overlay;
 mod timed;
 
-pub use crash::{CrashDevice, CrashEvent, CrashRecorder, CrashState, TearPlan};
+pub use crash::{CrashDevice, CrashEvent, CrashNvm, CrashRecorder, CrashState, PendingLine, TearPlan};
 pub use fault::FaultDevice;
 pub use file::FileDevice;
 pub use memory::MemDevice;

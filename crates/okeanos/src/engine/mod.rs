@@ -155,6 +155,20 @@ impl Okeanos {
         crate::fs::mkfs::mkfs(dev, journal, opts)
     }
 
+    /// Formats a device whose journal lives in non-volatile memory (the nvm placement, UBJ):
+    /// `opts.nvm_path` is what the superblock records (a mount opens it unless given another
+    /// region), `nvm` is formatted as its journal.
+    pub fn mkfs_nvm(dev: &dyn Device, nvm: &dyn crate::nvm::Nvm, opts: &MkfsOptions) -> Result<Superblock, MkfsError> {
+        if opts.nvm_path.is_none() {
+            return Err(MkfsError::Invalid("an NVM journal needs nvm_path (what the superblock records)".into()));
+        }
+        // Checked before the device is written.
+        crate::fs::mkfs::check_nvm_size(nvm, opts.block_size)?;
+        let sb = crate::fs::mkfs::mkfs(dev, None, opts)?;
+        crate::fs::mkfs::format_nvm(nvm, &sb)?;
+        Ok(sb)
+    }
+
     /// Creates an image file of `size_bytes` and formats it. Refuses to overwrite a file.
     pub fn mkfs_file(path: &Path, size_bytes: u64, opts: &MkfsOptions) -> Result<Superblock, MkfsError> {
         let dev = FileDevice::create(path, size_bytes, false)?;

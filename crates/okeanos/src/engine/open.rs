@@ -20,6 +20,27 @@ use std::sync::{Arc, Mutex};
 /// next tid and the remote journal, if connected.
 pub(super) fn recover(devs: &mut Devices, sb: &Superblock, region: LogRegion, jsb: &JournalSuperblock, opts: &MountOptions, stats: &Stats, clock: &dyn Clock) -> FsResult<(u64, Option<runtime::remote::Opened>)> {
     let mut next_tid = jsb.sequence.max(1);
+    if let Some(rec) = &sb.nvm {
+        // The nvm placement (UBJ): recovery reads its slot table, not a log.
+        let nvm: Arc<dyn crate::nvm::Nvm> = match (&opts.nvm, &opts.nvm_path) {
+            (Some(h), _) => h.0.clone(),
+            (None, p) => {
+                let path = p.clone().unwrap_or_else(|| rec.path.clone().into());
+                Arc::new(crate::nvm::MappedNvm::open(&path, !opts.read_only).map_err(|e| FsError::Io(format!("the NVM journal {}: {e} (give another path with nvm=)", path.display())))?)
+            }
+        };
+        devs.nvm = Some(nvm.clone());
+        let h = runtime::nvm::open_header(nvm.as_ref(), sb.uuid, sb.block_size)?;
+        if opts.read_only {
+            devs.fs = Arc::new(crate::device::OverlayDevice::new(devs.fs.clone()));
+        }
+        let now = || clock.now_ns();
+        let (report, tid) = runtime::nvm::recover(devs, &h, sb.block_count, opts.read_only, stats, &now)?;
+        if let Some(r) = report {
+            *stats.recovery.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+        }
+        return Ok((next_tid.max(tid), None));
+    }
     // A remote journal: connect, take it over, read its log back (docs/REMOTE.md). After
     // a clean unmount the server holds nothing (it was trimmed): read-only use needs no
     // server then.
@@ -80,6 +101,13 @@ pub(super) fn journal(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
         }
     }
     let placement: Box<dyn Placement> = match (&remote, &sb.remote) {
+        _ if sb.nvm.is_some() => {
+            let nvm = devs.nvm.as_ref().expect("opened by recover");
+            let mut p = crate::journal::placement::NvmSlots::new(runtime::nvm::open_header(nvm.as_ref(), sb.uuid, sb.block_size)?);
+            p.fault_no_fence_before_commit_word = opts.fault_nvm_no_fence;
+            p.fault_free_before_commit = opts.fault_nvm_free_early;
+            Box::new(p)
+        }
         (Some(o), _) => {
             let mut r = Remote::new(Ring::new(region, jsb), o.capacity, None);
             r.fault_skip_append = opts.fault_skip_remote_append;
@@ -90,7 +118,7 @@ pub(super) fn journal(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
         _ => Box::new(Ring::new(region, jsb)),
     };
     // Transactions must fit the internal ring too: a remote journal falls back to it.
-    let capacity = placement.capacity().min(region.ring_len());
+    let capacity = if sb.remote.is_some() { placement.capacity().min(region.ring_len()) } else { placement.capacity() };
     let smallest = crate::fs::mkfs::MIN_JOURNAL_BLOCKS - 1;
     if capacity < smallest {
         return Err(FsError::Invalid(format!(

@@ -66,7 +66,24 @@ fn falls_back(e: &crate::device::DeviceError) -> bool {
     }
 }
 
+/// If the journal thread dies (a broken invariant panicked), the journal is aborted and every
+/// waiter told, instead of syncs waiting forever for a thread that is gone.
+struct AbortOnPanic(Arc<Inner>);
+
+impl Drop for AbortOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let mut core = self.0.core.lock().unwrap_or_else(|e| e.into_inner());
+            core.fs.journal.aborted.get_or_insert_with(|| "the journal thread failed (a bug: see the log for the panic)".into());
+            core.stop = true;
+            drop(core);
+            self.0.cv.notify_all();
+        }
+    }
+}
+
 pub(super) fn journal_thread(inner: Arc<Inner>) {
+    let _guard = AbortOnPanic(inner.clone());
     let me = Okeanos { inner, _user: None };
     let inner = &me.inner;
     let mut core = me.lock();
@@ -128,7 +145,7 @@ impl Okeanos {
             }
         }
         if core.want_space || core.fs.journal.space_low() {
-            let target = core.fs.journal.placement.capacity() / 2;
+            let target = core.fs.journal.placement.checkpoint_target();
             if let Some(plan) = core.fs.journal.checkpoint_begin(&core.fs.cache, CheckpointGoal::Space { target_free: target }) {
                 return JournalStep::Work(JournalWork::Checkpoint(plan));
             }
@@ -137,7 +154,7 @@ impl Okeanos {
         }
         if now >= core.next_writeback_ns {
             core.next_writeback_ns = now + opts.writeback_period.as_nanos() as u64;
-            core.expiring = Some(now.saturating_sub(opts.expire_period.as_nanos() as u64));
+            core.expiring = Some(now.saturating_sub(opts.expire_or(self.inner.devs.nvm.is_some()).as_nanos() as u64));
         }
         if let Some(owed_since_ns) = core.expiring {
             // Bounded steps (as pdflush writes back in chunks beside kjournald), with the

@@ -10,6 +10,7 @@ pub mod extent;
 pub mod group;
 pub mod inode;
 pub mod journal;
+pub mod nvm;
 pub mod remote;
 pub mod superblock;
 pub mod xattr;
@@ -138,6 +139,9 @@ pub(crate) mod seed {
     pub const DIR: u32 = 0x4449_0001;
     pub const XATTR: u32 = 0x5841_0001;
     pub const JOURNAL: u32 = 0x4a4c_0001;
+    pub const NVM_HEADER: u32 = 0x4e56_0001;
+    pub const NVM_ENTRY: u32 = 0x4e56_0002;
+    pub const NVM_DATA: u32 = 0x4e56_0003;
 }
 
 /// CRC32C of a bitmap block, as stored in its group descriptor.

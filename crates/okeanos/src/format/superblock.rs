@@ -19,7 +19,10 @@ pub mod incompat {
     /// The journal lives on a journal server; the internal journal is its local fallback
     /// (the remote record, bytes 264..456).
     pub const REMOTE_JOURNAL: u32 = 1 << 1;
-    pub const KNOWN: u32 = EXTERNAL_JOURNAL | REMOTE_JOURNAL;
+    /// The journal lives in non-volatile memory (the nvm placement, UBJ): the NVM record
+    /// (bytes 264..456) names it; the internal journal stays unused.
+    pub const NVM_JOURNAL: u32 = 1 << 2;
+    pub const KNOWN: u32 = EXTERNAL_JOURNAL | REMOTE_JOURNAL | NVM_JOURNAL;
 }
 /// Read-only-compatible features.
 pub mod ro_compat {
@@ -61,6 +64,14 @@ pub mod state {
 pub struct RemoteRecord {
     /// host:port of the journal server (a mount option may name another).
     pub server: String,
+}
+
+/// The NVM journal of a file system: the path of its NVM (a DAX device, or a file) when mkfs
+/// made it (the `nvm=` mount option may name another). Its header carries the file system's
+/// uuid, so a wrong one is refused.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct NvmRecord {
+    pub path: String,
 }
 
 /// Bytes of the server address in the superblock.
@@ -120,6 +131,8 @@ pub struct Superblock {
     pub error: ErrorRecord,
     /// The remote journal (with [`incompat::REMOTE_JOURNAL`]).
     pub remote: Option<RemoteRecord>,
+    /// The NVM journal (with [`incompat::NVM_JOURNAL`]); shares bytes 264..456 with `remote`.
+    pub nvm: Option<NvmRecord>,
 }
 
 /// Counters over the life of the file system, summed over every mount that unmounted cleanly.
@@ -185,6 +198,12 @@ impl Superblock {
             assert!(s.len() <= REMOTE_SERVER_LEN, "server address checked by mkfs");
             out[264..264 + s.len()].copy_from_slice(s);
         }
+        if let Some(r) = &self.nvm {
+            assert!(self.remote.is_none(), "one journal location");
+            let s = r.path.as_bytes();
+            assert!(s.len() <= REMOTE_SERVER_LEN, "NVM path checked by mkfs");
+            out[264..264 + s.len()].copy_from_slice(s);
+        }
         put_crc(out, SB_CRC_AT, seed::SUPERBLOCK);
     }
 
@@ -247,6 +266,20 @@ impl Superblock {
                     return Err(invalid(W, "remote journal without a server address"));
                 }
                 Some(RemoteRecord { server })
+            } else {
+                None
+            },
+            nvm: if incompat & incompat::NVM_JOURNAL != 0 {
+                if incompat & incompat::REMOTE_JOURNAL != 0 {
+                    return Err(invalid(W, "both a remote and an NVM journal"));
+                }
+                let raw = &b[264..264 + REMOTE_SERVER_LEN];
+                let end = raw.iter().position(|&c| c == 0).unwrap_or(REMOTE_SERVER_LEN);
+                let path = std::str::from_utf8(&raw[..end]).map_err(|_| invalid(W, "NVM path is not UTF-8"))?.to_string();
+                if path.is_empty() {
+                    return Err(invalid(W, "NVM journal without a path"));
+                }
+                Some(NvmRecord { path })
             } else {
                 None
             },

@@ -26,12 +26,59 @@ pub struct MkfsOptions {
     /// Keep the journal on this journal server (host:port); the internal journal becomes its
     /// local fallback (docs/REMOTE.md).
     pub remote_server: Option<String>,
+    /// Keep the journal in non-volatile memory at this path (the nvm placement, UBJ); the NVM
+    /// itself is formatted by [`format_nvm`]. The internal journal stays, unused.
+    pub nvm_path: Option<String>,
 }
 
 impl Default for MkfsOptions {
     fn default() -> Self {
-        MkfsOptions { block_size: 4096, journal_blocks: 32768, external_journal: false, bytes_per_inode: 16384, log_area_blocks: 0, label: String::new(), remote_server: None }
+        MkfsOptions { block_size: 4096, journal_blocks: 32768, external_journal: false, bytes_per_inode: 16384, log_area_blocks: 0, label: String::new(), remote_server: None, nvm_path: None }
     }
+}
+
+/// The fewest NVM slots for blocks of `block_size`: a quarter of them (the largest
+/// transaction) must hold the largest handle, half a transaction of blocks plus a tombstone
+/// per revoke record one handle may write.
+pub fn min_nvm_slots(block_size: u32) -> u64 {
+    8 * crate::format::journal::RevokeBlock::capacity(block_size as usize) as u64
+}
+
+/// Refuses an NVM region too small for the journal, naming the size it needs.
+pub fn check_nvm_size(nvm: &dyn crate::nvm::Nvm, block_size: u32) -> Result<(), MkfsError> {
+    use crate::format::nvm as nf;
+    let min = min_nvm_slots(block_size);
+    let slots = nf::NvmHeader::layout(nvm.len(), block_size, [0; 16]).map_or(0, |h| h.slots);
+    if slots < min {
+        let need = nf::TABLE_AT + 4096 + min * (block_size as u64 + nf::ENTRY_SIZE);
+        return Err(MkfsError::Invalid(format!("{} ({} bytes) holds {slots} slots of {block_size} bytes; the NVM journal needs at least {min} ({} MiB)", nvm.name(), nvm.len(), need.div_ceil(1 << 20))));
+    }
+    Ok(())
+}
+
+/// Formats `nvm` as the NVM journal of the file system `sb` describes: header, a zero commit
+/// word and an empty slot table, durably.
+pub fn format_nvm(nvm: &dyn crate::nvm::Nvm, sb: &Superblock) -> Result<crate::format::nvm::NvmHeader, MkfsError> {
+    use crate::format::nvm as nf;
+    check_nvm_size(nvm, sb.block_size)?;
+    let h = nf::NvmHeader::layout(nvm.len(), sb.block_size, sb.uuid).map_err(|e| MkfsError::Invalid(e.to_string()))?;
+    let zeros = vec![0u8; 1 << 16];
+    let table_end = nf::TABLE_AT + h.slots * nf::ENTRY_SIZE;
+    let mut at = nf::TABLE_AT;
+    while at < table_end {
+        let n = (table_end - at).min(zeros.len() as u64);
+        nvm.store(at, &zeros[..n as usize])?;
+        nvm.flush(at, n)?;
+        at += n;
+    }
+    nvm.store(nf::COMMIT_WORD_AT, &nf::commit_word(0))?;
+    nvm.flush(nf::COMMIT_WORD_AT, 8)?;
+    nvm.fence()?;
+    // The header last: an NVM without one is not a journal yet.
+    nvm.store(0, &h.encode())?;
+    nvm.flush(0, 64)?;
+    nvm.fence()?;
+    Ok(h)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -107,6 +154,14 @@ pub fn plan(dev_bytes: u64, o: &MkfsOptions, journal_dev_bytes: Option<u64>) -> 
             return Err(MkfsError::Invalid(format!("JetStream servers {s:?}: every one a nats:// or tls:// URL")));
         }
     }
+    if let Some(p) = &o.nvm_path {
+        if o.external_journal || o.remote_server.is_some() {
+            return Err(MkfsError::Invalid("an NVM journal excludes an external or remote journal".into()));
+        }
+        if p.is_empty() || p.len() > crate::format::superblock::REMOTE_SERVER_LEN {
+            return Err(MkfsError::Invalid(format!("NVM path {p:?}: give a path of 1 to {} bytes", crate::format::superblock::REMOTE_SERVER_LEN)));
+        }
+    }
     if o.bytes_per_inode < 1024 {
         return Err(MkfsError::Invalid(format!("{} bytes per inode is below the smallest (1024)", o.bytes_per_inode)));
     }
@@ -151,7 +206,7 @@ pub fn plan(dev_bytes: u64, o: &MkfsOptions, journal_dev_bytes: Option<u64>) -> 
     let sb = Superblock {
         version: SB_VERSION,
         feature_compat: if o.log_area_blocks > 0 { compat::LOG_AREA } else { 0 },
-        feature_incompat: if o.external_journal { incompat::EXTERNAL_JOURNAL } else { 0 } | if o.remote_server.is_some() { incompat::REMOTE_JOURNAL } else { 0 },
+        feature_incompat: if o.external_journal { incompat::EXTERNAL_JOURNAL } else { 0 } | if o.remote_server.is_some() { incompat::REMOTE_JOURNAL } else { 0 } | if o.nvm_path.is_some() { incompat::NVM_JOURNAL } else { 0 },
         feature_ro_compat: 0,
         block_size: bs,
         block_count,
@@ -180,6 +235,7 @@ pub fn plan(dev_bytes: u64, o: &MkfsOptions, journal_dev_bytes: Option<u64>) -> 
         lifetime: Default::default(),
         error: Default::default(),
         remote: o.remote_server.as_ref().map(|s| crate::format::superblock::RemoteRecord { server: s.clone() }),
+        nvm: o.nvm_path.as_ref().map(|p| crate::format::superblock::NvmRecord { path: p.clone() }),
     };
     sb.validate().map_err(|e| MkfsError::Invalid(e.to_string()))?;
     Ok(sb)

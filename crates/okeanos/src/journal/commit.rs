@@ -182,8 +182,8 @@ impl Journal {
             .collect();
         let frozen: crate::det::HashMap<u64, Arc<Vec<u8>>> = journaled.iter().cloned().collect();
         let items = self.collect_items(&tx, &frozen);
-        let partial = items.iter().filter_map(|i| if let Item::Record { block, .. } = i { Some(*block) } else { None }).collect();
-        let whole = items.iter().filter_map(|i| if let Item::Full { block, .. } = i { Some(*block) } else { None }).collect();
+        let partial: crate::det::HashSet<u64> = items.iter().filter_map(|i| if let Item::Record { block, .. } = i { Some(*block) } else { None }).collect();
+        let whole: crate::det::HashSet<u64> = items.iter().filter_map(|i| if let Item::Full { block, .. } = i { Some(*block) } else { None }).collect();
         let mut stats = RecordStats::default();
         for group in items.chunks(Descriptor::capacity(bs)) {
             self.write_descriptor(&mut w, tx.tid, group, &mut stats);
@@ -193,9 +193,14 @@ impl Journal {
         let mut c = vec![0u8; bs];
         CommitBlock { tid: tx.tid, block_count, tx_hash: w.hash, commit_time_ns: wall_ns, handle_count: tx.handles }.encode(&mut c);
         w.push(Arc::new(c), BlockKind::Commit);
-        assert!(w.blocks.len() as u64 <= size, "layout within the reserved size");
+        assert!(w.blocks.len() as u64 <= self.log_blocks(tx.units(), tx.revoked.len() as u64), "layout within the reserved size");
         let records = w.blocks.clone();
-        let (stage, at) = self.placement.place(Records { tid: tx.tid, blocks: w.blocks });
+        let images = journaled
+            .iter()
+            .filter(|(b, _)| whole.contains(b) || partial.contains(b))
+            .map(|(b, d)| (*b, d.clone(), if tx.journaled_data.contains(b) || tx.ranges.contains_key(b) { BlockKind::JournalData } else { BlockKind::JournalMeta }))
+            .collect();
+        let (stage, at) = self.placement.place(Records { tid: tx.tid, blocks: w.blocks, images, revoked });
 
         let in_place = |set: &std::collections::BTreeSet<u64>| -> Vec<IoWrite> {
             set.iter()
@@ -218,7 +223,7 @@ impl Journal {
         }
         let mut batch = unordered;
         batch.extend(stage.writes);
-        io.push_stage(super::plan::IoStage { writes: batch, flush: commit_flush, remote: stage.remote });
+        io.push_stage(super::plan::IoStage { writes: batch, flush: commit_flush, remote: stage.remote, nvm: stage.nvm });
 
         let plan = CommitPlan { tid: tx.tid, io, journal_blocks: at.blocks, handles: tx.handles, records: stats };
         self.committing = Some(Committing { tx, at, journaled, partial, whole, records });

@@ -120,11 +120,16 @@ impl Journal {
         self.log.get_mut(i)
     }
 
-    /// Journal blocks a transaction of `units` logged blocks or records and `revokes` revoke
-    /// records takes at most. A record never takes more room than a block; a differential
+    /// Journal blocks (in the placement's units: [`Placement::tx_cost`]) a transaction of
+    /// `units` logged blocks or records and `revokes` revoke records takes at most. A record never takes more room than a block; a differential
     /// metadata block yields at most [`commit::MAX_DIFF_RANGES`] tags; each descriptor may
     /// leave one multiwrite block partly filled.
     pub fn tx_blocks(&self, units: u64, revokes: u64) -> u64 {
+        self.placement.tx_cost(self.log_blocks(units, revokes), units, revokes)
+    }
+
+    /// Journal blocks such a transaction takes at most when laid out as a log.
+    pub fn log_blocks(&self, units: u64, revokes: u64) -> u64 {
         let per_desc = Descriptor::capacity(self.cfg.block_size) as u64;
         let per_revoke = RevokeBlock::capacity(self.cfg.block_size) as u64;
         let tags = units * commit::MAX_DIFF_RANGES as u64;
@@ -281,7 +286,7 @@ impl Journal {
     /// Whether free log space is low enough to checkpoint (thesis section 3.3: ext3 starts
     /// when free space falls to a quarter of the journal).
     pub fn space_low(&self) -> bool {
-        self.free_blocks() < self.placement.capacity() / 4 + self.cfg.max_tx_blocks
+        self.placement.space_low(self.cfg.max_tx_blocks)
     }
 
     /// The tid whose commit makes everything done so far durable.

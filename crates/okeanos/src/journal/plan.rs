@@ -31,6 +31,35 @@ pub enum RemoteOp {
     Fence { epoch: u64 },
 }
 
+/// An operation on the NVM region of the `nvm` placement (DESIGN.md section 5: byte stores,
+/// cache-line flushes and fences). Unlike a stage's block writes, a stage's NVM operations
+/// are carried out in order: the persistence order is what they express.
+#[derive(Debug, Clone)]
+pub enum NvmOp {
+    /// Bytes stored at an offset of the region (`kind`: what they are, for the counters).
+    Store { at: u64, data: NvmBytes, kind: Option<BlockKind> },
+    /// Write back the cache lines covering `[at, at + len)`.
+    Flush { at: u64, len: u64 },
+    /// Wait until every flushed line is durable.
+    Fence,
+}
+
+/// Bytes of an NVM store: a whole block shared with the cache, or a few bytes of a table.
+#[derive(Debug, Clone)]
+pub enum NvmBytes {
+    Block(Arc<Vec<u8>>),
+    Small(Vec<u8>),
+}
+
+impl NvmBytes {
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            NvmBytes::Block(b) => b,
+            NvmBytes::Small(b) => b,
+        }
+    }
+}
+
 /// What a written block is, for the counters (DESIGN.md section 4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BlockKind {
@@ -94,6 +123,8 @@ pub struct IoStage {
     pub writes: Vec<IoWrite>,
     pub flush: Vec<DevId>,
     pub remote: Vec<RemoteOp>,
+    /// Carried out in order, after the writes and remote operations, before the flushes.
+    pub nvm: Vec<NvmOp>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -103,10 +134,10 @@ pub struct IoPlan {
 
 impl IoPlan {
     pub fn push(&mut self, writes: Vec<IoWrite>, flush: Vec<DevId>) {
-        self.push_stage(IoStage { writes, flush, remote: Vec::new() });
+        self.push_stage(IoStage { writes, flush, remote: Vec::new(), nvm: Vec::new() });
     }
     pub fn push_stage(&mut self, stage: IoStage) {
-        if !stage.writes.is_empty() || !stage.flush.is_empty() || !stage.remote.is_empty() {
+        if !stage.writes.is_empty() || !stage.flush.is_empty() || !stage.remote.is_empty() || !stage.nvm.is_empty() {
             self.stages.push(stage);
         }
     }

@@ -2,6 +2,7 @@
 //! with device reads. This and the engine's journal thread are the only places where the
 //! journaling core's decisions meet real I/O.
 
+pub mod nvm;
 pub mod open;
 pub mod remote;
 
@@ -30,11 +31,13 @@ pub struct Devices {
     pub remote_log: Option<Arc<dyn Device>>,
     /// A read-only mount recovers a remote journal in memory: nothing is sent to the server.
     pub remote_read_only: bool,
+    /// The non-volatile memory of an nvm journal.
+    pub nvm: Option<Arc<dyn crate::nvm::Nvm>>,
 }
 
 impl Devices {
     pub fn new(fs: Arc<dyn Device>, journal: Option<Arc<dyn Device>>, block_size: usize) -> Self {
-        Devices { fs, journal, block_size, link: None, reconnect: None, remote_log: None, remote_read_only: false }
+        Devices { fs, journal, block_size, link: None, reconnect: None, remote_log: None, remote_read_only: false, nvm: None }
     }
 
     pub fn get(&self, id: DevId) -> &dyn Device {
@@ -142,6 +145,9 @@ pub fn execute(plan: &IoPlan, devs: &Devices, stats: &Stats) -> Result<(), Devic
             k = end;
         }
         devs.remote(&stage.remote, stats)?;
+        if !stage.nvm.is_empty() {
+            nvm::execute(devs, &stage.nvm, stats)?;
+        }
         let mut flushed: Vec<*const ()> = Vec::new();
         for &d in &stage.flush {
             let dev = devs.get(d);
@@ -275,6 +281,7 @@ pub fn recover(
         scan_ns: t1 - t0,
         revoke_ns: t2 - t1,
         replay_ns: t3 - t2,
+        nvm_slots_scanned: 0,
     };
     Ok(Some((report, next_tid)))
 }

@@ -40,7 +40,7 @@ fn world_config(cfg: ContentConfig, canary: bool, external: bool) -> WorldConfig
     let mut mount = MountOptions::default().content_config(cfg);
     mount.commit_interval = Duration::from_secs(1);
     mount.writeback_period = Duration::from_millis(700);
-    mount.expire_period = Duration::from_secs(2);
+    mount.expire_period = Some(Duration::from_secs(2));
     mount.fault_skip_commit_flush = canary;
     WorldConfig {
         fs_bytes: 8 * MB,
@@ -146,7 +146,7 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool)
                 _ => TearPlan::Torn(rng.next_u64()),
             })
             .collect();
-        let st = CrashState { after_events: k, fates, label: format!("after event {k} of {events}, {} unflushed writes", pending.len()) };
+        let st = CrashState { after_events: k, fates, nvm: Vec::new(), label: format!("after event {k} of {events}, {} unflushed writes", pending.len()) };
         let mut images = rec.build(&st);
         let jimg = if external { Some(images.remove(1)) } else { None };
         let fimg = images.remove(0);

@@ -34,7 +34,7 @@ pub fn run(make: &dyn Fn() -> WorldConfig, streams: usize, size: usize, records:
     }
     let hold = |mut c: WorldConfig| {
         c.mount.writeback_period = Duration::from_secs(86_400);
-        c.mount.expire_period = Duration::from_secs(86_400);
+        c.mount.expire_period = Some(Duration::from_secs(86_400));
         c.mount.commit_interval = Duration::from_secs(86_400);
         c
     };

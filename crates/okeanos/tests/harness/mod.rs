@@ -1,14 +1,26 @@
-//! The crash-test harness shared by the crash tests: a recorded run with the history of each
-//! file, the guarantee check of each content policy, and the enumeration of crash states
-//! (DESIGN.md section 3).
+//! The crash-test harness shared by the crash tests: a recorded workload with the history of
+//! each file, the guarantee check of each content policy, and the enumeration of crash states
+//! (DESIGN.md section 3) — sectors on the disk, and for an NVM journal 8-byte stores and cache
+//! lines in NVM (`okeanos::nvm`), together.
 #![allow(dead_code)]
 
+use crate::common::*;
 use okeanos::journal::content::ContentConfig;
-use okeanos::{CrashRecorder, DataMode, Device, MemDevice, MountOptions, Okeanos};
+use okeanos::nvm::{MemNvm, NvmHandle};
+use okeanos::{CrashRecorder, DataMode, Device, MemDevice, MkfsOptions, MountOptions, Okeanos};
 use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use okeanos::sim::check::History;
+
+/// Where the crash-tested journal lives.
+#[derive(Debug, Clone, Copy)]
+pub enum Journal {
+    /// The internal ring of this many blocks.
+    Internal { blocks: u64 },
+    /// An nvm journal in a region of this many bytes.
+    Nvm { bytes: u64 },
+}
 
 pub struct Run {
     pub recorder: Arc<CrashRecorder>,
@@ -17,6 +29,8 @@ pub struct Run {
     pub end_events: usize,
     /// Files whose contents writeback need not keep beyond a sync (overwritten in place).
     pub overwritten: Vec<String>,
+    /// The journal is in NVM (recorded as region 0 of the recorder).
+    pub nvm: bool,
 }
 
 /// Checks the guarantee of `mode` on a recovered file system, for a crash after `k` events.
@@ -24,10 +38,17 @@ pub fn check(mode: DataMode, run: &Run, k: usize, fs: &Okeanos) -> Result<(), St
     okeanos::sim::check::check(mode, &run.files, &run.overwritten, k, fs)
 }
 
+fn mount_opts(cfg: ContentConfig, nvm: Option<Arc<dyn okeanos::nvm::Nvm>>) -> MountOptions {
+    let mut o = MountOptions::default().content_config(cfg);
+    o.nvm = nvm.map(NvmHandle);
+    o
+}
+
 /// Mounts a crash image (recovery), checks the guarantee, unmounts and runs fsck.
-pub fn recover_and_check(cfg: ContentConfig, run: &Run, k: usize, image: Vec<u8>) -> Result<(), String> {
+pub fn recover_and_check(cfg: ContentConfig, run: &Run, k: usize, image: Vec<u8>, nvm: Option<Vec<u8>>) -> Result<(), String> {
     let dev = Arc::new(MemDevice::from_bytes(image));
-    let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, MountOptions::default().content_config(cfg)).map_err(|e| format!("mount: {e}"))?;
+    let nvm = nvm.map(|b| Arc::new(MemNvm::from_bytes(b)) as Arc<dyn okeanos::nvm::Nvm>);
+    let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, mount_opts(cfg, nvm.clone())).map_err(|e| format!("mount: {e}"))?;
     check(cfg.mode, run, k, &fs)?;
     fs.unmount().map_err(|e| format!("unmount: {e}"))?;
     let r = okeanos::fsck(dev, None);
@@ -39,16 +60,27 @@ pub fn recover_and_check(cfg: ContentConfig, run: &Run, k: usize, image: Vec<u8>
 
 /// Crashes in the middle of recovering `image` at every event of that recovery, then recovers
 /// again and checks.
-pub fn crash_during_recovery(cfg: ContentConfig, run: &Run, k: usize, image: Vec<u8>) -> Result<usize, String> {
+pub fn crash_during_recovery(cfg: ContentConfig, run: &Run, k: usize, image: Vec<u8>, nvm: Option<Vec<u8>>) -> Result<usize, String> {
     let rec = CrashRecorder::new();
     let dev = Arc::new(rec.device("fs", image));
-    let fs = Okeanos::mount(dev as Arc<dyn Device>, None, MountOptions::default().content_config(cfg)).map_err(|e| format!("first recovery: {e}"))?;
+    let region = nvm.map(|b| Arc::new(rec.nvm("nvm", b)) as Arc<dyn okeanos::nvm::Nvm>);
+    let fs = Okeanos::mount(dev as Arc<dyn Device>, None, mount_opts(cfg, region.clone())).map_err(|e| format!("first recovery: {e}"))?;
     drop(fs);
     let mut n = 0;
     for j in 0..=rec.event_count() {
-        for st in rec.states(j, 2, 1, 7) {
+        let mut states = rec.states(j, 2, 1, 7);
+        if region.is_some() {
+            for (f, label) in rec.nvm_states(j, 2, 1, 7).into_iter().skip(1) {
+                let mut st = states[0].clone();
+                st.nvm = f;
+                st.label = format!("{}, {label}", st.label);
+                states.push(st);
+            }
+        }
+        for st in states {
             let img = rec.build(&st).remove(0);
-            recover_and_check(cfg, run, k, img).map_err(|e| format!("second crash {}: {e}", st.label))?;
+            let nvm_img = region.as_ref().map(|_| rec.build_nvm(&st).remove(0));
+            recover_and_check(cfg, run, k, img, nvm_img).map_err(|e| format!("second crash {}: {e}", st.label))?;
             n += 1;
         }
     }
@@ -60,24 +92,51 @@ pub struct Outcome {
     pub violations: Vec<String>,
 }
 
+/// Crash states at `max_points` evenly spread events, at every flush and fence (and just
+/// before every fence), and at every acknowledged sync: the disk's fates with NVM whole, the
+/// NVM's fates with the disk whole, and some of both at once.
 pub fn enumerate(cfg: ContentConfig, run: &Run, max_points: usize, second_crash_every: usize) -> Outcome {
     let events = run.recorder.events();
-    let flush_points: Vec<usize> = events.iter().enumerate().filter(|(_, e)| matches!(e, okeanos::device::CrashEvent::Flush { .. })).map(|(i, _)| i + 1).collect();
+    let mut points: Vec<usize> = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        match e {
+            okeanos::device::CrashEvent::Flush { .. } => points.push(i + 1),
+            okeanos::device::CrashEvent::NvmFence { .. } => points.extend([i, i + 1]),
+            _ => {}
+        }
+    }
     let stride = (run.end_events / max_points).max(1);
-    let mut points: Vec<usize> = (0..=run.end_events).step_by(stride).collect();
-    points.extend(flush_points);
+    points.extend((0..=run.end_events).step_by(stride));
     points.extend(run.files.values().flat_map(|h| h.acks.iter().map(|a| a.0)));
     points.sort_unstable();
     points.dedup();
     let mut out = Outcome { states: 0, violations: Vec::new() };
     for (pi, &k) in points.iter().enumerate() {
-        for (si, st) in run.recorder.states(k, 3, 2, k as u64).into_iter().enumerate() {
+        let mut states = run.recorder.states(k, 3, 2, k as u64);
+        if run.nvm {
+            let disk = states.clone();
+            for (si, (f, label)) in run.recorder.nvm_states(k, 4, 3, k as u64).into_iter().enumerate().skip(1) {
+                // With the disk whole, and (every other one) with a disk fate too.
+                let mut st = disk[0].clone();
+                st.nvm = f.clone();
+                st.label = format!("{}, {label}", st.label);
+                states.push(st);
+                if si % 2 == 0 && disk.len() > 1 {
+                    let mut st = disk[si % disk.len()].clone();
+                    st.nvm = f;
+                    st.label = format!("{}, {label}", st.label);
+                    states.push(st);
+                }
+            }
+        }
+        for (si, st) in states.into_iter().enumerate() {
             let image = run.recorder.build(&st).remove(0);
+            let nvm = run.nvm.then(|| run.recorder.build_nvm(&st).remove(0));
             out.states += 1;
             let res = if second_crash_every > 0 && si == 1 && pi % second_crash_every == 0 {
-                crash_during_recovery(cfg, run, k, image).map(|n| out.states += n)
+                crash_during_recovery(cfg, run, k, image, nvm).map(|n| out.states += n)
             } else {
-                recover_and_check(cfg, run, k, image)
+                recover_and_check(cfg, run, k, image, nvm)
             };
             if let Err(e) = res {
                 out.violations.push(format!("{} {}: {e}", cfg.name(), st.label));
@@ -85,5 +144,114 @@ pub fn enumerate(cfg: ContentConfig, run: &Run, max_points: usize, second_crash_
         }
     }
     out
+}
+
+const STREAMS: usize = 3;
+const OW: &str = "/s/overwritten";
+
+/// A recorded workload: appends with syncs on a few streams, in-place overwrites, metadata
+/// churn, truncation; `faults` sets a canary's fault in the mount options.
+pub fn workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: &dyn Fn(&mut MountOptions), seed: u64) -> Run {
+    let recorder = CrashRecorder::new();
+    let mut o = MountOptions::default().content_config(cfg);
+    faults(&mut o);
+    let dev = match journal {
+        Journal::Internal { blocks } => Arc::new(recorder.device("fs", mem_fs(8 * MB, blocks).snapshot())),
+        Journal::Nvm { bytes } => {
+            let base = MemDevice::new(8 * MB);
+            let region = MemNvm::new(bytes);
+            Okeanos::mkfs_nvm(&base, &region, &MkfsOptions { journal_blocks: 256, nvm_path: Some("nvm".into()), ..Default::default() }).expect("mkfs");
+            let nvm = Arc::new(recorder.nvm("nvm", region.snapshot()));
+            o.nvm = Some(NvmHandle(nvm));
+            Arc::new(recorder.device("fs", base.snapshot()))
+        }
+    };
+    let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
+    let mut files: HashMap<String, History> = HashMap::new();
+    let mut handles = Vec::new();
+    fs.mkdir_path("/s").unwrap();
+    for s in 0..STREAMS {
+        let name = format!("/s/stream{s}");
+        let at = recorder.event_count();
+        handles.push(fs.create_file(&name).unwrap());
+        files.insert(name, History { created_at: at, versions: vec![(at, Vec::new())], acks: vec![] });
+    }
+    // A file overwritten in place at random offsets (partial and whole blocks).
+    let at = recorder.event_count();
+    let ow = fs.create_file(OW).unwrap();
+    files.insert(OW.to_string(), History { created_at: at, versions: vec![(at, Vec::new())], acks: vec![] });
+    let mut rng = seed | 1;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    for k in 0..ops {
+        let r = next();
+        let s = (r % STREAMS as u64) as usize;
+        let name = format!("/s/stream{s}");
+        match (r >> 8) % 12 {
+            // Overwrites at random offsets, partial and whole blocks.
+            10 | 11 => {
+                let len = [50, 300, 3000, 4096, 5000][((r >> 16) % 5) as usize];
+                let off = (r >> 32) % 12_000;
+                let data = record(7, k, len);
+                let at = recorder.event_count();
+                ow.write_at(off, &data).unwrap();
+                let h = files.get_mut(OW).unwrap();
+                let mut v = h.versions.last().unwrap().1.clone();
+                if v.len() < off as usize + len {
+                    v.resize(off as usize + len, 0);
+                }
+                v[off as usize..off as usize + len].copy_from_slice(&data);
+                h.versions.push((at, v));
+                if (r >> 24) % 3 == 0 {
+                    ow.fsync().unwrap();
+                    let h = files.get_mut(OW).unwrap();
+                    h.acks.push((recorder.event_count(), h.versions.len() - 1));
+                }
+            }
+            // Appends of varied sizes, most followed by an fsync or fdatasync.
+            0..=6 => {
+                let len = [100, 128, 700, 3000, 4096, 6000][((r >> 16) % 6) as usize];
+                let data = record(s, k, len);
+                let at = recorder.event_count();
+                handles[s].append(&data).unwrap();
+                files.get_mut(&name).unwrap().appended(at, &data);
+                if (r >> 24) % 4 != 0 {
+                    if (r >> 26) % 2 == 0 { handles[s].fsync().unwrap() } else { handles[s].fdatasync().unwrap() }
+                    files.get_mut(&name).unwrap().synced(recorder.event_count());
+                }
+            }
+            // Metadata churn beside the streams: create, write, rename, unlink, mkdir/rmdir.
+            7 => {
+                let f = fs.create_file(&format!("/tmp{k}")).unwrap();
+                f.write_at(0, &record(9, k, 5000)).unwrap();
+                drop(f);
+                fs.rename_path(&format!("/tmp{k}"), &format!("/s/renamed{k}")).unwrap();
+            }
+            8 => {
+                let victims: Vec<String> = fs.list_path("/s").unwrap().into_iter().map(|e| String::from_utf8(e.name).unwrap()).filter(|n| n.starts_with("renamed")).collect();
+                if let Some(v) = victims.first() {
+                    fs.remove_path(&format!("/s/{v}")).unwrap();
+                }
+                fs.mkdir_path(&format!("/dir{k}")).unwrap();
+                fs.rmdir_path(&format!("/dir{k}")).unwrap();
+            }
+            _ => {
+                let f = fs.create_file("/trunc").unwrap();
+                f.write_at(0, &record(8, k, 9000)).unwrap();
+                f.set_len((r >> 16) % 9000).unwrap();
+                f.fsync().unwrap();
+            }
+        }
+    }
+    drop(handles);
+    drop(ow);
+    fs.sync().unwrap();
+    let end_events = recorder.event_count();
+    drop(fs);
+    Run { recorder, files, end_events, overwritten: vec![OW.to_string()], nvm: matches!(journal, Journal::Nvm { .. }) }
 }
 

@@ -17,16 +17,18 @@
 //! first and describes that.
 //!
 //! Placements: [`Ring`] (`internal`: a region of the file-system device; `external`: a device
-//! or file of its own) and [`Remote`] (a journal server, with the internal ring as fallback).
-//! NVM and manylogs placements follow (issues 14, 15).
+//! or file of its own), [`Remote`] (a journal server, with the internal ring as fallback) and
+//! [`NvmSlots`] (`nvm`: UBJ's slot table in non-volatile memory). Manylogs follows (issue 15).
 
+pub mod nvm;
 mod remote;
 mod ring;
 
+pub use nvm::NvmSlots;
 pub use remote::Remote;
 pub use ring::{LogRegion, RegionKind, Ring};
 
-use super::plan::{BlockKind, DevId, IoPlan, IoStage, IoWrite, RemoteOp};
+use super::plan::{BlockKind, DevId, IoPlan, IoStage, IoWrite, NvmOp, RemoteOp};
 use super::transaction::Tid;
 use std::sync::Arc;
 
@@ -37,6 +39,12 @@ use std::sync::Arc;
 pub struct Records {
     pub tid: Tid,
     pub blocks: Vec<(Arc<Vec<u8>>, BlockKind)>,
+    /// The same transaction as whole blocks: each block it logged (whole, as records or as
+    /// differential metadata) in its committed version, for a placement that keeps block
+    /// images (nvm). Shared with the cache, not copied.
+    pub images: Vec<(u64, Arc<Vec<u8>>, BlockKind)>,
+    /// The blocks it revokes.
+    pub revoked: Vec<u64>,
 }
 
 /// Where a placement put one transaction: opaque to the core, handed back at release.
@@ -56,12 +64,14 @@ pub struct Stage {
     pub writes: Vec<IoWrite>,
     pub flush: Vec<DevId>,
     pub remote: Vec<RemoteOp>,
+    /// Stores, flushes and fences on NVM, in order.
+    pub nvm: Vec<NvmOp>,
 }
 
 impl Stage {
     /// Appends this stage to `io`.
     pub fn push_to(self, io: &mut IoPlan) {
-        io.push_stage(IoStage { writes: self.writes, flush: self.flush, remote: self.remote });
+        io.push_stage(IoStage { writes: self.writes, flush: self.flush, remote: self.remote, nvm: self.nvm });
     }
 }
 
@@ -97,6 +107,21 @@ pub trait Placement: Send + std::fmt::Debug {
     fn capacity(&self) -> u64;
     /// Journal blocks new transactions may take now.
     fn free_blocks(&self) -> u64;
+    /// What a transaction takes of this placement's space, in the units of [`Self::capacity`]:
+    /// `journal_blocks` laid out as a log, holding `units` logged blocks or records and
+    /// `revokes` revoke records.
+    fn tx_cost(&self, journal_blocks: u64, _units: u64, _revokes: u64) -> u64 {
+        journal_blocks
+    }
+    /// Whether to checkpoint for space (ext3: when free space falls to a quarter of the
+    /// journal, plus room for the largest transaction).
+    fn space_low(&self, max_tx: u64) -> bool {
+        self.free_blocks() < self.capacity() / 4 + max_tx
+    }
+    /// How much a checkpoint for space frees (at least; everything it can if more).
+    fn checkpoint_target(&self) -> u64 {
+        self.capacity() / 2
+    }
     /// Whether a transaction of `blocks` fits now (else the core checkpoints first): space is
     /// reserved before a handle dirties anything, so commit never waits for room.
     fn admit(&self, blocks: u64) -> bool {

@@ -153,7 +153,7 @@ impl Ring {
         let mut b = vec![0u8; self.jsb.block_size as usize];
         JournalSuperblock { start, sequence, remote, ..self.jsb.clone() }.encode(&mut b);
         let dev = self.region.dev();
-        Stage { writes: vec![IoWrite { dev, block: self.region.device_block(0), data: Arc::new(b), kind: BlockKind::JournalSuper }], flush: vec![dev], remote: Vec::new() }
+        Stage { writes: vec![IoWrite { dev, block: self.region.device_block(0), data: Arc::new(b), kind: BlockKind::JournalSuper }], flush: vec![dev], remote: Vec::new(), nvm: Vec::new() }
     }
 
     /// Where the log starts after a checkpoint that keeps `kept`.
@@ -190,7 +190,7 @@ impl Placement for Ring {
             pos = self.region.next(pos);
         }
         self.head = pos;
-        (Stage { writes, flush: vec![dev], remote: Vec::new() }, Extent { start, end: pos, blocks: n })
+        (Stage { writes, flush: vec![dev], remote: Vec::new(), nvm: Vec::new() }, Extent { start, end: pos, blocks: n })
     }
 
     fn release_stage(&self, kept: Kept) -> Stage {

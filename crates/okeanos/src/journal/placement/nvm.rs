@@ -1,0 +1,484 @@
+//! The `nvm` placement: UBJ's in-place commit in a non-volatile buffer cache (Lee et al.,
+//! FAST '13, ../shared/papers/ubj-in-place-commit-nvm-buffer-cache.txt; docs/JOURNALING.md,
+//! "The nvm placement", and docs/FORMAT.md, "NVM journal"). No I/O here: a commit is a list
+//! of NVM stores, flushes and fences that the runtime carries out in order.
+//!
+//! The NVM holds a slot table and one block of data per slot. A committed transaction's blocks
+//! are frozen in slots, nothing is written to a disk: its newest version of each block it
+//! logged (the whole block, whatever the content policy logged of it) goes into a free slot
+//! with an entry naming the block and the tid. The paper leaves persistence order open; here
+//! it is exact:
+//!
+//! 1. Each block's data and entry are stored into a free slot (its old state word first set
+//!    FREE if it named something), the lines flushed, then a **fence**.
+//! 2. The commit word (the highest committed tid, alone on its cache line) is stored,
+//!    flushed, fenced: **the commit point**. Syncs return after it. Recovery ignores every
+//!    entry above the commit word, so a crash before it leaves the previous state whole.
+//! 3. Only then are the older copies of those blocks free for reuse (section 3.2 "keeps track
+//!    of the previous block as an old-commit block ... may be released immediately at this
+//!    point" — during the commit, which would lose the only committed copy if the commit
+//!    then failed; the early reclamation of section 4 happens here instead, after the commit
+//!    point). Reusing one needs no store first: its entry is outranked by the newer one.
+//!
+//! A block freed (or written in place while it has a frozen copy) gets a **tombstone** entry
+//! in the transaction that revokes it, so nothing older is ever replayed over it.
+//!
+//! Checkpoint is the core's (one home write of each block's newest committed version,
+//! section 3.2 and Figure 5); its release stage marks the released blocks' newest entries
+//! CLEAN and every older entry of those blocks FREE, with a fence, before any of those slots
+//! is reused. A clean or tombstone entry outranks older copies of its block, so the order of
+//! the stores inside that stage does not matter; what matters is that the older entries are
+//! durably FREE before the newest one can disappear (a reused slot) — else an older frozen
+//! copy would come back to life.
+//!
+//! Recovery ([`analyze`]) reads the table, not a log: the decision table is on that function.
+
+use super::{Extent, Kept, Placement, Records, RecoveryStart, Stage};
+use crate::det::HashMap;
+use crate::format::nvm::{self as nf, Entry, EntryRead, NvmHeader, SlotState};
+use crate::journal::plan::{BlockKind, NvmBytes, NvmOp};
+use crate::journal::transaction::Tid;
+
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    /// What the slot's entry in NVM names (durably, or about to be).
+    block: u64,
+    tid: Tid,
+    state: SlotState,
+    /// May be taken by a new copy (free, superseded by a committed copy, or released).
+    reusable: bool,
+}
+
+const FREE_SLOT: Slot = Slot { block: 0, tid: 0, state: SlotState::Free, reusable: true };
+
+#[derive(Debug)]
+pub struct NvmSlots {
+    h: NvmHeader,
+    slots: Vec<Slot>,
+    /// Reusable slots, taken from the end (the most recently freed first).
+    free: Vec<u32>,
+    /// Each block's newest committed entry.
+    newest: HashMap<u64, u32>,
+    /// Every slot whose entry names a block (the newest and outranked older ones).
+    named: HashMap<u64, Vec<u32>>,
+    /// The commit in flight: its tid and the slots it filled.
+    committing: Option<(Tid, Vec<(u64, u32)>)>,
+    /// Canary: no fence between the slots and the commit word (a test proves the crash tests
+    /// catch it).
+    pub fault_no_fence_before_commit_word: bool,
+    /// Canary: a block's older copy is free for reuse as soon as a new copy is placed, before
+    /// the commit point (the paper's "released immediately").
+    pub fault_free_before_commit: bool,
+}
+
+impl NvmSlots {
+    /// A placement over an empty table (every entry FREE: after [`analyze`] and its stores).
+    pub fn new(h: NvmHeader) -> Self {
+        let n = h.slots as usize;
+        NvmSlots {
+            h,
+            slots: vec![FREE_SLOT; n],
+            free: (0..n as u32).rev().collect(),
+            newest: HashMap::default(),
+            named: HashMap::default(),
+            committing: None,
+            fault_no_fence_before_commit_word: false,
+            fault_free_before_commit: false,
+        }
+    }
+
+    pub fn header(&self) -> &NvmHeader {
+        &self.h
+    }
+
+    /// Slots holding frozen (committed, not yet home) copies.
+    pub fn frozen(&self) -> u64 {
+        self.slots.iter().filter(|s| s.state == SlotState::Frozen && !s.reusable).count() as u64
+    }
+
+    fn state_store(&self, ops: &mut Vec<NvmOp>, slot: u32, state: SlotState) {
+        let at = self.h.entry_at(slot as u64) + nf::STATE_AT;
+        ops.push(NvmOp::Store { at, data: NvmBytes::Small(nf::state_word(state).to_vec()), kind: None });
+        ops.push(NvmOp::Flush { at, len: 8 });
+    }
+
+    /// Takes a reusable slot: its entry stops naming what it named (state word FREE first, so
+    /// that a torn reuse never pairs the old fields with a new state).
+    fn take(&mut self, ops: &mut Vec<NvmOp>) -> u32 {
+        let s = self.free.pop().expect("admission keeps every transaction within free slots");
+        let old = self.slots[s as usize];
+        assert!(old.reusable, "slot {s} taken while still needed");
+        if old.state != SlotState::Free {
+            let at = self.h.entry_at(s as u64) + nf::STATE_AT;
+            ops.push(NvmOp::Store { at, data: NvmBytes::Small(nf::state_word(SlotState::Free).to_vec()), kind: None });
+            if let Some(v) = self.named.get_mut(&old.block) {
+                v.retain(|&x| x != s);
+                if v.is_empty() {
+                    self.named.remove(&old.block);
+                }
+            }
+            if self.newest.get(&old.block) == Some(&s) {
+                self.newest.remove(&old.block);
+            }
+        }
+        self.slots[s as usize] = Slot { reusable: false, ..FREE_SLOT };
+        s
+    }
+
+    /// Fills slot `s` with `entry` (and `data`): fields, then the state word, in one line.
+    fn fill(&mut self, ops: &mut Vec<NvmOp>, s: u32, entry: Entry, data: Option<(std::sync::Arc<Vec<u8>>, BlockKind)>) {
+        let at = self.h.entry_at(s as u64);
+        if let Some((d, kind)) = data {
+            ops.push(NvmOp::Store { at: self.h.data_at(s as u64), data: NvmBytes::Block(d), kind: Some(kind) });
+            ops.push(NvmOp::Flush { at: self.h.data_at(s as u64), len: self.h.block_size as u64 });
+        }
+        ops.push(NvmOp::Store { at, data: NvmBytes::Small(entry.encode_fields(s as u64).to_vec()), kind: None });
+        ops.push(NvmOp::Store { at: at + nf::STATE_AT, data: NvmBytes::Small(nf::state_word(entry.state).to_vec()), kind: None });
+        ops.push(NvmOp::Flush { at, len: nf::ENTRY_SIZE });
+        self.slots[s as usize] = Slot { block: entry.block, tid: entry.tid, state: entry.state, reusable: false };
+        self.named.entry(entry.block).or_default().push(s);
+    }
+
+    fn supersede(&mut self, s: u32) {
+        let slot = &mut self.slots[s as usize];
+        if !slot.reusable {
+            slot.reusable = true;
+            self.free.push(s);
+        }
+    }
+
+    /// The newest entries released by a checkpoint that keeps `kept`, in a fixed order.
+    fn released_blocks(&self, kept: Kept) -> Vec<(u64, u32)> {
+        let upto = kept.oldest.map_or(kept.next_tid, |(t, _)| t);
+        let mut v: Vec<(u64, u32)> = self.newest.iter().filter(|(_, &s)| !self.slots[s as usize].reusable && self.slots[s as usize].tid < upto).map(|(&b, &s)| (b, s)).collect();
+        v.sort_unstable();
+        v
+    }
+}
+
+impl Placement for NvmSlots {
+    fn name(&self) -> &'static str {
+        "nvm"
+    }
+
+    fn capacity(&self) -> u64 {
+        self.h.slots
+    }
+
+    fn free_blocks(&self) -> u64 {
+        self.free.len() as u64
+    }
+
+    /// A slot per block the transaction logs (records and differential metadata included:
+    /// the slot holds the whole block) and one per revoke (a tombstone).
+    fn tx_cost(&self, _journal_blocks: u64, units: u64, revokes: u64) -> u64 {
+        units + revokes
+    }
+
+    /// The paper's trigger (section 4): frozen slots above a quarter of the pool; or too few
+    /// free for the largest transaction.
+    fn space_low(&self, max_tx: u64) -> bool {
+        let used = self.h.slots - self.free.len() as u64;
+        used > self.h.slots / 4 || (self.free.len() as u64) < max_tx
+    }
+
+    /// A checkpoint writes every frozen block home.
+    fn checkpoint_target(&self) -> u64 {
+        self.h.slots
+    }
+
+    fn place(&mut self, records: Records) -> (Stage, Extent) {
+        assert!(self.committing.is_none(), "one commit at a time");
+        let tid = records.tid;
+        let mut ops = Vec::new();
+        if self.fault_free_before_commit {
+            for (b, _, _) in &records.images {
+                if let Some(&s) = self.newest.get(b) {
+                    self.supersede(s);
+                }
+            }
+        }
+        let mut placed = Vec::with_capacity(records.images.len() + records.revoked.len());
+        for &b in &records.revoked {
+            // Only a frozen copy could replay; a clean one never does.
+            let frozen = self.newest.get(&b).is_some_and(|&s| self.slots[s as usize].state == SlotState::Frozen);
+            if frozen {
+                let s = self.take(&mut ops);
+                self.fill(&mut ops, s, Entry { block: b, tid, data_crc: 0, state: SlotState::Tombstone }, None);
+                placed.push((b, s));
+            }
+        }
+        for (b, data, kind) in records.images {
+            let s = self.take(&mut ops);
+            let data_crc = nf::data_crc(b, &data);
+            self.fill(&mut ops, s, Entry { block: b, tid, data_crc, state: SlotState::Frozen }, Some((data, kind)));
+            placed.push((b, s));
+        }
+        if !self.fault_no_fence_before_commit_word {
+            ops.push(NvmOp::Fence);
+        }
+        ops.push(NvmOp::Store { at: nf::COMMIT_WORD_AT, data: NvmBytes::Small(nf::commit_word(tid).to_vec()), kind: Some(BlockKind::Commit) });
+        ops.push(NvmOp::Flush { at: nf::COMMIT_WORD_AT, len: 8 });
+        ops.push(NvmOp::Fence);
+        let n = placed.len() as u64;
+        self.committing = Some((tid, placed));
+        (Stage { nvm: ops, ..Stage::default() }, Extent { start: tid, end: tid + 1, blocks: n })
+    }
+
+    /// Past the commit point: the new copies are the newest, the older ones free for reuse.
+    fn on_durable(&mut self, tid: Tid) {
+        let (t, placed) = self.committing.take().expect("a commit in flight");
+        assert_eq!(t, tid, "the commit that completed is the one placed");
+        for (b, s) in placed {
+            if let Some(old) = self.newest.insert(b, s) {
+                debug_assert!(self.slots[old as usize].tid < tid);
+                self.supersede(old);
+            }
+        }
+    }
+
+    /// Released blocks' newest entries become CLEAN (tombstones stay), their older entries
+    /// FREE, then a fence: all before any of those slots is reused.
+    fn release_stage(&self, kept: Kept) -> Stage {
+        let mut ops = Vec::new();
+        for (b, s) in self.released_blocks(kept) {
+            if self.slots[s as usize].state == SlotState::Frozen {
+                self.state_store(&mut ops, s, SlotState::Clean);
+            }
+            for &o in self.named.get(&b).into_iter().flatten() {
+                if o != s && self.slots[o as usize].state != SlotState::Free {
+                    self.state_store(&mut ops, o, SlotState::Free);
+                }
+            }
+        }
+        if !ops.is_empty() {
+            ops.push(NvmOp::Fence);
+        }
+        Stage { nvm: ops, ..Stage::default() }
+    }
+
+    fn released(&mut self, kept: Kept) {
+        for (b, s) in self.released_blocks(kept) {
+            if self.slots[s as usize].state == SlotState::Frozen {
+                self.slots[s as usize].state = SlotState::Clean;
+            }
+            let others: Vec<u32> = self.named.get(&b).into_iter().flatten().copied().filter(|&o| o != s).collect();
+            for o in others {
+                let slot = &mut self.slots[o as usize];
+                assert!(slot.reusable, "an outranked copy is already reusable");
+                slot.state = SlotState::Free;
+            }
+            self.named.insert(b, vec![s]);
+            self.supersede(s);
+        }
+    }
+
+    fn mount_stage(&self, _kept: Kept) -> Stage {
+        Stage::default()
+    }
+
+    fn clean_stage(&self, _next_tid: Tid) -> Stage {
+        Stage::default()
+    }
+
+    /// Recovery of the table runs before the journal is built (`runtime::nvm::recover`).
+    fn recovery(&self) -> Vec<RecoveryStart> {
+        Vec::new()
+    }
+
+    fn recovered_stage(&self, _next_tid: Tid) -> Stage {
+        Stage::default()
+    }
+}
+
+/// What recovery does with an NVM slot table ([`analyze`]).
+#[derive(Debug, Default)]
+pub struct TableRecovery {
+    /// Blocks to write home: `(block, slot, data CRC)`, in block order.
+    pub replay: Vec<(u64, u64, u32)>,
+    /// Entries to set FREE first (outranked, uncommitted, torn), then fence.
+    pub free_first: Vec<u64>,
+    /// Then these (each block's newest entry), then fence: the table is empty.
+    pub free_then: Vec<u64>,
+    pub slots_scanned: u64,
+    /// Committed entries that were their block's newest: frozen (replayed), clean, tombstones.
+    pub frozen: u64,
+    pub clean: u64,
+    pub tombstones: u64,
+    /// Entries above the commit word (a commit that did not complete).
+    pub uncommitted: u64,
+    /// Entries that fail their checks (a slot torn while being reused).
+    pub invalid: u64,
+    /// The journal continues above every tid in the table.
+    pub next_tid: Tid,
+}
+
+/// Recovery's decision, from the commit word and the slot table (no I/O). One row per entry:
+///
+/// | entry read                                   | decision                                        |
+/// |----------------------------------------------|-------------------------------------------------|
+/// | state FREE                                   | nothing                                         |
+/// | unknown state word, or CRC mismatch          | torn reuse: names nothing; set FREE first        |
+/// | valid, tid above the commit word             | a commit that did not complete: set FREE first   |
+/// | valid, block outside the file system         | error: corrupt (no crash writes that)            |
+/// | valid, committed, not its block's newest     | outranked: set FREE first                        |
+/// | two committed entries of one block and tid   | error: corrupt                                  |
+/// | newest of its block, FROZEN                  | write its data home (data CRC checked: a mismatch is damage, an error); then FREE |
+/// | newest of its block, CLEAN or TOMBSTONE      | nothing to write; then FREE                      |
+///
+/// Everything is set FREE in two fenced steps, outranked entries before the newest ones, so a
+/// crash in between never lets an older copy win; recovery after any crash inside recovery
+/// finds either the same table or a subset with the same winners (idempotent).
+pub fn analyze(h: &NvmHeader, commit_word: u64, table: &[u8], fs_blocks: u64) -> Result<TableRecovery, crate::format::FormatError> {
+    let mut r = TableRecovery { slots_scanned: h.slots, ..Default::default() };
+    let mut best: HashMap<u64, (u64, Entry)> = HashMap::default();
+    let mut max_tid = commit_word;
+    for slot in 0..h.slots {
+        let at = (slot * nf::ENTRY_SIZE) as usize;
+        match Entry::decode(slot, &table[at..at + nf::ENTRY_SIZE as usize]) {
+            EntryRead::Free => {}
+            EntryRead::Invalid => {
+                r.invalid += 1;
+                r.free_first.push(slot);
+            }
+            EntryRead::Valid(e) => {
+                max_tid = max_tid.max(e.tid);
+                if e.tid > commit_word {
+                    r.uncommitted += 1;
+                    r.free_first.push(slot);
+                    continue;
+                }
+                if e.block >= fs_blocks {
+                    return Err(crate::format::invalid("nvm slot table", format!("slot {slot} names block {} outside the file system ({fs_blocks} blocks)", e.block)));
+                }
+                match best.get(&e.block) {
+                    Some((_, b)) if b.tid == e.tid => {
+                        return Err(crate::format::invalid("nvm slot table", format!("two committed entries of block {} with tid {}", e.block, e.tid)));
+                    }
+                    Some((old, b)) if b.tid > e.tid => {
+                        let _ = old;
+                        r.free_first.push(slot);
+                    }
+                    Some(&(old, _)) => {
+                        r.free_first.push(old);
+                        best.insert(e.block, (slot, e));
+                    }
+                    None => {
+                        best.insert(e.block, (slot, e));
+                    }
+                }
+            }
+        }
+    }
+    let mut winners: Vec<(u64, (u64, Entry))> = best.into_iter().collect();
+    winners.sort_unstable_by_key(|(b, _)| *b);
+    for (block, (slot, e)) in winners {
+        match e.state {
+            SlotState::Frozen => {
+                r.frozen += 1;
+                r.replay.push((block, slot, e.data_crc));
+            }
+            SlotState::Clean => r.clean += 1,
+            SlotState::Tombstone => r.tombstones += 1,
+            SlotState::Free => unreachable!("free entries are not candidates"),
+        }
+        r.free_then.push(slot);
+    }
+    r.free_first.sort_unstable();
+    r.next_tid = max_tid + 1;
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::placement::Placement;
+    use std::sync::Arc;
+
+    /// Applies a stage's stores to a byte image (every store persisted).
+    fn apply(img: &mut [u8], ops: &[NvmOp]) {
+        for op in ops {
+            if let NvmOp::Store { at, data, .. } = op {
+                let d = data.as_slice();
+                img[*at as usize..*at as usize + d.len()].copy_from_slice(d);
+            }
+        }
+    }
+
+    fn setup(slots: u64) -> (NvmHeader, NvmSlots, Vec<u8>) {
+        let len = 8192 + slots * 4096;
+        let h = NvmHeader::layout(len, 4096, [1; 16]).unwrap();
+        assert_eq!(h.slots, slots);
+        let img = vec![0u8; len as usize];
+        (h, NvmSlots::new(h), img)
+    }
+
+    fn commit(p: &mut NvmSlots, img: &mut [u8], tid: Tid, blocks: &[(u64, u8)], revoked: &[u64]) {
+        let images = blocks.iter().map(|&(b, v)| (b, Arc::new(vec![v; 4096]), BlockKind::JournalData)).collect();
+        let (stage, _) = p.place(Records { tid, blocks: Vec::new(), images, revoked: revoked.to_vec() });
+        apply(img, &stage.nvm);
+        p.on_durable(tid);
+    }
+
+    fn recover(h: &NvmHeader, img: &[u8]) -> TableRecovery {
+        let cw = u64::from_le_bytes(img[64..72].try_into().unwrap());
+        analyze(h, cw, &img[nf::TABLE_AT as usize..(nf::TABLE_AT + h.slots * nf::ENTRY_SIZE) as usize], 1 << 20).unwrap()
+    }
+
+    #[test]
+    fn the_newest_committed_copy_wins_and_tombstones_stop_older_ones() {
+        let (h, mut p, mut img) = setup(16);
+        commit(&mut p, &mut img, 1, &[(100, 1), (200, 1)], &[]);
+        commit(&mut p, &mut img, 2, &[(100, 2)], &[]);
+        commit(&mut p, &mut img, 3, &[], &[200]);
+        let r = recover(&h, &img);
+        assert_eq!(r.replay.len(), 1, "{r:?}");
+        let (block, slot, _) = r.replay[0];
+        assert_eq!(block, 100);
+        assert_eq!(img[h.data_at(slot) as usize], 2, "block 100's newest version");
+        assert_eq!(r.tombstones, 1);
+        assert_eq!(r.next_tid, 4);
+    }
+
+    #[test]
+    fn entries_above_the_commit_word_are_ignored() {
+        let (h, mut p, mut img) = setup(16);
+        commit(&mut p, &mut img, 1, &[(100, 1)], &[]);
+        // Tid 2's slots stored, the commit word not.
+        let images = vec![(100, Arc::new(vec![2u8; 4096]), BlockKind::JournalData)];
+        let (stage, _) = p.place(Records { tid: 2, blocks: Vec::new(), images, revoked: vec![] });
+        let upto = stage.nvm.iter().position(|op| matches!(op, NvmOp::Store { at, .. } if *at == nf::COMMIT_WORD_AT)).unwrap();
+        apply(&mut img, &stage.nvm[..upto]);
+        let r = recover(&h, &img);
+        assert_eq!(r.uncommitted, 1);
+        assert_eq!(r.replay.len(), 1);
+        assert_eq!(img[h.data_at(r.replay[0].1) as usize], 1);
+        assert_eq!(r.next_tid, 3, "beyond the uncommitted tid too");
+    }
+
+    #[test]
+    fn release_marks_clean_and_frees_older_copies_before_reuse() {
+        let (h, mut p, mut img) = setup(8);
+        commit(&mut p, &mut img, 1, &[(100, 1)], &[]);
+        commit(&mut p, &mut img, 2, &[(100, 2)], &[]);
+        let kept = Kept { oldest: None, next_tid: 3 };
+        let stage = p.release_stage(kept);
+        apply(&mut img, &stage.nvm);
+        p.released(kept);
+        assert_eq!(p.free_blocks(), 8, "everything reusable after the release");
+        let r = recover(&h, &img);
+        assert!(r.replay.is_empty() && r.clean == 1, "{r:?}");
+        // Reusing every slot never brings the old copy back.
+        commit(&mut p, &mut img, 3, &(0..8).map(|i| (500 + i, 3)).collect::<Vec<_>>(), &[]);
+        let r = recover(&h, &img);
+        assert!(r.replay.iter().all(|&(b, _, _)| b >= 500), "{r:?}");
+    }
+
+    #[test]
+    fn cost_and_triggers() {
+        let (_, p, _) = setup(64);
+        assert_eq!(p.tx_cost(99, 5, 2), 7);
+        assert!(!p.space_low(8));
+        assert_eq!(p.checkpoint_target(), 64);
+    }
+}
