@@ -63,6 +63,13 @@ enum Cmd {
         /// The NATS servers of a jetstream journal: nats://host:port URLs, comma-separated.
         #[arg(long, value_name = "URLS")]
         jetstream: Option<String>,
+        /// The non-volatile memory of an nvm journal (UBJ): a DAX device such as /dev/pmem0,
+        /// a file on a dax-mounted file system, or any file (then msync, see docs/JOURNALING.md).
+        #[arg(long, value_name = "PATH")]
+        nvm: Option<PathBuf>,
+        /// Size of a new NVM file, such as 256M.
+        #[arg(long, value_name = "SIZE", default_value = "256M")]
+        nvm_size: String,
         /// Bytes of file system per inode (at least 1024).
         #[arg(long, default_value = "16384")]
         bytes_per_inode: u64,
@@ -398,7 +405,22 @@ fn main() -> ExitCode {
 
 fn run(cmd: Cmd) -> Result<ExitCode, String> {
     match cmd {
-        Cmd::Mkfs { image, size, block_size, journal_size, journal_device, journal, journal_server, jetstream, bytes_per_inode, log_area_blocks, label, force } => {
+        Cmd::Mkfs { image, size, block_size, journal_size, journal_device, journal, journal_server, jetstream, nvm, nvm_size, bytes_per_inode, log_area_blocks, label, force } => {
+            let nvm = match (journal.as_deref(), nvm) {
+                (Some("nvm"), Some(p)) => {
+                    if journal_device.is_some() || journal_server.is_some() || jetstream.is_some() {
+                        return Err("--journal nvm keeps the journal in NVM: leave out --journal-device, --journal-server and --jetstream".into());
+                    }
+                    Some((p, parse_size(&nvm_size)?))
+                }
+                (Some("nvm"), None) => return Err("--journal nvm needs --nvm PATH (a DAX device or a file)".into()),
+                (_, Some(_)) => return Err("--nvm goes with --journal nvm".into()),
+                _ => None,
+            };
+            if let Some((p, bytes)) = nvm {
+                let journal_size = journal_size.or(Some(format!("{}", okeanos::fs::mkfs::MIN_JOURNAL_BLOCKS * block_size as u64)));
+                return mkfs_nvm(&image, size.as_deref(), block_size, journal_size.as_deref(), &p, bytes, bytes_per_inode, log_area_blocks, label, force);
+            }
             let remote = match (journal.as_deref(), journal_server, jetstream) {
                 (Some("jetstream"), None, Some(urls)) => {
                     if urls.split(',').any(|u| !okeanos::remote::jetstream::is_nats(u.trim())) {
@@ -415,7 +437,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 (Some("remote"), Some(s)) => Some(s),
                 (Some("remote"), None) => return Err("--journal remote needs --journal-server HOST:PORT".into()),
                 (None, Some(_)) | (Some(_), Some(_)) => return Err("--journal-server goes with --journal remote".into()),
-                (Some(k), None) => return Err(format!("--journal {k}: use internal, external, remote or jetstream")),
+                (Some(k), None) => return Err(format!("--journal {k}: use internal, external, remote, jetstream or nvm")),
                 },
             };
             if remote.is_some() && journal_device.is_some() {
@@ -427,6 +449,9 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
         Cmd::Recover { img } => {
             let (dev, jdev) = devices(&img, true)?;
             match okeanos::inspect::recover_image(dev, jdev).map_err(|e| e.to_string())? {
+                Some(r) if r.nvm_slots_scanned > 0 => {
+                    outln!("replayed {} blocks from the NVM journal in {:.3} ms: {}", r.blocks_replayed, (r.scan_ns + r.replay_ns) as f64 / 1e6, r.end_reason);
+                }
                 Some(r) => {
                     outln!(
                         "replayed {} transactions ({}..={}), {} blocks, {} revoked; scan {:.3} ms, revoke {:.3} ms, replay {:.3} ms; log ended: {}",
@@ -524,7 +549,7 @@ fn mkfs(
             Some(j) => Some(prepare(j, Some(&format!("{}", journal_blocks * block_size as u64)), force)?),
             None => None,
         };
-        let opts = MkfsOptions { block_size, journal_blocks, external_journal: jdev.is_some(), bytes_per_inode, log_area_blocks, label, remote_server: remote_server.clone() };
+        let opts = MkfsOptions { block_size, journal_blocks, external_journal: jdev.is_some(), bytes_per_inode, log_area_blocks, label, remote_server: remote_server.clone(), nvm_path: None };
         let sb = Okeanos::mkfs(dev.as_ref(), jdev.as_deref(), &opts).map_err(|e| e.to_string())?;
         Ok::<_, String>((sb, jdev.is_some()))
     })();
@@ -554,6 +579,56 @@ fn mkfs(
         if external { "external" } else { "internal" },
         jblocks,
         jblocks * sb.block_size as u64 >> 20
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `mkfs --journal nvm`: the image with an unused minimal internal journal, and the NVM (a
+/// DAX device used as it is, or a file created with `nvm_bytes`) formatted as its journal.
+#[allow(clippy::too_many_arguments)]
+fn mkfs_nvm(image: &Path, size: Option<&str>, block_size: u32, journal_size: Option<&str>, nvm: &Path, nvm_bytes: u64, bytes_per_inode: u64, log_area_blocks: u32, label: String, force: bool) -> Result<ExitCode, String> {
+    use std::os::unix::fs::FileTypeExt;
+    let created: Vec<PathBuf> = [image, nvm].into_iter().filter(|p| !p.exists()).map(Path::to_path_buf).collect();
+    let made = (|| {
+        let dev = prepare(image, size, force)?;
+        let journal_blocks = parse_size(journal_size.unwrap_or("1M"))? / block_size.max(1) as u64;
+        let device = std::fs::metadata(nvm).map(|m| m.file_type().is_block_device() || m.file_type().is_char_device()).unwrap_or(false);
+        let region = if device {
+            okeanos::nvm::MappedNvm::open(nvm, true)
+        } else {
+            if nvm.exists() && !force {
+                return Err(format!("{} exists: give --force to overwrite it", nvm.display()));
+            }
+            okeanos::nvm::MappedNvm::create(nvm, nvm_bytes, true)
+        }
+        .map_err(|e| e.to_string())?;
+        let path = std::fs::canonicalize(nvm).map_err(|e| format!("{}: {e}", nvm.display()))?;
+        let opts = MkfsOptions { block_size, journal_blocks, bytes_per_inode, log_area_blocks, label, nvm_path: Some(path.display().to_string()), ..Default::default() };
+        let sb = Okeanos::mkfs_nvm(dev.as_ref(), &region, &opts).map_err(|e| e.to_string())?;
+        use okeanos::nvm::Nvm;
+        Ok::<_, String>((sb, path, region.len(), region.durability()))
+    })();
+    let (sb, path, len, durability) = match made {
+        Ok(x) => x,
+        Err(e) => {
+            for p in &created {
+                let _ = std::fs::remove_file(p);
+            }
+            return Err(e);
+        }
+    };
+    let h = okeanos::format::nvm::NvmHeader::layout(len, sb.block_size, sb.uuid).map_err(|e| e.to_string())?;
+    outln!(
+        "{}: {} blocks of {} bytes, {}, {} inodes, journal in NVM {} ({} MiB, {} slots; durable against {})",
+        image.display(),
+        sb.block_count,
+        sb.block_size,
+        plural(sb.group_count as u64, "group", "groups"),
+        sb.inode_count,
+        path.display(),
+        len >> 20,
+        h.slots,
+        durability.describe()
     );
     Ok(ExitCode::SUCCESS)
 }

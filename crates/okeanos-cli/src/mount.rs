@@ -394,6 +394,11 @@ fn summary(v: &serde_json::Value) -> String {
             let _ = writeln!(o, "{name:<13} {} written in {} writes, {} flushes", human(d["bytes_written"].as_f64().unwrap_or(0.0)), d["writes"].as_u64().unwrap_or(0), d["flushes"].as_u64().unwrap_or(0));
         }
     }
+    if let Some(nv) = v["nvm"].as_object() {
+        let g = |k: &str| nv.get(k).and_then(|x| x.as_f64()).unwrap_or(0.0);
+        let _ = writeln!(o, "nvm           {} ({}, {:.0} slots, {:.0} in use); durable against {}", nv.get("name").and_then(|x| x.as_str()).unwrap_or("?"), human(g("bytes")), g("slots"), g("slots_in_use"), nv.get("durability").and_then(|x| x.as_str()).unwrap_or("?"));
+        let _ = writeln!(o, "nvm stores    {} stored, {:.0} fences", human(n("nvm_bytes")), n("nvm_fences"));
+    }
     if n("remote_bytes") > 0.0 || n("fallbacks") > 0.0 {
         let _ = writeln!(o, "remote        {} sent, {:.0} fallbacks", human(n("remote_bytes")), n("fallbacks"));
     }

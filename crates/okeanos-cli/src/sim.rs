@@ -52,10 +52,15 @@ pub struct ModelArgs {
     /// Journal placement: external (its own disk, as in the papers), internal, remote (a
     /// journal server over --net with its own --server-model disk; the internal journal is its
     /// fallback), replicated (a JetStream-like log of --replicas servers, each with a
-    /// --server-model disk, acknowledged by a majority), or dropped (the remote placement
-    /// sending nothing: the thesis' no-journal upper bound, for comparison only).
+    /// --server-model disk, acknowledged by a majority), nvm (UBJ: commits frozen in a
+    /// --nvm-size region of non-volatile memory on the nvm model, checkpoints to --model), or
+    /// dropped (the remote placement sending nothing: the thesis' no-journal upper bound, for
+    /// comparison only).
     #[arg(long, default_value = "external")]
     pub journal: String,
+    /// The NVM of an nvm journal (--journal nvm), such as 256M.
+    #[arg(long, default_value = "256M")]
+    pub nvm_size: String,
     /// The link to the journal server of a remote journal: net-lan or net-wan.
     #[arg(long, default_value = "net-lan")]
     pub net: String,
@@ -170,7 +175,7 @@ impl ModelArgs {
         let jname = self.journal_model.clone().unwrap_or_else(|| self.model.clone());
         let (external, remote) = match self.journal.as_str() {
             "external" => (true, None),
-            "internal" => (false, None),
+            "internal" | "nvm" => (false, None),
             "remote" | "dropped" => (false, Some(okeanos::sim::world::RemoteConfig::single(model::preset(&self.net)?, model::preset(&self.server_model)?, self.journal == "dropped"))),
             "replicated" => {
                 if self.replicas < 3 || self.replicas % 2 == 0 {
@@ -184,7 +189,7 @@ impl ModelArgs {
                 }
                 (false, Some(r))
             }
-            x => return Err(format!("--journal {x}: use external, internal, remote, replicated or dropped")),
+            x => return Err(format!("--journal {x}: use external, internal, remote, replicated, nvm or dropped")),
         };
         if !external && self.journal_model.is_some() {
             return Err("--journal-model applies only to an external journal".into());
@@ -211,6 +216,16 @@ impl ModelArgs {
             wall_origin: 1_700_000_000_000_000_000,
             frozen_wall: false,
             remote,
+            nvm: match self.journal.as_str() {
+                "nvm" => {
+                    let bytes = crate::parse_size(&self.nvm_size)?;
+                    if bytes > 16 << 30 {
+                        return Err("the simulator keeps NVM in memory: --nvm-size at most 16G".into());
+                    }
+                    Some(okeanos::sim::world::NvmConfig { region: std::sync::Arc::new(okeanos::nvm::MemNvm::new(bytes)), model: model::preset("nvm")? })
+                }
+                _ => None,
+            },
         })
     }
 
@@ -250,6 +265,7 @@ impl ModelArgs {
     pub fn target(&self) -> String {
         match (&self.journal_model, self.journal.as_str()) {
             (_, "internal") => format!("sim:{}", self.model),
+            (_, "nvm") => format!("sim:{}+nvm", self.model),
             (_, "remote") => format!("sim:{}+remote({},{})", self.model, self.net, self.server_model),
             (_, "replicated") => format!("sim:{}+replicated({}x{},{})", self.model, self.replicas, self.server_model, self.net),
             (_, "dropped") => format!("sim:{}+no journal", self.model),

@@ -66,7 +66,16 @@ pub fn dump_journal(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> R
 /// Replays the journal if it needs it (as mount would), leaving the file system unmounted and
 /// its journal clean. `None` if the journal was already clean.
 pub fn recover_image(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> Result<Option<RecoveryReport>, FsError> {
-    let (sb, devs, region, jsb) = open(&dev, journal)?;
+    let (sb, mut devs, region, jsb) = open(&dev, journal)?;
+    if let Some(rec) = &sb.nvm {
+        // The nvm placement: its recovery reads the slot table in NVM.
+        let nvm = crate::nvm::MappedNvm::open(std::path::Path::new(&rec.path), true).map_err(|e| FsError::Io(format!("the NVM journal {}: {e}", rec.path)))?;
+        devs.nvm = Some(Arc::new(nvm));
+        let h = runtime::nvm::open_header(devs.nvm.as_deref().expect("just set"), sb.uuid, sb.block_size)?;
+        let origin = std::time::Instant::now();
+        let now = || origin.elapsed().as_nanos() as u64;
+        return Ok(runtime::nvm::recover(&devs, &h, sb.block_count, false, &Stats::new(sb.block_size as usize), &now)?.0);
+    }
     if jsb.start == 0 {
         return Ok(None);
     }

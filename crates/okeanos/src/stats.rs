@@ -26,6 +26,8 @@ pub struct Stats {
     remote_bytes: AtomicU64,
     nvm_bytes: AtomicU64,
     nvm_fences: AtomicU64,
+    nvm_slots: AtomicU64,
+    nvm_slots_in_use: AtomicU64,
     syncs: AtomicU64,
     handles: AtomicU64,
     payload_bytes: AtomicU64,
@@ -116,7 +118,21 @@ pub struct Counters {
     pub sync_latency: Latency,
     pub fs_device: DeviceStats,
     pub journal_device: Option<DeviceStats>,
+    /// The NVM of an nvm journal.
+    pub nvm: Option<NvmSummary>,
     pub recovery: Option<RecoveryReport>,
+}
+
+/// Where an nvm journal lives and what its fences guarantee (`okeanos stat`).
+#[derive(Debug, Clone, Serialize)]
+pub struct NvmSummary {
+    pub name: String,
+    pub bytes: u64,
+    pub slots: u64,
+    /// Slots not free for reuse now (frozen copies and entries a checkpoint has not released).
+    pub slots_in_use: u64,
+    pub durability: String,
+    pub counters: crate::nvm::NvmStats,
 }
 
 impl Stats {
@@ -148,6 +164,16 @@ impl Stats {
     }
     pub fn on_nvm_store(&self, bytes: usize) {
         self.nvm_bytes.fetch_add(bytes as u64, Relaxed);
+    }
+    /// The nvm placement's slots and those in use, after a journal step (read without the
+    /// engine's lock).
+    pub fn on_nvm_slots(&self, slots: u64, in_use: u64) {
+        self.nvm_slots.store(slots, Relaxed);
+        self.nvm_slots_in_use.store(in_use, Relaxed);
+    }
+    /// Slots of the nvm placement, and those in use, as last reported.
+    pub fn nvm_slots(&self) -> (u64, u64) {
+        (self.nvm_slots.load(Relaxed), self.nvm_slots_in_use.load(Relaxed))
     }
     pub fn on_nvm_fence(&self) {
         self.nvm_fences.fetch_add(1, Relaxed);
@@ -220,6 +246,7 @@ impl Stats {
             sync_latency,
             fs_device,
             journal_device,
+            nvm: None,
             recovery: self.recovery.lock().unwrap_or_else(|e| e.into_inner()).clone(),
         }
     }
@@ -278,6 +305,7 @@ impl Counters {
                 (Some(a), Some(b)) => Some(a.since(b)),
                 (a, _) => *a,
             },
+            nvm: self.nvm.clone(),
             recovery: self.recovery.clone(),
         }
     }

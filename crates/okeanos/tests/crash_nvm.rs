@@ -15,13 +15,15 @@ use okeanos::nvm::{MemNvm, Nvm, NvmHandle};
 use okeanos::{Device, MemDevice, MkfsOptions, MountOptions, Okeanos};
 use std::sync::Arc;
 
-/// The smallest NVM journal for 4 KiB blocks (4,064 slots) plus a little: checkpoints for
-/// space (frozen slots above a quarter) happen in every run.
+/// The smallest NVM journal for 1 KiB blocks (992 slots) plus a little, for the crash
+/// states: checkpoints for space (frozen slots above a quarter) happen in every run.
+const CRASH_NVM_BYTES: u64 = 1100 << 10;
+/// The smallest for 4 KiB blocks (4,064 slots) plus a little.
 const NVM_BYTES: u64 = 17 << 20;
 
 fn crash_test(policy: &str) {
     let cfg = ContentConfig::parse(policy).unwrap();
-    let run = workload(cfg, Journal::Nvm { bytes: NVM_BYTES }, 120, &|_| {}, 0x0b1 + cfg.mode as u64);
+    let run = workload(cfg, Journal::Nvm { bytes: CRASH_NVM_BYTES }, 120, &|_| {}, 0x0b1 + cfg.mode as u64);
     let events = run.recorder.events().len();
     let out = enumerate(cfg, &run, 150, 30);
     assert!(out.violations.is_empty(), "{} violations in {} crash states, first: {:#?}", out.violations.len(), out.states, &out.violations[..out.violations.len().min(5)]);
@@ -60,7 +62,7 @@ fn nvm_crash_states_selective() {
 fn canary_no_fence_before_the_commit_word_is_caught() {
     for policy in ["data", "ordered"] {
         let cfg = ContentConfig::parse(policy).unwrap();
-        let run = workload(cfg, Journal::Nvm { bytes: NVM_BYTES }, 40, &|o| o.fault_nvm_no_fence = true, 0xca7 + cfg.mode as u64);
+        let run = workload(cfg, Journal::Nvm { bytes: CRASH_NVM_BYTES }, 40, &|o| o.fault_nvm_no_fence = true, 0xca7 + cfg.mode as u64);
         let out = enumerate(cfg, &run, 60, 0);
         assert!(!out.violations.is_empty(), "{policy}: the crash tests did not notice a missing fence ({} states)", out.states);
     }
@@ -73,7 +75,7 @@ fn canary_no_fence_before_the_commit_word_is_caught() {
 fn canary_old_copy_freed_before_the_commit_point_is_caught() {
     for policy in ["data", "wasteless+dmeta"] {
         let cfg = ContentConfig::parse(policy).unwrap();
-        let run = workload(cfg, Journal::Nvm { bytes: NVM_BYTES }, 60, &|o| o.fault_nvm_free_early = true, 0xca8 + cfg.mode as u64);
+        let run = workload(cfg, Journal::Nvm { bytes: CRASH_NVM_BYTES }, 60, &|o| o.fault_nvm_free_early = true, 0xca8 + cfg.mode as u64);
         let out = enumerate(cfg, &run, 60, 0);
         assert!(!out.violations.is_empty(), "{policy}: the crash tests did not notice an old copy freed early ({} states)", out.states);
     }

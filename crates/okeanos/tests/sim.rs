@@ -27,6 +27,7 @@ fn world_cfg(cfg: ContentConfig, external: bool) -> WorldConfig {
         wall_origin: WALL,
         frozen_wall: true,
         remote: None,
+        nvm: None,
     }
 }
 

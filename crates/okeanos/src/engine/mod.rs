@@ -225,6 +225,9 @@ impl Okeanos {
             opts.read_only = true;
         }
         let journal = open::journal(&mut devs, &sb, region, jsb, &opts, next_tid, remote)?;
+        if devs.nvm.is_some() {
+            stats.on_nvm_slots(journal.placement.capacity(), journal.placement.capacity() - journal.placement.free_blocks());
+        }
         if !opts.read_only {
             sb.state = state::MOUNTED;
             sb.mount_count = sb.mount_count.wrapping_add(1);
@@ -874,7 +877,20 @@ impl Okeanos {
     /// Every counter, with the devices' own.
     pub fn counters(&self) -> Counters {
         let devs = &self.inner.devs;
-        self.inner.stats.snapshot(devs.fs.counters(), devs.journal.as_ref().map(|j| j.counters()))
+        let mut c = self.inner.stats.snapshot(devs.fs.counters(), devs.journal.as_ref().map(|j| j.counters()));
+        if let Some(nvm) = &devs.nvm {
+            // Without the engine's lock: callers hold it (unmount).
+            let (slots, slots_in_use) = self.inner.stats.nvm_slots();
+            c.nvm = Some(crate::stats::NvmSummary {
+                name: nvm.name(),
+                bytes: nvm.len(),
+                slots,
+                slots_in_use,
+                durability: nvm.durability().describe().to_string(),
+                counters: nvm.counters(),
+            });
+        }
+        c
     }
 
     /// The content policy's name and guarantee.

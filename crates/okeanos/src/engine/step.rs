@@ -221,6 +221,10 @@ impl Okeanos {
     fn step_finish(&self, core: &mut Core, work: JournalWork, res: Result<(), crate::device::DeviceError>) {
         let inner = &self.inner;
         let now = inner.clock.now_ns();
+        if inner.devs.nvm.is_some() {
+            let p = &core.fs.journal.placement;
+            inner.stats.on_nvm_slots(p.capacity(), p.capacity() - p.free_blocks());
+        }
         match (work, res) {
             (JournalWork::Commit { plan, started_ns }, Ok(())) => self.commit_done(core, plan, started_ns, now),
             (JournalWork::Fallback { fallback, commit, started_ns }, Ok(())) => {

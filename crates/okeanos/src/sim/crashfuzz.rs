@@ -52,6 +52,7 @@ fn world_config(cfg: ContentConfig, canary: bool, external: bool) -> WorldConfig
         wall_origin: 1_700_000_000_000_000_000,
         frozen_wall: false,
         remote: None,
+        nvm: None,
     }
 }
 

@@ -60,6 +60,16 @@ pub struct WorldConfig {
     /// A remote journal (the internal journal as its fallback): the link to the server and
     /// the server's disk.
     pub remote: Option<RemoteConfig>,
+    /// An nvm journal (UBJ): its region and the model that times its stores and fences.
+    pub nvm: Option<NvmConfig>,
+}
+
+/// The NVM of a simulated nvm journal: an in-memory region (kept across a remount) whose
+/// operations are timed on `model` (`models::nvm`): each store as a write of its bytes, each
+/// fence as a persist barrier, one after another (a stage's NVM operations are ordered).
+pub struct NvmConfig {
+    pub region: Arc<crate::nvm::MemNvm>,
+    pub model: Box<dyn DiskModel>,
 }
 
 /// The journal server of a simulated remote journal: an in-memory stand-in
@@ -99,6 +109,7 @@ pub struct World {
     fs_model: Box<dyn DiskModel>,
     journal_model: Option<Box<dyn DiskModel>>,
     remote: Option<RemoteConfig>,
+    nvm_model: Option<Box<dyn DiskModel>>,
     /// Where the server's log ends (its disk sees sequential appends).
     server_at: u64,
     /// The stand-in server's contents (kept across a remount).
@@ -133,6 +144,11 @@ impl World {
         if cfg.remote.is_some() {
             m.remote_server = Some("simulated:1".into());
         }
+        if let Some(n) = &cfg.nvm {
+            m.nvm_path = Some("simulated-nvm".into());
+            Okeanos::mkfs_nvm(fs_dev.as_ref(), n.region.as_ref(), &m).map_err(|e| FsError::Invalid(e.to_string()))?;
+            return Ok((fs_dev, journal_dev));
+        }
         Okeanos::mkfs(fs_dev.as_ref(), journal_dev.as_deref(), &m).map_err(|e| FsError::Invalid(e.to_string()))?;
         Ok((fs_dev, journal_dev))
     }
@@ -150,6 +166,9 @@ impl World {
             opts.fault_skip_remote_append = r.drop_journal;
             log
         });
+        if let Some(n) = &cfg.nvm {
+            opts.nvm = Some(crate::nvm::NvmHandle(n.region.clone()));
+        }
         let fs = Okeanos::mount_with_clock(fs_dev.clone(), journal_dev.clone(), opts, clock.clone())?;
         let block_size = fs.statfs().block_size as u64;
         Ok(World {
@@ -161,6 +180,7 @@ impl World {
             fs_model: cfg.fs_model,
             journal_model: cfg.journal_model,
             remote: cfg.remote,
+            nvm_model: cfg.nvm.map(|n| n.model),
             server_at: 0,
             server,
             queue: BinaryHeap::new(),
@@ -276,12 +296,30 @@ impl World {
                         _ => None,
                     })
                     .collect();
+                let nvm_ops: Vec<(Op, u64, u64)> = stage
+                    .nvm
+                    .iter()
+                    .filter_map(|op| match op {
+                        crate::journal::plan::NvmOp::Store { at, data, .. } => Some((Op::Write, *at, data.as_slice().len() as u64)),
+                        crate::journal::plan::NvmOp::Fence => Some((Op::Flush, 0, 0)),
+                        crate::journal::plan::NvmOp::Flush { .. } => None,
+                    })
+                    .collect();
                 for (d, block) in ios {
                     let t = self.model(d).submit(now, Op::Write, block * bs, bs);
                     done = done.max(t);
                 }
                 for bytes in remote {
                     done = done.max(self.remote_op(now, bytes));
+                }
+                if !nvm_ops.is_empty() {
+                    let ops = nvm_ops;
+                    let m = self.nvm_model.as_mut().expect("NVM operations come from an nvm journal");
+                    let mut t = now;
+                    for (op, at, len) in ops {
+                        t = m.submit(t, op, at, len);
+                    }
+                    done = done.max(t);
                 }
             } else {
                 f.flushing = false;

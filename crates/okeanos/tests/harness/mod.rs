@@ -18,7 +18,9 @@ pub use okeanos::sim::check::History;
 pub enum Journal {
     /// The internal ring of this many blocks.
     Internal { blocks: u64 },
-    /// An nvm journal in a region of this many bytes.
+    /// An nvm journal in a region of this many bytes, on a file system of 1 KiB blocks (the
+    /// smallest NVM journal is then about 1 MiB, so that thousands of crash states of both
+    /// media stay cheap to build; the placement's logic does not depend on the block size).
     Nvm { bytes: u64 },
 }
 
@@ -160,7 +162,7 @@ pub fn workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: &dyn F
         Journal::Nvm { bytes } => {
             let base = MemDevice::new(8 * MB);
             let region = MemNvm::new(bytes);
-            Okeanos::mkfs_nvm(&base, &region, &MkfsOptions { journal_blocks: 256, nvm_path: Some("nvm".into()), ..Default::default() }).expect("mkfs");
+            Okeanos::mkfs_nvm(&base, &region, &MkfsOptions { block_size: 1024, journal_blocks: 256, nvm_path: Some("nvm".into()), ..Default::default() }).expect("mkfs");
             let nvm = Arc::new(recorder.nvm("nvm", region.snapshot()));
             o.nvm = Some(NvmHandle(nvm));
             Arc::new(recorder.device("fs", base.snapshot()))
