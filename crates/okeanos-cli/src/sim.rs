@@ -145,6 +145,21 @@ enum SimCmd {
         #[arg(long, default_value = "100")]
         records: usize,
     },
+    /// An IOzone-like write test (UBJ's Figure 11): one file written through in --size
+    /// requests, sequentially or at random offsets, fsync every --sync-every requests (0: at
+    /// the end only); throughput is the file size over the time to the last fsync.
+    Iozone {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        model: ModelArgs,
+        /// File sizes, comma-separated (one run per value), such as 100M,200M,300M.
+        #[arg(long, default_value = "100M")]
+        file_size: String,
+        /// seq, random, or both (comma-separated).
+        #[arg(long, default_value = "seq,random")]
+        pattern: String,
+    },
     /// A Postmark-like mix: a pool of files, then transactions (create or delete, read or
     /// append) by concurrent clients, an fdatasync after every write request. `--size` is the
     /// request size; `--streams` the number of clients.
@@ -303,6 +318,12 @@ pub fn run(a: SimArgs) -> Result<ExitCode, String> {
             common.output(&command, "sim-mixed", &runs)?;
             exit_for(&runs)
         }
+        Some(SimCmd::Iozone { common, model, file_size, pattern }) => {
+            let runs = iozone(&common, &model, &file_size, &pattern)?;
+            print_iozone(&runs);
+            common.output(&command, "sim-iozone", &runs)?;
+            exit_for(&runs)
+        }
         Some(SimCmd::Postmark { common, model, files, transactions, min_file, max_file }) => {
             let min_file = crate::parse_size(&min_file)? as usize;
             let max_file = crate::parse_size(&max_file)? as usize;
@@ -444,6 +465,68 @@ fn postmark(c: &Common, m: &ModelArgs, files: usize, transactions: usize, min_fi
         r.cpu_s = r.wall_s;
         r
     }))
+}
+
+fn iozone(c: &Common, m: &ModelArgs, sizes: &str, patterns: &str) -> Result<Vec<Run>, String> {
+    let g = c.grid()?;
+    m.world(g.modes[0])?;
+    let sizes: Vec<u64> = sizes.split(',').map(|x| crate::parse_size(x.trim())).collect::<Result<_, _>>()?;
+    let patterns: Vec<bool> = patterns
+        .split(',')
+        .map(|p| match p.trim() {
+            "seq" | "sequential" => Ok(false),
+            "random" => Ok(true),
+            x => Err(format!("--pattern {x}: use seq or random")),
+        })
+        .collect::<Result<_, _>>()?;
+    let request: usize = c.size.split(',').next().unwrap_or("4096").trim().parse().map_err(|_| "--size: one request size in bytes".to_string())?;
+    let mut plan = Vec::new();
+    for &mode in &g.modes {
+        for &bytes in &sizes {
+            for &random in &patterns {
+                plan.push((mode, bytes, random));
+            }
+        }
+    }
+    Ok(parallel(&plan, m.jobs(), c.quiet, |&(mode, bytes, random)| {
+        let mut r = m.run_of("iozone", mode, 1, request, okeanos::workload::Rate::Closed, "fsync", c.sync_every);
+        let t0 = Instant::now();
+        let spec = okeanos::sim::iozone::Spec { file_bytes: bytes, request, random, sync_every: if c.sync_every == 1 { 0 } else { c.sync_every } };
+        let res = m.world(mode).and_then(|cfg| World::new(cfg, &MkfsOptions::default()).map_err(|e| e.to_string())).and_then(|w| okeanos::sim::iozone::run(w, &spec, m.seed));
+        match res {
+            Ok(o) => {
+                r.duration_s = o.virtual_s;
+                r.set_counters(&o.during, &o.after);
+                r.ops = o.writes;
+                r.ops_per_s = o.writes as f64 / o.virtual_s.max(1e-9);
+                r.sync_latency_us = LatencyUs::from_counters(&o.during);
+                r.extra = serde_json::json!({ "file_bytes": bytes, "pattern": if random { "random" } else { "seq" }, "mb_s": bytes as f64 / 1e6 / o.virtual_s.max(1e-9) });
+                r.error = o.error;
+            }
+            Err(e) => r.error = Some(e),
+        }
+        r.wall_s = t0.elapsed().as_secs_f64();
+        r.cpu_s = r.wall_s;
+        r
+    }))
+}
+
+fn print_iozone(runs: &[Run]) {
+    println!("{:<18} {:<26} {:>9} {:>7} {:>9} {:>10} {:>10} {:>10}", "mode", "target", "file", "pattern", "MB/s", "jrnl B/B", "final B/B", "virtual s");
+    for r in runs {
+        println!(
+            "{:<18} {:<26} {:>9} {:>7} {:>9.1} {:>10} {:>10} {:>10.2}{}",
+            r.mode,
+            r.target,
+            crate::mount::human(r.extra["file_bytes"].as_f64().unwrap_or(0.0)),
+            r.extra["pattern"].as_str().unwrap_or("?"),
+            r.extra["mb_s"].as_f64().unwrap_or(0.0),
+            r.journal_amp().map_or("-".into(), |x| format!("{x:.2}")),
+            r.final_amp().map_or("-".into(), |x| format!("{x:.2}")),
+            r.duration_s,
+            r.error.as_ref().map_or(String::new(), |e| format!("  ERROR: {e}"))
+        );
+    }
 }
 
 fn print_postmark(runs: &[Run]) {

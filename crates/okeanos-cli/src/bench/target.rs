@@ -19,7 +19,7 @@ pub enum Target {
     /// The library: an image file (internal journal), with an external journal file, on loop
     /// devices, or with a remote journal on a journal server this benchmark starts on
     /// 127.0.0.1.
-    Engine { external: bool, loopdev: bool, remote: bool, tls: bool, nats: Option<NatsSync> },
+    Engine { external: bool, loopdev: bool, remote: bool, tls: bool, nats: Option<NatsSync>, nvm: bool },
     Mount(PathBuf),
     Kernel(String),
 }
@@ -29,13 +29,14 @@ pub const KERNEL_KINDS: [&str; 4] = ["ext4-journal", "ext4-ordered", "ext4-write
 impl Target {
     pub fn parse(s: &str) -> Result<Target, String> {
         match s {
-            "engine" | "engine:image" => Ok(Target::Engine { external: false, loopdev: false, remote: false, tls: false, nats: None }),
-            "engine:external" => Ok(Target::Engine { external: true, loopdev: false, remote: false, tls: false, nats: None }),
-            "engine:loop" => Ok(Target::Engine { external: true, loopdev: true, remote: false, tls: false, nats: None }),
-            "engine:remote" => Ok(Target::Engine { external: false, loopdev: false, remote: true, tls: false, nats: None }),
-            "engine:remote-tls" => Ok(Target::Engine { external: false, loopdev: false, remote: true, tls: true, nats: None }),
-            "engine:jetstream" => Ok(Target::Engine { external: false, loopdev: false, remote: true, tls: false, nats: Some(NatsSync::Always) }),
-            "engine:jetstream-default-fsync" => Ok(Target::Engine { external: false, loopdev: false, remote: true, tls: false, nats: Some(NatsSync::Default) }),
+            "engine" | "engine:image" => Ok(Target::Engine { external: false, loopdev: false, remote: false, tls: false, nats: None, nvm: false }),
+            "engine:external" => Ok(Target::Engine { external: true, loopdev: false, remote: false, tls: false, nats: None, nvm: false }),
+            "engine:loop" => Ok(Target::Engine { external: true, loopdev: true, remote: false, tls: false, nats: None, nvm: false }),
+            "engine:nvm" => Ok(Target::Engine { external: false, loopdev: true, remote: false, tls: false, nats: None, nvm: true }),
+            "engine:remote" => Ok(Target::Engine { external: false, loopdev: false, remote: true, tls: false, nats: None, nvm: false }),
+            "engine:remote-tls" => Ok(Target::Engine { external: false, loopdev: false, remote: true, tls: true, nats: None, nvm: false }),
+            "engine:jetstream" => Ok(Target::Engine { external: false, loopdev: false, remote: true, tls: false, nats: Some(NatsSync::Always), nvm: false }),
+            "engine:jetstream-default-fsync" => Ok(Target::Engine { external: false, loopdev: false, remote: true, tls: false, nats: Some(NatsSync::Default), nvm: false }),
             _ => {
                 if let Some(p) = s.strip_prefix("mount:") {
                     let p = PathBuf::from(p);
@@ -49,7 +50,7 @@ impl Target {
                     }
                     Ok(Target::Kernel(k.to_string()))
                 } else {
-                    Err(format!("unknown target {s:?}: use engine, engine:external, engine:loop, engine:remote, engine:remote-tls, engine:jetstream, engine:jetstream-default-fsync, mount:PATH or kernel:ext4-journal|ext4-ordered|ext4-writeback|xfs"))
+                    Err(format!("unknown target {s:?}: use engine, engine:external, engine:loop, engine:nvm, engine:remote, engine:remote-tls, engine:jetstream, engine:jetstream-default-fsync, mount:PATH or kernel:ext4-journal|ext4-ordered|ext4-writeback|xfs"))
                 }
             }
         }
@@ -61,6 +62,7 @@ impl Target {
             Target::Engine { nats: Some(NatsSync::Default), .. } => "engine:jetstream-default-fsync".into(),
             Target::Engine { remote: true, tls: true, .. } => "engine:remote-tls".into(),
             Target::Engine { remote: true, .. } => "engine:remote".into(),
+            Target::Engine { nvm: true, .. } => "engine:nvm".into(),
             Target::Engine { loopdev: true, .. } => "engine:loop".into(),
             Target::Engine { external: true, .. } => "engine:external".into(),
             Target::Engine { .. } => "engine".into(),
@@ -211,9 +213,9 @@ pub struct Crashed {
 
 pub fn prepare(t: &Target, cfg: Option<ContentConfig>, s: &Setup) -> Result<Box<dyn Env>, String> {
     match t {
-        Target::Engine { external, loopdev, remote, tls, nats } => {
+        Target::Engine { external, loopdev, remote, tls, nats, nvm } => {
             let cfg = cfg.ok_or("the engine target needs a mode")?;
-            Ok(Box::new(EngineEnv::new(*external, *loopdev, *remote, *tls, *nats, cfg, s)?))
+            Ok(Box::new(EngineEnv::new(*external, *loopdev, *remote, *tls, *nats, *nvm, cfg, s)?))
         }
         Target::Mount(p) => Ok(Box::new(DirEnv::mount(p)?)),
         Target::Kernel(k) => Ok(Box::new(DirEnv::kernel(k, s)?)),
@@ -296,14 +298,30 @@ impl Drop for ServerProcess {
 }
 
 impl EngineEnv {
-    fn new(external: bool, loopdev: bool, remote: bool, tls: bool, nats: Option<NatsSync>, cfg: ContentConfig, s: &Setup) -> Result<EngineEnv, String> {
+    #[allow(clippy::too_many_arguments)]
+    fn new(external: bool, loopdev: bool, remote: bool, tls: bool, nats: Option<NatsSync>, nvm: bool, cfg: ContentConfig, s: &Setup) -> Result<EngineEnv, String> {
         let mut opts = engine_options(cfg, &s.mount_options)?;
         let bs = 4096u64;
         let mut mkfs = MkfsOptions { journal_blocks: s.journal_bytes / bs, external_journal: external, ..Default::default() };
         let mut extra = s.mount_options.clone();
         let mut server = None;
         let mut cluster = None;
-        let (fs, loops, image, journal, tmp, target) = if loopdev {
+        let (fs, loops, image, journal, tmp, target) = if nvm {
+            // The file system on a loop device (O_DIRECT, as engine:loop), its journal in an
+            // NVM file on tmpfs: this machine has no persistent memory, so msync to memory
+            // stands in for clwb + sfence (docs/BENCHMARKS.md says what that measures).
+            let loops = LoopSet::new(&s.dir, s.fs_bytes, 1 << 20)?;
+            let shm = tempfile::Builder::new().prefix("okeanos-bench-nvm-").tempdir_in("/dev/shm").map_err(|e| format!("/dev/shm: {e}"))?;
+            let path = shm.path().join("journal.nvm");
+            let region = okeanos::nvm::MappedNvm::create(&path, s.journal_bytes.max(32 << 20), false).map_err(|e| e.to_string())?;
+            let fsd: Arc<dyn Device> = Arc::new(FileDevice::open_direct(&loops.fs_dev, true).map_err(|e| e.to_string())?);
+            let m = MkfsOptions { journal_blocks: okeanos::fs::mkfs::MIN_JOURNAL_BLOCKS, nvm_path: Some(path.display().to_string()), ..Default::default() };
+            Okeanos::mkfs_nvm(fsd.as_ref(), &region, &m).map_err(|e| e.to_string())?;
+            drop(region);
+            let fs = Okeanos::mount(fsd, None, opts).map_err(|e| e.to_string())?;
+            let i = loops.fs_dev.clone();
+            (fs, Some(loops), i, None, Some(shm), "engine:nvm")
+        } else if loopdev {
             let loops = LoopSet::new(&s.dir, s.fs_bytes, s.journal_bytes)?;
             let fsd: Arc<dyn Device> = Arc::new(FileDevice::open_direct(&loops.fs_dev, true).map_err(|e| e.to_string())?);
             let jd: Arc<dyn Device> = Arc::new(FileDevice::open_direct(&loops.journal_dev, true).map_err(|e| e.to_string())?);

@@ -690,7 +690,11 @@ impl Okeanos {
                     let spanned = (pos + piece.len() as u64 - 1) / bs - pos / bs + 1;
                     let _ = fs.load(ino)?;
                     let journaled = Self::data_journaled(fs, ino);
-                    Ok(Self::write_credits(fs, spanned, journaled))
+                    let mut c = Self::write_credits(fs, spanned, journaled);
+                    // A hole filled before the last extent shifts every extent after it: each
+                    // chain block from there to the end may change.
+                    c.blocks += fs.write_shift_blocks(ino, pos, piece.len())?;
+                    Ok(c)
                 },
                 |fs| fs.write_keeping(ino, pos, piece, keep_size),
             )?;

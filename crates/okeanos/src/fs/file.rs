@@ -37,6 +37,22 @@ impl<'a> Fs<'a> {
         Ok(holes + chain)
     }
 
+    /// Extent-chain blocks a write may change beyond those an append changes: filling a hole
+    /// that lies before the file's last mapped block inserts extents in the middle of the
+    /// chain, and every chain block after the insertion point shifts (the chain is a list).
+    pub fn write_shift_blocks(&mut self, ino: u32, off: u64, len: usize) -> FsResult<u64> {
+        if len == 0 {
+            return Ok(0);
+        }
+        let bs = self.bs() as u64;
+        let first = (off / bs) as u32;
+        let last = ((off + len as u64 - 1) / bs) as u32;
+        let mi = self.load(ino)?;
+        let end = mi.extents.iter().map(|e| e.logical as u64 + e.len as u64).max().unwrap_or(0);
+        let hole = (first..=last).any(|fb| mi.bmap(fb).is_none());
+        Ok(if hole && (first as u64) < end { mi.chain.len() as u64 } else { 0 })
+    }
+
     /// Writes `data` at `off`. The caller sized the handle ([`super::super::engine`]).
     pub fn write(&mut self, ino: u32, off: u64, data: &[u8]) -> FsResult<()> {
         self.write_keeping(ino, off, data, false)

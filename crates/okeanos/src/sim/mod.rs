@@ -7,6 +7,7 @@ pub mod check;
 pub mod clock;
 pub mod clocked;
 pub mod crashfuzz;
+pub mod iozone;
 pub mod mixed;
 pub mod multistream;
 pub mod postmark;
