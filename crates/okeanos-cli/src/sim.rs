@@ -178,6 +178,10 @@ enum SimCmd {
         min_file: String,
         #[arg(long, default_value = "100K")]
         max_file: String,
+        /// No fdatasync after each write (the original Postmark, UBJ's Figure 12): one sync of
+        /// everything ends the run, and its time counts.
+        #[arg(long)]
+        buffered: bool,
     },
     /// The device models and their parameters.
     Models,
@@ -324,10 +328,10 @@ pub fn run(a: SimArgs) -> Result<ExitCode, String> {
             common.output(&command, "sim-iozone", &runs)?;
             exit_for(&runs)
         }
-        Some(SimCmd::Postmark { common, model, files, transactions, min_file, max_file }) => {
+        Some(SimCmd::Postmark { common, model, files, transactions, min_file, max_file, buffered }) => {
             let min_file = crate::parse_size(&min_file)? as usize;
             let max_file = crate::parse_size(&max_file)? as usize;
-            let runs = postmark(&common, &model, files, transactions, min_file, max_file)?;
+            let runs = postmark(&common, &model, files, transactions, min_file, max_file, !buffered)?;
             print_postmark(&runs);
             common.output(&command, "sim-postmark", &runs)?;
             exit_for(&runs)
@@ -437,7 +441,7 @@ fn mixed_runs(c: &Common, m: &ModelArgs, x: &MixedArgs) -> Result<Vec<Run>, Stri
     }))
 }
 
-fn postmark(c: &Common, m: &ModelArgs, files: usize, transactions: usize, min_file: usize, max_file: usize) -> Result<Vec<Run>, String> {
+fn postmark(c: &Common, m: &ModelArgs, files: usize, transactions: usize, min_file: usize, max_file: usize, sync: bool) -> Result<Vec<Run>, String> {
     let g = c.grid()?;
     m.world(g.modes[0])?;
     if min_file == 0 || min_file > max_file || max_file > 64 << 20 {
@@ -447,7 +451,7 @@ fn postmark(c: &Common, m: &ModelArgs, files: usize, transactions: usize, min_fi
     Ok(parallel(&plan, m.jobs(), c.quiet, |&(mode, n, size)| {
         let mut r = m.run_of("postmark", mode, n, size, okeanos::workload::Rate::Closed, "fdatasync", 1);
         let t0 = Instant::now();
-        let spec = okeanos::sim::postmark::Spec { files, transactions, clients: n, request: size, min_file, max_file };
+        let spec = okeanos::sim::postmark::Spec { files, transactions, clients: n, request: size, min_file, max_file, sync };
         let res = m.world(mode).and_then(|cfg| World::new(cfg, &MkfsOptions::default()).map_err(|e| e.to_string())).and_then(|w| okeanos::sim::postmark::run(w, &spec, m.seed));
         match res {
             Ok(o) => {
