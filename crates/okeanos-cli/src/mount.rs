@@ -397,7 +397,7 @@ fn summary(v: &serde_json::Value) -> String {
     if let Some(nv) = v["nvm"].as_object() {
         let g = |k: &str| nv.get(k).and_then(|x| x.as_f64()).unwrap_or(0.0);
         let _ = writeln!(o, "nvm           {} ({}, {:.0} slots, {:.0} in use); durable against {}", nv.get("name").and_then(|x| x.as_str()).unwrap_or("?"), human(g("bytes")), g("slots"), g("slots_in_use"), nv.get("durability").and_then(|x| x.as_str()).unwrap_or("?"));
-        let _ = writeln!(o, "nvm stores    {} stored, {:.0} fences", human(n("nvm_bytes")), n("nvm_fences"));
+        let _ = writeln!(o, "nvm stores    {} stored, {:.0} fences; {:.0} cached blocks served from NVM", human(n("nvm_bytes")), n("nvm_fences"), g("parked_buffers"));
     }
     if n("remote_bytes") > 0.0 || n("fallbacks") > 0.0 {
         let _ = writeln!(o, "remote        {} sent, {:.0} fallbacks", human(n("remote_bytes")), n("fallbacks"));

@@ -12,7 +12,11 @@
 //! - `cp_since_ns`: when it first became owed, for age-based writeback.
 //!
 //! Clean buffers (no `tx`, no `cp_tid`) are evicted least-recently-used when the cache grows
-//! past its capacity.
+//! past its capacity. Over an nvm journal a buffer owed to checkpoint whose newest committed
+//! version is frozen in NVM may be **parked** as well (UBJ: frozen blocks stay cached, in NVM):
+//! its data is dropped from DRAM and its journaling state kept; whoever needs it again loads it
+//! from NVM first (`Fs::bread`, and the engine before a checkpoint), and a parked buffer's
+//! empty data never passes for contents (any use of it fails loudly).
 
 use crate::journal::content::Sequence;
 use crate::journal::transaction::Tid;
@@ -35,6 +39,8 @@ pub struct Buffer {
     pub cp_since_ns: u64,
     /// Selective journaling: the decision for the block's current update sequence.
     pub seq: Option<Sequence>,
+    /// Parked: the NVM offset of the frozen copy that holds its data (and `cp_data`).
+    pub parked: Option<u64>,
     last_use: u64,
 }
 
@@ -49,11 +55,12 @@ pub struct Cache {
     capacity: usize,
     tick: u64,
     block_size: usize,
+    parked: usize,
 }
 
 impl Cache {
     pub fn new(block_size: usize, capacity: usize) -> Self {
-        Cache { map: HashMap::default(), capacity: capacity.max(64), tick: 0, block_size }
+        Cache { map: HashMap::default(), capacity: capacity.max(64), tick: 0, block_size, parked: 0 }
     }
 
     pub fn block_size(&self) -> usize {
@@ -89,7 +96,8 @@ impl Cache {
     pub fn insert(&mut self, block: u64, data: Vec<u8>, kind: BufKind) -> &mut Buffer {
         assert_eq!(data.len(), self.block_size);
         self.tick += 1;
-        let buf = Buffer { data: Arc::new(data), kind, tx: None, cp_tid: None, cp_data: None, cp_since_ns: 0, seq: None, last_use: self.tick };
+        let buf = Buffer { data: Arc::new(data), kind, tx: None, cp_tid: None, cp_data: None, cp_since_ns: 0, seq: None, parked: None, last_use: self.tick };
+        assert!(self.map.get(&block).is_none_or(|b| b.parked.is_none()), "a parked buffer is loaded back, not replaced");
         self.map.insert(block, buf);
         self.map.get_mut(&block).unwrap()
     }
@@ -97,24 +105,87 @@ impl Cache {
     /// Mutable contents of a cached block (copy-on-write if a commit froze it).
     pub fn data_mut(&mut self, block: u64) -> &mut Vec<u8> {
         let b = self.map.get_mut(&block).expect("data_mut on an uncached block");
+        assert!(b.parked.is_none(), "block {block} is parked: load it from NVM first");
         Arc::make_mut(&mut b.data)
     }
 
     /// Drops a buffer regardless of state (the block was freed and its freeing committed).
     pub fn forget(&mut self, block: u64) -> Option<Buffer> {
-        self.map.remove(&block)
+        let b = self.map.remove(&block);
+        if b.as_ref().is_some_and(|b| b.parked.is_some()) {
+            self.parked -= 1;
+        }
+        b
+    }
+
+    /// Where the data of a parked buffer is in NVM.
+    pub fn parked_at(&self, block: u64) -> Option<u64> {
+        self.map.get(&block).and_then(|b| b.parked)
+    }
+
+    /// Parked buffers: (block, NVM offset).
+    pub fn parked_blocks(&self) -> Vec<(u64, u64)> {
+        let mut v: Vec<(u64, u64)> = self.map.iter().filter_map(|(&k, b)| b.parked.map(|at| (k, at))).collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Buffers parked now.
+    pub fn parked_count(&self) -> usize {
+        self.parked
+    }
+
+    /// A parked buffer's data, loaded back from NVM: it is the block's newest committed
+    /// version, owed to checkpoint as before.
+    pub fn unpark(&mut self, block: u64, data: Vec<u8>) {
+        assert_eq!(data.len(), self.block_size);
+        let b = self.map.get_mut(&block).expect("unparking a cached buffer");
+        assert!(b.parked.take().is_some(), "block {block} is not parked");
+        b.data = Arc::new(data);
+        b.cp_data = Some(b.data.clone());
+        self.parked -= 1;
     }
 
     /// Evicts least-recently-used clean buffers until the cache is within capacity.
     pub fn shrink(&mut self) {
-        if self.map.len() <= self.capacity {
+        self.shrink_with(&|_| None);
+    }
+
+    /// Evicts least-recently-used clean buffers until the cache is within capacity; if it is
+    /// still over, parks least-recently-used owed buffers whose newest committed version
+    /// `frozen` says is in NVM (at the offset it returns) and that nothing changed since.
+    pub fn shrink_with(&mut self, frozen: &dyn Fn(u64) -> Option<u64>) {
+        let resident = |c: &Cache| c.map.len() - c.parked;
+        if resident(self) <= self.capacity {
             return;
         }
         let mut clean: Vec<(u64, u64)> = self.map.iter().filter(|(_, b)| b.is_clean()).map(|(&k, b)| (b.last_use, k)).collect();
         clean.sort_unstable();
-        let excess = self.map.len() - self.capacity * 3 / 4;
+        let excess = resident(self) - self.capacity * 3 / 4;
         for (_, k) in clean.into_iter().take(excess) {
-            self.map.remove(&k);
+            let b = self.map.remove(&k).expect("listed");
+            assert!(b.parked.is_none(), "a clean buffer is never parked");
+        }
+        if resident(self) <= self.capacity {
+            return;
+        }
+        let mut owed: Vec<(u64, u64)> = self
+            .map
+            .iter()
+            .filter(|(_, b)| b.tx.is_none() && b.parked.is_none() && b.cp_tid.is_some() && b.cp_data.as_ref().is_some_and(|d| Arc::ptr_eq(d, &b.data)))
+            .map(|(&k, b)| (b.last_use, k))
+            .collect();
+        owed.sort_unstable();
+        for (_, k) in owed.into_iter() {
+            if resident(self) <= self.capacity * 3 / 4 {
+                break;
+            }
+            let Some(at) = frozen(k) else { continue };
+            let b = self.map.get_mut(&k).expect("listed");
+            b.parked = Some(at);
+            b.data = Arc::new(Vec::new());
+            b.cp_data = None;
+            self.parked += 1;
         }
     }
 

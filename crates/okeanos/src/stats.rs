@@ -28,6 +28,7 @@ pub struct Stats {
     nvm_fences: AtomicU64,
     nvm_slots: AtomicU64,
     nvm_slots_in_use: AtomicU64,
+    nvm_parked: AtomicU64,
     syncs: AtomicU64,
     handles: AtomicU64,
     payload_bytes: AtomicU64,
@@ -131,6 +132,8 @@ pub struct NvmSummary {
     pub slots: u64,
     /// Slots not free for reuse now (frozen copies and entries a checkpoint has not released).
     pub slots_in_use: u64,
+    /// Buffers owed to checkpoint whose data the DRAM cache dropped: they are read from NVM.
+    pub parked_buffers: u64,
     pub durability: String,
     pub counters: crate::nvm::NvmStats,
 }
@@ -167,13 +170,14 @@ impl Stats {
     }
     /// The nvm placement's slots and those in use, after a journal step (read without the
     /// engine's lock).
-    pub fn on_nvm_slots(&self, slots: u64, in_use: u64) {
+    pub fn on_nvm_slots(&self, slots: u64, in_use: u64, parked: u64) {
         self.nvm_slots.store(slots, Relaxed);
         self.nvm_slots_in_use.store(in_use, Relaxed);
+        self.nvm_parked.store(parked, Relaxed);
     }
-    /// Slots of the nvm placement, and those in use, as last reported.
-    pub fn nvm_slots(&self) -> (u64, u64) {
-        (self.nvm_slots.load(Relaxed), self.nvm_slots_in_use.load(Relaxed))
+    /// Slots of the nvm placement, those in use, and buffers parked in NVM, as last reported.
+    pub fn nvm_slots(&self) -> (u64, u64, u64) {
+        (self.nvm_slots.load(Relaxed), self.nvm_slots_in_use.load(Relaxed), self.nvm_parked.load(Relaxed))
     }
     pub fn on_nvm_fence(&self) {
         self.nvm_fences.fetch_add(1, Relaxed);

@@ -226,7 +226,7 @@ impl Okeanos {
         }
         let journal = open::journal(&mut devs, &sb, region, jsb, &opts, next_tid, remote)?;
         if devs.nvm.is_some() {
-            stats.on_nvm_slots(journal.placement.capacity(), journal.placement.capacity() - journal.placement.free_blocks());
+            stats.on_nvm_slots(journal.placement.capacity(), journal.placement.capacity() - journal.placement.free_blocks(), 0);
         }
         if !opts.read_only {
             sb.state = state::MOUNTED;
@@ -243,7 +243,8 @@ impl Okeanos {
             Some(why) => format!("mounted read-only: {why}"),
             None => "mounted read-only".to_string(),
         };
-        let fs = FsState::new(sb, gdt, journal, opts.cache_blocks, opts.read_only.then_some(ro_reason));
+        let mut fs = FsState::new(sb, gdt, journal, opts.cache_blocks, opts.read_only.then_some(ro_reason));
+        fs.nvm = devs.nvm.clone();
         let now = clock.now_ns();
         let inner = Arc::new(Inner {
             core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, abandoned: false, avg_commit_ns: 0, last_commit_handles: 0, batch: None, expiring: None, pending: None, next_return_ns: now, return_backoff_ns: 2_000_000_000, manual: opts.manual_journal, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64 }),
@@ -282,7 +283,7 @@ impl Okeanos {
         let now = self.inner.clock.wall_ns();
         let mut fs = Fs { st: &mut core.fs, dev: self.inner.devs.fs.as_ref(), now_ns: now };
         let r = f(&mut fs);
-        core.fs.cache.shrink();
+        core.fs.shrink_cache();
         r
     }
 
@@ -363,7 +364,7 @@ impl Okeanos {
                 self.inner.jcv.notify_one();
             }
         }
-        core.fs.cache.shrink();
+        core.fs.shrink_cache();
         r
     }
 
@@ -884,12 +885,13 @@ impl Okeanos {
         let mut c = self.inner.stats.snapshot(devs.fs.counters(), devs.journal.as_ref().map(|j| j.counters()));
         if let Some(nvm) = &devs.nvm {
             // Without the engine's lock: callers hold it (unmount).
-            let (slots, slots_in_use) = self.inner.stats.nvm_slots();
+            let (slots, slots_in_use, parked_buffers) = self.inner.stats.nvm_slots();
             c.nvm = Some(crate::stats::NvmSummary {
                 name: nvm.name(),
                 bytes: nvm.len(),
                 slots,
                 slots_in_use,
+                parked_buffers,
                 durability: nvm.durability().describe().to_string(),
                 counters: nvm.counters(),
             });
@@ -940,6 +942,7 @@ impl Okeanos {
         }
         let devs = &self.inner.devs;
         let stats = &self.inner.stats;
+        core.fs.unpark_all()?;
         while let Some(plan) = core.fs.journal.checkpoint_begin(&core.fs.cache, CheckpointGoal::All) {
             runtime::execute(&plan.io, devs, stats)?;
             let Core { fs, .. } = &mut *core;

@@ -146,6 +146,9 @@ impl Okeanos {
         }
         if core.want_space || core.fs.journal.space_low() {
             let target = core.fs.journal.placement.checkpoint_target();
+            if let Err(step) = self.unpark_for(core, CheckpointGoal::Space { target_free: target }) {
+                return step;
+            }
             if let Some(plan) = core.fs.journal.checkpoint_begin(&core.fs.cache, CheckpointGoal::Space { target_free: target }) {
                 return JournalStep::Work(JournalWork::Checkpoint(plan));
             }
@@ -160,6 +163,9 @@ impl Okeanos {
             // Bounded steps (as pdflush writes back in chunks beside kjournald), with the
             // commit check above between them.
             let goal = CheckpointGoal::Expired { owed_since_ns, max_blocks: EXPIRY_STEP_BLOCKS };
+            if let Err(step) = self.unpark_for(core, goal) {
+                return step;
+            }
             match core.fs.journal.checkpoint_begin(&core.fs.cache, goal) {
                 Some(plan) => {
                     if plan.written.len() < EXPIRY_STEP_BLOCKS {
@@ -181,6 +187,22 @@ impl Okeanos {
         }
         let next_commit = core.fs.journal.running.start_ns.map_or(u64::MAX, |s| s.saturating_add(interval));
         JournalStep::Idle { wake_ns: next_commit.min(core.next_writeback_ns) }
+    }
+
+    /// A checkpoint writes owed buffers home from DRAM: loads the parked ones it will write
+    /// from NVM first (nvm journal). A failed load aborts the journal.
+    fn unpark_for(&self, core: &mut Core, goal: CheckpointGoal) -> Result<(), JournalStep> {
+        if core.fs.cache.parked_count() == 0 {
+            return Ok(());
+        }
+        for b in core.fs.journal.checkpoint_choose(&core.fs.cache, goal) {
+            if let Err(e) = core.fs.unpark(b) {
+                core.fs.journal.commit_failed(format!("loading block {b} from NVM: {e}"));
+                self.inner.cv.notify_all();
+                return Err(JournalStep::Idle { wake_ns: u64::MAX });
+            }
+        }
+        Ok(())
     }
 
     /// Transaction batching, as jbd2 does it (`min_batch_time`/`max_batch_time`): when a sync
@@ -223,7 +245,7 @@ impl Okeanos {
         let now = inner.clock.now_ns();
         if inner.devs.nvm.is_some() {
             let p = &core.fs.journal.placement;
-            inner.stats.on_nvm_slots(p.capacity(), p.capacity() - p.free_blocks());
+            inner.stats.on_nvm_slots(p.capacity(), p.capacity() - p.free_blocks(), core.fs.cache.parked_count() as u64);
         }
         match (work, res) {
             (JournalWork::Commit { plan, started_ns }, Ok(())) => self.commit_done(core, plan, started_ns, now),

@@ -143,6 +143,8 @@ pub struct FsState {
     pub read_only: Option<String>,
     /// Next allocation goal per group (next-fit).
     pub alloc_cursor: Vec<u64>,
+    /// The NVM of an nvm journal: parked buffers load their data from it.
+    pub nvm: Option<std::sync::Arc<dyn crate::nvm::Nvm>>,
 }
 
 /// One operation's view of the state.
@@ -175,7 +177,33 @@ impl FsState {
             dirty_epoch: 0,
             read_only,
             alloc_cursor: vec![0; groups],
+            nvm: None,
         }
+    }
+
+    /// Loads a parked buffer's data back from NVM (nothing if it is not parked).
+    pub fn unpark(&mut self, block: u64) -> FsResult<()> {
+        let Some(at) = self.cache.parked_at(block) else { return Ok(()) };
+        let nvm = self.nvm.as_ref().expect("only an nvm journal parks buffers");
+        let mut data = vec![0u8; self.block_size()];
+        nvm.load(at, &mut data)?;
+        self.cache.unpark(block, data);
+        Ok(())
+    }
+
+    /// Loads every parked buffer back (before a checkpoint writes them home).
+    pub fn unpark_all(&mut self) -> FsResult<()> {
+        for (block, _) in self.cache.parked_blocks() {
+            self.unpark(block)?;
+        }
+        Ok(())
+    }
+
+    /// Shrinks the cache: clean buffers first, then (nvm journal) owed buffers whose newest
+    /// version is frozen in NVM are parked.
+    pub fn shrink_cache(&mut self) {
+        let FsState { cache, journal, .. } = self;
+        cache.shrink_with(&|b| journal.placement.frozen_copy(b));
     }
 
     pub fn block_size(&self) -> usize {
@@ -211,7 +239,7 @@ impl<'a> Fs<'a> {
     /// Makes sure `block` is cached, reading it if needed.
     pub fn bread(&mut self, block: u64, kind: BufKind) -> FsResult<()> {
         if self.st.cache.contains(block) {
-            return Ok(());
+            return self.st.unpark(block);
         }
         if block >= self.st.sb.block_count {
             return Err(FsError::Corrupt(format!("block {block} is past the end of the file system")));
@@ -238,6 +266,8 @@ impl<'a> Fs<'a> {
 
     /// Mutable contents of a fresh (just allocated) metadata block, zero-filled, without a read.
     pub fn meta_new(&mut self, block: u64) -> &mut Vec<u8> {
+        // A just-allocated block was freed earlier and forgotten with it: never parked.
+        debug_assert!(self.st.cache.parked_at(block).is_none());
         if !self.st.cache.contains(block) {
             self.st.cache.insert(block, vec![0u8; self.bs()], BufKind::Meta);
         }
@@ -253,6 +283,7 @@ impl<'a> Fs<'a> {
     pub fn write_file_block(&mut self, block: u64, offset: usize, bytes: &[u8], fresh: bool, kind: BufKind) -> FsResult<()> {
         let bs = self.bs();
         assert!(offset + bytes.len() <= bs);
+        self.st.unpark(block)?;
         if !self.st.cache.contains(block) {
             if fresh || bytes.len() == bs {
                 self.st.cache.insert(block, vec![0u8; bs], kind);

@@ -60,6 +60,12 @@ impl Journal {
     /// The home writes of a checkpoint (and which transactions they release), without the
     /// placement's release stage.
     pub(super) fn checkpoint_writes(&self, cache: &Cache, goal: CheckpointGoal) -> Option<CheckpointPlan> {
+        let chosen = self.checkpoint_choose(cache, goal);
+        self.checkpoint_build(cache, chosen)
+    }
+
+    /// The blocks a checkpoint for `goal` would write (the engine loads parked ones first).
+    pub fn checkpoint_choose(&self, cache: &Cache, goal: CheckpointGoal) -> BTreeSet<u64> {
         let mut chosen: BTreeSet<u64> = BTreeSet::new();
         match goal {
             CheckpointGoal::All => {
@@ -91,6 +97,10 @@ impl Journal {
                 }
             }
         }
+        chosen
+    }
+
+    fn checkpoint_build(&self, cache: &Cache, chosen: BTreeSet<u64>) -> Option<CheckpointPlan> {
         let release = self.log.iter().take_while(|t| t.checkpoint.is_subset(&chosen)).count();
         if chosen.is_empty() && release == 0 {
             return None;
@@ -125,8 +135,14 @@ impl Journal {
                     // At its final location: the block's update sequence ends.
                     buf.seq = None;
                 }
+                let parked = buf.parked.is_some();
                 if let Some(t) = self.logged_tx_mut(tid) {
                     t.checkpoint.remove(&b);
+                }
+                if parked {
+                    // Parked while its home write was in flight: its NVM slot may be reused
+                    // once released, and home has the data now. Read it from there.
+                    cache.forget(b);
                 }
             }
         }

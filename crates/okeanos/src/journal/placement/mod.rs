@@ -122,6 +122,12 @@ pub trait Placement: Send + std::fmt::Debug {
     fn checkpoint_target(&self) -> u64 {
         self.capacity() / 2
     }
+    /// Where the newest committed version of `block` can be loaded from while it is owed to
+    /// checkpoint, if this placement keeps it addressable (nvm: its frozen slot; the DRAM
+    /// cache may then park the buffer). None by default.
+    fn frozen_copy(&self, _block: u64) -> Option<u64> {
+        None
+    }
     /// Whether a transaction of `blocks` fits now (else the core checkpoints first): space is
     /// reserved before a handle dirties anything, so commit never waits for room.
     fn admit(&self, blocks: u64) -> bool {

@@ -187,6 +187,16 @@ impl Placement for NvmSlots {
         self.h.slots
     }
 
+    /// The newest committed copy, while it is frozen (UBJ: frozen blocks go on serving as
+    /// cache). It stays in its slot until a newer commit of the block (which dirties, and so
+    /// loads, the buffer first) or the checkpoint that releases it (which loads every parked
+    /// buffer before it writes).
+    fn frozen_copy(&self, block: u64) -> Option<u64> {
+        let &s = self.newest.get(&block)?;
+        let slot = &self.slots[s as usize];
+        (slot.state == SlotState::Frozen && !slot.reusable).then(|| self.h.data_at(s as u64))
+    }
+
     fn place(&mut self, records: Records) -> (Stage, Extent) {
         assert!(self.committing.is_none(), "one commit at a time");
         let tid = records.tid;
