@@ -38,7 +38,8 @@ pub struct MountOptions {
     /// Largest transaction in journal blocks (`max_tx_blocks=`; default a quarter of the journal).
     pub max_tx_blocks: Option<u64>,
     /// Delay every real I/O as a device model says (`device_model=cheetah15k|sata7200|ssd|nvm`):
-    /// a timed emulation of a slower disk for real programs (see docs/SIMULATION.md).
+    /// a timed emulation of a slower disk for real programs (see docs/SIMULATION.md); an nvm
+    /// journal's NVM is then timed with the `nvm` preset.
     pub device_model: Option<String>,
     /// Open the image and journal with O_DIRECT (`direct_io`; block devices): every engine
     /// write reaches the device as written, bypassing the page cache.

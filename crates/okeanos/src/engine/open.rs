@@ -29,6 +29,11 @@ pub(super) fn recover(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
                 Arc::new(crate::nvm::MappedNvm::open(&path, !opts.read_only).map_err(|e| FsError::Io(format!("the NVM journal {}: {e} (give another path with nvm=)", path.display())))?)
             }
         };
+        // A timed emulation of the disks (device_model=) times the NVM as persistent memory.
+        let nvm: Arc<dyn crate::nvm::Nvm> = match &opts.device_model {
+            Some(_) => Arc::new(crate::nvm::TimedNvm::new(nvm, crate::models::preset("nvm").map_err(FsError::Invalid)?)),
+            None => nvm,
+        };
         devs.nvm = Some(nvm.clone());
         let h = runtime::nvm::open_header(nvm.as_ref(), sb.uuid, sb.block_size)?;
         if opts.read_only {

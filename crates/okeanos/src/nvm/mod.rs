@@ -14,16 +14,19 @@
 //!   returns.
 //!
 //! Back ends: [`MemNvm`] (tests and the simulator, which times the operations of a plan on its
-//! nvm model), [`crate::device::CrashNvm`] (records every operation for crash states) and
+//! nvm model in virtual time), [`crate::device::CrashNvm`] (records every operation for crash
+//! states), [`TimedNvm`] (real time on the nvm model, for `device_model=` mounts) and
 //! [`MappedNvm`] (a file mapped into memory: with MAP_SYNC on a DAX device or a file on a dax
 //! mount, flush and fence are the CPU's cache-line write-back and store fence; otherwise msync,
 //! see [`Durability`]).
 
 mod file;
 mod memory;
+mod timed;
 
 pub use file::MappedNvm;
 pub use memory::MemNvm;
+pub use timed::TimedNvm;
 
 use crate::device::DeviceError;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
