@@ -182,6 +182,10 @@ enum SimCmd {
         /// everything ends the run, and its time counts.
         #[arg(long)]
         buffered: bool,
+        /// postmark, or varmail (Filebench's mail-server flow: delete; create, write, fsync;
+        /// read, append, fsync; read — UBJ's Figures 2 and 8).
+        #[arg(long, default_value = "postmark")]
+        flow: String,
     },
     /// The device models and their parameters.
     Models,
@@ -328,10 +332,15 @@ pub fn run(a: SimArgs) -> Result<ExitCode, String> {
             common.output(&command, "sim-iozone", &runs)?;
             exit_for(&runs)
         }
-        Some(SimCmd::Postmark { common, model, files, transactions, min_file, max_file, buffered }) => {
+        Some(SimCmd::Postmark { common, model, files, transactions, min_file, max_file, buffered, flow }) => {
+            let varmail = match flow.as_str() {
+                "postmark" => false,
+                "varmail" => true,
+                x => return Err(format!("--flow {x}: use postmark or varmail")),
+            };
             let min_file = crate::parse_size(&min_file)? as usize;
             let max_file = crate::parse_size(&max_file)? as usize;
-            let runs = postmark(&common, &model, files, transactions, min_file, max_file, !buffered)?;
+            let runs = postmark(&common, &model, files, transactions, min_file, max_file, !buffered, varmail)?;
             print_postmark(&runs);
             common.output(&command, "sim-postmark", &runs)?;
             exit_for(&runs)
@@ -441,7 +450,8 @@ fn mixed_runs(c: &Common, m: &ModelArgs, x: &MixedArgs) -> Result<Vec<Run>, Stri
     }))
 }
 
-fn postmark(c: &Common, m: &ModelArgs, files: usize, transactions: usize, min_file: usize, max_file: usize, sync: bool) -> Result<Vec<Run>, String> {
+#[allow(clippy::too_many_arguments)]
+fn postmark(c: &Common, m: &ModelArgs, files: usize, transactions: usize, min_file: usize, max_file: usize, sync: bool, varmail: bool) -> Result<Vec<Run>, String> {
     let g = c.grid()?;
     m.world(g.modes[0])?;
     if min_file == 0 || min_file > max_file || max_file > 64 << 20 {
@@ -449,9 +459,9 @@ fn postmark(c: &Common, m: &ModelArgs, files: usize, transactions: usize, min_fi
     }
     let plan: Vec<(ContentConfig, usize, usize)> = g.cells(false).into_iter().flat_map(|(size, _, n)| g.modes.iter().map(move |&mode| (mode, n, size))).collect();
     Ok(parallel(&plan, m.jobs(), c.quiet, |&(mode, n, size)| {
-        let mut r = m.run_of("postmark", mode, n, size, okeanos::workload::Rate::Closed, "fdatasync", 1);
+        let mut r = m.run_of(if varmail { "varmail" } else { "postmark" }, mode, n, size, okeanos::workload::Rate::Closed, if sync { "fdatasync" } else { "none" }, 1);
         let t0 = Instant::now();
-        let spec = okeanos::sim::postmark::Spec { files, transactions, clients: n, request: size, min_file, max_file, sync };
+        let spec = okeanos::sim::postmark::Spec { files, transactions, clients: n, request: size, min_file, max_file, sync, varmail };
         let res = m.world(mode).and_then(|cfg| World::new(cfg, &MkfsOptions::default()).map_err(|e| e.to_string())).and_then(|w| okeanos::sim::postmark::run(w, &spec, m.seed));
         match res {
             Ok(o) => {

@@ -160,7 +160,7 @@ fn timed_emulation_mounts_and_refuses_unknown_models() {
 
 #[test]
 fn the_postmark_mix_completes_and_data_journaling_serves_more_transactions() {
-    let spec = okeanos::sim::postmark::Spec { files: 30, transactions: 200, clients: 10, request: 1024, min_file: 512, max_file: 8192, sync: true };
+    let spec = okeanos::sim::postmark::Spec { files: 30, transactions: 200, clients: 10, request: 1024, min_file: 512, max_file: 8192, sync: true, varmail: false };
     let mut tps = Vec::new();
     for mode in ["ordered", "wasteless"] {
         let w = World::new(world_cfg(ContentConfig::parse(mode).unwrap(), true), &Default::default()).unwrap();

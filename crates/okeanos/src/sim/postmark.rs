@@ -2,6 +2,10 @@
 //! with FSL's synchronous writes): a pool of files with sizes drawn from a range, then
 //! transactions run by concurrent clients, each transaction a create-or-delete and a
 //! read-or-append; every write request is followed by an fdatasync.
+//!
+//! With `varmail`, each transaction is Filebench's varmail flow instead (a mail server, UBJ's
+//! Figures 2 and 8): delete a message; create one and write it, synced; read a whole message
+//! and append to it, synced; read a whole message.
 
 use super::rng::Rng;
 use super::world::{Wake, World};
@@ -23,6 +27,8 @@ pub struct Spec {
     /// buffered, as the original Postmark and UBJ's Figure 12 — the run then ends with one
     /// sync of everything, and its time counts.
     pub sync: bool,
+    /// Filebench's varmail flow instead of Postmark's transactions.
+    pub varmail: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -72,8 +78,38 @@ fn writes(steps: &mut VecDeque<Step>, name: &str, from: u64, size: usize, req: u
     }
 }
 
+/// One varmail iteration: deletefile; createfile, appendfile, fsync; openfile, readwholefile,
+/// appendfile, fsync; openfile, readwholefile (Filebench's varmail.f, sizes from the range).
+fn plan_varmail(p: &mut Pool, rng: &mut Rng, spec: &Spec) -> VecDeque<Step> {
+    let mut steps = VecDeque::new();
+    let size = |rng: &mut Rng| spec.min_file + rng.below((spec.max_file - spec.min_file + 1) as u64) as usize;
+    if !p.files.is_empty() {
+        let i = rng.below(p.files.len() as u64) as usize;
+        let (name, _) = p.files.swap_remove(i);
+        steps.push_back(Step::Delete(name));
+    }
+    let name = p.new_name();
+    let s = size(rng);
+    steps.push_back(Step::Create(name.clone()));
+    writes(&mut steps, &name, 0, s, spec.request);
+    p.files.push((name, s as u64));
+    let i = rng.below(p.files.len() as u64) as usize;
+    let (name, len) = p.files[i].clone();
+    steps.push_back(Step::Read(name.clone()));
+    let add = size(rng);
+    writes(&mut steps, &name, len, add, spec.request);
+    p.files[i].1 = len + add as u64;
+    let i = rng.below(p.files.len() as u64) as usize;
+    steps.push_back(Step::Read(p.files[i].0.clone()));
+    steps.push_back(Step::Done);
+    steps
+}
+
 /// One transaction's steps, with the pool updated as they are planned.
 fn plan(p: &mut Pool, rng: &mut Rng, spec: &Spec) -> VecDeque<Step> {
+    if spec.varmail {
+        return plan_varmail(p, rng, spec);
+    }
     let mut steps = VecDeque::new();
     let size = |rng: &mut Rng| spec.min_file + rng.below((spec.max_file - spec.min_file + 1) as u64) as usize;
     if rng.chance(0.5) || p.files.is_empty() {
