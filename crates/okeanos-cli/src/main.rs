@@ -671,7 +671,33 @@ fn fsck(img: &ImageArg, no_write: bool) -> Result<ExitCode, String> {
     Ok(ExitCode::from(4))
 }
 
+/// The readable form of an nvm journal's table.
+fn nvm_summary(t: &okeanos::inspect::NvmTable) -> String {
+    let a = &t.analysis;
+    format!(
+        "journal         nvm {} ({} slots of {} bytes; durable against {}), commit word {}: {} frozen copies to write home, {} clean, {} tombstones, {} above the commit word, {} torn{}",
+        t.path,
+        t.header.slots,
+        t.header.block_size,
+        t.durability.describe(),
+        t.commit_word,
+        a.frozen,
+        a.clean,
+        a.tombstones,
+        a.uncommitted,
+        a.invalid,
+        if a.frozen + a.tombstones + a.uncommitted + a.invalid > 0 { " (needs recovery)" } else { "" }
+    )
+}
+
 fn journal_dump(dev: Arc<dyn Device>, jdev: Option<Arc<dyn Device>>) -> Result<ExitCode, String> {
+    if let Some(t) = okeanos::inspect::nvm_table(&dev).map_err(|e| e.to_string())? {
+        outln!("{}", nvm_summary(&t));
+        for &(block, slot, _) in &t.analysis.replay {
+            outln!("  block {block}: newest committed copy in slot {slot}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let d = okeanos::inspect::dump_journal(dev, jdev).map_err(|e| e.to_string())?;
     outln!(
         "journal: {} blocks ({}), start {}, sequence {}, {}",
@@ -717,7 +743,7 @@ fn journal_dump(dev: Arc<dyn Device>, jdev: Option<Arc<dyn Device>>) -> Result<E
 }
 
 fn stat(img: &ImageArg, dev: Arc<dyn Device>, jdev: Option<Arc<dyn Device>>, json: bool) -> Result<ExitCode, String> {
-    let (sb, gdt, jsb) = okeanos::inspect::describe(dev, jdev).map_err(|e| e.to_string())?;
+    let (sb, gdt, jsb) = okeanos::inspect::describe(dev.clone(), jdev).map_err(|e| e.to_string())?;
     let free_blocks: u64 = gdt.iter().map(|g| g.free_blocks as u64).sum();
     let free_inodes: u64 = gdt.iter().map(|g| g.free_inodes as u64).sum();
     let st = state::describe(sb.state);
@@ -751,7 +777,15 @@ fn stat(img: &ImageArg, dev: Arc<dyn Device>, jdev: Option<Arc<dyn Device>>, jso
     if let Some(h) = &in_use {
         outln!("in use by       {h}");
     }
-    outln!("journal         {jkind}, {jblocks} blocks, {}, next transaction {}", if jsb.start == 0 { "clean" } else { "needs recovery" }, jsb.sequence);
+    if sb.nvm.is_some() {
+        match okeanos::inspect::nvm_table(&dev) {
+            Ok(Some(t)) => outln!("{}", nvm_summary(&t)),
+            Ok(None) => {}
+            Err(e) => outln!("journal         nvm: {e}"),
+        }
+    } else {
+        outln!("journal         {jkind}, {jblocks} blocks, {}, next transaction {}", if jsb.start == 0 { "clean" } else { "needs recovery" }, jsb.sequence);
+    }
     if let Some(r) = &sb.remote {
         if jsb.remote.local {
             outln!("remote journal  {} (epoch {}): fell back to the internal journal after transaction {}; returns at the next mount that reaches the server", r.server, jsb.remote.epoch, jsb.remote.upto);

@@ -137,3 +137,31 @@ pub fn describe(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> Resul
     let (_, _, _, jsb) = open(&dev, journal)?;
     Ok((sb, gdt, jsb))
 }
+
+/// What an nvm journal's table holds, as recovery would read it (nothing is written).
+#[derive(Debug)]
+pub struct NvmTable {
+    pub path: String,
+    pub header: crate::format::nvm::NvmHeader,
+    pub commit_word: u64,
+    pub durability: crate::nvm::Durability,
+    pub analysis: crate::journal::placement::nvm::TableRecovery,
+}
+
+/// Reads the slot table of the nvm journal of the file system on `dev`, if it has one. Fails
+/// (naming the holder) while a mount has it open.
+pub fn nvm_table(dev: &Arc<dyn Device>) -> Result<Option<NvmTable>, FsError> {
+    use crate::format::nvm as nf;
+    use crate::nvm::Nvm;
+    let (sb, _) = crate::runtime::open::read_meta(dev.as_ref())?;
+    let Some(rec) = &sb.nvm else { return Ok(None) };
+    let nvm = crate::nvm::MappedNvm::open(std::path::Path::new(&rec.path), false).map_err(|e| FsError::Io(format!("the NVM journal {}: {e}", rec.path)))?;
+    let header = runtime::nvm::open_header(&nvm, sb.uuid, sb.block_size)?;
+    let mut word = [0u8; 8];
+    nvm.load(nf::COMMIT_WORD_AT, &mut word)?;
+    let commit_word = u64::from_le_bytes(word);
+    let mut table = vec![0u8; (header.slots * nf::ENTRY_SIZE) as usize];
+    nvm.load(nf::TABLE_AT, &mut table)?;
+    let analysis = crate::journal::placement::nvm::analyze(&header, commit_word, &table, sb.block_count).map_err(|e| FsError::Corrupt(format!("{}: {e}", rec.path)))?;
+    Ok(Some(NvmTable { path: rec.path.clone(), header, commit_word, durability: nvm.durability(), analysis }))
+}
