@@ -399,3 +399,33 @@ fn completions_man_page_and_install_helpers() {
         assert!(std::fs::metadata(root.path().join(f)).unwrap().len() > 100, "{f}");
     }
 }
+
+/// `mkfs --journal nvm`: the NVM file made beside the image, used by every command (its path
+/// is in the superblock), and what the stat and dump say; bad options are refused clearly
+/// and leave nothing behind.
+#[test]
+fn mkfs_with_an_nvm_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    let img = img.to_str().unwrap();
+    let nvm = dir.path().join("journal.nvm");
+    let nvm = nvm.to_str().unwrap();
+    let e = okeanos(&["mkfs", img, "--size", "64M", "--journal", "nvm"]);
+    assert!(!e.status.success() && text(&e).contains("--nvm"), "{}", text(&e));
+    let e = okeanos(&["mkfs", img, "--size", "64M", "--journal", "nvm", "--nvm", nvm, "--nvm-size", "4M"]);
+    assert!(!e.status.success() && text(&e).contains("needs at least"), "{}", text(&e));
+    assert!(!std::path::Path::new(img).exists() && !std::path::Path::new(nvm).exists(), "a failed mkfs leaves nothing behind");
+    let ok = okeanos(&["mkfs", img, "--size", "64M", "--journal", "nvm", "--nvm", nvm, "--nvm-size", "24M"]);
+    assert!(ok.status.success() && text(&ok).contains("journal in NVM"), "{}", text(&ok));
+    let src = dir.path().join("src.txt");
+    std::fs::write(&src, b"frozen in NVM\n").unwrap();
+    assert!(okeanos(&["put", img, src.to_str().unwrap(), "/a", "-o", "data=data"]).status.success());
+    assert_eq!(okeanos(&["cat", img, "/a"]).stdout, b"frozen in NVM\n");
+    let stat = okeanos(&["stat", img]);
+    assert!(text(&stat).contains("journal         nvm") && text(&stat).contains("slots"), "{}", text(&stat));
+    let dump = okeanos(&["journal", "dump", img]);
+    assert!(dump.status.success() && text(&dump).contains("commit word"), "{}", text(&dump));
+    assert!(okeanos(&["fsck", img]).status.success());
+    let e = okeanos(&["mkfs", img, "--size", "64M", "--journal", "internal", "--nvm", nvm]);
+    assert!(!e.status.success() && text(&e).contains("--nvm goes with --journal nvm"), "{}", text(&e));
+}
