@@ -129,6 +129,16 @@ pub struct Run {
 }
 
 impl Run {
+    /// The results of a simulated run: `virtual_s` of virtual time, `writes` operations, the
+    /// counters during the run and through unmount.
+    pub fn simulated(&mut self, virtual_s: f64, during: &okeanos::Counters, after: &okeanos::Counters, writes: u64) {
+        self.duration_s = virtual_s;
+        self.set_counters(during, after);
+        self.ops = writes;
+        self.ops_per_s = writes as f64 / virtual_s.max(1e-9);
+        self.sync_latency_us = LatencyUs::from_counters(during);
+    }
+
     /// Journal bytes per payload byte (including unmount).
     pub fn journal_amp(&self) -> Option<f64> {
         let p = self.payload_bytes.max(1) as f64;

@@ -3,7 +3,7 @@
 //! fuzzing across every policy.
 
 use crate::bench::{exit_for, progress, Common, MixedArgs};
-use crate::report::{LatencyUs, Run};
+use crate::report::Run;
 use clap::{Args, Subcommand};
 use okeanos::journal::content::ContentConfig;
 use okeanos::models as model;
@@ -397,12 +397,8 @@ fn multistream(c: &Common, m: &ModelArgs) -> Result<Vec<Run>, String> {
         r.wall_s = t0.elapsed().as_secs_f64();
         match res {
             Ok(o) => {
-                r.duration_s = o.virtual_s;
-                r.set_counters(&o.during, &o.after);
-                r.ops = o.writes;
-                r.ops_per_s = o.writes as f64 / o.virtual_s.max(1e-9);
+                r.simulated(o.virtual_s, &o.during, &o.after, o.writes);
                 r.cpu_s = r.wall_s;
-                r.sync_latency_us = LatencyUs::from_counters(&o.during);
                 r.error = o.error;
             }
             Err(e) => r.error = Some(e),
@@ -428,11 +424,7 @@ fn mixed_runs(c: &Common, m: &ModelArgs, x: &MixedArgs) -> Result<Vec<Run>, Stri
         let make = || m.world(*mode).expect("checked");
         match okeanos::sim::mixed::run(&make, spec, &large, mx.file_size, m.seed) {
             Ok(o) => {
-                r.duration_s = o.virtual_s;
-                r.set_counters(&o.during, &o.after);
-                r.ops = o.writes;
-                r.ops_per_s = o.writes as f64 / o.virtual_s.max(1e-9);
-                r.sync_latency_us = LatencyUs::from_counters(&o.during);
+                r.simulated(o.virtual_s, &o.during, &o.after, o.writes);
                 r.extra = serde_json::json!({
                     "large": if mx.read { "read" } else { "write" },
                     "large_request": mx.request,
@@ -465,11 +457,7 @@ fn postmark(c: &Common, m: &ModelArgs, files: usize, transactions: usize, min_fi
         let res = m.world(mode).and_then(|cfg| World::new(cfg, &MkfsOptions::default()).map_err(|e| e.to_string())).and_then(|w| okeanos::sim::postmark::run(w, &spec, m.seed));
         match res {
             Ok(o) => {
-                r.duration_s = o.virtual_s;
-                r.set_counters(&o.during, &o.after);
-                r.ops = o.writes;
-                r.ops_per_s = o.writes as f64 / o.virtual_s.max(1e-9);
-                r.sync_latency_us = LatencyUs::from_counters(&o.during);
+                r.simulated(o.virtual_s, &o.during, &o.after, o.writes);
                 r.extra = serde_json::json!({ "transactions": o.transactions, "tps": o.transactions as f64 / o.virtual_s.max(1e-9), "files": files });
                 r.error = o.error;
             }
@@ -509,11 +497,7 @@ fn iozone(c: &Common, m: &ModelArgs, sizes: &str, patterns: &str) -> Result<Vec<
         let res = m.world(mode).and_then(|cfg| World::new(cfg, &MkfsOptions::default()).map_err(|e| e.to_string())).and_then(|w| okeanos::sim::iozone::run(w, &spec, m.seed));
         match res {
             Ok(o) => {
-                r.duration_s = o.virtual_s;
-                r.set_counters(&o.during, &o.after);
-                r.ops = o.writes;
-                r.ops_per_s = o.writes as f64 / o.virtual_s.max(1e-9);
-                r.sync_latency_us = LatencyUs::from_counters(&o.during);
+                r.simulated(o.virtual_s, &o.during, &o.after, o.writes);
                 r.extra = serde_json::json!({ "file_bytes": bytes, "pattern": if random { "random" } else { "seq" }, "mb_s": bytes as f64 / 1e6 / o.virtual_s.max(1e-9) });
                 r.error = o.error;
             }

@@ -145,6 +145,19 @@ pub struct Lifetime {
     pub syncs: u64,
 }
 
+/// Bytes 264..456: where the journal is (a server's address or an NVM path), UTF-8,
+/// zero-padded, not empty.
+fn location(b: &[u8], what: &str) -> Result<String, FormatError> {
+    const W: &str = "superblock";
+    let raw = &b[264..264 + REMOTE_SERVER_LEN];
+    let end = raw.iter().position(|&c| c == 0).unwrap_or(REMOTE_SERVER_LEN);
+    let s = std::str::from_utf8(&raw[..end]).map_err(|_| invalid(W, format!("{what} is not UTF-8")))?;
+    if s.is_empty() {
+        return Err(invalid(W, format!("{what} is missing")));
+    }
+    Ok(s.to_string())
+}
+
 impl Superblock {
     pub fn encode(&self, out: &mut [u8]) {
         assert!(out.len() >= 512);
@@ -259,30 +272,14 @@ impl Superblock {
             },
             error: ErrorRecord { tid: Le::u64(b, 240), following: Le::u64(b, 248), time_ns: Le::i64(b, 256) },
             remote: if incompat & incompat::REMOTE_JOURNAL != 0 {
-                let raw = &b[264..264 + REMOTE_SERVER_LEN];
-                let end = raw.iter().position(|&c| c == 0).unwrap_or(REMOTE_SERVER_LEN);
-                let server = std::str::from_utf8(&raw[..end]).map_err(|_| invalid(W, "server address is not UTF-8"))?.to_string();
-                if server.is_empty() {
-                    return Err(invalid(W, "remote journal without a server address"));
-                }
-                Some(RemoteRecord { server })
-            } else {
-                None
-            },
-            nvm: if incompat & incompat::NVM_JOURNAL != 0 {
-                if incompat & incompat::REMOTE_JOURNAL != 0 {
+                if incompat & incompat::NVM_JOURNAL != 0 {
                     return Err(invalid(W, "both a remote and an NVM journal"));
                 }
-                let raw = &b[264..264 + REMOTE_SERVER_LEN];
-                let end = raw.iter().position(|&c| c == 0).unwrap_or(REMOTE_SERVER_LEN);
-                let path = std::str::from_utf8(&raw[..end]).map_err(|_| invalid(W, "NVM path is not UTF-8"))?.to_string();
-                if path.is_empty() {
-                    return Err(invalid(W, "NVM journal without a path"));
-                }
-                Some(NvmRecord { path })
+                Some(RemoteRecord { server: location(b, "the journal server's address")? })
             } else {
                 None
             },
+            nvm: if incompat & incompat::NVM_JOURNAL != 0 { Some(NvmRecord { path: location(b, "the NVM journal's path")? }) } else { None },
         };
         sb.validate()?;
         Ok(sb)
