@@ -102,7 +102,7 @@ pub fn run(mut w: World, spec: &Spec, seed: u64) -> Result<Outcome, String> {
         }
         let end = done_at.get().unwrap_or(w.now());
         let during = w.fs.counters().since(&base);
-        w.sync_all(&mut client).map_err(|e| format!("final sync: {e}"))?;
+        w.finish(&mut client).map_err(|e| format!("final sync: {e}"))?;
         let fs = w.fs.clone();
         fs.unmount().map_err(|e| format!("unmount: {e}"))?;
         let after = w.fs.counters().since(&base);

@@ -152,7 +152,7 @@ pub fn run(make: &dyn Fn() -> WorldConfig, spec: &Multistream, large: &Large, fi
     while pending.get() > 0 && w.step(u64::MAX, &mut client) {}
     let mixed_bytes = moved.get();
     let during = w.fs.counters().since(&base_counters);
-    w.sync_all(&mut client).map_err(|e| format!("final sync: {e}"))?;
+    w.finish(&mut client).map_err(|e| format!("final sync: {e}"))?;
     let fs = w.fs.clone();
     fs.unmount().map_err(|e| format!("unmount: {e}"))?;
     let after = w.fs.counters().since(&base_counters);

@@ -128,7 +128,7 @@ pub fn run(mut w: World, spec: &Multistream, seed: u64) -> Result<Outcome, Strin
         }
         let during = w.fs.counters().since(&base);
         let virtual_s = (last_sync_return.get().max(end) - t0) as f64 / 1e9;
-        w.sync_all(&mut client).map_err(|e| format!("final sync: {e}"))?;
+        w.finish(&mut client).map_err(|e| format!("final sync: {e}"))?;
         let steps = w.steps;
         let fs = w.fs.clone();
         fs.unmount().map_err(|e| format!("unmount: {e}"))?;

@@ -437,6 +437,22 @@ impl World {
         Ok(())
     }
 
+    /// Commits everything and lets the journal step in flight (a checkpoint) complete: before
+    /// an unmount, which must not find that step's blocks still owed and write them again (it
+    /// did: a run that ended during a checkpoint counted those blocks' home writes twice).
+    pub fn finish(&mut self, client: &mut dyn FnMut(&mut World, Wake)) -> FsResult<()> {
+        self.sync_all(client)?;
+        while self.in_flight.is_some() {
+            if let Some(e) = &self.error {
+                return Err(FsError::Io(e.clone()));
+            }
+            if !self.step(u64::MAX, client) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// Runs `op` against the engine, driving the journal whenever it would block (setup work
     /// outside any workload; no client events may be pending).
     pub fn settle<R>(&mut self, mut op: impl FnMut(&Okeanos) -> FsResult<R>) -> FsResult<R> {
