@@ -11,7 +11,6 @@
 
 mod common;
 mod harness;
-use common::*;
 use harness::{enumerate, workload, Journal};
 use okeanos::journal::content::ContentConfig;
 
