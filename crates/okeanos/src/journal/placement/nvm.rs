@@ -49,6 +49,9 @@ struct Slot {
     reusable: bool,
 }
 
+/// Slots a checkpoint for space frees at least per step, while the pool is not short.
+const CHECKPOINT_STEP_SLOTS: u64 = 1024;
+
 const FREE_SLOT: Slot = Slot { block: 0, tid: 0, state: SlotState::Free, reusable: true };
 
 #[derive(Debug)]
@@ -182,9 +185,16 @@ impl Placement for NvmSlots {
         used > self.h.slots / 4 || (self.free.len() as u64) < max_tx
     }
 
-    /// A checkpoint writes every frozen block home.
+    /// A checkpoint frees slots in bounded steps while the pool is not short (commits go on
+    /// between the steps instead of waiting behind one long write-back), everything when it
+    /// is.
     fn checkpoint_target(&self) -> u64 {
-        self.h.slots
+        let free = self.free.len() as u64;
+        if free < self.h.slots / 2 {
+            self.h.slots
+        } else {
+            free + CHECKPOINT_STEP_SLOTS
+        }
     }
 
     /// The newest committed copy, while it is frozen (UBJ: frozen blocks go on serving as
@@ -489,6 +499,6 @@ mod tests {
         let (_, p, _) = setup(64);
         assert_eq!(p.tx_cost(99, 5, 2), 7);
         assert!(!p.space_low(8));
-        assert_eq!(p.checkpoint_target(), 64);
+        assert_eq!(p.checkpoint_target(), 64 + CHECKPOINT_STEP_SLOTS, "a bounded step while the pool is not short");
     }
 }
