@@ -222,3 +222,38 @@ fn the_replicated_journal_waits_for_a_majority_and_for_an_election() {
     assert!(lost.during.sync_latency.max_us >= 1_400_000.0, "a sync waited through the election: {:?}", lost.during.sync_latency);
     assert!(lost.writes < r3.writes * 3 / 4, "{} writes with an election, {} without", lost.writes, r3.writes);
 }
+
+/// UBJ's Figure 5 over the nvm placement, in virtual time: a block written at 10, 40 and 50 s,
+/// two commits (a transaction commits 30 s after its first write, as jbd2's: at 40 and 70 s,
+/// where the paper's fixed period gives 30 and 60), the checkpoint at 90 s of what is owed for
+/// 30 s: the block reaches its home once, in its newest version, and no commit wrote to the
+/// disk.
+#[test]
+fn ubj_figure_5_one_home_write_for_three_writes_and_two_commits() {
+    let cfg = ContentConfig::parse("data").unwrap();
+    let mut w = world_cfg(cfg, false);
+    w.mount = MountOptions::parse("data=data,commit=30,writeback_period=90,expire=30").unwrap();
+    w.nvm = Some(okeanos::sim::world::NvmConfig { region: Arc::new(okeanos::nvm::MemNvm::new(24 * MB)), model: model::preset("nvm").unwrap() });
+    let mut world = World::new(w, &okeanos::MkfsOptions { journal_blocks: 256, ..Default::default() }).unwrap();
+    let root = world.fs.root();
+    let ino = world.settle(|fs| fs.create(root, b"a", 0o644)).unwrap().ino;
+    world.sync_all(&mut |_, _| {}).unwrap();
+    let s = |x: u64| x * 1_000_000_000;
+    let t0 = world.now();
+    let base = world.fs.counters();
+    for (at, v) in [(10, b'1'), (40, b'2'), (50, b'3')] {
+        world.run(t0 + s(at), &mut |_, _| {});
+        world.settle(|fs| fs.write(ino, 0, &[v; 4096])).unwrap();
+        world.kick(); // the journal schedules its next commit
+    }
+    world.run(t0 + s(89), &mut |_, _| {});
+    let before_checkpoint = world.fs.counters().since(&base);
+    assert_eq!(before_checkpoint.commits, 2, "commits at 40 and 70 s");
+    assert_eq!(before_checkpoint.final_data.blocks, 0, "nothing home before the checkpoint");
+    assert_eq!(before_checkpoint.journal_bytes, 0, "commits write no disk journal");
+    assert!(before_checkpoint.nvm_bytes >= 2 * 4096, "each commit froze the block in NVM");
+    world.run(t0 + s(95), &mut |_, _| {});
+    let after = world.fs.counters().since(&base);
+    assert_eq!(after.final_data.blocks, 1, "one home write: the newest version only");
+    assert_eq!(world.fs.read(ino, 0, 4096).unwrap(), vec![b'3'; 4096]);
+}
