@@ -1,4 +1,4 @@
-//! Crash tests of the nvm placement (UBJ, issue 14): every content policy over an NVM
+//! Crash tests of the nvm placement (UBJ, issue 14): all seven content policies over an NVM
 //! journal, crashed at every fence (and just before it), every disk flush, every acknowledged
 //! sync and evenly between, with the crash states of both media: the disk's (unflushed
 //! writes kept, lost or torn at sectors) and the NVM's (for each cache line with stores not
@@ -52,8 +52,18 @@ fn nvm_crash_states_wasteless_dmeta() {
 }
 
 #[test]
+fn nvm_crash_states_wasteless() {
+    crash_test("wasteless");
+}
+
+#[test]
 fn nvm_crash_states_selective() {
     crash_test("selective");
+}
+
+#[test]
+fn nvm_crash_states_selective_dmeta() {
+    crash_test("selective+dmeta");
 }
 
 /// With a DRAM cache of 64 blocks, owed blocks are parked (their data dropped from DRAM and
