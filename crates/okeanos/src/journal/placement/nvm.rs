@@ -350,6 +350,11 @@ pub struct TableRecovery {
 /// crash in between never lets an older copy win; recovery after any crash inside recovery
 /// finds either the same table or a subset with the same winners (idempotent).
 pub fn analyze(h: &NvmHeader, commit_word: u64, table: &[u8], fs_blocks: u64) -> Result<TableRecovery, crate::format::FormatError> {
+    // Tids count commits: nothing reaches 2^62 (a commit a nanosecond for a century is 2^62).
+    const TID_LIMIT: u64 = 1 << 62;
+    if commit_word >= TID_LIMIT {
+        return Err(crate::format::invalid("nvm commit word", format!("{commit_word} is not a tid (damaged NVM)")));
+    }
     let mut r = TableRecovery { slots_scanned: h.slots, ..Default::default() };
     let mut best: HashMap<u64, (u64, Entry)> = HashMap::default();
     let mut max_tid = commit_word;
@@ -360,6 +365,9 @@ pub fn analyze(h: &NvmHeader, commit_word: u64, table: &[u8], fs_blocks: u64) ->
             EntryRead::Invalid => {
                 r.invalid += 1;
                 r.free_first.push(slot);
+            }
+            EntryRead::Valid(e) if e.tid >= TID_LIMIT => {
+                return Err(crate::format::invalid("nvm slot table", format!("slot {slot} carries tid {}, not a tid (damaged NVM)", e.tid)));
             }
             EntryRead::Valid(e) => {
                 max_tid = max_tid.max(e.tid);
@@ -492,6 +500,56 @@ mod tests {
         commit(&mut p, &mut img, 3, &(0..8).map(|i| (500 + i, 3)).collect::<Vec<_>>(), &[]);
         let r = recover(&h, &img);
         assert!(r.replay.iter().all(|&(b, _, _)| b >= 500), "{r:?}");
+    }
+
+    #[test]
+    fn absurd_tids_are_damage_not_a_panic() {
+        let (h, mut p, mut img) = setup(8);
+        commit(&mut p, &mut img, 1, &[(100, 1)], &[]);
+        let table = |img: &[u8]| img[nf::TABLE_AT as usize..(nf::TABLE_AT + h.slots * nf::ENTRY_SIZE) as usize].to_vec();
+        assert!(analyze(&h, u64::MAX, &table(&img), 1 << 20).is_err());
+        let e = Entry { block: 7, tid: u64::MAX, data_crc: 0, state: SlotState::Tombstone };
+        let at = h.entry_at(3) as usize;
+        img[at..at + 24].copy_from_slice(&e.encode_fields(3));
+        img[at + 24..at + 32].copy_from_slice(&nf::state_word(SlotState::Tombstone));
+        assert!(analyze(&h, 1, &table(&img), 1 << 20).is_err());
+    }
+
+    /// Random tables and commit words: recovery's decision is an answer or an error, never a
+    /// panic (the decoders are bounded; tids, blocks and states are checked).
+    #[test]
+    fn analyze_never_panics_on_garbage() {
+        let (h, _, _) = setup(16);
+        let mut x = 0x1234_5678_9abc_def1u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let (mut ok, mut err) = (0, 0);
+        for round in 0..2000 {
+            let mut table = vec![0u8; (h.slots * nf::ENTRY_SIZE) as usize];
+            for (i, b) in table.iter_mut().enumerate() {
+                *b = if round % 2 == 0 && i % 32 >= 24 { (next() % 4) as u8 * (i % 32 == 24) as u8 } else { next() as u8 };
+            }
+            // Half the rounds: entries with valid CRCs and random fields.
+            if round % 2 == 0 {
+                for slot in 0..h.slots {
+                    let e = Entry { block: next() % 2048, tid: next() % 64, data_crc: next() as u32, state: SlotState::Frozen };
+                    let at = (slot * nf::ENTRY_SIZE) as usize;
+                    table[at..at + 24].copy_from_slice(&e.encode_fields(slot));
+                }
+            }
+            match analyze(&h, next() % 80, &table, 1024) {
+                Ok(r) => {
+                    ok += 1;
+                    assert!(r.replay.iter().all(|&(b, s, _)| b < 1024 && s < h.slots), "replays only blocks inside the file system, from real slots");
+                }
+                Err(_) => err += 1,
+            }
+        }
+        assert!(ok > 100 && err > 100, "both answers seen: {ok} decided, {err} refused");
     }
 
     #[test]
