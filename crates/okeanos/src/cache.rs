@@ -148,7 +148,20 @@ impl Cache {
 
     /// Evicts least-recently-used clean buffers until the cache is within capacity.
     pub fn shrink(&mut self) {
-        self.shrink_with(&|_| None);
+        if self.map.len() - self.parked <= self.capacity {
+            return;
+        }
+        self.evict_clean();
+    }
+
+    fn evict_clean(&mut self) {
+        let mut clean: Vec<(u64, u64)> = self.map.iter().filter(|(_, b)| b.is_clean()).map(|(&k, b)| (b.last_use, k)).collect();
+        clean.sort_unstable();
+        let excess = (self.map.len() - self.parked).saturating_sub(self.capacity * 3 / 4);
+        for (_, k) in clean.into_iter().take(excess) {
+            let b = self.map.remove(&k).expect("listed");
+            assert!(b.parked.is_none(), "a clean buffer is never parked");
+        }
     }
 
     /// Evicts least-recently-used clean buffers until the cache is within capacity; if it is
@@ -159,13 +172,7 @@ impl Cache {
         if resident(self) <= self.capacity {
             return;
         }
-        let mut clean: Vec<(u64, u64)> = self.map.iter().filter(|(_, b)| b.is_clean()).map(|(&k, b)| (b.last_use, k)).collect();
-        clean.sort_unstable();
-        let excess = resident(self) - self.capacity * 3 / 4;
-        for (_, k) in clean.into_iter().take(excess) {
-            let b = self.map.remove(&k).expect("listed");
-            assert!(b.parked.is_none(), "a clean buffer is never parked");
-        }
+        self.evict_clean();
         if resident(self) <= self.capacity {
             return;
         }

@@ -202,8 +202,13 @@ impl FsState {
     /// Shrinks the cache: clean buffers first, then (nvm journal) owed buffers whose newest
     /// version is frozen in NVM are parked.
     pub fn shrink_cache(&mut self) {
-        let FsState { cache, journal, .. } = self;
-        cache.shrink_with(&|b| journal.placement.frozen_copy(b));
+        let FsState { cache, journal, nvm, .. } = self;
+        if nvm.is_some() {
+            cache.shrink_with(&|b| journal.placement.frozen_copy(b));
+        } else {
+            // Nothing can be parked: skip the scan of owed buffers on every operation.
+            cache.shrink();
+        }
     }
 
     pub fn block_size(&self) -> usize {
