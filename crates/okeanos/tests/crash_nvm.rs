@@ -26,8 +26,7 @@ fn crash_test(policy: &str) {
     let run = workload(cfg, Journal::Nvm { bytes: CRASH_NVM_BYTES }, 120, &|_| {}, 0x0b1 + cfg.mode as u64);
     let events = run.recorder.events().len();
     let out = enumerate(cfg, &run, 150, 30);
-    assert!(out.violations.is_empty(), "{} violations in {} crash states, first: {:#?}", out.violations.len(), out.states, &out.violations[..out.violations.len().min(5)]);
-    assert!(out.states > 500, "enumerated only {} crash states", out.states);
+    out.assert_clean(500);
     eprintln!("nvm {policy}: {} crash states over {events} events, no violation", out.states);
 }
 
@@ -73,8 +72,7 @@ fn nvm_crash_states_data_with_parked_buffers() {
     let cfg = ContentConfig::parse("data").unwrap();
     let run = workload(cfg, Journal::Nvm { bytes: CRASH_NVM_BYTES }, 120, &|o| o.cache_blocks = 64, 0x9a4);
     let out = enumerate(cfg, &run, 100, 0);
-    assert!(out.violations.is_empty(), "{} violations in {} crash states, first: {:#?}", out.violations.len(), out.states, &out.violations[..out.violations.len().min(5)]);
-    assert!(out.states > 500, "enumerated only {} crash states", out.states);
+    out.assert_clean(500);
 }
 
 /// Canary 1: without the fence between the slots and the commit word, a crash can persist the

@@ -195,11 +195,15 @@ impl Journal {
         w.push(Arc::new(c), BlockKind::Commit);
         assert!(w.blocks.len() as u64 <= self.log_blocks(tx.units(), tx.revoked.len() as u64), "layout within the reserved size");
         let records = w.blocks.clone();
-        let images = journaled
-            .iter()
-            .filter(|(b, _)| whole.contains(b) || partial.contains(b))
-            .map(|(b, d)| (*b, d.clone(), if tx.journaled_data.contains(b) || tx.ranges.contains_key(b) { BlockKind::JournalData } else { BlockKind::JournalMeta }))
-            .collect();
+        let images = if self.placement.wants_images() {
+            journaled
+                .iter()
+                .filter(|(b, _)| whole.contains(b) || partial.contains(b))
+                .map(|(b, d)| (*b, d.clone(), if tx.journaled_data.contains(b) || tx.ranges.contains_key(b) { BlockKind::JournalData } else { BlockKind::JournalMeta }))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let (stage, at) = self.placement.place(Records { tid: tx.tid, blocks: w.blocks, images, revoked });
 
         let in_place = |set: &std::collections::BTreeSet<u64>| -> Vec<IoWrite> {

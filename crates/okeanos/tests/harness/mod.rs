@@ -94,6 +94,14 @@ pub struct Outcome {
     pub violations: Vec<String>,
 }
 
+impl Outcome {
+    /// No violation, in at least `min_states` crash states.
+    pub fn assert_clean(&self, min_states: usize) {
+        assert!(self.violations.is_empty(), "{} violations in {} crash states, first: {:#?}", self.violations.len(), self.states, &self.violations[..self.violations.len().min(5)]);
+        assert!(self.states > min_states, "enumerated only {} crash states", self.states);
+    }
+}
+
 /// Crash states at `max_points` evenly spread events, at every flush and fence (and just
 /// before every fence), and at every acknowledged sync: the disk's fates with NVM whole, the
 /// NVM's fates with the disk whole, and some of both at once.

@@ -41,7 +41,7 @@ pub struct Records {
     pub blocks: Vec<(Arc<Vec<u8>>, BlockKind)>,
     /// The same transaction as whole blocks: each block it logged (whole, as records or as
     /// differential metadata) in its committed version, for a placement that keeps block
-    /// images (nvm). Shared with the cache, not copied.
+    /// images (nvm; empty unless [`Placement::wants_images`]). Shared with the cache, not copied.
     pub images: Vec<(u64, Arc<Vec<u8>>, BlockKind)>,
     /// The blocks it revokes.
     pub revoked: Vec<u64>,
@@ -121,6 +121,11 @@ pub trait Placement: Send + std::fmt::Debug {
     /// How much a checkpoint for space frees (at least; everything it can if more).
     fn checkpoint_target(&self) -> u64 {
         self.capacity() / 2
+    }
+    /// Whether `place` needs [`Records::images`] (the committed blocks whole): only a
+    /// placement that keeps block images builds them, off the others' commit path.
+    fn wants_images(&self) -> bool {
+        false
     }
     /// Where the newest committed version of `block` can be loaded from while it is owed to
     /// checkpoint, if this placement keeps it addressable (nvm: its frozen slot; the DRAM

@@ -168,6 +168,10 @@ impl Placement for NvmSlots {
         self.h.slots
     }
 
+    fn wants_images(&self) -> bool {
+        true
+    }
+
     fn free_blocks(&self) -> u64 {
         self.free.len() as u64
     }
