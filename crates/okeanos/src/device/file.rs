@@ -167,6 +167,46 @@ impl Device for FileDevice {
         self.counters.on_write(data.len());
         Ok(())
     }
+    /// With O_DIRECT, the writes are submitted together (io_uring, or a few threads: see
+    /// [`super::batch`]); through the page cache, where a pwrite is a memory copy, one after
+    /// another.
+    fn write_batch(&self, writes: &[(u64, &[u8])]) -> Result<(), DeviceError> {
+        if !self.direct || writes.len() < 2 {
+            for &(offset, data) in writes {
+                self.write_at(offset, data)?;
+            }
+            return Ok(());
+        }
+        self.poison.check(&self.name)?;
+        for &(offset, data) in writes {
+            check_access(&self.name, self.len, offset, data.len() as u64)?;
+        }
+        // One aligned buffer holds every write whose bytes are not aligned for O_DIRECT.
+        let unaligned = |d: &[u8]| d.as_ptr() as usize % Aligned::ALIGN != 0;
+        let copied: usize = writes.iter().filter(|w| unaligned(w.1)).map(|w| w.1.len()).sum();
+        let mut staging = Aligned::new(copied);
+        let staging = staging.as_mut(copied);
+        let mut at = 0;
+        let mut batch: Vec<(u64, &[u8])> = Vec::with_capacity(writes.len());
+        let mut rest: &mut [u8] = staging;
+        for &(offset, data) in writes {
+            if unaligned(data) {
+                let (here, tail) = std::mem::take(&mut rest).split_at_mut(data.len());
+                here.copy_from_slice(data);
+                at += data.len();
+                batch.push((offset, here));
+                rest = tail;
+            } else {
+                batch.push((offset, data));
+            }
+        }
+        debug_assert_eq!(at, copied);
+        super::batch::write_all(&self.file, &batch, super::batch::engine()).map_err(|(offset, e)| self.fail("write", offset, e))?;
+        for &(_, data) in writes {
+            self.counters.on_write(data.len());
+        }
+        Ok(())
+    }
     fn flush(&self) -> Result<(), DeviceError> {
         self.poison.check(&self.name)?;
         self.file.sync_data().map_err(|e| self.fail("flush", 0, e))?;

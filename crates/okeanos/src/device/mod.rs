@@ -15,6 +15,7 @@
 //! build any crash state the model allows) and [`FaultDevice`] (injects I/O errors).
 //! Every back end counts what it does in [`DeviceCounters`].
 
+pub mod batch;
 mod crash;
 mod fault;
 mod file;
@@ -66,6 +67,17 @@ pub trait Device: Send + Sync {
     /// Writes `data` at `offset`. Both must be multiples of [`SECTOR_SIZE`]. Not durable until a
     /// later [`Device::flush`] completes.
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError>;
+    /// Writes each `(offset, data)`, as `write_at` each, in no particular order: the writes of
+    /// one stage of an I/O plan, which the crash model lets land in any order until the next
+    /// flush. Back ends that can keep several in flight (a block device with O_DIRECT) submit
+    /// them together; the default issues them one after another. On error, any subset of the
+    /// others may have been written.
+    fn write_batch(&self, writes: &[(u64, &[u8])]) -> Result<(), DeviceError> {
+        for &(offset, data) in writes {
+            self.write_at(offset, data)?;
+        }
+        Ok(())
+    }
     /// Makes every completed write durable.
     fn flush(&self) -> Result<(), DeviceError>;
     /// What this device has done so far.

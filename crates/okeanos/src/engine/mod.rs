@@ -90,11 +90,25 @@ struct Core {
     return_backoff_ns: u64,
 }
 
+impl Inner {
+    /// Wakes every waiter: handles and syncs of both transactions (errors, unmount).
+    fn wake_all(&self) {
+        self.cv.notify_all();
+        for c in &self.commit_cv {
+            c.notify_all();
+        }
+    }
+}
+
 struct Inner {
     core: Mutex<Core>,
-    /// Waiters for the journal (a commit, log space) sleep here; the journal notifies it after
-    /// each step.
+    /// Handles waiting for the journal (log space, a full transaction) sleep here; the journal
+    /// notifies it after each step.
     cv: Condvar,
+    /// Syncs waiting for transaction `tid` sleep on `commit_cv[tid % 2]`: the end of a commit
+    /// wakes the syncs of that transaction, not those already waiting for the next one (which
+    /// is running while it commits). Woken with `cv` on every error.
+    commit_cv: [Condvar; 2],
     /// The journal thread sleeps here; a handle that needs it (a sync, a full transaction, no
     /// log space) wakes it. Two condition variables, so that a sync poking the journal thread
     /// does not wake every other sync waiting for the same commit.
@@ -137,7 +151,7 @@ impl Drop for UserGuard {
         {
             let mut core = self.0.core.lock().unwrap_or_else(|e| e.into_inner());
             core.abandoned = true;
-            self.0.cv.notify_all();
+            self.0.wake_all();
             self.0.jcv.notify_all();
         }
         let thread = self.0.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
@@ -249,6 +263,7 @@ impl Okeanos {
         let inner = Arc::new(Inner {
             core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, abandoned: false, avg_commit_ns: 0, last_commit_handles: 0, batch: None, expiring: None, pending: None, next_return_ns: now, return_backoff_ns: 2_000_000_000, manual: opts.manual_journal, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64 }),
             cv: Condvar::new(),
+            commit_cv: [Condvar::new(), Condvar::new()],
             jcv: Condvar::new(),
             devs,
             opts,
@@ -360,7 +375,7 @@ impl Okeanos {
                 let why = format!("operation failed half-way: {e}");
                 core.fs.journal.commit_failed(why.clone());
                 core.fs.read_only = Some(why);
-                self.inner.cv.notify_all();
+                self.inner.wake_all();
                 self.inner.jcv.notify_one();
             }
         }
@@ -665,41 +680,91 @@ impl Okeanos {
         self.write_keeping(ino, off, data, false)
     }
 
+    /// Appends `data` at the end of the file, as O_APPEND: the offset is the file's size when
+    /// the write's handle starts (read under the same lock as the write, so two appenders never
+    /// write at one offset). A write larger than one handle (about 1 MiB) appends in pieces,
+    /// and another appender's piece may fall between them. Returns where the data begins.
+    pub fn append(&self, ino: u32, data: &[u8]) -> FsResult<u64> {
+        let mut first = None;
+        self.write_inner(ino, None, data, false, &mut first)?;
+        Ok(first.unwrap_or(0))
+    }
+
     /// A write that, with `keep_size`, does not grow the file (fallocate KEEP_SIZE).
     fn write_keeping(&self, ino: u32, off: u64, data: &[u8], keep_size: bool) -> FsResult<usize> {
-        let end = off.checked_add(data.len() as u64).ok_or(FsError::TooBig)?;
-        if end.div_ceil(self.lock().fs.block_size() as u64) > crate::fs::file::MAX_FILE_BLOCKS {
-            return Err(FsError::TooBig);
+        let mut first = None;
+        self.write_inner(ino, Some(off), data, keep_size, &mut first)
+    }
+
+    /// Writes `data` at `off`, or at the end of the file (`None`), in handles of at most
+    /// [`Self::write_chunk_blocks`] blocks. A small write takes the lock twice: once to size
+    /// its piece (and see that no eviction is pending), once for its handle.
+    fn write_inner(&self, ino: u32, off: Option<u64>, data: &[u8], keep_size: bool, first: &mut Option<u64>) -> FsResult<usize> {
+        let end = match off {
+            Some(o) => Some(o.checked_add(data.len() as u64).ok_or(FsError::TooBig)?),
+            None => None,
+        };
+        if data.is_empty() {
+            if end.is_some_and(|e| e.div_ceil(self.lock().fs.block_size() as u64) > crate::fs::file::MAX_FILE_BLOCKS) {
+                return Err(FsError::TooBig);
+            }
+            *first = Some(match off {
+                Some(o) => o,
+                None => self.getattr(ino)?.size,
+            });
+            return Ok(0);
         }
-        self.drain_evictions()?;
         let mut done = 0usize;
+        let mut drained = false;
         while done < data.len() {
-            let pos = off + done as u64;
-            let chunk_len = {
+            let (max_chunk, bs, evictions) = {
                 let mut core = self.lock();
                 let now = self.inner.clock.wall_ns();
                 let fs = Fs { st: &mut core.fs, dev: self.inner.devs.fs.as_ref(), now_ns: now };
-                let bs = fs.bs() as u64;
-                let blocks = Self::write_chunk_blocks(&fs, true);
-                let room = blocks * bs - pos % bs;
-                room.min((data.len() - done) as u64) as usize
+                (Self::write_chunk_blocks(&fs, true), fs.bs() as u64, !fs.st.deferred_evict.is_empty())
             };
-            let piece = &data[done..done + chunk_len];
+            // The whole write's end first: nothing is written of a write that cannot fit.
+            if end.is_some_and(|e| e.div_ceil(bs) > crate::fs::file::MAX_FILE_BLOCKS) {
+                return Err(FsError::TooBig);
+            }
+            if evictions && !drained {
+                self.drain_evictions()?;
+                drained = true;
+                continue;
+            }
+            let rest = &data[done..];
+            // The piece and its position, chosen under the handle's lock (an append's position
+            // is the size then); `credits` may run again after a wait, `op` uses its last choice.
+            let chosen = std::cell::Cell::new((0u64, 0usize));
             self.handle(
                 |fs| {
-                    let bs = fs.bs() as u64;
-                    let spanned = (pos + piece.len() as u64 - 1) / bs - pos / bs + 1;
+                    let pos = match off {
+                        Some(o) => o + done as u64,
+                        None => fs.attr(ino)?.size,
+                    };
+                    let len = (max_chunk * bs - pos % bs).min(rest.len() as u64) as usize;
+                    let end = pos.checked_add(len as u64).ok_or(FsError::TooBig)?;
+                    if end.div_ceil(bs) > crate::fs::file::MAX_FILE_BLOCKS {
+                        return Err(FsError::TooBig);
+                    }
+                    chosen.set((pos, len));
+                    let spanned = (pos + len as u64 - 1) / bs - pos / bs + 1;
                     let _ = fs.load(ino)?;
                     let journaled = Self::data_journaled(fs, ino);
                     let mut c = Self::write_credits(fs, spanned, journaled);
                     // A hole filled before the last extent shifts every extent after it: each
                     // chain block from there to the end may change.
-                    c.blocks += fs.write_shift_blocks(ino, pos, piece.len())?;
+                    c.blocks += fs.write_shift_blocks(ino, pos, len)?;
                     Ok(c)
                 },
-                |fs| fs.write_keeping(ino, pos, piece, keep_size),
+                |fs| {
+                    let (pos, len) = chosen.get();
+                    fs.write_keeping(ino, pos, &rest[..len], keep_size)
+                },
             )?;
-            done += chunk_len;
+            let (pos, len) = chosen.get();
+            first.get_or_insert(pos);
+            done += len;
         }
         if !keep_size {
             self.inner.stats.on_payload(data.len());
@@ -857,14 +922,20 @@ impl Okeanos {
                 return Err(FsError::Io(format!("journal aborted: {e}")));
             }
             let j = &mut core.fs.journal;
+            // Only the sync that raises the request wakes the journal thread (it looks at the
+            // request before it sleeps, under this lock): the others would only wake it again.
+            let raised = tid > j.commit_requested;
             j.commit_requested = j.commit_requested.max(tid);
             if core.manual {
                 return Err(FsError::WouldBlock);
             }
-            self.inner.jcv.notify_one();
-            core = self.inner.cv.wait(core).unwrap_or_else(|e| e.into_inner());
+            if raised {
+                self.inner.jcv.notify_one();
+            }
+            core = self.inner.commit_cv[(tid % 2) as usize].wait(core).unwrap_or_else(|e| e.into_inner());
         }
     }
+
 
     pub fn statfs(&self) -> StatFs {
         let core = self.lock();
@@ -926,7 +997,7 @@ impl Okeanos {
             let mut core = self.lock();
             core.closing = true;
             core.stop = true;
-            self.inner.cv.notify_all();
+            self.inner.wake_all();
             self.inner.jcv.notify_all();
         }
         if let Some(t) = self.inner.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {

@@ -115,9 +115,7 @@ impl File {
     }
     /// Appends at the current end of the file.
     pub fn append(&self, data: &[u8]) -> FsResult<u64> {
-        let off = self.len()?;
-        self.fs.write(self.ino, off, data)?;
-        Ok(off)
+        self.fs.append(self.ino, data)
     }
     pub fn read_at(&self, off: u64, len: usize) -> FsResult<Vec<u8>> {
         self.fs.read(self.ino, off, len)

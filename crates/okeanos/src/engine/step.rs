@@ -77,7 +77,7 @@ impl Drop for AbortOnPanic {
             core.fs.journal.aborted.get_or_insert_with(|| "the journal thread failed (a bug: see the log for the panic)".into());
             core.stop = true;
             drop(core);
-            self.0.cv.notify_all();
+            self.0.wake_all();
         }
     }
 }
@@ -122,7 +122,7 @@ impl Okeanos {
             return JournalStep::Work(work);
         }
         if core.fs.journal.aborted.is_some() {
-            self.inner.cv.notify_all();
+            self.inner.wake_all();
             return if core.stop { JournalStep::Stop } else { JournalStep::Idle { wake_ns: u64::MAX } };
         }
         let interval = opts.commit_interval.as_nanos() as u64;
@@ -153,7 +153,7 @@ impl Okeanos {
                 return JournalStep::Work(JournalWork::Checkpoint(plan));
             }
             core.want_space = false;
-            self.inner.cv.notify_all();
+            self.inner.wake_all();
         }
         if now >= core.next_writeback_ns {
             core.next_writeback_ns = now + opts.writeback_period.as_nanos() as u64;
@@ -198,7 +198,7 @@ impl Okeanos {
         for b in core.fs.journal.checkpoint_choose(&core.fs.cache, goal) {
             if let Err(e) = core.fs.unpark(b) {
                 core.fs.journal.commit_failed(format!("loading block {b} from NVM: {e}"));
-                self.inner.cv.notify_all();
+                self.inner.wake_all();
                 return Err(JournalStep::Idle { wake_ns: u64::MAX });
             }
         }
@@ -248,7 +248,13 @@ impl Okeanos {
             inner.stats.on_nvm_slots(p.capacity(), p.capacity() - p.free_blocks(), core.fs.cache.parked_count() as u64);
         }
         match (work, res) {
-            (JournalWork::Commit { plan, started_ns }, Ok(())) => self.commit_done(core, plan, started_ns, now),
+            (JournalWork::Commit { plan, started_ns }, Ok(())) => {
+                self.commit_done(core, plan, started_ns, now);
+                // The syncs of this transaction, and handles waiting for a commit; not the
+                // syncs already waiting for the next one.
+                inner.cv.notify_all();
+                return;
+            }
             (JournalWork::Fallback { fallback, commit, started_ns }, Ok(())) => {
                 let Core { fs, .. } = &mut *core;
                 fs.journal.fallback_finish(&mut fs.cache, fallback);
@@ -303,7 +309,7 @@ impl Okeanos {
                 self.abort(core, why);
             }
         }
-        inner.cv.notify_all();
+        inner.wake_all();
     }
 
     fn commit_done(&self, core: &mut Core, plan: crate::journal::commit::CommitPlan, started_ns: u64, now: u64) {
@@ -316,6 +322,7 @@ impl Okeanos {
             fs.pending_free_inodes.remove(&i);
         }
         self.inner.stats.on_commit(plan.handles, plan.journal_blocks, plan.records);
+        self.inner.commit_cv[(plan.tid % 2) as usize].notify_all();
         let took = now.saturating_sub(started_ns);
         core.avg_commit_ns = if core.avg_commit_ns == 0 { took } else { (core.avg_commit_ns * 7 + took) / 8 };
         core.last_commit_handles = plan.handles;

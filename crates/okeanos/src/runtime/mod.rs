@@ -106,16 +106,19 @@ const MAX_RUN_BLOCKS: usize = 256;
 
 /// Executes a plan stage by stage: the writes of a stage, then its flushes (each distinct
 /// device once). The first error stops the plan. Within a stage, writes are unordered until
-/// its flush (the crash model allows any subset to land), so they are issued sorted by
-/// device and block, and each run of contiguous blocks goes down as one write — a commit's
-/// journal blocks become one sequential I/O instead of one per block.
+/// its flush (the crash model allows any subset to land), so they are sorted by device and
+/// block, each run of contiguous blocks becomes one write — a commit's journal blocks one
+/// sequential I/O instead of one per block — and a device's runs are submitted together
+/// ([`Device::write_batch`]: scattered ordered data and checkpoint blocks in flight at once
+/// on a block device, not one pwrite at a time).
 pub fn execute(plan: &IoPlan, devs: &Devices, stats: &Stats) -> Result<(), DeviceError> {
     let bs = devs.block_size as u64;
-    let mut run = Vec::new();
     for stage in &plan.stages {
         let mut order: Vec<usize> = (0..stage.writes.len()).collect();
         // Stable: two writes of one block keep their order, the later one landing last.
         order.sort_by_key(|&i| (stage.writes[i].dev as u8, stage.writes[i].block));
+        // Runs: (first index into `order`, end), and the bytes of each run of several blocks.
+        let mut runs: Vec<(usize, usize)> = Vec::new();
         let mut k = 0;
         while k < order.len() {
             let first = &stage.writes[order[k]];
@@ -130,19 +133,34 @@ pub fn execute(plan: &IoPlan, devs: &Devices, stats: &Stats) -> Result<(), Devic
             for &i in &order[k..end] {
                 assert_eq!(stage.writes[i].data.len() as u64, bs, "plans write whole blocks");
             }
-            if end - k == 1 {
-                devs.get(first.dev).write_at(first.block * bs, &first.data)?;
-            } else {
-                run.clear();
-                for &i in &order[k..end] {
-                    run.extend_from_slice(&stage.writes[i].data);
-                }
-                devs.get(first.dev).write_at(first.block * bs, &run)?;
-            }
-            for &i in &order[k..end] {
-                stats.on_write(stage.writes[i].kind, stage.writes[i].data.len());
-            }
+            runs.push((k, end));
             k = end;
+        }
+        // Two writes of one block in one stage must land in order: they never share a batch.
+        let joined: Vec<Vec<u8>> = runs.iter().filter(|r| r.1 - r.0 > 1).map(|&(k, end)| order[k..end].iter().flat_map(|&i| stage.writes[i].data.iter().copied()).collect()).collect();
+        let mut joined = joined.iter();
+        let mut batch: Vec<(u64, &[u8])> = Vec::new();
+        let mut batch_dev = None;
+        let mut last_block = None;
+        for &(k, end) in &runs {
+            let first = &stage.writes[order[k]];
+            let data: &[u8] = if end - k == 1 { &first.data } else { joined.next().expect("one joined buffer per run") };
+            let repeat = batch_dev == Some(first.dev) && last_block == Some(first.block);
+            if batch_dev != Some(first.dev) || repeat {
+                if let Some(d) = batch_dev {
+                    devs.get(d).write_batch(&batch)?;
+                }
+                batch.clear();
+                batch_dev = Some(first.dev);
+            }
+            batch.push((first.block * bs, data));
+            last_block = Some(stage.writes[order[end - 1]].block);
+        }
+        if let Some(d) = batch_dev {
+            devs.get(d).write_batch(&batch)?;
+        }
+        for w in &stage.writes {
+            stats.on_write(w.kind, w.data.len());
         }
         devs.remote(&stage.remote, stats)?;
         if !stage.nvm.is_empty() {
