@@ -589,9 +589,11 @@ fn crash_fuzz(a: &SimArgs) -> Result<ExitCode, String> {
     let mut per_mode: std::collections::BTreeMap<String, (u64, usize, usize)> = Default::default();
     let mut violations = Vec::new();
     let mut errors = Vec::new();
+    let mut overlaps = 0;
     for (seed, r) in seeds.iter().zip(results) {
         match r {
             Ok(r) => {
+                overlaps += r.overlaps;
                 let e = per_mode.entry(r.mode.clone()).or_default();
                 e.0 += 1;
                 e.1 += r.states;
@@ -606,7 +608,7 @@ fn crash_fuzz(a: &SimArgs) -> Result<ExitCode, String> {
         println!("{m:<18} {runs:>6} {states:>8} {v:>11}");
     }
     let states: usize = per_mode.values().map(|x| x.1).sum();
-    println!("{} runs, {states} crash states, {} violations, {} errors in {:.1} s{}", a.runs, violations.len(), errors.len(), t0.elapsed().as_secs_f64(), if a.canary { " (canary: commit flush skipped)" } else { "" });
+    println!("{} runs, {states} crash states, {} violations, {} errors in {:.1} s{}; {overlaps} commits beside a checkpoint", a.runs, violations.len(), errors.len(), t0.elapsed().as_secs_f64(), if a.canary { " (canary: commit flush skipped)" } else { "" });
     for v in violations.iter().take(20) {
         println!("VIOLATION {v}");
     }

@@ -35,6 +35,12 @@ pub struct MountOptions {
     /// time, within these bounds, while other writers keep joining.
     pub min_batch_time: Duration,
     pub max_batch_time: Duration,
+    /// Checkpoints run in a thread of their own beside commits (`checkpoint_thread=1`, the
+    /// default), as Linux runs writeback beside kjournald, so a sync never waits behind a
+    /// checkpoint's home writes; `checkpoint_thread=0` runs them between commits on the
+    /// journal thread. Placements that cannot release log space while a commit is in flight
+    /// (nvm, remote) always run them between commits.
+    pub checkpoint_thread: bool,
     /// Largest transaction in journal blocks (`max_tx_blocks=`; default a quarter of the journal).
     pub max_tx_blocks: Option<u64>,
     /// Delay every real I/O as a device model says (`device_model=cheetah15k|sata7200|ssd|nvm`):
@@ -113,6 +119,7 @@ impl Default for MountOptions {
             cache_blocks: 65536,
             min_batch_time: Duration::ZERO,
             max_batch_time: Duration::from_micros(15_000),
+            checkpoint_thread: true,
             max_tx_blocks: None,
             device_model: None,
             direct_io: false,
@@ -200,6 +207,11 @@ impl MountOptions {
                     o.dmeta |= c.dmeta;
                 }
                 "dmeta" => o.dmeta = true,
+                "checkpoint_thread" => o.checkpoint_thread = match v {
+                    None | Some("1") | Some("on") => true,
+                    Some("0") | Some("off") => false,
+                    Some(x) => return Err(format!("option checkpoint_thread takes 0 or 1, not {x:?}")),
+                },
                 "write_threshold" => o.write_threshold = num(v)? as usize,
                 "commit" => {
                     o.commit_interval = secs(v)?;

@@ -22,6 +22,7 @@ pub struct Stats {
     commit_journal_blocks: AtomicU64,
     max_handles_per_commit: AtomicU64,
     checkpoints: AtomicU64,
+    overlaps: AtomicU64,
     fallbacks: AtomicU64,
     remote_bytes: AtomicU64,
     nvm_bytes: AtomicU64,
@@ -100,6 +101,9 @@ pub struct Counters {
     pub syncs: u64,
     pub syncs_per_commit: f64,
     pub checkpoints: u64,
+    /// Commits and checkpoints that were in flight together (each pair counted once, by the
+    /// one that started second): the checkpoint thread at work beside the journal thread.
+    pub overlaps: u64,
     /// Times a remote journal fell back to the local journal.
     pub fallbacks: u64,
     /// Journal bytes sent to a journal server (also counted in the journal bytes by kind).
@@ -158,6 +162,9 @@ impl Stats {
     }
     pub fn on_checkpoint(&self) {
         self.checkpoints.fetch_add(1, Relaxed);
+    }
+    pub fn on_overlap(&self) {
+        self.overlaps.fetch_add(1, Relaxed);
     }
     pub fn on_fallback(&self) {
         self.fallbacks.fetch_add(1, Relaxed);
@@ -234,6 +241,7 @@ impl Stats {
             syncs,
             syncs_per_commit: per(syncs),
             checkpoints: self.checkpoints.load(Relaxed),
+            overlaps: self.overlaps.load(Relaxed),
             fallbacks: self.fallbacks.load(Relaxed),
             remote_bytes: self.remote_bytes.load(Relaxed),
             nvm_bytes: self.nvm_bytes.load(Relaxed),
@@ -294,6 +302,7 @@ impl Counters {
             syncs,
             syncs_per_commit: per(syncs as f64),
             checkpoints: self.checkpoints - base.checkpoints,
+            overlaps: self.overlaps - base.overlaps,
             fallbacks: self.fallbacks - base.fallbacks,
             remote_bytes: self.remote_bytes - base.remote_bytes,
             nvm_bytes: self.nvm_bytes - base.nvm_bytes,
@@ -320,6 +329,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("okeanos_syncs_total", "counter", "fsync and fdatasync calls that completed"),
     ("okeanos_commits_total", "counter", "journal transactions committed"),
     ("okeanos_checkpoints_total", "counter", "checkpoints completed"),
+    ("okeanos_overlaps_total", "counter", "commits and checkpoints in flight together (the checkpoint thread beside the journal thread)"),
     ("okeanos_fallbacks_total", "counter", "times a remote journal fell back to the local journal"),
     ("okeanos_payload_bytes_total", "counter", "bytes written by programs"),
     ("okeanos_journal_bytes_total", "counter", "journal bytes written (or sent to a journal server)"),
@@ -353,6 +363,7 @@ impl Counters {
             ("okeanos_syncs_total", self.syncs),
             ("okeanos_commits_total", self.commits),
             ("okeanos_checkpoints_total", self.checkpoints),
+            ("okeanos_overlaps_total", self.overlaps),
             ("okeanos_fallbacks_total", self.fallbacks),
             ("okeanos_payload_bytes_total", self.payload_bytes),
             ("okeanos_journal_bytes_total", self.journal_bytes),

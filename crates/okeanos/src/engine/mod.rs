@@ -20,7 +20,7 @@ mod paths;
 mod step;
 
 pub use paths::File;
-pub use step::{JournalStep, JournalWork};
+pub use step::{JournalStep, JournalWork, Lane};
 
 use crate::cache::Cache;
 use crate::clock::{Clock, SystemClock};
@@ -88,6 +88,8 @@ struct Core {
     /// failed try.
     next_return_ns: u64,
     return_backoff_ns: u64,
+    /// The blocks of the checkpoint in flight beside a commit (checkpoint lane), if one is.
+    checkpointing: Option<std::collections::BTreeSet<u64>>,
 }
 
 impl Inner {
@@ -113,11 +115,15 @@ struct Inner {
     /// log space) wakes it. Two condition variables, so that a sync poking the journal thread
     /// does not wake every other sync waiting for the same commit.
     jcv: Condvar,
+    /// The checkpoint thread sleeps here (when checkpoints run beside commits): woken when a
+    /// handle needs log space, a commit completes, or the mount stops.
+    ccv: Condvar,
     devs: Devices,
     opts: MountOptions,
     clock: Arc<dyn Clock>,
     stats: Stats,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    /// The journal thread, and the checkpoint thread when checkpoints run beside commits.
+    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 /// A mounted file system. Cheap to clone; all clones share one mount.
@@ -153,9 +159,10 @@ impl Drop for UserGuard {
             core.abandoned = true;
             self.0.wake_all();
             self.0.jcv.notify_all();
+            self.0.ccv.notify_all();
         }
-        let thread = self.0.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(t) = thread {
+        let threads = std::mem::take(&mut *self.0.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        for t in threads {
             if t.thread().id() != std::thread::current().id() {
                 let _ = t.join();
             }
@@ -261,24 +268,39 @@ impl Okeanos {
         fs.nvm = devs.nvm.clone();
         let now = clock.now_ns();
         let inner = Arc::new(Inner {
-            core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, abandoned: false, avg_commit_ns: 0, last_commit_handles: 0, batch: None, expiring: None, pending: None, next_return_ns: now, return_backoff_ns: 2_000_000_000, manual: opts.manual_journal, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64 }),
+            core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, abandoned: false, avg_commit_ns: 0, last_commit_handles: 0, batch: None, expiring: None, pending: None, next_return_ns: now, return_backoff_ns: 2_000_000_000, manual: opts.manual_journal, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64, checkpointing: None }),
             cv: Condvar::new(),
             commit_cv: [Condvar::new(), Condvar::new()],
             jcv: Condvar::new(),
+            ccv: Condvar::new(),
             devs,
             opts,
             clock,
             stats,
-            thread: Mutex::new(None),
+            threads: Mutex::new(Vec::new()),
         });
         let me = Okeanos { _user: Some(Arc::new(UserGuard(inner.clone()))), inner };
         // Check the root before anything else: a foreign or damaged image fails here, clearly.
         me.getattr(me.root())?;
         if !me.inner.opts.read_only {
             if !me.inner.opts.manual_journal {
-                let t = me.inner.clone();
-                let handle = std::thread::Builder::new().name("okeanos-journal".into()).spawn(move || step::journal_thread(t)).map_err(|e| FsError::Io(e.to_string()))?;
-                *me.inner.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+                let lanes: &[step::Lane] = if me.checkpoint_beside() { &[step::Lane::Commit, step::Lane::Checkpoint] } else { &[step::Lane::Commit] };
+                for &lane in lanes {
+                    let t = me.inner.clone();
+                    let name = match lane {
+                        step::Lane::Commit => "okeanos-journal",
+                        step::Lane::Checkpoint => "okeanos-checkpoint",
+                    };
+                    let handle = std::thread::Builder::new().name(name.into()).spawn(move || step::journal_thread(t, lane));
+                    match handle {
+                        Ok(h) => me.inner.threads.lock().unwrap_or_else(|e| e.into_inner()).push(h),
+                        Err(e) => {
+                            // Stop what started (as a dropped mount would).
+                            drop(me);
+                            return Err(FsError::Io(format!("starting the {name} thread: {e}")));
+                        }
+                    }
+                }
             }
             let orphans = me.with_fs(|fs| fs.orphans())?;
             for ino in orphans {
@@ -353,7 +375,10 @@ impl Okeanos {
                     let tid = core.fs.journal.running.tid;
                     core.fs.journal.commit_requested = core.fs.journal.commit_requested.max(tid);
                 }
-                Err(Admit::NeedSpace) => core.want_space = true,
+                Err(Admit::NeedSpace) => {
+                    core.want_space = true;
+                    self.inner.ccv.notify_one();
+                }
             }
             if core.manual {
                 return Err(FsError::WouldBlock);
@@ -999,8 +1024,10 @@ impl Okeanos {
             core.stop = true;
             self.inner.wake_all();
             self.inner.jcv.notify_all();
+            self.inner.ccv.notify_all();
         }
-        if let Some(t) = self.inner.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        let threads = std::mem::take(&mut *self.inner.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        for t in threads {
             let _ = t.join();
         }
         synced?;

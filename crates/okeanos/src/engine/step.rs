@@ -82,21 +82,35 @@ impl Drop for AbortOnPanic {
     }
 }
 
-pub(super) fn journal_thread(inner: Arc<Inner>) {
+/// The two kinds of journal work that may run at once: commits (and a remote journal's
+/// fallback and return) on the journal thread, checkpoints on the checkpoint thread — when the
+/// placement allows it ([`Okeanos::checkpoint_beside`]); otherwise the commit lane does both,
+/// in turn, and the checkpoint lane has nothing to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    Commit,
+    Checkpoint,
+}
+
+pub(super) fn journal_thread(inner: Arc<Inner>, lane: Lane) {
     let _guard = AbortOnPanic(inner.clone());
     let me = Okeanos { inner, _user: None };
     let inner = &me.inner;
+    let cv = match lane {
+        Lane::Commit => &inner.jcv,
+        Lane::Checkpoint => &inner.ccv,
+    };
     let mut core = me.lock();
     loop {
         let now = inner.clock.now_ns();
-        match me.step_begin(&mut core, now) {
+        match me.step_begin(&mut core, now, lane) {
             JournalStep::Stop => return,
             JournalStep::Idle { wake_ns } => {
                 core = if wake_ns == u64::MAX {
-                    inner.jcv.wait(core).unwrap_or_else(|e| e.into_inner())
+                    cv.wait(core).unwrap_or_else(|e| e.into_inner())
                 } else {
                     let wait = std::time::Duration::from_nanos(wake_ns.saturating_sub(now).max(20_000));
-                    inner.jcv.wait_timeout(core, wait).unwrap_or_else(|e| e.into_inner()).0
+                    cv.wait_timeout(core, wait).unwrap_or_else(|e| e.into_inner()).0
                 };
             }
             JournalStep::Work(work) => {
@@ -110,70 +124,44 @@ pub(super) fn journal_thread(inner: Arc<Inner>) {
 }
 
 impl Okeanos {
-    /// The journal's next step at `now`: the one decision procedure of the journal thread and
-    /// of the simulator. Commit when a sync, the commit interval, a full transaction or a
-    /// waiting handle asks for it; checkpoint when the log runs short or buffers expire.
-    fn step_begin(&self, core: &mut Core, now: u64) -> JournalStep {
-        let opts = &self.inner.opts;
+    /// Whether checkpoints run beside commits (a lane of their own) on this mount.
+    pub(super) fn checkpoint_beside(&self) -> bool {
+        self.inner.opts.checkpoint_thread && self.lock().fs.journal.placement.checkpoint_beside_commit()
+    }
+
+    /// The journal's next step at `now` for `lane`: the one decision procedure of the journal
+    /// threads and of the simulator. Commit when a sync, the commit interval, a full
+    /// transaction or a waiting handle asks for it; checkpoint when the log runs short or
+    /// buffers expire.
+    ///
+    /// Beside each other, a commit and a checkpoint never write the same block home: a commit
+    /// whose in-place blocks (ordered data) the checkpoint in flight writes waits for it, and a
+    /// checkpoint that would write a block the commit in flight writes in place waits for the
+    /// commit (two writes of one block in flight at once could land in either order).
+    fn step_begin(&self, core: &mut Core, now: u64, lane: Lane) -> JournalStep {
         if core.abandoned {
             return JournalStep::Stop;
         }
-        if let Some(work) = core.pending.take() {
-            return JournalStep::Work(work);
-        }
-        if core.fs.journal.aborted.is_some() {
-            self.inner.wake_all();
-            return if core.stop { JournalStep::Stop } else { JournalStep::Idle { wake_ns: u64::MAX } };
-        }
-        let interval = opts.commit_interval.as_nanos() as u64;
-        let j = &core.fs.journal;
-        let commit = j.commit_wanted()
-            || j.commit_due(now, interval)
-            || (core.want_space && !j.running.is_empty() && j.log.is_empty())
-            || (core.stop && !j.running.is_empty());
-        if commit {
-            if j.commit_wanted() && !core.stop && !core.want_space {
-                if let Some(wake_ns) = self.batch_wait(core, now) {
-                    return JournalStep::Idle { wake_ns };
+        let beside = self.inner.opts.checkpoint_thread && core.fs.journal.placement.checkpoint_beside_commit();
+        match lane {
+            Lane::Commit => {
+                if let Some(step) = self.commit_step(core, now, beside) {
+                    return step;
                 }
-            }
-            core.batch = None;
-            let wall = self.inner.clock.wall_ns();
-            let Core { fs, .. } = &mut *core;
-            if let Some(plan) = fs.journal.commit_begin(&mut fs.cache, wall) {
-                return JournalStep::Work(JournalWork::Commit { plan, started_ns: now });
-            }
-        }
-        if core.want_space || core.fs.journal.space_low() {
-            let target = core.fs.journal.placement.checkpoint_target();
-            if let Err(step) = self.unpark_for(core, CheckpointGoal::Space { target_free: target }) {
-                return step;
-            }
-            if let Some(plan) = core.fs.journal.checkpoint_begin(&core.fs.cache, CheckpointGoal::Space { target_free: target }) {
-                return JournalStep::Work(JournalWork::Checkpoint(plan));
-            }
-            core.want_space = false;
-            self.inner.wake_all();
-        }
-        if now >= core.next_writeback_ns {
-            core.next_writeback_ns = now + opts.writeback_period.as_nanos() as u64;
-            core.expiring = Some(now.saturating_sub(opts.expire_or(self.inner.devs.nvm.is_some()).as_nanos() as u64));
-        }
-        if let Some(owed_since_ns) = core.expiring {
-            // Bounded steps (as pdflush writes back in chunks beside kjournald), with the
-            // commit check above between them.
-            let goal = CheckpointGoal::Expired { owed_since_ns, max_blocks: EXPIRY_STEP_BLOCKS };
-            if let Err(step) = self.unpark_for(core, goal) {
-                return step;
-            }
-            match core.fs.journal.checkpoint_begin(&core.fs.cache, goal) {
-                Some(plan) => {
-                    if plan.written.len() < EXPIRY_STEP_BLOCKS {
-                        core.expiring = None;
+                if !beside {
+                    if let Some(step) = self.checkpoint_step(core, now) {
+                        return step;
                     }
-                    return JournalStep::Work(JournalWork::Checkpoint(plan));
                 }
-                None => core.expiring = None,
+            }
+            Lane::Checkpoint => {
+                if core.stop || core.fs.journal.aborted.is_some() || !beside {
+                    return if core.stop { JournalStep::Stop } else { JournalStep::Idle { wake_ns: u64::MAX } };
+                }
+                if let Some(step) = self.checkpoint_step(core, now) {
+                    return step;
+                }
+                return JournalStep::Idle { wake_ns: core.next_writeback_ns };
             }
         }
         if core.stop {
@@ -185,8 +173,121 @@ impl Okeanos {
                 return JournalStep::Work(JournalWork::Return { io, epoch });
             }
         }
+        let interval = self.inner.opts.commit_interval.as_nanos() as u64;
         let next_commit = core.fs.journal.running.start_ns.map_or(u64::MAX, |s| s.saturating_add(interval));
-        JournalStep::Idle { wake_ns: next_commit.min(core.next_writeback_ns) }
+        let wake_ns = if beside { next_commit } else { next_commit.min(core.next_writeback_ns) };
+        JournalStep::Idle { wake_ns }
+    }
+
+    /// The commit lane's decision: a pending fallback, a commit, or None.
+    fn commit_step(&self, core: &mut Core, now: u64, beside: bool) -> Option<JournalStep> {
+        if core.checkpointing.is_some() && core.pending.is_some() {
+            // A fallback rebuilds the log: not while a checkpoint is in flight.
+            return Some(JournalStep::Idle { wake_ns: u64::MAX });
+        }
+        if let Some(work) = core.pending.take() {
+            return Some(JournalStep::Work(work));
+        }
+        if core.fs.journal.aborted.is_some() {
+            self.inner.wake_all();
+            return Some(if core.stop { JournalStep::Stop } else { JournalStep::Idle { wake_ns: u64::MAX } });
+        }
+        let interval = self.inner.opts.commit_interval.as_nanos() as u64;
+        let j = &core.fs.journal;
+        let commit = j.committing.is_none()
+            && (j.commit_wanted()
+                || j.commit_due(now, interval)
+                || (core.want_space && !j.running.is_empty() && j.log.is_empty())
+                || (core.stop && !j.running.is_empty()));
+        if !commit {
+            return None;
+        }
+        if j.commit_wanted() && !core.stop && !core.want_space {
+            if let Some(wake_ns) = self.batch_wait(core, now) {
+                return Some(JournalStep::Idle { wake_ns });
+            }
+        }
+        if beside {
+            if let Some(cp) = &core.checkpointing {
+                let r = &core.fs.journal.running;
+                if r.final_data.iter().chain(&r.final_unordered).any(|b| cp.contains(b)) {
+                    // Woken when the checkpoint completes.
+                    return Some(JournalStep::Idle { wake_ns: u64::MAX });
+                }
+            }
+        }
+        core.batch = None;
+        let wall = self.inner.clock.wall_ns();
+        let overlap = core.checkpointing.is_some();
+        let Core { fs, .. } = &mut *core;
+        let plan = fs.journal.commit_begin(&mut fs.cache, wall)?;
+        if overlap {
+            self.inner.stats.on_overlap();
+        }
+        Some(JournalStep::Work(JournalWork::Commit { plan, started_ns: now }))
+    }
+
+    /// The checkpoint decision (the checkpoint lane's, or the commit lane's between commits):
+    /// for log space, or for age; None when neither is due.
+    fn checkpoint_step(&self, core: &mut Core, now: u64) -> Option<JournalStep> {
+        let opts = &self.inner.opts;
+        if core.checkpointing.is_some() {
+            return Some(JournalStep::Idle { wake_ns: u64::MAX });
+        }
+        if core.want_space || core.fs.journal.space_low() {
+            let target = core.fs.journal.placement.checkpoint_target();
+            if let Err(step) = self.unpark_for(core, CheckpointGoal::Space { target_free: target }) {
+                return Some(step);
+            }
+            if let Some(plan) = core.fs.journal.checkpoint_begin(&core.fs.cache, CheckpointGoal::Space { target_free: target }) {
+                return Some(self.checkpoint_start(core, plan));
+            }
+            if core.fs.journal.committing.is_some() {
+                // The space is the commit's in flight: look again when it completes.
+                return Some(JournalStep::Idle { wake_ns: u64::MAX });
+            }
+            core.want_space = false;
+            self.inner.wake_all();
+        }
+        if now >= core.next_writeback_ns {
+            core.next_writeback_ns = now + opts.writeback_period.as_nanos() as u64;
+            core.expiring = Some(now.saturating_sub(opts.expire_or(self.inner.devs.nvm.is_some()).as_nanos() as u64));
+        }
+        if let Some(owed_since_ns) = core.expiring {
+            // Bounded steps (as pdflush writes back in chunks beside kjournald), with the
+            // commit check between them.
+            let goal = CheckpointGoal::Expired { owed_since_ns, max_blocks: EXPIRY_STEP_BLOCKS };
+            if let Err(step) = self.unpark_for(core, goal) {
+                return Some(step);
+            }
+            match core.fs.journal.checkpoint_begin(&core.fs.cache, goal) {
+                Some(plan) => {
+                    let last = plan.written.len() < EXPIRY_STEP_BLOCKS;
+                    let step = self.checkpoint_start(core, plan);
+                    if last && matches!(step, JournalStep::Work(_)) {
+                        core.expiring = None;
+                    }
+                    return Some(step);
+                }
+                None => core.expiring = None,
+            }
+        }
+        None
+    }
+
+    /// Hands out a planned checkpoint, unless the commit in flight writes one of its blocks in
+    /// place (then it waits for that commit, and is planned again).
+    fn checkpoint_start(&self, core: &mut Core, plan: crate::journal::checkpoint::CheckpointPlan) -> JournalStep {
+        if let Some(c) = &core.fs.journal.committing {
+            let clash = plan.written.iter().any(|(b, _)| c.tx.final_data.contains(b) || c.tx.final_unordered.contains(b));
+            if clash {
+                // Woken when the commit completes; planned again then.
+                return JournalStep::Idle { wake_ns: u64::MAX };
+            }
+            self.inner.stats.on_overlap();
+        }
+        core.checkpointing = Some(plan.written.iter().map(|(b, _)| *b).collect());
+        JournalStep::Work(JournalWork::Checkpoint(plan))
     }
 
     /// A checkpoint writes owed buffers home from DRAM: loads the parked ones it will write
@@ -243,6 +344,14 @@ impl Okeanos {
     fn step_finish(&self, core: &mut Core, work: JournalWork, res: Result<(), crate::device::DeviceError>) {
         let inner = &self.inner;
         let now = inner.clock.now_ns();
+        // The other lane may be waiting for this step (a clash, or space held by a commit).
+        match &work {
+            JournalWork::Checkpoint(_) => {
+                core.checkpointing = None;
+                inner.jcv.notify_one();
+            }
+            _ => inner.ccv.notify_one(),
+        }
         if inner.devs.nvm.is_some() {
             let p = &core.fs.journal.placement;
             inner.stats.on_nvm_slots(p.capacity(), p.capacity() - p.free_blocks(), core.fs.cache.parked_count() as u64);
@@ -337,12 +446,13 @@ impl Okeanos {
     // ----------------------------------------------------------------------------------------
     // Driving the journal step by step (the simulator; mounts with `manual_journal`).
 
-    /// Takes the journal's next step at the clock's current time.
-    pub fn journal_poll(&self) -> JournalStep {
+    /// Takes the next step of `lane` at the clock's current time (the checkpoint lane has
+    /// work only when checkpoints run beside commits on this mount).
+    pub fn journal_poll(&self, lane: Lane) -> JournalStep {
         let mut core = self.lock();
         assert!(core.manual, "journal_poll is for mounts driven step by step");
         let now = self.inner.clock.now_ns();
-        self.step_begin(&mut core, now)
+        self.step_begin(&mut core, now, lane)
     }
 
     /// Hands back the work of [`journal_poll`](Self::journal_poll) once its I/O ran.

@@ -44,12 +44,15 @@ pub struct CheckpointPlan {
     /// Tell the placement it may reuse the released space (false when a fallback decides
     /// where the log starts instead).
     pub release_placement: bool,
+    /// The newest committed transaction when the checkpoint was planned: a commit that
+    /// completes while its writes are in flight (a checkpoint beside a commit) is newer.
+    pub committed_at_begin: Tid,
 }
 
 impl Journal {
     /// Plans a checkpoint. `None` if there is nothing to write and no space to release.
     pub fn checkpoint_begin(&self, cache: &Cache, goal: CheckpointGoal) -> Option<CheckpointPlan> {
-        assert!(self.committing.is_none(), "checkpoint and commit alternate on the journal thread");
+        assert!(self.committing.is_none() || self.placement.checkpoint_beside_commit(), "this placement checkpoints only between commits");
         let mut plan = self.checkpoint_writes(cache, goal)?;
         if plan.release > 0 {
             self.placement.release_stage(plan.kept).push_to(&mut plan.io);
@@ -120,13 +123,38 @@ impl Journal {
         let mut io = IoPlan::default();
         let flush_fs = if writes.is_empty() { vec![] } else { vec![DevId::Fs] };
         io.push(writes, flush_fs);
-        Some(CheckpointPlan { io, written, release, kept, release_placement: true })
+        Some(CheckpointPlan { io, written, release, kept, release_placement: true, committed_at_begin: self.committed_tid })
     }
 
     /// The checkpoint's I/O completed.
+    ///
+    /// Commits may have completed while it was in flight (a checkpoint beside a commit). A
+    /// block one of them logged whole already belongs to that transaction (`commit_finish`
+    /// moved it), and is skipped here. A block one of them logged as records still names the
+    /// older owner, but its newest committed version is not the one written: the older
+    /// transactions' changes are home now, the newer ones' are not, so the oldest transaction
+    /// that logged it since the checkpoint began becomes its owner.
     pub fn checkpoint_finish(&mut self, cache: &mut Cache, plan: CheckpointPlan) {
-        for (b, tid) in plan.written {
+        let written_data: Vec<std::sync::Arc<Vec<u8>>> = plan.io.stages.first().map(|s| s.writes.iter().map(|w| w.data.clone()).collect()).unwrap_or_default();
+        assert!(plan.written.is_empty() || plan.written.iter().zip(&plan.io.stages[0].writes).all(|((b, _), w)| *b == w.block), "the first stage writes the blocks of `written`, in order");
+        for (i, (b, tid)) in plan.written.into_iter().enumerate() {
             let Some(buf) = cache.get(b) else { continue };
+            let same = match (&buf.cp_data, written_data.get(i)) {
+                (Some(now), Some(w)) => std::sync::Arc::ptr_eq(now, w),
+                _ => true,
+            };
+            if buf.cp_tid == Some(tid) && !same {
+                let newer = self.log.iter().find(|t| t.tid > plan.committed_at_begin && t.logged.contains(&b)).map(|t| t.tid);
+                let newer = newer.expect("a newer committed version comes from a commit that logged the block after the checkpoint began");
+                buf.cp_tid = Some(newer);
+                if let Some(t) = self.logged_tx_mut(tid) {
+                    t.checkpoint.remove(&b);
+                }
+                if let Some(t) = self.logged_tx_mut(newer) {
+                    t.checkpoint.insert(b);
+                }
+                continue;
+            }
             if buf.cp_tid == Some(tid) {
                 buf.cp_tid = None;
                 buf.cp_data = None;

@@ -147,8 +147,12 @@ impl Journal {
 
     /// What the placement must keep once the first `released` transactions of the log are
     /// checkpointed.
+    /// What the log keeps once its first `released` transactions go: the oldest one left,
+    /// which is the commit in flight when a checkpoint beside it releases everything before
+    /// (its blocks are being written, and the tail must not pass them).
     pub fn kept(&self, released: usize) -> Kept {
-        Kept { oldest: self.log.get(released).map(|t| (t.tid, t.at)), next_tid: self.running.tid }
+        let oldest = self.log.get(released).map(|t| (t.tid, t.at)).or_else(|| self.committing.as_ref().map(|c| (c.tx.tid, c.at)));
+        Kept { oldest, next_tid: self.running.tid }
     }
 
     /// The largest credits one handle may ask for.

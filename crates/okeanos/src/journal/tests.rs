@@ -68,3 +68,73 @@ fn in_place_after_journaled_sequence_revokes_older_copies() {
     assert!(j.running.final_data.contains(&b), "in place, ordered");
     assert!(j.running.revoked.contains(&b), "T2's record of b must not replay over the in-place data");
 }
+
+/// A checkpoint beside a commit: a commit that completes while the checkpoint's writes are in
+/// flight logged another record of a block the checkpoint writes. The checkpoint wrote the
+/// older version; the newer record is not home, so the block stays owed — by the newer
+/// transaction — instead of being marked clean (which would let the log release that record
+/// with its change never written home).
+#[test]
+fn a_record_committed_during_a_checkpoint_stays_owed_by_its_transaction() {
+    let (mut j, mut c) = journal("wasteless");
+    let b = 5000u64;
+    c.insert(b, vec![0; BS], BufKind::Data);
+    let t = j.handle_start(super::transaction::Credits::blocks(4), 0).unwrap();
+    j.dirty_data(&mut c, b, 0, 100, false);
+    j.handle_stop(t);
+    let t1 = j.running.tid;
+    commit(&mut j, &mut c);
+    assert_eq!(c.peek(b).unwrap().cp_tid, Some(t1));
+    // The checkpoint of T1 is planned, and its writes go out...
+    let plan = j.checkpoint_begin(&c, CheckpointGoal::All).unwrap();
+    assert_eq!(plan.release, 1);
+    // ...while T2 logs a record of the same block and commits.
+    let t = j.handle_start(super::transaction::Credits::blocks(4), 0).unwrap();
+    j.dirty_data(&mut c, b, 100, 100, false);
+    // The write's bytes (the file layer's part): a new version of the buffer.
+    std::sync::Arc::make_mut(&mut c.get(b).unwrap().data)[100..200].fill(7);
+    j.handle_stop(t);
+    let t2 = j.running.tid;
+    commit(&mut j, &mut c);
+    j.checkpoint_finish(&mut c, plan);
+    assert_eq!(j.log.len(), 1, "T1 released, T2 kept");
+    assert_eq!(j.log[0].tid, t2);
+    let buf = c.peek(b).unwrap();
+    assert_eq!(buf.cp_tid, Some(t2), "the block is owed by the transaction whose record is not home");
+    assert!(buf.cp_data.is_some(), "with the version that is not home");
+    assert!(j.log[0].checkpoint.contains(&b), "T2 cannot leave the log before b is written home");
+    // The next checkpoint writes T2's version.
+    let plan = j.checkpoint_begin(&c, CheckpointGoal::All).unwrap();
+    assert_eq!(plan.written, vec![(b, t2)]);
+}
+
+/// A checkpoint beside a commit that releases every committed transaction keeps the log's
+/// tail at the commit in flight: its blocks are being written, and once it completes only the
+/// log holds them.
+#[test]
+fn a_checkpoint_beside_a_commit_keeps_the_tail_before_it() {
+    let (mut j, mut c) = journal("ordered");
+    let m = 6000u64;
+    c.insert(m, vec![0; BS], BufKind::Meta);
+    for _ in 0..2 {
+        let t = j.handle_start(super::transaction::Credits::blocks(4), 0).unwrap();
+        j.dirty_metadata(&mut c, m, false);
+        j.handle_stop(t);
+        if j.log.is_empty() {
+            commit(&mut j, &mut c);
+        }
+    }
+    let t2 = j.running.tid;
+    let _in_flight = j.commit_begin(&mut c, 0).expect("T2 commits");
+    let at = j.committing.as_ref().unwrap().at;
+    let plan = j.checkpoint_begin(&c, CheckpointGoal::All).unwrap();
+    assert_eq!(plan.release, 1);
+    assert_eq!(plan.kept.oldest, Some((t2, at)), "the commit in flight is the oldest transaction kept");
+    let jsb = plan.io.stages.last().unwrap().writes.last().unwrap();
+    let jsb = JournalSuperblock::decode(&jsb.data).unwrap();
+    assert_eq!((jsb.start, jsb.sequence), (at.start, t2), "the tail written is where the commit in flight starts");
+    j.commit_finish(&mut c, 0);
+    j.checkpoint_finish(&mut c, plan);
+    assert_eq!(j.log.len(), 1);
+    assert_eq!(j.free_blocks(), j.placement.capacity() - 1 - at.blocks, "T2's log space is still in use");
+}

@@ -32,11 +32,13 @@ pub struct RunReport {
     pub events: usize,
     pub states: usize,
     pub violations: Vec<String>,
+    /// Commits and checkpoints that were in flight together during the workload.
+    pub overlaps: u64,
 }
 
 const MB: u64 = 1 << 20;
 
-fn world_config(cfg: ContentConfig, canary: bool, external: bool) -> WorldConfig {
+fn world_config(cfg: ContentConfig, canary: bool, external: bool, slow_disk: bool) -> WorldConfig {
     let mut mount = MountOptions::default().content_config(cfg);
     mount.commit_interval = Duration::from_secs(1);
     mount.writeback_period = Duration::from_millis(700);
@@ -46,7 +48,9 @@ fn world_config(cfg: ContentConfig, canary: bool, external: bool) -> WorldConfig
         fs_bytes: 8 * MB,
         external_journal_blocks: external.then_some(256),
         journal_blocks: 256,
-        fs_model: model::preset("ssd").expect("preset"),
+        // A spinning disk under the file system in some runs: checkpoints then take long enough
+        // for commits to run beside them (the checkpoint lane).
+        fs_model: model::preset(if slow_disk { "cheetah15k" } else { "ssd" }).expect("preset"),
         journal_model: external.then(|| model::preset("ssd").expect("preset")),
         mount,
         wall_origin: 1_700_000_000_000_000_000,
@@ -61,8 +65,9 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool)
     let mut rng = Rng::new(seed);
     let cfg = modes[rng.below(modes.len() as u64) as usize];
     let external = rng.chance(0.3);
+    let slow_disk = rng.chance(0.5);
     // Format, then move the images onto recording devices.
-    let wc = world_config(cfg, canary, external);
+    let wc = world_config(cfg, canary, external, slow_disk);
     let (fs0, j0) = World::format(&wc, &MkfsOptions { journal_blocks: 256, ..Default::default() }).map_err(|e| e.to_string())?;
     let snap = |d: &Arc<dyn Device>| -> Result<Vec<u8>, String> {
         let mut b = vec![0u8; d.len_bytes() as usize];
@@ -125,11 +130,17 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool)
             // Let virtual time pass: commit intervals and age-based checkpoints fire.
             let t = w.now() + rng.below(1_500_000_000);
             w.run(t, &mut |_, _| {});
+        } else if rng.chance(0.4) {
+            // A few milliseconds: the next operations may find a checkpoint still in flight
+            // and commit beside it.
+            let t = w.now() + rng.below(20_000_000);
+            w.run(t, &mut |_, _| {});
         }
     }
     let events = rec.event_count();
+    let overlaps = w.fs.counters().overlaps;
     drop(w);
-    let mut report = RunReport { seed, mode: cfg.name(), external_journal: external, ops, events, states: 0, violations: Vec::new() };
+    let mut report = RunReport { seed, mode: cfg.name(), external_journal: external, ops, events, states: 0, violations: Vec::new(), overlaps };
     for p in 0..points {
         // Crash points: uniform over the run, with some right after flushes and acks.
         let k = if p % 3 == 2 {

@@ -13,7 +13,7 @@
 use super::clock::VirtualClock;
 use crate::models::{DiskModel, Op};
 use crate::device::{Device, MemDevice};
-use crate::engine::{JournalStep, JournalWork};
+use crate::engine::{JournalStep, JournalWork, Lane};
 use crate::fs::mkfs::MkfsOptions;
 use crate::journal::plan::DevId;
 use crate::journal::transaction::Tid;
@@ -35,8 +35,11 @@ pub struct Wake {
 enum Event {
     Client(Wake),
     JournalWake,
-    JournalStage,
+    /// The current phase of the lane's step in flight ends (0 commit lane, 1 checkpoint lane).
+    JournalStage(u8),
 }
+
+const LANES: [Lane; 2] = [Lane::Commit, Lane::Checkpoint];
 
 struct InFlight {
     work: JournalWork,
@@ -116,8 +119,10 @@ pub struct World {
     pub server: Option<Arc<std::sync::Mutex<crate::remote::memory::MemLog>>>,
     queue: BinaryHeap<Reverse<(u64, u64, Event)>>,
     seq: u64,
-    in_flight: Option<InFlight>,
-    wake_at: Option<u64>,
+    /// The step in flight on each lane: a checkpoint may run beside a commit, as with the
+    /// journal and checkpoint threads of a real mount.
+    in_flight: [Option<InFlight>; 2],
+    wake_at: [Option<u64>; 2],
     waiters: Vec<(Tid, Wake)>,
     blocked: Vec<Wake>,
     /// Steps of journal work completed (commits and checkpoints).
@@ -185,8 +190,8 @@ impl World {
             server,
             queue: BinaryHeap::new(),
             seq: 0,
-            in_flight: None,
-            wake_at: None,
+            in_flight: [None, None],
+            wake_at: [None, None],
             waiters: Vec::new(),
             blocked: Vec::new(),
             steps: 0,
@@ -234,12 +239,18 @@ impl World {
         self.fs_model.capacity()
     }
 
-    /// Lets the journal take its next step if it is idle.
+    /// Lets each idle lane of the journal take its next step.
     pub fn kick(&mut self) {
-        if self.in_flight.is_some() || self.error.is_some() {
+        for lane in 0..LANES.len() {
+            self.kick_lane(lane);
+        }
+    }
+
+    fn kick_lane(&mut self, lane: usize) {
+        if self.in_flight[lane].is_some() || self.error.is_some() {
             return;
         }
-        match self.fs.journal_poll() {
+        match self.fs.journal_poll(LANES[lane]) {
             JournalStep::Work(work) => {
                 if let Err(e) = self.fs.journal_execute(&work) {
                     self.error = Some(e.to_string());
@@ -247,17 +258,21 @@ impl World {
                     self.release_all();
                     return;
                 }
-                self.in_flight = Some(InFlight { work, stage: 0, flushing: false });
-                self.advance_stage();
+                self.in_flight[lane] = Some(InFlight { work, stage: 0, flushing: false });
+                self.advance_stage(lane);
             }
             JournalStep::Idle { wake_ns } => {
-                if wake_ns != u64::MAX && self.wake_at != Some(wake_ns) {
-                    self.wake_at = Some(wake_ns);
+                if wake_ns != u64::MAX && self.wake_at[lane] != Some(wake_ns) {
+                    self.wake_at[lane] = Some(wake_ns);
                     self.push(wake_ns.max(self.now()), Event::JournalWake);
                 }
             }
             JournalStep::Stop => {}
         }
+    }
+
+    fn busy(&self) -> bool {
+        self.in_flight.iter().any(|f| f.is_some())
     }
 
     fn model(&mut self, d: DevId) -> &mut Box<dyn DiskModel> {
@@ -269,14 +284,14 @@ impl World {
 
     /// Submits the current phase of the in-flight step to the models and schedules its end;
     /// completes the step when no phase is left.
-    fn advance_stage(&mut self) {
+    fn advance_stage(&mut self, lane: usize) {
         let now = self.now();
         let bs = self.block_size;
         loop {
-            let Some(f) = self.in_flight.as_mut() else { return };
+            let Some(f) = self.in_flight[lane].as_mut() else { return };
             let stages = &f.work.io().stages;
             if f.stage >= stages.len() {
-                let f = self.in_flight.take().expect("in flight");
+                let f = self.in_flight[lane].take().expect("in flight");
                 self.fs.journal_complete(f.work, Ok(()));
                 self.steps += 1;
                 self.release_all();
@@ -333,7 +348,7 @@ impl World {
                 }
             }
             if done > now {
-                self.push(done, Event::JournalStage);
+                self.push(done, Event::JournalStage(lane as u8));
                 return;
             }
         }
@@ -405,12 +420,14 @@ impl World {
                 self.kick();
             }
             Event::JournalWake => {
-                if self.wake_at == Some(t) {
-                    self.wake_at = None;
+                for w in self.wake_at.iter_mut() {
+                    if *w == Some(t) {
+                        *w = None;
+                    }
                 }
                 self.kick();
             }
-            Event::JournalStage => self.advance_stage(),
+            Event::JournalStage(lane) => self.advance_stage(lane as usize),
         }
         true
     }
@@ -442,7 +459,7 @@ impl World {
     /// did: a run that ended during a checkpoint counted those blocks' home writes twice).
     pub fn finish(&mut self, client: &mut dyn FnMut(&mut World, Wake)) -> FsResult<()> {
         self.sync_all(client)?;
-        while self.in_flight.is_some() {
+        while self.busy() {
             if let Some(e) = &self.error {
                 return Err(FsError::Io(e.clone()));
             }
@@ -460,13 +477,13 @@ impl World {
             match op(&self.fs) {
                 Err(FsError::WouldBlock) => {
                     self.kick();
-                    if self.in_flight.is_none() {
+                    if !self.busy() {
                         // Nothing in flight: let time pass to the journal's next wake-up.
                         if !self.step(u64::MAX, &mut |_, _| {}) {
                             return Err(FsError::Io("the journal cannot make progress".into()));
                         }
                     }
-                    while self.in_flight.is_some() {
+                    while self.busy() {
                         if let Some(e) = &self.error {
                             return Err(FsError::Io(e.clone()));
                         }

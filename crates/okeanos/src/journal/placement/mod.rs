@@ -135,6 +135,15 @@ pub trait Placement: Send + std::fmt::Debug {
     }
     /// Whether a transaction of `blocks` fits now (else the core checkpoints first): space is
     /// reserved before a handle dirties anything, so commit never waits for room.
+    /// Whether a checkpoint may run while a commit is in flight: its release stage is planned
+    /// from what is committed then and touches nothing a commit writes. The ring's is (the
+    /// journal superblock's tail, behind every commit); the nvm table's is not (releasing a
+    /// block frees its other entries, among them one a commit may be filling), nor the remote
+    /// journal's (a fallback rebuilds the log under it).
+    fn checkpoint_beside_commit(&self) -> bool {
+        false
+    }
+
     fn admit(&self, blocks: u64) -> bool {
         blocks <= self.free_blocks()
     }

@@ -174,6 +174,10 @@ impl Placement for Ring {
         self.region.ring_len()
     }
 
+    fn checkpoint_beside_commit(&self) -> bool {
+        self.region.kind != RegionKind::Remote
+    }
+
     fn free_blocks(&self) -> u64 {
         self.region.ring_len() - 1 - self.used_blocks()
     }
