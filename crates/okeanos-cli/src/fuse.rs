@@ -250,10 +250,10 @@ impl OkeanosFuse {
         }
     }
 
-    /// Waits for the commit covering `ino` on another thread, then replies.
+    /// Replies once the commit covering `ino` is durable, without holding a request thread
+    /// (the engine's notifier thread sends the reply).
     fn sync_then(&self, ino: u32, datasync: bool, reply: impl FnOnce(Result<(), FsError>) + Send + 'static) {
-        let fs = self.fs.clone();
-        std::thread::spawn(move || reply(fs.fsync(ino, datasync)));
+        self.fs.fsync_then(ino, datasync, Box::new(reply));
     }
 }
 

@@ -142,3 +142,38 @@ fn concurrent_appends_to_one_file_never_overlap() {
     fs.unmount().unwrap();
     assert_fsck_clean(dev, None);
 }
+
+/// Syncs registered without a waiting thread (`fsync_then`) from one thread for 64 files
+/// share commits as waiting syncs do, and each is answered once its data is durable.
+#[test]
+fn syncs_without_threads_share_commits() {
+    let dev = mem_fs(64 << 20, 1024);
+    let fs = mount(&dev, DataMode::Wasteless);
+    let files: Vec<_> = (0..64).map(|i| fs.create_file(&format!("/s{i}")).unwrap()).collect();
+    fs.sync().unwrap();
+    let before = fs.counters();
+    let (tx, rx) = std::sync::mpsc::channel();
+    for (i, f) in files.iter().enumerate() {
+        f.append(&record(i, 0, 128)).unwrap();
+        let tx = tx.clone();
+        fs.fsync_then(f.ino(), true, Box::new(move |r| tx.send((i, r)).unwrap()));
+    }
+    let mut answered = vec![false; files.len()];
+    for _ in 0..files.len() {
+        let (i, r) = rx.recv_timeout(std::time::Duration::from_secs(30)).expect("every sync is answered");
+        r.unwrap();
+        assert!(!answered[i], "answered once");
+        answered[i] = true;
+    }
+    let c = fs.counters().since(&before);
+    assert_eq!(c.syncs, 64);
+    assert!(c.commits < 8, "the syncs shared commits: {} commits for 64 syncs", c.commits);
+    drop(files);
+    drop(fs);
+    // Dropped without unmount (a crash): every answered sync's record is there.
+    let fs = mount(&dev, DataMode::Wasteless);
+    for i in 0..64 {
+        assert_eq!(fs.read_path(&format!("/s{i}")).unwrap(), record(i, 0, 128));
+    }
+    fs.unmount().unwrap();
+}

@@ -171,3 +171,28 @@ fn read_only_mount_refuses_changes() {
     fs.unmount().unwrap();
     assert!(dev.snapshot() == before, "a read-only mount wrote to the device");
 }
+
+/// A sync registered without a waiting thread (`fsync_then`, the FUSE server's way) is
+/// answered with the I/O error when its commit fails: never left unanswered, never told Ok.
+#[test]
+fn a_sync_without_a_thread_hears_of_the_failed_commit() {
+    let dev = mem_fs(8 * MB, 256);
+    let fault = Arc::new(FaultDevice::new(dev.clone()));
+    let fs = Okeanos::mount(fault.clone() as Arc<dyn Device>, None, opts(DataMode::Data)).unwrap();
+    let f = fs.create_file("/a").unwrap();
+    f.append(b"synced").unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = tx.clone();
+    fs.fsync_then(f.ino(), true, Box::new(move |r| t.send(r).unwrap()));
+    assert!(rx.recv_timeout(std::time::Duration::from_secs(20)).unwrap().is_ok());
+    fault.fail_after(0);
+    f.append(b"lost").unwrap();
+    fs.fsync_then(f.ino(), true, Box::new(move |r| tx.send(r).unwrap()));
+    let err = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("answered").unwrap_err();
+    assert_eq!(err.errno(), 5, "{err}");
+    drop(f);
+    assert!(fs.unmount().is_err());
+    let fs = mount(&dev, DataMode::Data);
+    assert_eq!(fs.read_path("/a").unwrap(), b"synced");
+    fs.unmount().unwrap();
+}

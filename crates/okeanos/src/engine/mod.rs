@@ -18,6 +18,7 @@
 mod open;
 mod paths;
 mod step;
+mod sync;
 
 pub use paths::File;
 pub use step::{JournalStep, JournalWork, Lane};
@@ -90,6 +91,9 @@ struct Core {
     return_backoff_ns: u64,
     /// The blocks of the checkpoint in flight beside a commit (checkpoint lane), if one is.
     checkpointing: Option<std::collections::BTreeSet<u64>>,
+    /// Syncs that wait without a thread ([`Okeanos::fsync_then`]): the transaction, when the
+    /// sync began, and what to call once it is durable (or failed).
+    sync_waiters: Vec<(Tid, u64, sync::SyncDone)>,
 }
 
 impl Inner {
@@ -118,6 +122,9 @@ struct Inner {
     /// The checkpoint thread sleeps here (when checkpoints run beside commits): woken when a
     /// handle needs log space, a commit completes, or the mount stops.
     ccv: Condvar,
+    /// Hands completed [`Okeanos::fsync_then`] syncs to the thread that calls their
+    /// callbacks (started with the first one).
+    notifier: Mutex<Option<std::sync::mpsc::Sender<Vec<(FsResult<()>, sync::SyncDone)>>>>,
     devs: Devices,
     opts: MountOptions,
     clock: Arc<dyn Clock>,
@@ -157,6 +164,7 @@ impl Drop for UserGuard {
         {
             let mut core = self.0.core.lock().unwrap_or_else(|e| e.into_inner());
             core.abandoned = true;
+            self.0.deliver_syncs(&mut core, true);
             self.0.wake_all();
             self.0.jcv.notify_all();
             self.0.ccv.notify_all();
@@ -268,11 +276,12 @@ impl Okeanos {
         fs.nvm = devs.nvm.clone();
         let now = clock.now_ns();
         let inner = Arc::new(Inner {
-            core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, abandoned: false, avg_commit_ns: 0, last_commit_handles: 0, batch: None, expiring: None, pending: None, next_return_ns: now, return_backoff_ns: 2_000_000_000, manual: opts.manual_journal, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64, checkpointing: None }),
+            core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, abandoned: false, avg_commit_ns: 0, last_commit_handles: 0, batch: None, expiring: None, pending: None, next_return_ns: now, return_backoff_ns: 2_000_000_000, manual: opts.manual_journal, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64, checkpointing: None, sync_waiters: Vec::new() }),
             cv: Condvar::new(),
             commit_cv: [Condvar::new(), Condvar::new()],
             jcv: Condvar::new(),
             ccv: Condvar::new(),
+            notifier: Mutex::new(None),
             devs,
             opts,
             clock,
@@ -918,50 +927,6 @@ impl Okeanos {
         }
     }
 
-    /// Returns when everything `ino` depends on is durable: fsync (`datasync` false) or
-    /// fdatasync (`datasync` true; timestamps-only changes are not waited for).
-    pub fn fsync(&self, ino: u32, datasync: bool) -> FsResult<()> {
-        let t0 = self.inner.clock.now_ns();
-        let core = self.lock();
-        let map = if datasync { &core.fs.datasync_tid } else { &core.fs.sync_tid };
-        let tid = map.get(&ino).copied().unwrap_or(0);
-        self.wait_committed(core, tid)?;
-        self.inner.stats.on_sync(self.inner.clock.now_ns() - t0);
-        Ok(())
-    }
-
-    /// Commits everything done so far and waits for it (sync(2) for this file system).
-    pub fn sync(&self) -> FsResult<()> {
-        self.drain_evictions()?;
-        let core = self.lock();
-        let tid = core.fs.journal.current_tid();
-        self.wait_committed(core, tid)
-    }
-
-    fn wait_committed(&self, mut core: MutexGuard<'_, Core>, tid: Tid) -> FsResult<()> {
-        loop {
-            if core.fs.journal.committed_tid >= tid {
-                return Ok(());
-            }
-            if let Some(e) = &core.fs.journal.aborted {
-                return Err(FsError::Io(format!("journal aborted: {e}")));
-            }
-            let j = &mut core.fs.journal;
-            // Only the sync that raises the request wakes the journal thread (it looks at the
-            // request before it sleeps, under this lock): the others would only wake it again.
-            let raised = tid > j.commit_requested;
-            j.commit_requested = j.commit_requested.max(tid);
-            if core.manual {
-                return Err(FsError::WouldBlock);
-            }
-            if raised {
-                self.inner.jcv.notify_one();
-            }
-            core = self.inner.commit_cv[(tid % 2) as usize].wait(core).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-
-
     pub fn statfs(&self) -> StatFs {
         let core = self.lock();
         let st = &core.fs;
@@ -1030,6 +995,7 @@ impl Okeanos {
         for t in threads {
             let _ = t.join();
         }
+        self.inner.deliver_syncs(&mut self.lock(), true);
         synced?;
         if ro {
             return Ok(());

@@ -76,6 +76,7 @@ impl Drop for AbortOnPanic {
             let mut core = self.0.core.lock().unwrap_or_else(|e| e.into_inner());
             core.fs.journal.aborted.get_or_insert_with(|| "the journal thread failed (a bug: see the log for the panic)".into());
             core.stop = true;
+            self.0.deliver_syncs(&mut core, true);
             drop(core);
             self.0.wake_all();
         }
@@ -190,6 +191,7 @@ impl Okeanos {
         }
         if core.fs.journal.aborted.is_some() {
             self.inner.wake_all();
+            self.inner.deliver_syncs(core, false);
             return Some(if core.stop { JournalStep::Stop } else { JournalStep::Idle { wake_ns: u64::MAX } });
         }
         let interval = self.inner.opts.commit_interval.as_nanos() as u64;
@@ -317,7 +319,8 @@ impl Okeanos {
         if core.last_commit_handles < 2 {
             return None;
         }
-        let window = core.avg_commit_ns.clamp(opts.min_batch_time.as_nanos() as u64, opts.max_batch_time.as_nanos() as u64);
+        let div: u64 = std::env::var("OKEANOS_BATCH_DIV").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+        let window = (core.avg_commit_ns / div).clamp(opts.min_batch_time.as_nanos() as u64, opts.max_batch_time.as_nanos() as u64);
         if window == 0 {
             return None;
         }
@@ -362,6 +365,7 @@ impl Okeanos {
                 // The syncs of this transaction, and handles waiting for a commit; not the
                 // syncs already waiting for the next one.
                 inner.cv.notify_all();
+                inner.deliver_syncs(core, false);
                 return;
             }
             (JournalWork::Fallback { fallback, commit, started_ns }, Ok(())) => {
@@ -419,6 +423,7 @@ impl Okeanos {
             }
         }
         inner.wake_all();
+        inner.deliver_syncs(core, false);
     }
 
     fn commit_done(&self, core: &mut Core, plan: crate::journal::commit::CommitPlan, started_ns: u64, now: u64) {

@@ -1,0 +1,179 @@
+//! How syncs wait for the commit that makes them durable.
+//!
+//! A thread that calls [`Okeanos::fsync`] sleeps on the condition variable of its
+//! transaction's parity (`commit_cv[tid % 2]`): the end of a commit wakes the syncs of that
+//! transaction, not those already waiting for the next one. Only the sync that raises the
+//! commit request wakes the journal thread.
+//!
+//! A front end that must not park a thread per sync (the FUSE server: a request thread, or a
+//! thread spawned per fsync, costs more than the sync itself at 100 streams) calls
+//! [`Okeanos::fsync_then`] instead: the sync is registered with its transaction, and when the
+//! commit completes (or the journal fails, or the mount goes away) its callback runs on the
+//! notifier thread — never on the journal thread, which goes on to the next commit.
+
+use super::{Core, Inner, Okeanos};
+use crate::fs::{FsError, FsResult};
+use crate::journal::transaction::Tid;
+use std::sync::MutexGuard;
+
+/// What [`Okeanos::fsync_then`] calls once the sync is durable, or failed.
+pub type SyncDone = Box<dyn FnOnce(FsResult<()>) + Send>;
+
+impl Okeanos {
+    /// Returns when everything `ino` depends on is durable: fsync (`datasync` false) or
+    /// fdatasync (`datasync` true; timestamps-only changes are not waited for).
+    pub fn fsync(&self, ino: u32, datasync: bool) -> FsResult<()> {
+        let t0 = self.inner.clock.now_ns();
+        let core = self.lock();
+        let tid = Self::sync_tid(&core, ino, datasync);
+        self.wait_committed(core, tid)?;
+        self.inner.stats.on_sync(self.inner.clock.now_ns() - t0);
+        Ok(())
+    }
+
+    /// As [`fsync`](Self::fsync), without waiting: `done` is called with the outcome, at once
+    /// when there is nothing to wait for, otherwise from the notifier thread once the commit
+    /// covering `ino` is durable (or the journal failed, or the mount ended first). The sync
+    /// joins the group commit exactly as a waiting one does.
+    pub fn fsync_then(&self, ino: u32, datasync: bool, done: SyncDone) {
+        let t0 = self.inner.clock.now_ns();
+        let mut core = self.lock();
+        let tid = Self::sync_tid(&core, ino, datasync);
+        if core.fs.journal.committed_tid >= tid {
+            drop(core);
+            self.inner.stats.on_sync(self.inner.clock.now_ns() - t0);
+            return done(Ok(()));
+        }
+        if let Some(e) = &core.fs.journal.aborted {
+            let e = FsError::Io(format!("journal aborted: {e}"));
+            drop(core);
+            return done(Err(e));
+        }
+        if core.manual || core.stop || core.abandoned {
+            drop(core);
+            return done(Err(FsError::Io("the file system is being unmounted".into())));
+        }
+        self.inner.ensure_notifier();
+        let raised = self.request_commit(&mut core, tid);
+        core.sync_waiters.push((tid, t0, done));
+        drop(core);
+        if raised {
+            self.inner.jcv.notify_one();
+        }
+    }
+
+    /// Commits everything done so far and waits for it (sync(2) for this file system).
+    pub fn sync(&self) -> FsResult<()> {
+        self.drain_evictions()?;
+        let core = self.lock();
+        let tid = core.fs.journal.current_tid();
+        self.wait_committed(core, tid)
+    }
+
+    fn sync_tid(core: &Core, ino: u32, datasync: bool) -> Tid {
+        let map = if datasync { &core.fs.datasync_tid } else { &core.fs.sync_tid };
+        map.get(&ino).copied().unwrap_or(0)
+    }
+
+    /// Asks for the commit of `tid`; true if this raised the request (the journal thread must
+    /// be woken: it looks at the request before it sleeps, under the lock, so a request it
+    /// already saw needs no wake-up).
+    fn request_commit(&self, core: &mut Core, tid: Tid) -> bool {
+        let j = &mut core.fs.journal;
+        let raised = tid > j.commit_requested;
+        j.commit_requested = j.commit_requested.max(tid);
+        raised
+    }
+
+    pub(super) fn wait_committed(&self, mut core: MutexGuard<'_, Core>, tid: Tid) -> FsResult<()> {
+        loop {
+            if core.fs.journal.committed_tid >= tid {
+                return Ok(());
+            }
+            if let Some(e) = &core.fs.journal.aborted {
+                return Err(FsError::Io(format!("journal aborted: {e}")));
+            }
+            let raised = self.request_commit(&mut core, tid);
+            if core.manual {
+                return Err(FsError::WouldBlock);
+            }
+            if raised {
+                self.inner.jcv.notify_one();
+            }
+            core = self.inner.commit_cv[(tid % 2) as usize].wait(core).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+impl Inner {
+    fn ensure_notifier(&self) {
+        let mut n = self.notifier.lock().unwrap_or_else(|e| e.into_inner());
+        if n.is_some() {
+            return;
+        }
+        let (tx, rx) = std::sync::mpsc::channel::<Vec<(FsResult<()>, SyncDone)>>();
+        // The thread owns only the receiving end: it ends when the mount (holding the sender)
+        // is gone.
+        let spawned = std::thread::Builder::new().name("okeanos-notify".into()).spawn(move || {
+            for batch in rx {
+                for (res, done) in batch {
+                    done(res);
+                }
+            }
+        });
+        if spawned.is_ok() {
+            *n = Some(tx);
+        }
+    }
+
+    /// Hands the registered syncs that are settled — committed, or failed with the journal,
+    /// or all of them when the mount ends (`closing`) — to the notifier thread. Called with the
+    /// lock held after every journal step, on errors and at unmount.
+    pub(super) fn deliver_syncs(&self, core: &mut Core, closing: bool) {
+        if core.sync_waiters.is_empty() {
+            return;
+        }
+        let committed = core.fs.journal.committed_tid;
+        let failed = core.fs.journal.aborted.clone();
+        let now = self.clock.now_ns();
+        let mut ready = Vec::new();
+        let mut keep = Vec::new();
+        for (tid, t0, done) in std::mem::take(&mut core.sync_waiters) {
+            if tid <= committed {
+                self.stats.on_sync(now.saturating_sub(t0));
+                ready.push((Ok(()), done));
+            } else if let Some(e) = &failed {
+                ready.push((Err(FsError::Io(format!("journal aborted: {e}"))), done));
+            } else if closing {
+                ready.push((Err(FsError::Io("the file system was unmounted before the sync completed".into())), done));
+            } else {
+                keep.push((tid, t0, done));
+            }
+        }
+        core.sync_waiters = keep;
+        if ready.is_empty() {
+            return;
+        }
+        let n = self.notifier.lock().unwrap_or_else(|e| e.into_inner());
+        match n.as_ref() {
+            Some(tx) => {
+                if let Err(std::sync::mpsc::SendError(batch)) = tx.send(ready) {
+                    drop(n);
+                    // The notifier is gone (it cannot be, while the mount holds its sender):
+                    // answer here rather than never.
+                    for (res, done) in batch {
+                        done(res);
+                    }
+                }
+            }
+            None => {
+                // No notifier thread could be started: answer here (under the lock; a
+                // callback only replies to its requester).
+                drop(n);
+                for (res, done) in ready {
+                    done(res);
+                }
+            }
+        }
+    }
+}
