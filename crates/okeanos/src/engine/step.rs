@@ -319,8 +319,11 @@ impl Okeanos {
         if core.last_commit_handles < 2 {
             return None;
         }
-        let div: u64 = std::env::var("OKEANOS_BATCH_DIV").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
-        let window = (core.avg_commit_ns / div).clamp(opts.min_batch_time.as_nanos() as u64, opts.max_batch_time.as_nanos() as u64);
+        // A quarter of a commit: waiting the whole commit time (jbd2's choice) idled the device
+        // while every writer of the last commit came back, and halved what ordered mode served
+        // at 100 streams; not waiting at all doubled the journal bytes per sync of cheap
+        // commits (docs/BENCHMARKS.md, "Batching").
+        let window = (core.avg_commit_ns / 4).clamp(opts.min_batch_time.as_nanos() as u64, opts.max_batch_time.as_nanos() as u64);
         if window == 0 {
             return None;
         }
