@@ -100,9 +100,20 @@ impl Inner {
     /// Wakes every waiter: handles and syncs of both transactions (errors, unmount).
     fn wake_all(&self) {
         self.cv.notify_all();
+        self.wake_gen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let _g = self.sync_lock.lock().unwrap_or_else(|e| e.into_inner());
         for c in &self.commit_cv {
             c.notify_all();
         }
+    }
+
+    /// Transaction `tid` is committed: its syncs may return.
+    fn committed(&self, tid: Tid) {
+        self.committed.store(tid, std::sync::atomic::Ordering::SeqCst);
+        // Taken between the store and the notification: a sync that checked before the store
+        // is already asleep and gets it; one that checks after sees the store.
+        let _g = self.sync_lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.commit_cv[(tid % 2) as usize].notify_all();
     }
 }
 
@@ -111,10 +122,17 @@ struct Inner {
     /// Handles waiting for the journal (log space, a full transaction) sleep here; the journal
     /// notifies it after each step.
     cv: Condvar,
-    /// Syncs waiting for transaction `tid` sleep on `commit_cv[tid % 2]`: the end of a commit
-    /// wakes the syncs of that transaction, not those already waiting for the next one (which
-    /// is running while it commits). Woken with `cv` on every error.
+    /// Syncs waiting for transaction `tid` sleep on `commit_cv[tid % 2]` under `sync_lock`
+    /// (not the state lock: a woken sync checks `committed` and returns without contending
+    /// for the state with the writers and the journal). The end of a commit wakes the syncs
+    /// of that transaction, not those already waiting for the next one (which is running
+    /// while it commits). Woken, with `wake_gen` advanced, on every error and at unmount.
     commit_cv: [Condvar; 2],
+    sync_lock: Mutex<()>,
+    /// The newest committed transaction (the journal's `committed_tid`, readable without the
+    /// state lock), and a count of [`Inner::wake_all`] calls.
+    committed: std::sync::atomic::AtomicU64,
+    wake_gen: std::sync::atomic::AtomicU64,
     /// The journal thread sleeps here; a handle that needs it (a sync, a full transaction, no
     /// log space) wakes it. Two condition variables, so that a sync poking the journal thread
     /// does not wake every other sync waiting for the same commit.
@@ -275,10 +293,14 @@ impl Okeanos {
         let mut fs = FsState::new(sb, gdt, journal, opts.cache_blocks, opts.read_only.then_some(ro_reason));
         fs.nvm = devs.nvm.clone();
         let now = clock.now_ns();
+        let committed_at_mount = fs.journal.committed_tid;
         let inner = Arc::new(Inner {
             core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, abandoned: false, avg_commit_ns: 0, last_commit_handles: 0, batch: None, expiring: None, pending: None, next_return_ns: now, return_backoff_ns: 2_000_000_000, manual: opts.manual_journal, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64, checkpointing: None, sync_waiters: Vec::new() }),
             cv: Condvar::new(),
             commit_cv: [Condvar::new(), Condvar::new()],
+            sync_lock: Mutex::new(()),
+            committed: std::sync::atomic::AtomicU64::new(committed_at_mount),
+            wake_gen: std::sync::atomic::AtomicU64::new(0),
             jcv: Condvar::new(),
             ccv: Condvar::new(),
             notifier: Mutex::new(None),

@@ -432,6 +432,7 @@ impl Okeanos {
     fn commit_done(&self, core: &mut Core, plan: crate::journal::commit::CommitPlan, started_ns: u64, now: u64) {
         let Core { fs, .. } = &mut *core;
         let done = fs.journal.commit_finish(&mut fs.cache, now);
+        let done_tid = done.tid;
         for b in done.freed_blocks {
             fs.pending_free_blocks.remove(&b);
         }
@@ -439,7 +440,7 @@ impl Okeanos {
             fs.pending_free_inodes.remove(&i);
         }
         self.inner.stats.on_commit(plan.handles, plan.journal_blocks, plan.records);
-        self.inner.commit_cv[(plan.tid % 2) as usize].notify_all();
+        self.inner.committed(done_tid);
         let took = now.saturating_sub(started_ns);
         core.avg_commit_ns = if core.avg_commit_ns == 0 { took } else { (core.avg_commit_ns * 7 + took) / 8 };
         core.last_commit_handles = plan.handles;
@@ -502,7 +503,7 @@ impl Okeanos {
 
     /// The newest committed transaction.
     pub fn committed_tid(&self) -> Tid {
-        self.lock().fs.journal.committed_tid
+        self.inner.committed.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Counts one sync and its latency (for drivers that wait for commits themselves).

@@ -14,6 +14,7 @@
 use super::{Core, Inner, Okeanos};
 use crate::fs::{FsError, FsResult};
 use crate::journal::transaction::Tid;
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::MutexGuard;
 
 /// What [`Okeanos::fsync_then`] calls once the sync is durable, or failed.
@@ -85,7 +86,7 @@ impl Okeanos {
         raised
     }
 
-    pub(super) fn wait_committed(&self, mut core: MutexGuard<'_, Core>, tid: Tid) -> FsResult<()> {
+    pub(super) fn wait_committed<'a>(&'a self, mut core: MutexGuard<'a, Core>, tid: Tid) -> FsResult<()> {
         loop {
             if core.fs.journal.committed_tid >= tid {
                 return Ok(());
@@ -100,7 +101,19 @@ impl Okeanos {
             if raised {
                 self.inner.jcv.notify_one();
             }
-            core = self.inner.commit_cv[(tid % 2) as usize].wait(core).unwrap_or_else(|e| e.into_inner());
+            let gen = self.inner.wake_gen.load(SeqCst);
+            drop(core);
+            {
+                let mut g = self.inner.sync_lock.lock().unwrap_or_else(|e| e.into_inner());
+                while self.inner.committed.load(SeqCst) < tid && self.inner.wake_gen.load(SeqCst) == gen {
+                    g = self.inner.commit_cv[(tid % 2) as usize].wait(g).unwrap_or_else(|e| e.into_inner());
+                }
+            }
+            if self.inner.committed.load(SeqCst) >= tid {
+                return Ok(());
+            }
+            // Woken for something else (an error, unmount): look at the state again.
+            core = self.lock();
         }
     }
 }
