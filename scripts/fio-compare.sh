@@ -33,6 +33,7 @@ loopdev() { truncate -s "$2" "$work/$1"; losetup -f --show "$work/$1"; }
 run_fio() { # label dir devs...
     local label=$1 dir=$2; shift 2
     local before=() after=() i
+    sync  # the host's dirty pages from the run before are not this run's to wait for
     for d in "$@"; do before+=("$(sectors "$d")"); done
     fio --name=append --directory="$dir" --numjobs="$jobs" --rw=write --bs=1k --size="$size" \
         --fdatasync=1 --ioengine=sync --group_reporting --output-format=json > "$work/fio.json"

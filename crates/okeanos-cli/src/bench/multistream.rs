@@ -29,6 +29,12 @@ pub fn run(c: &Common, t: &TargetArgs) -> Result<Vec<Run>, String> {
     for (i, (tg, mode, spec)) in plan.iter().enumerate() {
         check_interrupted()?;
         pb.set_message(format!("{} {} N={} R={} {}", tg.name(), mode.map_or(String::new(), |m| m.name()), spec.streams, spec.size, spec.rate));
+        // Every run starts with the host's dirty pages written: loop devices' backing files
+        // live in the host's page cache, and a flush on a loop device waits for whatever the
+        // host still owes from the run before (it put 120-340 ms tails on light-load runs that
+        // followed closed-loop ones, whichever file system came next).
+        // SAFETY: sync(2) takes no arguments and cannot fail.
+        unsafe { libc::sync() };
         let r = one(tg, *mode, spec, &setup, &pb, i as u64);
         let r = r.unwrap_or_else(|e| Run { workload: "multistream".into(), mode: mode.map_or_else(|| tg.mode_name(), |m| m.name()), target: tg.name(), streams: spec.streams, size: spec.size, rate: spec.rate.to_string(), error: Some(e), ..Default::default() });
         if let Some(e) = &r.error {
