@@ -50,7 +50,11 @@ impl Okeanos {
             drop(core);
             return done(Err(e));
         }
-        if core.manual || core.stop || core.abandoned {
+        if core.manual {
+            drop(core);
+            return done(Err(FsError::WouldBlock));
+        }
+        if core.stop || core.abandoned {
             drop(core);
             return done(Err(FsError::Io("the file system is being unmounted".into())));
         }
