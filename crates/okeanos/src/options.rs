@@ -35,12 +35,15 @@ pub struct MountOptions {
     /// time, within these bounds, while other writers keep joining.
     pub min_batch_time: Duration,
     pub max_batch_time: Duration,
-    /// Checkpoints run in a thread of their own beside commits (`checkpoint_thread=1`, the
-    /// default), as Linux runs writeback beside kjournald, so a sync never waits behind a
-    /// checkpoint's home writes; `checkpoint_thread=0` runs them between commits on the
-    /// journal thread. Placements that cannot release log space while a commit is in flight
-    /// (nvm, remote) always run them between commits.
-    pub checkpoint_thread: bool,
+    /// Checkpoints run in a thread of their own beside commits (`checkpoint_thread=1`), as
+    /// Linux runs writeback beside kjournald, so a sync never waits behind a checkpoint's home
+    /// writes; `checkpoint_thread=0` runs them between commits on the journal thread. The
+    /// default (`auto`, None) is beside, except with an internal journal on a disk that seeks
+    /// (rotational, or a seeking device model): there interleaving a checkpoint's home writes
+    /// with commits moves the head between the log and the home locations for every slice.
+    /// Placements that cannot release log space while a commit is in flight (nvm, remote)
+    /// always run them between commits.
+    pub checkpoint_thread: Option<bool>,
     /// Largest transaction in journal blocks (`max_tx_blocks=`; default a quarter of the journal).
     pub max_tx_blocks: Option<u64>,
     /// Delay every real I/O as a device model says (`device_model=cheetah15k|sata7200|ssd|nvm`):
@@ -119,7 +122,7 @@ impl Default for MountOptions {
             cache_blocks: 65536,
             min_batch_time: Duration::ZERO,
             max_batch_time: Duration::from_micros(15_000),
-            checkpoint_thread: true,
+            checkpoint_thread: None,
             max_tx_blocks: None,
             device_model: None,
             direct_io: false,
@@ -208,9 +211,10 @@ impl MountOptions {
                 }
                 "dmeta" => o.dmeta = true,
                 "checkpoint_thread" => o.checkpoint_thread = match v {
-                    None | Some("1") | Some("on") => true,
-                    Some("0") | Some("off") => false,
-                    Some(x) => return Err(format!("option checkpoint_thread takes 0 or 1, not {x:?}")),
+                    None | Some("1") | Some("on") => Some(true),
+                    Some("0") | Some("off") => Some(false),
+                    Some("auto") => None,
+                    Some(x) => return Err(format!("option checkpoint_thread takes 0, 1 or auto, not {x:?}")),
                 },
                 "write_threshold" => o.write_threshold = num(v)? as usize,
                 "commit" => {

@@ -17,6 +17,8 @@ pub struct FileDevice {
     counters: DeviceCounters,
     poison: Poison,
     direct: bool,
+    /// The kernel's `queue/rotational` for the block device (or the one holding the file).
+    rotational: Option<bool>,
 }
 
 /// A heap buffer aligned for O_DIRECT.
@@ -102,7 +104,7 @@ impl FileDevice {
         })?;
         super::lock::lock(&file, path, lock)?;
         let len = file.seek(SeekFrom::End(0)).map_err(|e| io("seek", e))?;
-        Ok(FileDevice { file, name, len, counters: DeviceCounters::default(), poison: Poison::default(), direct })
+        Ok(FileDevice { file, name, len, counters: DeviceCounters::default(), poison: Poison::default(), direct, rotational: rotational(path) })
     }
 
     /// Creates (or truncates) a regular file of `len` bytes, locked exclusively. Refuses to
@@ -124,7 +126,7 @@ impl FileDevice {
             file.set_len(0).map_err(|e| io("set_len", e))?;
         }
         file.set_len(len).map_err(|e| io("set_len", e))?;
-        Ok(FileDevice { file, name, len, counters: DeviceCounters::default(), poison: Poison::default(), direct: false })
+        Ok(FileDevice { file, name, len, counters: DeviceCounters::default(), poison: Poison::default(), direct: false, rotational: rotational(path) })
     }
 
     fn fail(&self, op: &'static str, offset: u64, e: std::io::Error) -> DeviceError {
@@ -134,7 +136,21 @@ impl FileDevice {
     }
 }
 
+/// Whether the block device at `path`, or the one holding the file at `path`, is rotational,
+/// as the kernel says (`/sys/dev/block/MAJ:MIN/queue/rotational`, or its parent's for a
+/// partition). None when the kernel does not say (tmpfs, overlay, no sysfs).
+fn rotational(path: &Path) -> Option<bool> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let m = std::fs::metadata(path).ok()?;
+    let dev = if m.file_type().is_block_device() { m.rdev() } else { m.dev() };
+    let base = format!("/sys/dev/block/{}:{}", libc::major(dev), libc::minor(dev));
+    ["queue/rotational", "../queue/rotational"].iter().find_map(|q| std::fs::read_to_string(format!("{base}/{q}")).ok()).map(|s| s.trim() == "1")
+}
+
 impl Device for FileDevice {
+    fn seeks(&self) -> Option<bool> {
+        self.rotational
+    }
     fn name(&self) -> String {
         self.name.clone()
     }

@@ -82,6 +82,10 @@ pub trait Device: Send + Sync {
     fn flush(&self) -> Result<(), DeviceError>;
     /// What this device has done so far.
     fn counters(&self) -> DeviceStats;
+    /// Whether moving between distant blocks costs a seek (a rotational disk), if known.
+    fn seeks(&self) -> Option<bool> {
+        None
+    }
 }
 
 /// Checks alignment and range; every back end calls it first so all agree on the contract.

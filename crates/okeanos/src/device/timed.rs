@@ -34,6 +34,9 @@ impl TimedDevice {
 }
 
 impl Device for TimedDevice {
+    fn seeks(&self) -> Option<bool> {
+        Some(self.model.lock().unwrap_or_else(|e| e.into_inner()).seeks())
+    }
     fn name(&self) -> String {
         format!("{} (timed)", self.inner.name())
     }

@@ -119,6 +119,9 @@ impl Inner {
 
 struct Inner {
     core: Mutex<Core>,
+    /// `checkpoint_thread` resolved at mount (`auto`: not with an internal journal on a disk
+    /// that seeks); the placement must allow it too (`Okeanos::checkpoint_beside`).
+    checkpoint_thread: bool,
     /// Handles waiting for the journal (log space, a full transaction) sleep here; the journal
     /// notifies it after each step.
     cv: Condvar,
@@ -294,7 +297,9 @@ impl Okeanos {
         fs.nvm = devs.nvm.clone();
         let now = clock.now_ns();
         let committed_at_mount = fs.journal.committed_tid;
+        let checkpoint_thread = opts.checkpoint_thread.unwrap_or_else(|| !(devs.journal.is_none() && devs.fs.seeks() == Some(true)));
         let inner = Arc::new(Inner {
+            checkpoint_thread,
             core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, abandoned: false, avg_commit_ns: 0, last_commit_handles: 0, batch: None, expiring: None, pending: None, next_return_ns: now, return_backoff_ns: 2_000_000_000, manual: opts.manual_journal, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64, checkpointing: None, sync_waiters: Vec::new() }),
             cv: Condvar::new(),
             commit_cv: [Condvar::new(), Condvar::new()],

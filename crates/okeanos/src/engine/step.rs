@@ -116,7 +116,10 @@ pub(super) fn journal_thread(inner: Arc<Inner>, lane: Lane) {
             }
             JournalStep::Work(work) => {
                 drop(core);
-                let res = runtime::execute(work.io(), &inner.devs, &inner.stats);
+                let res = match lane {
+                    Lane::Commit => runtime::execute(work.io(), &inner.devs, &inner.stats),
+                    Lane::Checkpoint => runtime::execute_yielding(work.io(), &inner.devs, &inner.stats, &mut || me.yield_to_commit()),
+                };
                 core = me.lock();
                 me.step_finish(&mut core, work, res);
             }
@@ -125,9 +128,22 @@ pub(super) fn journal_thread(inner: Arc<Inner>, lane: Lane) {
 }
 
 impl Okeanos {
+    /// Between two slices of a checkpoint beside commits: if a commit is in flight, wait until
+    /// it completes, so that its writes find the device's queue holding at most one slice of
+    /// home writes. One commit per slice at most: the checkpoint always goes on.
+    fn yield_to_commit(&self) {
+        let mut core = self.lock();
+        let Some(tid) = core.fs.journal.committing.as_ref().map(|c| c.tx.tid) else { return };
+        while core.fs.journal.committed_tid < tid && core.fs.journal.aborted.is_none() && !core.abandoned {
+            core = self.inner.ccv.wait(core).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+impl Okeanos {
     /// Whether checkpoints run beside commits (a lane of their own) on this mount.
     pub(super) fn checkpoint_beside(&self) -> bool {
-        self.inner.opts.checkpoint_thread && self.lock().fs.journal.placement.checkpoint_beside_commit()
+        self.inner.checkpoint_thread && self.lock().fs.journal.placement.checkpoint_beside_commit()
     }
 
     /// The journal's next step at `now` for `lane`: the one decision procedure of the journal
@@ -143,7 +159,7 @@ impl Okeanos {
         if core.abandoned {
             return JournalStep::Stop;
         }
-        let beside = self.inner.opts.checkpoint_thread && core.fs.journal.placement.checkpoint_beside_commit();
+        let beside = self.inner.checkpoint_thread && core.fs.journal.placement.checkpoint_beside_commit();
         match lane {
             Lane::Commit => {
                 if let Some(step) = self.commit_step(core, now, beside) {

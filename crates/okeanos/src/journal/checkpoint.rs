@@ -20,6 +20,9 @@ use super::Journal;
 use crate::cache::{BufKind, Cache};
 use std::collections::BTreeSet;
 
+/// Home writes a checkpoint queues on the device at once (a stage each, no flush between).
+pub const CHECKPOINT_SLICE_BLOCKS: usize = 32;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CheckpointGoal {
     /// Free at least this many log blocks (or everything that can be freed).
@@ -120,9 +123,16 @@ impl Journal {
             writes.push(IoWrite { dev: DevId::Fs, block: b, data, kind });
             written.push((b, tid));
         }
+        // In slices, the flush after the last: the writes stay unordered until that flush, as
+        // in one stage, but at most a slice of them is queued on the device at once, so a
+        // commit beside the checkpoint waits behind one slice, not behind all of it.
         let mut io = IoPlan::default();
-        let flush_fs = if writes.is_empty() { vec![] } else { vec![DevId::Fs] };
-        io.push(writes, flush_fs);
+        let mut writes = writes.into_iter().peekable();
+        while writes.peek().is_some() {
+            let slice: Vec<IoWrite> = writes.by_ref().take(CHECKPOINT_SLICE_BLOCKS).collect();
+            let flush = if writes.peek().is_none() { vec![DevId::Fs] } else { vec![] };
+            io.push(slice, flush);
+        }
         Some(CheckpointPlan { io, written, release, kept, release_placement: true, committed_at_begin: self.committed_tid })
     }
 
@@ -135,8 +145,10 @@ impl Journal {
     /// transactions' changes are home now, the newer ones' are not, so the oldest transaction
     /// that logged it since the checkpoint began becomes its owner.
     pub fn checkpoint_finish(&mut self, cache: &mut Cache, plan: CheckpointPlan) {
-        let written_data: Vec<std::sync::Arc<Vec<u8>>> = plan.io.stages.first().map(|s| s.writes.iter().map(|w| w.data.clone()).collect()).unwrap_or_default();
-        assert!(plan.written.is_empty() || plan.written.iter().zip(&plan.io.stages[0].writes).all(|((b, _), w)| *b == w.block), "the first stage writes the blocks of `written`, in order");
+        // The home writes come first in the plan, in the order of `written`.
+        let home: Vec<&super::plan::IoWrite> = plan.io.stages.iter().flat_map(|s| s.writes.iter()).take(plan.written.len()).collect();
+        assert!(home.len() == plan.written.len() && plan.written.iter().zip(&home).all(|((b, _), w)| *b == w.block && w.dev == DevId::Fs), "the plan's first writes are the blocks of `written`, in order");
+        let written_data: Vec<std::sync::Arc<Vec<u8>>> = home.iter().map(|w| w.data.clone()).collect();
         for (i, (b, tid)) in plan.written.into_iter().enumerate() {
             let Some(buf) = cache.get(b) else { continue };
             let same = match (&buf.cp_data, written_data.get(i)) {

@@ -192,6 +192,9 @@ impl Hdd {
 }
 
 impl DiskModel for Hdd {
+    fn seeks(&self) -> bool {
+        true
+    }
     fn submit(&mut self, now: u64, op: Op, offset: u64, len: u64) -> u64 {
         let bus = (len as f64 / self.p.bus_bps * 1e9) as u64;
         match op {

@@ -26,6 +26,10 @@ pub trait DiskModel: Send {
     fn describe(&self) -> String;
     /// Bytes the model addresses (offsets beyond wrap around).
     fn capacity(&self) -> u64;
+    /// Whether moving between distant offsets costs time (a disk head's seek).
+    fn seeks(&self) -> bool {
+        false
+    }
 }
 
 /// The preset names `device_model=` and `--model` accept.

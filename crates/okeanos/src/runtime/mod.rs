@@ -112,8 +112,18 @@ const MAX_RUN_BLOCKS: usize = 256;
 /// ([`Device::write_batch`]: scattered ordered data and checkpoint blocks in flight at once
 /// on a block device, not one pwrite at a time).
 pub fn execute(plan: &IoPlan, devs: &Devices, stats: &Stats) -> Result<(), DeviceError> {
+    execute_yielding(plan, devs, stats, &mut || {})
+}
+
+/// [`execute`], calling `between` before every stage after the first: a checkpoint beside
+/// commits lets the commit in flight have the device between its slices (as Linux throttles
+/// background writeback while synchronous writes wait).
+pub fn execute_yielding(plan: &IoPlan, devs: &Devices, stats: &Stats, between: &mut dyn FnMut()) -> Result<(), DeviceError> {
     let bs = devs.block_size as u64;
-    for stage in &plan.stages {
+    for (i, stage) in plan.stages.iter().enumerate() {
+        if i > 0 {
+            between();
+        }
         let mut order: Vec<usize> = (0..stage.writes.len()).collect();
         // Stable: two writes of one block keep their order, the later one landing last.
         order.sort_by_key(|&i| (stage.writes[i].dev as u8, stage.writes[i].block));

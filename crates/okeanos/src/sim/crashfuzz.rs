@@ -44,6 +44,9 @@ fn world_config(cfg: ContentConfig, canary: bool, external: bool, slow_disk: boo
     mount.writeback_period = Duration::from_millis(700);
     mount.expire_period = Some(Duration::from_secs(2));
     mount.fault_skip_commit_flush = canary;
+    // Commits beside checkpoints whatever the disk (the default turns them off for an
+    // internal journal on a spinning one): the fuzzer is here to find what overlap breaks.
+    mount.checkpoint_thread = Some(true);
     WorldConfig {
         fs_bytes: 8 * MB,
         external_journal_blocks: external.then_some(256),

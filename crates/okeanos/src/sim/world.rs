@@ -122,6 +122,9 @@ pub struct World {
     /// The step in flight on each lane: a checkpoint may run beside a commit, as with the
     /// journal and checkpoint threads of a real mount.
     in_flight: [Option<InFlight>; 2],
+    /// The checkpoint lane waits between two slices for the commit in flight (as the
+    /// checkpoint thread's `yield_to_commit`), and resumes when that commit completes.
+    checkpoint_paused: bool,
     wake_at: [Option<u64>; 2],
     waiters: Vec<(Tid, Wake)>,
     blocked: Vec<Wake>,
@@ -163,6 +166,11 @@ impl World {
         let clock = Arc::new(VirtualClock::new(cfg.wall_origin, cfg.frozen_wall));
         let mut opts = cfg.mount;
         opts.manual_journal = true;
+        // The in-memory devices know nothing of seeks; the models do (as `auto` decides for a
+        // real disk from the kernel's rotational flag).
+        if opts.checkpoint_thread.is_none() {
+            opts.checkpoint_thread = Some(!(journal_dev.is_none() && cfg.fs_model.seeks()));
+        }
         let server = cfg.remote.as_ref().map(|r| {
             let log = Arc::new(std::sync::Mutex::new(crate::remote::memory::MemLog::default()));
             let l = log.clone();
@@ -191,6 +199,7 @@ impl World {
             queue: BinaryHeap::new(),
             seq: 0,
             in_flight: [None, None],
+            checkpoint_paused: false,
             wake_at: [None, None],
             waiters: Vec::new(),
             blocked: Vec::new(),
@@ -288,6 +297,7 @@ impl World {
         let now = self.now();
         let bs = self.block_size;
         loop {
+            let commit_in_flight = self.in_flight[0].is_some();
             let Some(f) = self.in_flight[lane].as_mut() else { return };
             let stages = &f.work.io().stages;
             if f.stage >= stages.len() {
@@ -295,7 +305,18 @@ impl World {
                 self.fs.journal_complete(f.work, Ok(()));
                 self.steps += 1;
                 self.release_all();
+                if lane == 0 && self.checkpoint_paused {
+                    // The checkpoint's next slice goes first, then the next commit's writes
+                    // queue behind it.
+                    self.checkpoint_paused = false;
+                    self.advance_stage(1);
+                }
                 self.kick();
+                return;
+            }
+            if lane == 1 && f.stage > 0 && !f.flushing && commit_in_flight {
+                // Between two slices of a checkpoint, a commit is in flight: it has the device.
+                self.checkpoint_paused = true;
                 return;
             }
             let stage = &stages[f.stage];
