@@ -263,26 +263,36 @@ impl JetStreamLink {
 
     fn open_stream(&mut self, o: &JetStreamOptions) -> Result<(), RemoteError> {
         let (addr, name) = (self.addr.clone(), self.stream.clone());
+        // A busy cluster may take longer than one request to place a new replicated stream: a
+        // creation that timed out is looked for again (it may exist by then) and retried, three
+        // tries in all (creating with the same configuration is idempotent).
         let info = self.rt.block_on(async {
-            match self.js.get_stream(&name).await {
-                Ok(mut s) => Ok(s.info().await.map_err(|e| net(&addr, e))?.clone()),
-                Err(e) if e.to_string().contains("stream not found") => {
-                    let cfg = stream::Config {
-                        name: name.clone(),
-                        subjects: vec![format!("{name}.tx"), format!("{name}.fence")],
-                        storage: stream::StorageType::File,
-                        discard: stream::DiscardPolicy::New,
-                        max_bytes: o.max_bytes as i64,
-                        num_replicas: o.replicas,
-                        deny_delete: true,
-                        allow_direct: true,
-                        duplicate_window: Duration::from_secs(120),
-                        ..Default::default()
-                    };
-                    let mut s = self.js.create_stream(cfg).await.map_err(|e| server(&addr, format!("creating stream {name}: {e}")))?;
-                    Ok(s.info().await.map_err(|e| net(&addr, e))?.clone())
+            let mut tries = 0;
+            loop {
+                tries += 1;
+                match self.js.get_stream(&name).await {
+                    Ok(mut s) => break Ok(s.info().await.map_err(|e| net(&addr, e))?.clone()),
+                    Err(e) if e.to_string().contains("stream not found") => {
+                        let cfg = stream::Config {
+                            name: name.clone(),
+                            subjects: vec![format!("{name}.tx"), format!("{name}.fence")],
+                            storage: stream::StorageType::File,
+                            discard: stream::DiscardPolicy::New,
+                            max_bytes: o.max_bytes as i64,
+                            num_replicas: o.replicas,
+                            deny_delete: true,
+                            allow_direct: true,
+                            duplicate_window: Duration::from_secs(120),
+                            ..Default::default()
+                        };
+                        match self.js.create_stream(cfg).await {
+                            Ok(mut s) => break Ok(s.info().await.map_err(|e| net(&addr, e))?.clone()),
+                            Err(e) if tries < 3 && matches!(e.kind(), jetstream::context::CreateStreamErrorKind::TimedOut) => continue,
+                            Err(e) => break Err(server(&addr, format!("creating stream {name}: {e}"))),
+                        }
+                    }
+                    Err(e) => break Err(net(&addr, e)),
                 }
-                Err(e) => Err(net(&addr, e)),
             }
         })?;
         check_durable(&info, o.replicas).map_err(|m| RemoteError::Server { addr: addr.clone(), message: format!("stream {name} is not durable: {m}") })?;
