@@ -202,21 +202,18 @@ impl Device for FileDevice {
         let copied: usize = writes.iter().filter(|w| unaligned(w.1)).map(|w| w.1.len()).sum();
         let mut staging = Aligned::new(copied);
         let staging = staging.as_mut(copied);
-        let mut at = 0;
         let mut batch: Vec<(u64, &[u8])> = Vec::with_capacity(writes.len());
         let mut rest: &mut [u8] = staging;
         for &(offset, data) in writes {
             if unaligned(data) {
                 let (here, tail) = std::mem::take(&mut rest).split_at_mut(data.len());
                 here.copy_from_slice(data);
-                at += data.len();
                 batch.push((offset, here));
                 rest = tail;
             } else {
                 batch.push((offset, data));
             }
         }
-        debug_assert_eq!(at, copied);
         super::batch::write_all(&self.file, &batch, super::batch::engine()).map_err(|(offset, e)| self.fail("write", offset, e))?;
         for &(_, data) in writes {
             self.counters.on_write(data.len());

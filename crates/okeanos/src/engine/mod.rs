@@ -746,21 +746,20 @@ impl Okeanos {
     /// write at one offset). A write larger than one handle (about 1 MiB) appends in pieces,
     /// and another appender's piece may fall between them. Returns where the data begins.
     pub fn append(&self, ino: u32, data: &[u8]) -> FsResult<u64> {
-        let mut first = None;
-        self.write_inner(ino, None, data, false, &mut first)?;
-        Ok(first.unwrap_or(0))
+        self.write_inner(ino, None, data, false)
     }
 
     /// A write that, with `keep_size`, does not grow the file (fallocate KEEP_SIZE).
     fn write_keeping(&self, ino: u32, off: u64, data: &[u8], keep_size: bool) -> FsResult<usize> {
-        let mut first = None;
-        self.write_inner(ino, Some(off), data, keep_size, &mut first)
+        self.write_inner(ino, Some(off), data, keep_size)?;
+        Ok(data.len())
     }
 
     /// Writes `data` at `off`, or at the end of the file (`None`), in handles of at most
-    /// [`Self::write_chunk_blocks`] blocks. A small write takes the lock twice: once to size
-    /// its piece (and see that no eviction is pending), once for its handle.
-    fn write_inner(&self, ino: u32, off: Option<u64>, data: &[u8], keep_size: bool, first: &mut Option<u64>) -> FsResult<usize> {
+    /// [`Self::write_chunk_blocks`] blocks; returns where the data begins. A small write takes
+    /// the lock twice: once to size its piece (and see that no eviction is pending), once for
+    /// its handle.
+    fn write_inner(&self, ino: u32, off: Option<u64>, data: &[u8], keep_size: bool) -> FsResult<u64> {
         let end = match off {
             Some(o) => Some(o.checked_add(data.len() as u64).ok_or(FsError::TooBig)?),
             None => None,
@@ -769,13 +768,13 @@ impl Okeanos {
             if end.is_some_and(|e| e.div_ceil(self.lock().fs.block_size() as u64) > crate::fs::file::MAX_FILE_BLOCKS) {
                 return Err(FsError::TooBig);
             }
-            *first = Some(match off {
-                Some(o) => o,
-                None => self.getattr(ino)?.size,
-            });
-            return Ok(0);
+            return match off {
+                Some(o) => Ok(o),
+                None => Ok(self.getattr(ino)?.size),
+            };
         }
         let mut done = 0usize;
+        let mut first = None;
         let mut drained = false;
         while done < data.len() {
             let (max_chunk, bs, evictions) = {
@@ -830,7 +829,7 @@ impl Okeanos {
         if !keep_size {
             self.inner.stats.on_payload(data.len());
         }
-        Ok(data.len())
+        Ok(first.unwrap_or(0))
     }
 
     /// Sets the file's size, freeing or zero-extending as needed.

@@ -138,12 +138,14 @@ impl Okeanos {
             core = self.inner.ccv.wait(core).unwrap_or_else(|e| e.into_inner());
         }
     }
-}
 
-impl Okeanos {
     /// Whether checkpoints run beside commits (a lane of their own) on this mount.
     pub(super) fn checkpoint_beside(&self) -> bool {
-        self.inner.checkpoint_thread && self.lock().fs.journal.placement.checkpoint_beside_commit()
+        self.beside(&self.lock())
+    }
+
+    fn beside(&self, core: &Core) -> bool {
+        self.inner.checkpoint_thread && core.fs.journal.placement.checkpoint_beside_commit()
     }
 
     /// The journal's next step at `now` for `lane`: the one decision procedure of the journal
@@ -159,7 +161,7 @@ impl Okeanos {
         if core.abandoned {
             return JournalStep::Stop;
         }
-        let beside = self.inner.checkpoint_thread && core.fs.journal.placement.checkpoint_beside_commit();
+        let beside = self.beside(core);
         match lane {
             Lane::Commit => {
                 if let Some(step) = self.commit_step(core, now, beside) {
