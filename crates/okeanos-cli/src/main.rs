@@ -53,8 +53,10 @@ enum Cmd {
         #[arg(long)]
         journal_device: Option<PathBuf>,
         /// Where the journal lives: internal (default), external (with --journal-device),
-        /// remote (on --journal-server) or jetstream (a replicated NATS JetStream stream on
-        /// --jetstream); remote and jetstream keep the internal journal as their local fallback.
+        /// remote (on --journal-server), jetstream (a replicated NATS JetStream stream on
+        /// --jetstream), nvm (with --nvm) or manylogs (a small log in every group, each commit
+        /// in the one nearest the disk head); remote and jetstream keep the internal journal as
+        /// their local fallback.
         #[arg(long, value_name = "KIND")]
         journal: Option<String>,
         /// The journal server of a remote journal, host:port.
@@ -73,9 +75,16 @@ enum Cmd {
         /// Bytes of file system per inode (at least 1024).
         #[arg(long, default_value = "16384")]
         bytes_per_inode: u64,
-        /// Blocks per group reserved for scattered logs (manylogs).
+        /// Blocks per group reserved for scattered logs (manylogs; --log-size says it in bytes).
         #[arg(long, default_value = "0")]
         log_area_blocks: u32,
+        /// Manylogs: the size of a group, one log each, such as 100M (the default; at most 8
+        /// blocks per byte of a block, 128M with 4 KiB blocks).
+        #[arg(long, value_name = "SIZE")]
+        log_group_size: Option<String>,
+        /// Manylogs: the size of every group's log, such as 10M (default: a tenth of the group).
+        #[arg(long, value_name = "SIZE")]
+        log_size: Option<String>,
         /// A name for the file system (up to 32 bytes).
         #[arg(long, default_value = "")]
         label: String,
@@ -405,7 +414,25 @@ fn main() -> ExitCode {
 
 fn run(cmd: Cmd) -> Result<ExitCode, String> {
     match cmd {
-        Cmd::Mkfs { image, size, block_size, journal_size, journal_device, journal, journal_server, jetstream, nvm, nvm_size, bytes_per_inode, log_area_blocks, label, force } => {
+        Cmd::Mkfs { image, size, block_size, journal_size, journal_device, journal, journal_server, jetstream, nvm, nvm_size, bytes_per_inode, mut log_area_blocks, log_group_size, log_size, label, force } => {
+            let manylogs = journal.as_deref() == Some("manylogs");
+            if !manylogs && (log_group_size.is_some() || log_size.is_some()) {
+                return Err("--log-group-size and --log-size go with --journal manylogs".into());
+            }
+            let blocks_of = |what: &str, v: &str| -> Result<u32, String> {
+                let b = parse_size(v)? / block_size.max(1) as u64;
+                u32::try_from(b).map_err(|_| format!("{what} {v} is too large"))
+            };
+            let group_blocks = log_group_size.as_deref().map(|v| blocks_of("--log-group-size", v)).transpose()?;
+            if let Some(v) = log_size.as_deref() {
+                log_area_blocks = blocks_of("--log-size", v)?;
+            }
+            if manylogs {
+                if journal_device.is_some() || journal_server.is_some() || jetstream.is_some() || nvm.is_some() || journal_size.is_some() {
+                    return Err("--journal manylogs keeps its logs in the file system's groups: leave out --journal-size, --journal-device, --journal-server, --jetstream and --nvm".into());
+                }
+                return mkfs(&image, size.as_deref(), block_size, None, None, None, bytes_per_inode, log_area_blocks, label, force, Some(group_blocks));
+            }
             let nvm = match (journal.as_deref(), nvm) {
                 (Some("nvm"), Some(p)) => {
                     if journal_device.is_some() || journal_server.is_some() || jetstream.is_some() {
@@ -437,13 +464,13 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 (Some("remote"), Some(s)) => Some(s),
                 (Some("remote"), None) => return Err("--journal remote needs --journal-server HOST:PORT".into()),
                 (None, Some(_)) | (Some(_), Some(_)) => return Err("--journal-server goes with --journal remote".into()),
-                (Some(k), None) => return Err(format!("--journal {k}: use internal, external, remote, jetstream or nvm")),
+                (Some(k), None) => return Err(format!("--journal {k}: use internal, external, remote, jetstream, nvm or manylogs")),
                 },
             };
             if remote.is_some() && journal_device.is_some() {
                 return Err("a remote journal falls back to the internal journal: leave out --journal-device".into());
             }
-            mkfs(&image, size.as_deref(), block_size, journal_size.as_deref(), journal_device.as_deref(), remote, bytes_per_inode, log_area_blocks, label, force)
+            mkfs(&image, size.as_deref(), block_size, journal_size.as_deref(), journal_device.as_deref(), remote, bytes_per_inode, log_area_blocks, label, force, None)
         }
         Cmd::Fsck { img, no_write } => fsck(&img, no_write),
         Cmd::Recover { img } => {
@@ -537,6 +564,8 @@ fn mkfs(
     log_area_blocks: u32,
     label: String,
     force: bool,
+    // Manylogs, with its group size if given.
+    manylogs: Option<Option<u32>>,
 ) -> Result<ExitCode, String> {
     let created: Vec<PathBuf> = [Some(image), journal_device].into_iter().flatten().filter(|p| !p.exists()).map(Path::to_path_buf).collect();
     let made = (|| {
@@ -549,7 +578,18 @@ fn mkfs(
             Some(j) => Some(prepare(j, Some(&format!("{}", journal_blocks * block_size as u64)), force)?),
             None => None,
         };
-        let opts = MkfsOptions { block_size, journal_blocks, external_journal: jdev.is_some(), bytes_per_inode, log_area_blocks, label, remote_server: remote_server.clone(), nvm_path: None };
+        let opts = MkfsOptions {
+            block_size,
+            journal_blocks,
+            external_journal: jdev.is_some(),
+            bytes_per_inode,
+            log_area_blocks,
+            blocks_per_group: manylogs.flatten(),
+            manylogs: manylogs.is_some(),
+            label,
+            remote_server: remote_server.clone(),
+            nvm_path: None,
+        };
         let sb = Okeanos::mkfs(dev.as_ref(), jdev.as_deref(), &opts).map_err(|e| e.to_string())?;
         Ok::<_, String>((sb, jdev.is_some()))
     })();
@@ -568,6 +608,22 @@ fn mkfs(
     };
     if let Some(r) = &sb.remote {
         outln!("{}: journal on the server {}, falling back to the internal journal of {} blocks", image.display(), r.server, jblocks);
+    }
+    if sb.manylogs() {
+        let mib = |b: u64| b as f64 * sb.block_size as f64 / (1 << 20) as f64;
+        outln!(
+            "{}: {} blocks of {} bytes, {} inodes, manylogs: {} logs of {} blocks ({:.1} MiB), one in every group of {} blocks ({:.1} MiB)",
+            image.display(),
+            sb.block_count,
+            sb.block_size,
+            sb.inode_count,
+            sb.group_count,
+            sb.log_area_blocks,
+            mib(sb.log_area_blocks as u64),
+            sb.blocks_per_group,
+            mib(sb.blocks_per_group as u64)
+        );
+        return Ok(ExitCode::SUCCESS);
     }
     outln!(
         "{}: {} blocks of {} bytes, {}, {} inodes, {} journal of {} blocks ({} MiB)",

@@ -429,3 +429,37 @@ fn mkfs_with_an_nvm_journal() {
     let e = okeanos(&["mkfs", img, "--size", "64M", "--journal", "internal", "--nvm", nvm]);
     assert!(!e.status.success() && text(&e).contains("--nvm goes with --journal nvm"), "{}", text(&e));
 }
+
+#[test]
+fn mkfs_manylogs_and_every_command_on_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    let p = img.to_str().unwrap();
+    let o = okeanos(&["mkfs", p, "--size", "64M", "--journal", "manylogs", "--log-group-size", "8M", "--log-size", "1M"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("manylogs: 8 logs of 256 blocks"), "{}", text(&o));
+    let src = dir.path().join("src");
+    std::fs::write(&src, b"near the head\n").unwrap();
+    assert!(okeanos(&["put", p, src.to_str().unwrap(), "/a"]).status.success());
+    assert_eq!(okeanos(&["cat", p, "/a"]).stdout, b"near the head\n");
+    assert_eq!(okeanos(&["fsck", p]).status.code(), Some(0));
+    let o = okeanos(&["journal", "dump", p]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(okeanos(&["stat", p]).status.success());
+    // Bad geometry and mixed options are refused with the reason, and leave no file behind.
+    for (args, why) in [
+        (vec!["--log-size", "100K"], "at least 256 blocks"),
+        (vec!["--log-group-size", "1G"], "blocks per group"),
+        (vec!["--log-size", "5M", "--log-group-size", "8M"], "at most half a group"),
+        (vec!["--journal-size", "4M"], "leave out --journal-size"),
+    ] {
+        let other = dir.path().join("other");
+        let mut a = vec!["mkfs", other.to_str().unwrap(), "--size", "64M", "--journal", "manylogs"];
+        a.extend(args);
+        let o = okeanos(&a);
+        assert!(!o.status.success() && text(&o).contains(why), "{a:?}: {}", text(&o));
+        assert!(!other.exists(), "{a:?} left a file");
+    }
+    let o = okeanos(&["mkfs", dir.path().join("x").to_str().unwrap(), "--size", "64M", "--log-size", "1M"]);
+    assert!(!o.status.success() && text(&o).contains("go with --journal manylogs"), "{}", text(&o));
+}

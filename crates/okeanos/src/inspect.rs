@@ -37,6 +37,9 @@ fn open(dev: &Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> Result<(Supe
 pub fn dump_journal(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> Result<JournalDump, FsError> {
     let (sb, devs, region, jsb) = open(&dev, journal)?;
     let bs = sb.block_size as u64;
+    if sb.manylogs() {
+        return dump_manylogs(&sb, &devs, region, jsb);
+    }
     let Some(start) = Ring::new(region, jsb.clone()).scan_start() else {
         return Ok(JournalDump { region, jsb, end_reason: "journal is clean".into(), transactions: Vec::new(), revoked: Vec::new(), damage: None });
     };
@@ -63,6 +66,45 @@ pub fn dump_journal(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> R
     Ok(JournalDump { region, jsb, end_reason: scan.end_reason.clone(), transactions: scan.txs, revoked, damage })
 }
 
+/// The manylogs journal: every log scanned from its recorded tail, merged by tid.
+fn dump_manylogs(sb: &Superblock, devs: &Devices, region: LogRegion, jsb: JournalSuperblock) -> Result<JournalDump, FsError> {
+    use crate::journal::placement::Placement;
+    let placement = crate::runtime::open::open_manylogs(sb, devs)?;
+    let starts = placement.recovery();
+    if starts.is_empty() {
+        return Ok(JournalDump { region, jsb, end_reason: "log table is clean".into(), transactions: Vec::new(), revoked: Vec::new(), damage: None });
+    }
+    let (mut txs, mut log_damage) = (Vec::new(), Vec::new());
+    for start in &starts {
+        let mut log = runtime::LogReader::new(devs, start.region);
+        let mut scan = Scan::new(start, sb.block_count);
+        while let Some(pos) = scan.next_read() {
+            scan.feed(log.read(pos)?);
+        }
+        let mut probe = crate::journal::recovery::Probe::after(&scan, sb.block_size as usize);
+        if let Some(p) = probe.as_mut() {
+            while let Some(pos) = p.next_read() {
+                p.feed(log.read(pos)?);
+            }
+        }
+        let rec = start.interleaved.expect("manylogs logs are interleaved");
+        log_damage.extend(probe.and_then(|p| p.damage).into_iter().chain(crate::journal::recovery::short_of_table(start, rec, &scan)));
+        txs.append(&mut scan.txs);
+    }
+    let (txs, damage) = crate::journal::recovery::merge_interleaved(txs, starts[0].tid, log_damage);
+    let mut revoked = Vec::new();
+    for t in &txs {
+        let mut log = runtime::LogReader::new(devs, t.region);
+        let mut v = Vec::new();
+        for &pos in &t.revoke_blocks {
+            v.extend(RevokeBlock::decode(log.read(pos)?)?.blocks);
+        }
+        revoked.push(v);
+    }
+    let end_reason = format!("{} logs scanned from their recorded tails", starts.len());
+    Ok(JournalDump { region, jsb, end_reason, transactions: txs, revoked, damage })
+}
+
 /// Replays the journal if it needs it (as mount would), leaving the file system unmounted and
 /// its journal clean. `None` if the journal was already clean.
 pub fn recover_image(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> Result<Option<RecoveryReport>, FsError> {
@@ -76,7 +118,8 @@ pub fn recover_image(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> 
         let now = || origin.elapsed().as_nanos() as u64;
         return Ok(runtime::nvm::recover(&devs, &h, sb.block_count, false, &Stats::new(sb.block_size as usize), &now)?.0);
     }
-    if jsb.start == 0 {
+    let manylogs = if sb.manylogs() { Some(crate::runtime::open::open_manylogs(&sb, &devs)?) } else { None };
+    if jsb.start == 0 && manylogs.is_none() {
         return Ok(None);
     }
     if let Some(r) = sb.remote.as_ref().filter(|_| !jsb.remote.local) {
@@ -89,7 +132,11 @@ pub fn recover_image(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> 
     let origin = std::time::Instant::now();
     let now = || origin.elapsed().as_nanos() as u64;
     let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
-    let Some((report, _)) = runtime::recover(&devs, &Ring::new(region, jsb), sb.block_count, &Stats::new(sb.block_size as usize), &now, wall).map_err(|e| FsError::Io(e.to_string()))? else {
+    let placement: Box<dyn crate::journal::placement::Placement> = match manylogs {
+        Some(m) => Box::new(m),
+        None => Box::new(Ring::new(region, jsb)),
+    };
+    let Some((report, _)) = runtime::recover(&devs, placement.as_ref(), sb.block_count, &Stats::new(sb.block_size as usize), &now, wall).map_err(|e| FsError::Io(e.to_string()))? else {
         return Ok(None);
     };
     // Unmounted with a clean journal: the superblock says so (keeping an ERRORS state that

@@ -97,6 +97,10 @@ pub struct MountOptions {
     /// without the server (the remote placement's canary). Not accepted by `parse`.
     #[doc(hidden)]
     pub fault_skip_remote_append: bool,
+    /// Test-only fault: manylogs reuses released log space without writing the log table that
+    /// records the release (its canary). Not accepted by `parse`.
+    #[doc(hidden)]
+    pub fault_manylogs_reuse_early: bool,
     /// Drive the journal step by step instead of from a journal thread (the simulator);
     /// operations that would wait return `FsError::WouldBlock`. Not accepted by `parse`.
     #[doc(hidden)]
@@ -142,6 +146,7 @@ impl Default for MountOptions {
             fault_nvm_no_fence: false,
             fault_nvm_free_early: false,
             fault_skip_remote_append: false,
+            fault_manylogs_reuse_early: false,
             manual_journal: false,
             fault_skip_commit_flush: false,
         }

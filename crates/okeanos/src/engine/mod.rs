@@ -986,13 +986,26 @@ impl Okeanos {
         c
     }
 
-    /// The content policy's name and guarantee.
-    /// Where the journal is now: "internal", "external", "remote", or "remote, fallen back to
-    /// the internal journal".
+    /// Tells the journal that the disk head moved to file-system block `block` for I/O it does
+    /// not see (a large read or write through another path): manylogs puts the next commits
+    /// in the log nearest it. A no-op for the other placements.
+    pub fn hint_position(&self, block: u64) {
+        self.lock().fs.journal.placement.note_position(block);
+    }
+
+    /// Commits placed so far and how many landed in the log of the disk head's group or a
+    /// neighbour's (manylogs; None for the other placements).
+    pub fn near_head(&self) -> Option<crate::journal::placement::manylogs::NearHead> {
+        self.lock().fs.journal.placement.near_head()
+    }
+
+    /// Where the journal is now: "internal", "external", "remote", "nvm", "manylogs", or
+    /// "remote, fallen back to the internal journal".
     pub fn placement(&self) -> String {
         self.lock().fs.journal.placement.name().to_string()
     }
 
+    /// The content policy's name and guarantee.
     pub fn mode(&self) -> (String, &'static str) {
         let core = self.lock();
         (core.fs.journal.policy.name(), core.fs.journal.policy.guarantee())

@@ -46,6 +46,22 @@ pub(super) fn recover(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
         }
         return Ok((next_tid.max(tid), None));
     }
+    if sb.manylogs() {
+        // Manylogs: the log table says where each log's live transactions begin.
+        let recovering = runtime::open::open_manylogs(sb, devs)?;
+        next_tid = next_tid.max(recovering.floor());
+        if !recovering.recovery().is_empty() {
+            if opts.read_only {
+                devs.fs = Arc::new(crate::device::OverlayDevice::new(devs.fs.clone()));
+            }
+            let now = || clock.now_ns();
+            if let Some((report, tid)) = runtime::recover(devs, &recovering, sb.block_count, stats, &now, clock.wall_ns()).map_err(|e| FsError::Io(e.to_string()))? {
+                next_tid = tid;
+                *stats.recovery.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
+            }
+        }
+        return Ok((next_tid, None));
+    }
     // A remote journal: connect, take it over, read its log back (docs/REMOTE.md). After
     // a clean unmount the server holds nothing (it was trimmed): read-only use needs no
     // server then.
@@ -106,6 +122,11 @@ pub(super) fn journal(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
         }
     }
     let placement: Box<dyn Placement> = match (&remote, &sb.remote) {
+        _ if sb.manylogs() => {
+            let mut m = runtime::open::open_manylogs(sb, devs)?;
+            m.fault_reuse_before_table = opts.fault_manylogs_reuse_early;
+            Box::new(m)
+        }
         _ if sb.nvm.is_some() => {
             let nvm = devs.nvm.as_ref().expect("opened by recover");
             let mut p = crate::journal::placement::NvmSlots::new(runtime::nvm::open_header(nvm.as_ref(), sb.uuid, sb.block_size)?);

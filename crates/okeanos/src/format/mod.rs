@@ -10,6 +10,7 @@ pub mod extent;
 pub mod group;
 pub mod inode;
 pub mod journal;
+pub mod logtable;
 pub mod nvm;
 pub mod remote;
 pub mod superblock;

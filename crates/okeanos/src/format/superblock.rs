@@ -22,7 +22,10 @@ pub mod incompat {
     /// The journal lives in non-volatile memory (the nvm placement, UBJ): the NVM record
     /// (bytes 264..456) names it; the internal journal stays unused.
     pub const NVM_JOURNAL: u32 = 1 << 2;
-    pub const KNOWN: u32 = EXTERNAL_JOURNAL | REMOTE_JOURNAL | NVM_JOURNAL;
+    /// The journal is many small logs, one in each group's log area (manylogs); the internal
+    /// journal region holds the log table's two copies after its journal superblock.
+    pub const MANYLOGS: u32 = 1 << 3;
+    pub const KNOWN: u32 = EXTERNAL_JOURNAL | REMOTE_JOURNAL | NVM_JOURNAL | MANYLOGS;
 }
 /// Read-only-compatible features.
 pub mod ro_compat {
@@ -331,6 +334,20 @@ impl Superblock {
                 return Err(invalid(W, "internal journal region is invalid"));
             }
         }
+        if self.feature_incompat & incompat::MANYLOGS != 0 {
+            let JournalLocation::Internal { blocks, .. } = self.journal else {
+                return Err(invalid(W, "manylogs keeps its log table in the internal journal region"));
+            };
+            if self.feature_incompat & (incompat::EXTERNAL_JOURNAL | incompat::REMOTE_JOURNAL | incompat::NVM_JOURNAL) != 0 {
+                return Err(invalid(W, "manylogs excludes an external, remote or NVM journal"));
+            }
+            if self.log_area_blocks < 256 {
+                return Err(invalid(W, format!("manylogs needs logs of at least 256 blocks, not {}", self.log_area_blocks)));
+            }
+            if 1 + 2 * super::logtable::LogTable::blocks_per_copy(self.group_count as u64, bs as usize) > blocks {
+                return Err(invalid(W, "the journal region cannot hold two copies of the log table"));
+            }
+        }
         if let JournalLocation::External { blocks, .. } = self.journal {
             if blocks < 256 {
                 return Err(invalid(W, "external journal is smaller than 256 blocks"));
@@ -340,6 +357,16 @@ impl Superblock {
             return Err(invalid(W, "root or orphan inode number out of range"));
         }
         Ok(())
+    }
+
+    /// Whether the journal is manylogs.
+    pub fn manylogs(&self) -> bool {
+        self.feature_incompat & incompat::MANYLOGS != 0
+    }
+
+    /// First block of group `g`'s log area (manylogs): after its bitmaps and inode table.
+    pub fn log_area_start(&self, g: u32) -> u64 {
+        self.first_group_block + g as u64 * self.blocks_per_group as u64 + 2 + self.inode_table_blocks() as u64
     }
 
     pub fn inode_table_blocks(&self) -> u32 {

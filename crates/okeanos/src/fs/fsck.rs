@@ -88,7 +88,19 @@ pub fn fsck(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> FsckRepor
             return report;
         }
     };
-    report.journal = if jsb.start == 0 {
+    report.journal = if sb.manylogs() {
+        match crate::runtime::open::open_manylogs(&sb, &devs) {
+            Ok(m) if m.floor_clean() => format!("manylogs, {} logs of {} blocks, clean, next transaction {}", sb.group_count, sb.log_area_blocks, m.floor()),
+            Ok(m) => {
+                report.problems.push("manylogs journal needs recovery: mount the file system or run `okeanos recover`".to_string());
+                format!("manylogs, needs recovery from transaction {}", m.floor())
+            }
+            Err(e) => {
+                report.problems.push(format!("manylogs log table: {e}"));
+                format!("manylogs, log table unreadable: {e}")
+            }
+        }
+    } else if jsb.start == 0 {
         format!("clean, next transaction {}", jsb.sequence)
     } else {
         report.problems.push(format!("journal needs recovery (log starts at block {}, transaction {}): mount the file system or run `okeanos recover`", jsb.start, jsb.sequence));

@@ -20,8 +20,15 @@ pub struct MkfsOptions {
     pub external_journal: bool,
     /// Bytes of file system per inode.
     pub bytes_per_inode: u64,
-    /// Blocks reserved per group for scattered logs (manylogs); 0 by default.
+    /// Blocks reserved per group for scattered logs (manylogs); 0 by default. With
+    /// `manylogs` and 0: a tenth of the group (the paper's 10 MB per 100 MB).
     pub log_area_blocks: u32,
+    /// Blocks per group (at most 8 per byte of a block, the bitmap's reach); None: that most,
+    /// or for manylogs 100 MB of blocks if fewer (the paper's GroupSize).
+    pub blocks_per_group: Option<u32>,
+    /// The journal is many small logs, one in every group's log area (manylogs); the journal
+    /// region then only holds the log table, and `journal_blocks` is ignored.
+    pub manylogs: bool,
     pub label: String,
     /// Keep the journal on this journal server (host:port); the internal journal becomes its
     /// local fallback (docs/REMOTE.md).
@@ -33,7 +40,7 @@ pub struct MkfsOptions {
 
 impl Default for MkfsOptions {
     fn default() -> Self {
-        MkfsOptions { block_size: 4096, journal_blocks: 32768, external_journal: false, bytes_per_inode: 16384, log_area_blocks: 0, label: String::new(), remote_server: None, nvm_path: None }
+        MkfsOptions { block_size: 4096, journal_blocks: 32768, external_journal: false, bytes_per_inode: 16384, log_area_blocks: 0, blocks_per_group: None, manylogs: false, label: String::new(), remote_server: None, nvm_path: None }
     }
 }
 
@@ -133,8 +140,30 @@ pub fn plan(dev_bytes: u64, o: &MkfsOptions, journal_dev_bytes: Option<u64>) -> 
         return Err(MkfsError::Invalid(format!("block size {bs} must be a power of two from 1024 to 65536")));
     }
     let block_count = dev_bytes / bs as u64;
-    let bpg = bs * 8;
+    let most = bs * 8;
+    let bpg = match o.blocks_per_group {
+        Some(g) if g > most || g < 256 => return Err(MkfsError::Invalid(format!("{g} blocks per group: give 256 to {most} (a block's bitmap reach) for {bs}-byte blocks"))),
+        Some(g) => g,
+        None if o.manylogs => most.min((100_000_000 / bs as u64) as u32),
+        None => most,
+    };
     let ipb = bs / INODE_SIZE as u32;
+    let mut o = o.clone();
+    if o.manylogs {
+        if o.external_journal || o.remote_server.is_some() || o.nvm_path.is_some() {
+            return Err(MkfsError::Invalid("manylogs keeps its logs in the file system's groups: leave out the journal device, server or NVM".into()));
+        }
+        if o.log_area_blocks == 0 {
+            o.log_area_blocks = (bpg / 10).max(MIN_JOURNAL_BLOCKS as u32);
+        }
+        if (o.log_area_blocks as u64) < MIN_JOURNAL_BLOCKS || o.log_area_blocks as u64 > bpg as u64 / 2 {
+            return Err(MkfsError::Invalid(format!("logs of {} blocks: give at least {MIN_JOURNAL_BLOCKS} blocks and at most half a group ({} blocks)", o.log_area_blocks, bpg / 2)));
+        }
+        // The journal region holds the journal superblock and two copies of the log table.
+        let groups_most = block_count.div_ceil(bpg as u64) + 1;
+        o.journal_blocks = (1 + 2 * crate::format::logtable::LogTable::blocks_per_copy(groups_most, bs as usize)).max(MIN_JOURNAL_BLOCKS);
+    }
+    let o = &o;
     let journal_blocks = if o.external_journal {
         journal_dev_bytes.ok_or_else(|| MkfsError::Invalid("an external journal needs a journal device".into()))? / bs as u64
     } else {
@@ -206,7 +235,10 @@ pub fn plan(dev_bytes: u64, o: &MkfsOptions, journal_dev_bytes: Option<u64>) -> 
     let sb = Superblock {
         version: SB_VERSION,
         feature_compat: if o.log_area_blocks > 0 { compat::LOG_AREA } else { 0 },
-        feature_incompat: if o.external_journal { incompat::EXTERNAL_JOURNAL } else { 0 } | if o.remote_server.is_some() { incompat::REMOTE_JOURNAL } else { 0 } | if o.nvm_path.is_some() { incompat::NVM_JOURNAL } else { 0 },
+        feature_incompat: if o.external_journal { incompat::EXTERNAL_JOURNAL } else { 0 }
+            | if o.remote_server.is_some() { incompat::REMOTE_JOURNAL } else { 0 }
+            | if o.nvm_path.is_some() { incompat::NVM_JOURNAL } else { 0 }
+            | if o.manylogs { incompat::MANYLOGS } else { 0 },
         feature_ro_compat: 0,
         block_size: bs,
         block_count,
@@ -326,6 +358,22 @@ pub fn mkfs(dev: &dyn Device, journal_dev: Option<&dyn Device>, o: &MkfsOptions)
     jdev.write_at(jbase * bsu, &jb)?;
     // Clear the first log block so an old journal's leftovers never even look plausible.
     jdev.write_at((jbase + 1) * bsu, &zero)?;
+    if sb.manylogs() {
+        // Copy A: every log empty, clean; copy B zeroed (invalid), so a mount reads A.
+        let per = crate::format::logtable::LogTable::blocks_per_copy(sb.group_count as u64, bs) as usize;
+        let mut t = vec![0u8; per * bs];
+        crate::format::logtable::LogTable {
+            flags: crate::format::logtable::flags::CLEAN,
+            seq: 0,
+            floor: 1,
+            log_blocks: sb.log_area_blocks,
+            fs_uuid: sb.uuid,
+            logs: vec![Default::default(); sb.group_count as usize],
+        }
+        .encode(&mut t);
+        dev.write_at((jbase + 1) * bsu, &t)?;
+        dev.write_at((jbase + 1 + per as u64) * bsu, &vec![0u8; per * bs])?;
+    }
     if let Some(j) = journal_dev {
         j.flush()?;
     }

@@ -251,6 +251,8 @@ impl<'a> Fs<'a> {
         }
         let mut buf = vec![0u8; self.bs()];
         self.dev.read_at(block * self.bs() as u64, &mut buf)?;
+        // The disk head is there now (manylogs logs the next commit near it).
+        self.st.journal.placement.note_position(block);
         self.st.cache.insert(block, buf, kind);
         Ok(())
     }

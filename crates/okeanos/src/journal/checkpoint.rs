@@ -149,6 +149,10 @@ impl Journal {
         let home: Vec<&super::plan::IoWrite> = plan.io.stages.iter().flat_map(|s| s.writes.iter()).take(plan.written.len()).collect();
         assert!(home.len() == plan.written.len() && plan.written.iter().zip(&home).all(|((b, _), w)| *b == w.block && w.dev == DevId::Fs), "the plan's first writes are the blocks of `written`, in order");
         let written_data: Vec<std::sync::Arc<Vec<u8>>> = home.iter().map(|w| w.data.clone()).collect();
+        if let Some(&(last, _)) = plan.written.last() {
+            // The disk head ends at the highest block written (they go in block order).
+            self.placement.note_position(last);
+        }
         for (i, (b, tid)) in plan.written.into_iter().enumerate() {
             let Some(buf) = cache.get(b) else { continue };
             let same = match (&buf.cp_data, written_data.get(i)) {

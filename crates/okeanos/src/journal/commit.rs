@@ -204,7 +204,8 @@ impl Journal {
         } else {
             Vec::new()
         };
-        let (stage, at) = self.placement.place(Records { tid: tx.tid, blocks: w.blocks, images, revoked });
+        let near = tx.final_data.iter().chain(&tx.final_unordered).max().copied();
+        let (stage, at) = self.placement.place(Records { tid: tx.tid, blocks: w.blocks, images, revoked, near });
 
         let in_place = |set: &std::collections::BTreeSet<u64>| -> Vec<IoWrite> {
             set.iter()

@@ -52,7 +52,7 @@ impl Journal {
         }
         // 2. The failed transaction, in the ring.
         let c = self.committing.as_mut().expect("a commit in flight");
-        let (stage, at) = self.placement.place(Records { tid, blocks: c.records.clone(), images: Vec::new(), revoked: Vec::new() });
+        let (stage, at) = self.placement.place(Records { tid, blocks: c.records.clone(), images: Vec::new(), revoked: Vec::new(), near: None });
         c.at = at;
         let in_place = |set: &std::collections::BTreeSet<u64>| -> Vec<IoWrite> {
             set.iter().map(|&b| IoWrite { dev: DevId::Fs, block: b, data: cache.peek(b).expect("in-place data stays cached").data.clone(), kind: BlockKind::FinalData }).collect()

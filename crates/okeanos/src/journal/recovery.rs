@@ -47,6 +47,26 @@
 //! naming the damaged tid and how many committed transactions followed, and a read-write mount
 //! is refused until `okeanos fsck` has checked the result (docs/JOURNALING.md).
 //!
+//! **Interleaved logs** (manylogs, `RecoveryStart::interleaved`). Each log's transactions
+//! have increasing tids, but consecutive tids may be in different logs. The log table records,
+//! per log, its tail (where the oldest transaction at or above the table's floor tid begins),
+//! the tid there, and its end of durable transactions; no space holding a transaction at or
+//! above the floor is reused before a newer table is durable. Each log is scanned from its
+//! tail as above, except that at a transaction boundary the scan accepts any tid above the
+//! last one (and below the bound): leftovers of an earlier pass carry lower tids. Then:
+//!
+//! | found                                                          | decision                   |
+//! |----------------------------------------------------------------|----------------------------|
+//! | every log's transactions, merged by tid, run floor, floor+1, .. | replay them all            |
+//! | a tid missing from the run with a higher one found after it    | **damage**: replay the run before it |
+//! | a log whose scan ends before the end the table records         | **damage** (a durable one is gone) |
+//! | a log whose first transaction is not the tid the table names   | **damage**                 |
+//! | a log's probe finds a committed transaction after a failed one | **damage**                 |
+//! | the run ends with no higher tid anywhere                       | torn tail: the newest commit was in flight |
+//!
+//! Commits are issued one at a time, each after the previous one's flush, so a crash can leave
+//! at most the newest transaction torn; a gap below a committed tid is never a crash's doing.
+//!
 //! After recovery the next transaction gets a tid beyond every tid still in the log, so that no
 //! leftover block can ever match the tid a later scan expects: at least `end + 2` (a partly
 //! written transaction `end + 1` may have left blocks anywhere after the log end), beyond the
@@ -134,6 +154,9 @@ pub struct Scan {
     multiwrite: bool,
     pos: u64,
     expected: Tid,
+    /// Interleaved logs (manylogs): at a transaction boundary any tid from `expected` up to
+    /// this bound (exclusive) is accepted, not only `expected`.
+    increasing: Option<Tid>,
     budget: u64,
     phase: Phase,
     cur: Option<Partial>,
@@ -151,7 +174,11 @@ pub struct Scan {
 impl Scan {
     /// The scan of a placement's log from where its recovery starts.
     pub fn new(start: &RecoveryStart, fs_blocks: u64) -> Self {
-        Scan::at(start.region, fs_blocks, start.multiwrite, start.pos, start.tid)
+        let mut scan = Scan::at(start.region, fs_blocks, start.multiwrite, start.pos, start.tid);
+        if start.interleaved.is_some() {
+            scan.increasing = Some(start.tid_bound);
+        }
+        scan
     }
 
     /// A scan that expects transaction `tid` to begin at log position `pos`.
@@ -162,6 +189,7 @@ impl Scan {
             multiwrite,
             pos,
             expected: tid,
+            increasing: None,
             budget: region.ring_len(),
             phase: Phase::Header,
             cur: None,
@@ -281,7 +309,11 @@ impl Scan {
         let Some((kind, tid)) = jf::header(block) else {
             return self.stop(format!("no journal header at {pos}"));
         };
-        if tid != expected || kind == JBlockType::Superblock {
+        let opens = self.cur.is_none() && matches!(kind, JBlockType::Descriptor | JBlockType::Revoke | JBlockType::Commit);
+        if opens && self.increasing.is_some_and(|bound| tid > expected && tid < bound) {
+            // Interleaved logs: the next transaction of this log, whatever its tid.
+            self.expected = tid;
+        } else if tid != expected || kind == JBlockType::Superblock {
             return self.stop(format!("block at {pos} has tid {tid}, expected {expected}"));
         }
         match kind {
@@ -511,6 +543,53 @@ impl Probe {
             }
         }
     }
+}
+
+/// An interleaved log (manylogs) whose scan fell short of what the log table recorded as
+/// durable, or found another transaction at its tail: committed transactions are missing.
+pub fn short_of_table(start: &RecoveryStart, rec: super::placement::Interleaved, scan: &Scan) -> Option<Damage> {
+    let region = start.region;
+    let need = region.distance(start.pos, rec.end);
+    if need == 0 {
+        return None;
+    }
+    let reached = scan.txs.last().map_or(0, |t| region.distance(start.pos, t.end));
+    let first = scan.txs.first().map(|t| t.tid);
+    let reason = if first != Some(rec.tail_tid) {
+        format!("the log table names transaction {} at position {} of the log at block {}, the scan found {:?} ({})", rec.tail_tid, start.pos, region.base, first, scan.end_reason)
+    } else if reached < need {
+        format!("the log table records transactions up to position {} of the log at block {}, the scan ended {} blocks short ({})", rec.end, region.base, need - reached, scan.end_reason)
+    } else {
+        return None;
+    };
+    Some(Damage { tid: scan.expected_tid(), pos: scan.fail_start.unwrap_or(start.pos), reason, following: 0, following_tids: (0, 0) })
+}
+
+/// Merges the transactions found in interleaved logs (manylogs) into one sequence by tid
+/// (the decision table "Interleaved logs" in the module notes). Returns the transactions to
+/// replay, the consecutive run from `floor`, and the damage if any transaction is missing.
+pub fn merge_interleaved(mut txs: Vec<ScannedTx>, floor: Tid, log_damage: Vec<Damage>) -> (Vec<ScannedTx>, Option<Damage>) {
+    txs.sort_by_key(|t| t.tid);
+    let run = txs.iter().enumerate().take_while(|(k, t)| t.tid == floor + *k as u64).count();
+    let rest = txs.split_off(run);
+    if rest.is_empty() && log_damage.is_empty() {
+        return (txs, None);
+    }
+    let missing = floor + run as u64;
+    let mut reason = match rest.first() {
+        Some(t) => format!("transaction {missing} is in no log but transaction {} is", t.tid),
+        None => String::new(),
+    };
+    for d in &log_damage {
+        if !reason.is_empty() {
+            reason.push_str("; ");
+        }
+        reason.push_str(&d.reason);
+    }
+    let following = rest.len() as u64 + log_damage.iter().map(|d| d.following).sum::<u64>();
+    let tids = rest.iter().map(|t| t.tid).chain(log_damage.iter().flat_map(|d| [d.following_tids.0, d.following_tids.1])).filter(|&t| t > 0);
+    let following_tids = (tids.clone().min().unwrap_or(missing), tids.max().unwrap_or(missing));
+    (txs, Some(Damage { tid: missing, pos: log_damage.first().map_or(0, |d| d.pos), reason, following, following_tids }))
 }
 
 /// The tid the journal continues with after recovery (see the module notes).

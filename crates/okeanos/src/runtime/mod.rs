@@ -94,7 +94,7 @@ impl Devices {
         Ok(())
     }
 
-    fn read_block(&self, id: DevId, block: u64) -> Result<Vec<u8>, DeviceError> {
+    pub(crate) fn read_block(&self, id: DevId, block: u64) -> Result<Vec<u8>, DeviceError> {
         let mut b = vec![0u8; self.block_size];
         self.get(id).read_at(block * self.block_size as u64, &mut b)?;
         Ok(b)
@@ -249,14 +249,17 @@ pub fn recover(
         return Ok(None);
     }
     let t0 = now_ns();
-    // Scan (and probe) each log in turn; their transactions form one sequence. After damage,
-    // later logs build on what was lost: they are not scanned, only their tid bounds count.
     let (mut txs, mut damage, mut next_tid) = (Vec::new(), None, 0);
     let (mut scanned, mut probed, mut end_reason, mut first_tid) = (0, 0, String::new(), None);
     let mut readers: Vec<LogReader> = starts.iter().map(|s| LogReader::new(devs, s.region)).collect();
+    let interleaved = starts.iter().any(|s| s.interleaved.is_some());
+    let mut log_damage: Vec<Damage> = Vec::new();
     for (start, log) in starts.iter().zip(readers.iter_mut()) {
         next_tid = next_tid.max(start.tid_bound);
-        if damage.is_some() {
+        // Consecutive logs form one sequence: after damage, later logs build on what was
+        // lost and are not scanned (only their tid bounds count). Interleaved logs are all
+        // scanned, and merged below.
+        if damage.is_some() && !interleaved {
             continue;
         }
         let mut scan = Scan::new(start, fs_blocks);
@@ -269,13 +272,23 @@ pub fn recover(
                 p.feed(log.read(pos)?);
             }
         }
-        damage = probe.as_ref().and_then(|p| p.damage.clone());
         next_tid = next_tid.max(recovery::next_tid(&scan, probe.as_ref(), start));
         scanned += scan.blocks_read;
         probed += probe.as_ref().map_or(0, |p| p.blocks_read);
         first_tid.get_or_insert(scan.first_tid);
         end_reason = scan.end_reason.clone();
+        let found = probe.as_ref().and_then(|p| p.damage.clone());
+        match start.interleaved {
+            None => damage = found,
+            Some(rec) => log_damage.extend(found.into_iter().chain(recovery::short_of_table(start, rec, &scan))),
+        }
         txs.append(&mut scan.txs);
+    }
+    if interleaved {
+        let floor = starts[0].tid;
+        let (kept, d) = recovery::merge_interleaved(txs, floor, log_damage);
+        txs = kept;
+        damage = d;
     }
     let t1 = now_ns();
     let mut table = RevokeTable::default();

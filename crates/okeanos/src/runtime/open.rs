@@ -65,6 +65,14 @@ pub fn error_state(sb: &Superblock) -> Option<String> {
     })
 }
 
+/// The manylogs placement of `sb` from the newest valid copy of its log table.
+pub fn open_manylogs(sb: &Superblock, devs: &Devices) -> FsResult<crate::journal::placement::Manylogs> {
+    use crate::journal::placement::manylogs::{read_table, Geometry};
+    let geo = Geometry::of(sb);
+    let table = read_table(&geo, &mut |b| devs.read_block(crate::journal::plan::DevId::Fs, b))?;
+    Ok(crate::journal::placement::Manylogs::new(geo, table))
+}
+
 /// Locates the journal of `sb` and reads its superblock.
 pub fn open_journal(sb: &Superblock, devs: &Devices) -> FsResult<(LogRegion, JournalSuperblock)> {
     let bs = sb.block_size as u64;

@@ -22,6 +22,9 @@ pub enum Journal {
     /// smallest NVM journal is then about 1 MiB, so that thousands of crash states of both
     /// media stay cheap to build; the placement's logic does not depend on the block size).
     Nvm { bytes: u64 },
+    /// Manylogs on a 16 MiB file system: a log of `log_blocks` in every group of
+    /// `group_blocks` blocks (4 KiB), so that logs fill and wrap within the workload.
+    Manylogs { group_blocks: u32, log_blocks: u32 },
 }
 
 pub struct Run {
@@ -33,6 +36,8 @@ pub struct Run {
     pub overwritten: Vec<String>,
     /// The journal is in NVM (recorded as region 0 of the recorder).
     pub nvm: bool,
+    /// Manylogs: where the commits went (how many wrapped a log's end).
+    pub near_head: Option<okeanos::journal::placement::manylogs::NearHead>,
 }
 
 /// Checks the guarantee of `mode` on a recovered file system, for a crash after `k` events.
@@ -175,6 +180,11 @@ pub fn workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: &dyn F
             o.nvm = Some(NvmHandle(nvm));
             Arc::new(recorder.device("fs", base.snapshot()))
         }
+        Journal::Manylogs { group_blocks, log_blocks } => {
+            let base = MemDevice::new(16 * MB);
+            Okeanos::mkfs(&base, None, &MkfsOptions { manylogs: true, blocks_per_group: Some(group_blocks), log_area_blocks: log_blocks, ..Default::default() }).expect("mkfs");
+            Arc::new(recorder.device("fs", base.snapshot()))
+        }
     };
     let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
     let mut files: HashMap<String, History> = HashMap::new();
@@ -199,6 +209,14 @@ pub fn workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: &dyn F
     };
     for k in 0..ops {
         let r = next();
+        if let Journal::Manylogs { group_blocks, .. } = journal {
+            // Large I/O elsewhere moves the disk head: the next commits go to other logs, so
+            // consecutive transactions interleave across logs.
+            // Two groups apart, so that their logs still fill and wrap within the workload.
+            if (r >> 40) % 4 == 0 {
+                fs.hint_position(((r >> 44) % 2) * 4 * group_blocks as u64 + 100);
+            }
+        }
         let s = (r % STREAMS as u64) as usize;
         let name = format!("/s/stream{s}");
         match (r >> 8) % 12 {
@@ -260,8 +278,9 @@ pub fn workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: &dyn F
     drop(handles);
     drop(ow);
     fs.sync().unwrap();
+    let near_head = fs.near_head();
     let end_events = recorder.event_count();
     drop(fs);
-    Run { recorder, files, end_events, overwritten: vec![OW.to_string()], nvm: matches!(journal, Journal::Nvm { .. }) }
+    Run { recorder, files, end_events, overwritten: vec![OW.to_string()], nvm: matches!(journal, Journal::Nvm { .. }), near_head }
 }
 

@@ -18,12 +18,15 @@
 //!
 //! Placements: [`Ring`] (`internal`: a region of the file-system device; `external`: a device
 //! or file of its own), [`Remote`] (a journal server, with the internal ring as fallback) and
-//! [`NvmSlots`] (`nvm`: UBJ's slot table in non-volatile memory). Manylogs follows (issue 15).
+//! [`NvmSlots`] (`nvm`: UBJ's slot table in non-volatile memory) and [`Manylogs`] (a small
+//! log in every block group, each commit in the one nearest the disk head).
 
+pub mod manylogs;
 pub mod nvm;
 mod remote;
 mod ring;
 
+pub use manylogs::Manylogs;
 pub use nvm::NvmSlots;
 pub use remote::Remote;
 pub use ring::{LogRegion, RegionKind, Ring};
@@ -45,6 +48,9 @@ pub struct Records {
     pub images: Vec<(u64, Arc<Vec<u8>>, BlockKind)>,
     /// The blocks it revokes.
     pub revoked: Vec<u64>,
+    /// The highest block the commit writes in place (outside the journal) before its records,
+    /// if any: where the disk head will be (manylogs puts the records near it).
+    pub near: Option<u64>,
 }
 
 /// Where a placement put one transaction: opaque to the core, handed back at release.
@@ -94,9 +100,23 @@ pub struct RecoveryStart {
     pub tid: Tid,
     /// The log may hold multiwrite records.
     pub multiwrite: bool,
+    /// The log is one of several whose transactions interleave (manylogs): its tids increase
+    /// but need not be consecutive, and recovery merges every log's by tid. None: the log
+    /// holds consecutive tids from `tid`.
+    pub interleaved: Option<Interleaved>,
     /// Every tid present in the log is below this (the placement knows how many transactions
     /// its log can hold); the journal continues at or beyond it.
     pub tid_bound: Tid,
+}
+
+/// What a table recorded about one of several interleaved logs (manylogs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interleaved {
+    /// Position after the newest transaction that was durable when the table was written:
+    /// the scan must reach it, or a committed transaction is missing.
+    pub end: u64,
+    /// Tid of the transaction at the scan's start when `end` is past it.
+    pub tail_tid: Tid,
 }
 
 /// Where the journal lives (DESIGN.md section 5).
@@ -133,8 +153,13 @@ pub trait Placement: Send + std::fmt::Debug {
     fn frozen_copy(&self, _block: u64) -> Option<u64> {
         None
     }
-    /// Whether a transaction of `blocks` fits now (else the core checkpoints first): space is
-    /// reserved before a handle dirties anything, so commit never waits for room.
+    /// The disk head moved to `block` of the file system for I/O the journal did not log (a
+    /// checkpoint write, a read miss, a hint from the library). Only manylogs cares.
+    fn note_position(&mut self, _block: u64) {}
+    /// Commits placed and how many landed near the disk head (manylogs only).
+    fn near_head(&self) -> Option<manylogs::NearHead> {
+        None
+    }
     /// Whether a checkpoint may run while a commit is in flight: its release stage is planned
     /// from what is committed then and touches nothing a commit writes. The ring's is (the
     /// journal superblock's tail, behind every commit); the nvm table's is not (releasing a
@@ -144,6 +169,8 @@ pub trait Placement: Send + std::fmt::Debug {
         false
     }
 
+    /// Whether a transaction of `blocks` fits now (else the core checkpoints first): space is
+    /// reserved before a handle dirties anything, so commit never waits for room.
     fn admit(&self, blocks: u64) -> bool {
         blocks <= self.free_blocks()
     }

@@ -16,6 +16,9 @@ pub enum RegionKind {
     External,
     /// A remote journal's log read back from the server (in memory, for recovery).
     Remote,
+    /// One of the many logs of the file-system device (manylogs): no superblock of its own,
+    /// positions from 0.
+    Log,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,11 +49,12 @@ impl LogRegion {
             RegionKind::Internal => "internal",
             RegionKind::External => "external",
             RegionKind::Remote => "remote",
+            RegionKind::Log => "manylogs",
         }
     }
     pub fn dev(&self) -> DevId {
         match self.kind {
-            RegionKind::Internal => DevId::Fs,
+            RegionKind::Internal | RegionKind::Log => DevId::Fs,
             RegionKind::External => DevId::Journal,
             RegionKind::Remote => DevId::RemoteLog,
         }
@@ -175,7 +179,7 @@ impl Placement for Ring {
     }
 
     fn checkpoint_beside_commit(&self) -> bool {
-        self.region.kind != RegionKind::Remote
+        matches!(self.region.kind, RegionKind::Internal | RegionKind::External)
     }
 
     fn free_blocks(&self) -> u64 {
@@ -237,6 +241,7 @@ impl Ring {
             tid: self.jsb.sequence,
             multiwrite: self.jsb.features & crate::format::journal::jfeature::MULTIWRITE != 0,
             tid_bound: self.jsb.sequence + self.region.ring_len(),
+            interleaved: None,
         })
     }
 }

@@ -1,0 +1,180 @@
+//! The manylogs log table: where each group's log begins and ends, and the oldest transaction
+//! recovery must find. Byte map: docs/FORMAT.md, "Manylogs log table".
+//!
+//! Two copies (A and B) sit in the file system's journal region after its journal superblock;
+//! a table write goes to the copy the newest durable table is not in (sequence parity), so a
+//! torn write leaves the previous table whole, and mount takes the valid copy with the higher
+//! sequence. A copy is `blocks_per_copy` blocks; its CRC covers the header and every entry, so
+//! a copy torn between its blocks fails as a whole.
+
+use super::{invalid, need, FormatError, Le};
+
+pub const LOG_TABLE_MAGIC: u64 = u64::from_le_bytes(*b"OKMLTAB1");
+pub const LOG_TABLE_VERSION: u32 = 1;
+/// Bytes before the first entry.
+pub const HEADER_LEN: usize = 64;
+/// Bytes of one log's entry.
+pub const ENTRY_LEN: usize = 16;
+/// Where the CRC sits in the header; it covers bytes 0..60 and then the entries.
+const CRC_AT: usize = 60;
+const SEED: u32 = 0x4d4c_0001;
+
+pub mod flags {
+    /// Unmounted cleanly: every log is empty and nothing needs recovery.
+    pub const CLEAN: u32 = 1 << 0;
+    pub const KNOWN: u32 = CLEAN;
+}
+
+/// One log's extent of live transactions at the time the table was written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogEntry {
+    /// Position (block within the log) of its oldest transaction not yet checkpointed, or
+    /// where the next one goes when it holds none.
+    pub tail: u32,
+    /// Position after its newest transaction that was durable when the table was planned:
+    /// recovery must find the log intact up to here.
+    pub end: u32,
+    /// Tid of the transaction at `tail` (0: the log was empty).
+    pub tail_tid: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogTable {
+    pub flags: u32,
+    /// Higher is newer; the copy written is `seq % 2`.
+    pub seq: u64,
+    /// Every committed transaction with this tid or a higher one is in a log at or after that
+    /// log's `tail`; older ones are at their final locations. The next tid when all are empty.
+    pub floor: u64,
+    /// Blocks of every log.
+    pub log_blocks: u32,
+    pub fs_uuid: [u8; 16],
+    /// One per block group, in group order.
+    pub logs: Vec<LogEntry>,
+}
+
+impl LogTable {
+    /// Blocks one copy of a table of `logs` logs takes.
+    pub fn blocks_per_copy(logs: u64, block_size: usize) -> u64 {
+        ((HEADER_LEN as u64 + logs * ENTRY_LEN as u64).div_ceil(block_size as u64)).max(1)
+    }
+
+    pub fn is_clean(&self) -> bool {
+        self.flags & flags::CLEAN != 0
+    }
+
+    /// Encodes into `out`, which must be `blocks_per_copy` blocks long.
+    pub fn encode(&self, out: &mut [u8]) {
+        let n = HEADER_LEN + self.logs.len() * ENTRY_LEN;
+        assert!(out.len() >= n, "a log table copy holds its entries");
+        out.fill(0);
+        Le::put_u64(out, 0, LOG_TABLE_MAGIC);
+        Le::put_u32(out, 8, LOG_TABLE_VERSION);
+        Le::put_u32(out, 12, self.flags);
+        Le::put_u64(out, 16, self.seq);
+        Le::put_u64(out, 24, self.floor);
+        Le::put_u32(out, 32, self.logs.len() as u32);
+        Le::put_u32(out, 36, self.log_blocks);
+        out[40..56].copy_from_slice(&self.fs_uuid);
+        for (i, e) in self.logs.iter().enumerate() {
+            let at = HEADER_LEN + i * ENTRY_LEN;
+            Le::put_u32(out, at, e.tail);
+            Le::put_u32(out, at + 4, e.end);
+            Le::put_u64(out, at + 8, e.tail_tid);
+        }
+        let c = Self::crc(out, n);
+        Le::put_u32(out, CRC_AT, c);
+    }
+
+    fn crc(b: &[u8], n: usize) -> u32 {
+        super::crc(super::crc(SEED, &b[..CRC_AT]), &b[HEADER_LEN..n])
+    }
+
+    /// Decodes a copy, checking it belongs to a file system of `fs_uuid` with `logs` logs of
+    /// `log_blocks` blocks each.
+    pub fn decode(b: &[u8], fs_uuid: [u8; 16], logs: u32, log_blocks: u32) -> Result<LogTable, FormatError> {
+        const W: &str = "manylogs log table";
+        need(W, b, HEADER_LEN)?;
+        let magic = Le::u64(b, 0);
+        if magic != LOG_TABLE_MAGIC {
+            return Err(FormatError::BadMagic { what: W, found: magic, expected: LOG_TABLE_MAGIC });
+        }
+        let version = Le::u32(b, 8);
+        let fl = Le::u32(b, 12);
+        if version != LOG_TABLE_VERSION || fl & !flags::KNOWN != 0 {
+            return Err(FormatError::Unsupported { what: W, version, features: fl });
+        }
+        let count = Le::u32(b, 32);
+        if count != logs || Le::u32(b, 36) != log_blocks {
+            return Err(invalid(W, format!("describes {count} logs of {} blocks; the file system has {logs} of {log_blocks}", Le::u32(b, 36))));
+        }
+        let n = HEADER_LEN + count as usize * ENTRY_LEN;
+        need(W, b, n)?;
+        let stored = Le::u32(b, CRC_AT);
+        let computed = Self::crc(b, n);
+        if stored != computed {
+            return Err(FormatError::BadChecksum { what: W, stored, computed });
+        }
+        if b[40..56] != fs_uuid {
+            return Err(invalid(W, "belongs to another file system"));
+        }
+        let mut out = Vec::with_capacity(count as usize);
+        for i in 0..count as usize {
+            let at = HEADER_LEN + i * ENTRY_LEN;
+            let e = LogEntry { tail: Le::u32(b, at), end: Le::u32(b, at + 4), tail_tid: Le::u64(b, at + 8) };
+            if e.tail >= log_blocks || e.end >= log_blocks {
+                return Err(invalid(W, format!("log {i}: tail {} or end {} is outside its {log_blocks} blocks", e.tail, e.end)));
+            }
+            out.push(e);
+        }
+        let floor = Le::u64(b, 24);
+        if floor == 0 {
+            return Err(invalid(W, "floor tid 0"));
+        }
+        Ok(LogTable { flags: fl, seq: Le::u64(b, 16), floor, log_blocks, fs_uuid, logs: out })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> LogTable {
+        LogTable {
+            flags: 0,
+            seq: 7,
+            floor: 42,
+            log_blocks: 300,
+            fs_uuid: [5; 16],
+            logs: (0..600).map(|i| LogEntry { tail: i % 300, end: (i * 7) % 300, tail_tid: i as u64 * 3 }).collect(),
+        }
+    }
+
+    #[test]
+    fn round_trip_across_blocks() {
+        let t = table();
+        let bs = 4096;
+        let n = LogTable::blocks_per_copy(600, bs) as usize;
+        assert_eq!(n, 3);
+        let mut b = vec![0u8; n * bs];
+        t.encode(&mut b);
+        assert_eq!(LogTable::decode(&b, [5; 16], 600, 300).unwrap(), t);
+    }
+
+    #[test]
+    fn corruption_anywhere_is_an_error() {
+        let t = table();
+        let mut b = vec![0u8; 3 * 4096];
+        t.encode(&mut b);
+        // A flipped byte in the last block's entries (a torn multi-block write) fails the CRC.
+        for at in [0, 12, 20, 40, 64, 4096 * 2 + 100, HEADER_LEN + 600 * ENTRY_LEN - 1] {
+            let mut c = b.clone();
+            c[at] ^= 0x10;
+            assert!(LogTable::decode(&c, [5; 16], 600, 300).is_err(), "byte {at}");
+        }
+        assert!(LogTable::decode(&b, [6; 16], 600, 300).is_err(), "another file system");
+        assert!(LogTable::decode(&b, [5; 16], 601, 300).is_err(), "another geometry");
+        assert!(LogTable::decode(&b[..100], [5; 16], 600, 300).is_err(), "truncated");
+        assert!(LogTable::decode(&vec![0u8; 4096], [5; 16], 600, 300).is_err(), "zeros");
+    }
+}
