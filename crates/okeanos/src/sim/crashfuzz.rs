@@ -1,7 +1,8 @@
 //! Crash fuzzing (`okeanos sim --crash-fuzz`): a seeded random workload under a random policy
 //! runs in the simulator on crash-recording devices — appends and in-place overwrites of
 //! several files, fsyncs and fdatasyncs, virtual time passing so that commit intervals and
-//! age-based checkpoints fire, a journal small enough to wrap — then crashes at random points:
+//! age-based checkpoints fire, a journal small enough to wrap (internal, external, or manylogs
+//! with the disk head moved between groups) — then crashes at random points:
 //! the unflushed writes are each kept, lost or torn at sector boundaries as the crash model
 //! allows (DESIGN.md section 3). Each crash state is recovered, checked against the policy's
 //! guarantee ([`super::check`]) and by fsck. A seed names one run exactly.
@@ -27,7 +28,8 @@ pub const ALL: [&str; 7] = ["writeback", "ordered", "data", "wasteless", "wastel
 pub struct RunReport {
     pub seed: u64,
     pub mode: String,
-    pub external_journal: bool,
+    /// Where the journal was: "internal", "external" or "manylogs".
+    pub journal: &'static str,
     pub ops: usize,
     pub events: usize,
     pub states: usize,
@@ -38,7 +40,10 @@ pub struct RunReport {
 
 const MB: u64 = 1 << 20;
 
-fn world_config(cfg: ContentConfig, canary: bool, external: bool, slow_disk: bool) -> WorldConfig {
+/// Manylogs runs: a 256-block log in every 512-block group of a 16 MiB file system.
+const MANYLOGS_GROUP: u32 = 512;
+
+fn world_config(cfg: ContentConfig, canary: bool, external: bool, manylogs: bool, slow_disk: bool) -> WorldConfig {
     let mut mount = MountOptions::default().content_config(cfg);
     mount.commit_interval = Duration::from_secs(1);
     mount.writeback_period = Duration::from_millis(700);
@@ -48,7 +53,7 @@ fn world_config(cfg: ContentConfig, canary: bool, external: bool, slow_disk: boo
     // internal journal on a spinning one): the fuzzer is here to find what overlap breaks.
     mount.checkpoint_thread = Some(true);
     WorldConfig {
-        fs_bytes: 8 * MB,
+        fs_bytes: if manylogs { 16 * MB } else { 8 * MB },
         external_journal_blocks: external.then_some(256),
         journal_blocks: 256,
         // A spinning disk under the file system in some runs: checkpoints then take long enough
@@ -67,11 +72,13 @@ fn world_config(cfg: ContentConfig, canary: bool, external: bool, slow_disk: boo
 pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool) -> Result<RunReport, String> {
     let mut rng = Rng::new(seed);
     let cfg = modes[rng.below(modes.len() as u64) as usize];
-    let external = rng.chance(0.3);
+    let placement = rng.below(10);
+    let (external, manylogs) = (placement < 3, placement >= 7);
     let slow_disk = rng.chance(0.5);
     // Format, then move the images onto recording devices.
-    let wc = world_config(cfg, canary, external, slow_disk);
-    let (fs0, j0) = World::format(&wc, &MkfsOptions { journal_blocks: 256, ..Default::default() }).map_err(|e| e.to_string())?;
+    let wc = world_config(cfg, canary, external, manylogs, slow_disk);
+    let mkfs = MkfsOptions { journal_blocks: 256, manylogs, blocks_per_group: manylogs.then_some(MANYLOGS_GROUP), log_area_blocks: if manylogs { 256 } else { 0 }, ..Default::default() };
+    let (fs0, j0) = World::format(&wc, &mkfs).map_err(|e| e.to_string())?;
     let snap = |d: &Arc<dyn Device>| -> Result<Vec<u8>, String> {
         let mut b = vec![0u8; d.len_bytes() as usize];
         d.read_at(0, &mut b).map_err(|e| e.to_string())?;
@@ -98,6 +105,11 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool)
     }
     let ops = 15 + rng.below(45) as usize;
     for k in 0..ops {
+        if manylogs && rng.chance(0.3) {
+            // Large I/O elsewhere: the head moves, and commits go to another group's log.
+            let group = rng.below(4) * 2;
+            w.fs.hint_position(group * MANYLOGS_GROUP as u64 + 100);
+        }
         let (name, ino) = inos[rng.below(inos.len() as u64) as usize].clone();
         let cur = files[&name].versions.last().expect("a version").1.clone();
         let len = [1, 100, 128, 700, 3000, 4096, 6000][rng.below(7) as usize];
@@ -143,7 +155,8 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool)
     let events = rec.event_count();
     let overlaps = w.fs.counters().overlaps;
     drop(w);
-    let mut report = RunReport { seed, mode: cfg.name(), external_journal: external, ops, events, states: 0, violations: Vec::new(), overlaps };
+    let journal = if external { "external" } else if manylogs { "manylogs" } else { "internal" };
+    let mut report = RunReport { seed, mode: cfg.name(), journal, ops, events, states: 0, violations: Vec::new(), overlaps };
     for p in 0..points {
         // Crash points: uniform over the run, with some right after flushes and acks.
         let k = if p % 3 == 2 {
@@ -167,7 +180,7 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool)
         let fimg = images.remove(0);
         report.states += 1;
         if let Err(e) = recover_and_check(cfg, &files, &overwritten, k, fimg, jimg) {
-            report.violations.push(format!("seed {seed} ({}, {}): {}: {e}", cfg.name(), if external { "external journal" } else { "internal journal" }, st.label));
+            report.violations.push(format!("seed {seed} ({}, {journal} journal): {}: {e}", cfg.name(), st.label));
         }
     }
     Ok(report)
