@@ -187,6 +187,49 @@ enum SimCmd {
         #[arg(long, default_value = "postmark")]
         flow: String,
     },
+    /// The manylogs paper's Fig. 2 inside the file system: a large sequential reader (or
+    /// --writer) of one big file beside small writers that overwrite 4 KiB of 20 scattered
+    /// files and sync each, on the paper's Cheetah 15K.5 146 GB with its write cache off;
+    /// ordered, data and selective keep one journal in the middle of the disk, manylogs a log in
+    /// every 100 MB group. Prints the large stream's share of its bandwidth alone, the sync
+    /// latency and where manylogs' commits landed.
+    Nearhead {
+        /// ordered, data, selective, manylogs (comma-separated).
+        #[arg(long, default_value = "ordered,selective,manylogs")]
+        schemes: String,
+        /// Small writes per second in all (comma-separated; one run per value and scheme).
+        #[arg(long, default_value = "40,80,160,320")]
+        rates: String,
+        /// Virtual time alone, then beside the writers, such as 20s.
+        #[arg(long, default_value = "20s")]
+        duration: String,
+        /// The large stream writes instead of reading (Fig. 2b).
+        #[arg(long)]
+        writer: bool,
+        /// The disk model, and how much of it the file system takes (default: all).
+        #[arg(long, default_value = "cheetah15k5-146")]
+        model: String,
+        #[arg(long)]
+        disk_size: Option<String>,
+        /// The big file, and the large stream's application request (it goes to the disk in
+        /// --device-request pieces, one after another).
+        #[arg(long, default_value = "2G")]
+        large_size: String,
+        #[arg(long, default_value = "128M")]
+        request: String,
+        #[arg(long, default_value = "512K")]
+        device_request: String,
+        /// Small writers (one scattered file each), and the logged-write-size threshold.
+        #[arg(long, default_value = "20")]
+        writers: usize,
+        #[arg(long, default_value = "32K")]
+        logged_write_size: String,
+        #[arg(long, default_value = "1")]
+        seed: u64,
+        /// Also write the results as JSON to this file.
+        #[arg(long)]
+        json: Option<std::path::PathBuf>,
+    },
     /// The device models and their parameters.
     Models,
 }
@@ -249,6 +292,8 @@ impl ModelArgs {
                 }
                 _ => None,
             },
+            journal_at: None,
+            timed_reads: None,
         })
     }
 
@@ -314,6 +359,55 @@ pub fn run(a: SimArgs) -> Result<ExitCode, String> {
                 println!("{}", model::preset(name)?.describe());
             }
             Ok(ExitCode::SUCCESS)
+        }
+        Some(SimCmd::Nearhead { schemes, rates, duration, writer, model, disk_size, large_size, request, device_request, writers, logged_write_size, seed, json }) => {
+            use okeanos::sim::nearhead::{self, Scheme, Spec};
+            let schemes: Vec<Scheme> = schemes.split(',').map(|s| Scheme::parse(s.trim())).collect::<Result<_, _>>()?;
+            let rates: Vec<u64> = rates.split(',').map(|r| r.trim().parse::<u64>().map_err(|_| format!("--rates: {r:?} is not a number"))).collect::<Result<_, _>>()?;
+            let mut specs = Vec::new();
+            for &scheme in &schemes {
+                for &rate in &rates {
+                    let mut s = Spec::paper(scheme, rate);
+                    s.duration = okeanos::workload::parse_duration(&duration)?;
+                    s.read = !writer;
+                    s.disk = model.clone();
+                    s.disk_bytes = disk_size.as_deref().map(crate::parse_size).transpose()?;
+                    s.large_bytes = crate::parse_size(&large_size)?;
+                    s.app_request = crate::parse_size(&request)?;
+                    s.device_request = crate::parse_size(&device_request)?;
+                    s.writers = writers;
+                    s.logged_write_size = crate::parse_size(&logged_write_size)? as usize;
+                    s.seed = seed;
+                    specs.push(s);
+                }
+            }
+            let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let results = parallel(&specs, jobs, false, nearhead::run);
+            println!("{:<10} {:>5} {:>10} {:>10} {:>6} {:>7} {:>9} {:>9} {:>9} {:>11} {:>5}", "scheme", "iops", "alone MB/s", "with MB/s", "share", "syncs", "mean ms", "p50 ms", "p99 ms", "near head", "ckpts");
+            let mut ok = Vec::new();
+            let mut failed = false;
+            for (s, r) in specs.iter().zip(results) {
+                match r {
+                    Ok(o) => {
+                        let near = o.near_head.map_or("-".to_string(), |n| format!("{:.1}%", 100.0 * n.near as f64 / n.commits.max(1) as f64));
+                        println!(
+                            "{:<10} {:>5} {:>10.1} {:>10.1} {:>5.0}% {:>7} {:>9.1} {:>9.1} {:>9.1} {:>11} {:>5}",
+                            o.scheme, o.rate, o.alone_bps / 1e6, o.shared_bps / 1e6, 100.0 * o.shared_bps / o.alone_bps.max(1.0), o.syncs,
+                            o.sync_mean_ns as f64 / 1e6, o.sync_p50_ns as f64 / 1e6, o.sync_p99_ns as f64 / 1e6, near, o.checkpoints
+                        );
+                        ok.push(o);
+                    }
+                    Err(e) => {
+                        println!("{:<10} {:>5} ERROR {e}", s.scheme.name(), s.rate);
+                        failed = true;
+                    }
+                }
+            }
+            if let Some(p) = json {
+                let v = serde_json::json!({ "command": command, "runs": ok });
+                std::fs::write(&p, serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?).map_err(|e| format!("{}: {e}", p.display()))?;
+            }
+            Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
         }
         Some(SimCmd::Multistream { common, model }) => {
             let runs = multistream(&common, &model)?;

@@ -44,6 +44,12 @@ pub struct MountOptions {
     /// Placements that cannot release log space while a commit is in flight (nvm, remote)
     /// always run them between commits.
     pub checkpoint_thread: Option<bool>,
+    /// When committed blocks go home (`checkpoint=periodic|lazy`). `periodic` (default): for
+    /// space, and for age (`expire=`, every `writeback_period=`). `lazy` (the manylogs paper's
+    /// off-hours checkpoint, section III-F): for space only, and manylogs counts space over
+    /// all its logs rather than near the disk head; `okeanos checkpoint` (or `sync`) forces one.
+    /// Logged blocks stay in the cache until then.
+    pub lazy_checkpoint: bool,
     /// Largest transaction in journal blocks (`max_tx_blocks=`; default a quarter of the journal).
     pub max_tx_blocks: Option<u64>,
     /// Delay every real I/O as a device model says (`device_model=cheetah15k|sata7200|ssd|nvm`):
@@ -127,6 +133,7 @@ impl Default for MountOptions {
             min_batch_time: Duration::ZERO,
             max_batch_time: Duration::from_micros(15_000),
             checkpoint_thread: None,
+            lazy_checkpoint: false,
             max_tx_blocks: None,
             device_model: None,
             direct_io: false,
@@ -220,6 +227,12 @@ impl MountOptions {
                     Some("0") | Some("off") => Some(false),
                     Some("auto") => None,
                     Some(x) => return Err(format!("option checkpoint_thread takes 0, 1 or auto, not {x:?}")),
+                },
+                "checkpoint" => o.lazy_checkpoint = match v {
+                    Some("lazy") => true,
+                    Some("periodic") => false,
+                    Some(x) => return Err(format!("option checkpoint takes periodic or lazy, not {x:?}")),
+                    None => return Err("option checkpoint needs a value: periodic or lazy".into()),
                 },
                 "write_threshold" => o.write_threshold = num(v)? as usize,
                 "commit" => {

@@ -28,6 +28,8 @@ fn world_cfg(cfg: ContentConfig, external: bool) -> WorldConfig {
         frozen_wall: true,
         remote: None,
         nvm: None,
+        journal_at: None,
+        timed_reads: None,
     }
 }
 

@@ -22,6 +22,7 @@ mod file;
 pub mod lock;
 mod memory;
 mod overlay;
+mod sparse;
 mod timed;
 
 pub use crash::{CrashDevice, CrashEvent, CrashNvm, CrashRecorder, CrashState, PendingLine, TearPlan};
@@ -29,6 +30,7 @@ pub use fault::FaultDevice;
 pub use file::FileDevice;
 pub use memory::MemDevice;
 pub use overlay::OverlayDevice;
+pub use sparse::SparseDevice;
 pub use timed::TimedDevice;
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -161,6 +161,7 @@ pub(super) fn journal(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
         cfg.max_tx_blocks = m;
     }
     cfg.fault_skip_commit_flush = opts.fault_skip_commit_flush;
+    cfg.lazy_checkpoint = opts.lazy_checkpoint;
     let journal = Journal::new(cfg, content.policy(), placement, next_tid);
     Ok(journal)
 }

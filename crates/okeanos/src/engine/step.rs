@@ -271,7 +271,11 @@ impl Okeanos {
         }
         if now >= core.next_writeback_ns {
             core.next_writeback_ns = now + opts.writeback_period.as_nanos() as u64;
-            core.expiring = Some(now.saturating_sub(opts.expire_or(self.inner.devs.nvm.is_some()).as_nanos() as u64));
+            // A lazy checkpoint writes nothing home for age (the period still paces the
+            // journal's wake-ups).
+            if !opts.lazy_checkpoint {
+                core.expiring = Some(now.saturating_sub(opts.expire_or(self.inner.devs.nvm.is_some()).as_nanos() as u64));
+            }
         }
         if let Some(owed_since_ns) = core.expiring {
             // Bounded steps (as pdflush writes back in chunks beside kjournald), with the

@@ -83,6 +83,24 @@ impl<'a> Fs<'a> {
         Ok(())
     }
 
+    /// The group a new top-level directory starts in: spread over the disk (ext2's Orlov
+    /// allocator does the same for directories under the root, from a random group), from a
+    /// group named by a hash of the name, forward to the first with a free inode and at least
+    /// the average free blocks. Its files then live in that group, so that separate
+    /// directories are separate regions of the disk (the manylogs paper's scattered files).
+    fn spread_group(&self, name: &[u8]) -> u32 {
+        let n = self.st.sb.group_count;
+        if n == 1 {
+            return 0;
+        }
+        let avg = self.st.gdt.iter().map(|g| g.free_blocks as u64).sum::<u64>() / n as u64;
+        let start = crc32c::crc32c(name) % n;
+        (0..n).map(|k| (start + k) % n).find(|&g| {
+            let gd = &self.st.gdt[g as usize];
+            gd.free_inodes > 0 && gd.free_blocks as u64 >= avg
+        }).unwrap_or(start)
+    }
+
     /// Creates a file, directory or symlink named `name` in `parent`.
     pub fn create_node(&mut self, parent: u32, name: &[u8], kind: FileType, perm: u32, uid: u32, gid: u32) -> FsResult<u32> {
         check_name(name)?;
@@ -96,7 +114,7 @@ impl<'a> Fs<'a> {
         if self.st.allocatable_inodes() == 0 || self.st.allocatable_blocks() < 2 {
             return Err(FsError::NoSpace);
         }
-        let group = (parent - 1) / self.st.sb.inodes_per_group;
+        let group = if kind == FileType::Directory && parent == self.st.sb.root_ino { self.spread_group(name) } else { (parent - 1) / self.st.sb.inodes_per_group };
         let ino = self.alloc_inode(group, kind == FileType::Directory)?;
         let now = self.now_ns;
         let type_bits = kind.mode_bits();

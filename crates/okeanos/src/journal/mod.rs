@@ -42,13 +42,15 @@ pub struct JournalConfig {
     pub max_tx_blocks: u64,
     /// Test-only fault: leave out the flush that makes a commit durable (the canary).
     pub fault_skip_commit_flush: bool,
+    /// Checkpoint for space only when the placement as a whole runs low (`checkpoint=lazy`).
+    pub lazy_checkpoint: bool,
 }
 
 impl JournalConfig {
     /// The configuration for a placement of `capacity` journal blocks.
     pub fn new(capacity: u64, block_size: usize) -> Self {
         let max_tx_blocks = (capacity / 4).max(8);
-        JournalConfig { block_size, max_tx_blocks, fault_skip_commit_flush: false }
+        JournalConfig { block_size, max_tx_blocks, fault_skip_commit_flush: false, lazy_checkpoint: false }
     }
 }
 
@@ -290,7 +292,11 @@ impl Journal {
     /// Whether free log space is low enough to checkpoint (thesis section 3.3: ext3 starts
     /// when free space falls to a quarter of the journal).
     pub fn space_low(&self) -> bool {
-        self.placement.space_low(self.cfg.max_tx_blocks)
+        if self.cfg.lazy_checkpoint {
+            self.placement.space_exhausted(self.cfg.max_tx_blocks)
+        } else {
+            self.placement.space_low(self.cfg.max_tx_blocks)
+        }
     }
 
     /// The tid whose commit makes everything done so far durable.

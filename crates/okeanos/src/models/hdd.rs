@@ -70,6 +70,15 @@ impl HddParams {
         }
     }
 
+    /// The manylogs paper's disk (section V): a Seagate Cheetah 15K.5 of 146 GB (ST3146855),
+    /// with its write cache off as the paper ran it, so that a write completes on the platter.
+    /// Same family as [`HddParams::cheetah15k`]: the manual gives the same seek times and
+    /// media rates, and 7.4 ms full stroke for this model. The cylinder count is assumed the
+    /// same (more surfaces hold the larger capacity).
+    pub fn cheetah15k5_146() -> Self {
+        HddParams { name: "cheetah15k5-146", capacity: 146_800_000_000, cache_bytes: 0, ..HddParams::cheetah15k() }
+    }
+
     /// A generic 7,200 rpm SATA disk (for example a Seagate Barracuda 7200.12, 500 GB):
     /// 8.5 ms average seek (9.5 ms write), 4.16 ms average rotational latency, about 100 to
     /// 150 MB/s, 1 ms track to track, 17 ms full stroke, 16 MiB cache, SATA 3 Gb/s.

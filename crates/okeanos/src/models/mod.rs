@@ -33,12 +33,13 @@ pub trait DiskModel: Send {
 }
 
 /// The preset names `device_model=` and `--model` accept.
-pub const PRESETS: [&str; 6] = ["cheetah15k", "sata7200", "ssd", "nvm", "net-lan", "net-wan"];
+pub const PRESETS: [&str; 7] = ["cheetah15k", "cheetah15k5-146", "sata7200", "ssd", "nvm", "net-lan", "net-wan"];
 
 /// A model by preset name.
 pub fn preset(name: &str) -> Result<Box<dyn DiskModel>, String> {
     Ok(match name {
         "cheetah15k" => Box::new(hdd::Hdd::new(hdd::HddParams::cheetah15k())),
+        "cheetah15k5-146" => Box::new(hdd::Hdd::new(hdd::HddParams::cheetah15k5_146())),
         "sata7200" => Box::new(hdd::Hdd::new(hdd::HddParams::sata7200())),
         "ssd" => Box::new(ssd::Ssd::new(ssd::SsdParams::sata_ssd())),
         "nvm" => Box::new(nvm::Nvm::new(nvm::NvmParams::default())),

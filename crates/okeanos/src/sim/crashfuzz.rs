@@ -65,6 +65,8 @@ fn world_config(cfg: ContentConfig, canary: bool, external: bool, manylogs: bool
         frozen_wall: false,
         remote: None,
         nvm: None,
+        journal_at: None,
+        timed_reads: None,
     }
 }
 

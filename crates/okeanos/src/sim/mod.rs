@@ -10,6 +10,7 @@ pub mod crashfuzz;
 pub mod iozone;
 pub mod mixed;
 pub mod multistream;
+pub mod nearhead;
 pub mod postmark;
 pub mod recovery;
 pub mod rng;

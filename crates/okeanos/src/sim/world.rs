@@ -65,6 +65,13 @@ pub struct WorldConfig {
     pub remote: Option<RemoteConfig>,
     /// An nvm journal (UBJ): its region and the model that times its stores and fences.
     pub nvm: Option<NvmConfig>,
+    /// The external journal is a region of the file system's disk from this byte offset (a
+    /// journal partition in the middle of the disk, as the manylogs paper's ext3 baseline):
+    /// its I/O is timed on `fs_model` there, and `journal_model` is not used.
+    pub journal_at: Option<u64>,
+    /// The file-system device when it is sparse and notes its reads: reads of uncached blocks
+    /// are then timed on `fs_model` ([`World::timed_reads`]).
+    pub timed_reads: Option<Arc<crate::device::SparseDevice>>,
 }
 
 /// The NVM of a simulated nvm journal: an in-memory region (kept across a remount) whose
@@ -113,6 +120,8 @@ pub struct World {
     journal_model: Option<Box<dyn DiskModel>>,
     remote: Option<RemoteConfig>,
     nvm_model: Option<Box<dyn DiskModel>>,
+    journal_at: Option<u64>,
+    read_tap: Option<Arc<crate::device::SparseDevice>>,
     /// Where the server's log ends (its disk sees sequential appends).
     server_at: u64,
     /// The stand-in server's contents (kept across a remount).
@@ -194,6 +203,8 @@ impl World {
             journal_model: cfg.journal_model,
             remote: cfg.remote,
             nvm_model: cfg.nvm.map(|n| n.model),
+            journal_at: cfg.journal_at,
+            read_tap: cfg.timed_reads,
             server_at: 0,
             server,
             queue: BinaryHeap::new(),
@@ -286,9 +297,31 @@ impl World {
 
     fn model(&mut self, d: DevId) -> &mut Box<dyn DiskModel> {
         match (d, &mut self.journal_model) {
-            (DevId::Journal, Some(m)) => m,
+            (DevId::Journal, Some(m)) if self.journal_at.is_none() => m,
             _ => &mut self.fs_model,
         }
+    }
+
+    /// Where device `d`'s byte 0 is on its model.
+    fn model_offset(&self, d: DevId) -> u64 {
+        match d {
+            DevId::Journal => self.journal_at.unwrap_or(0),
+            _ => 0,
+        }
+    }
+
+    /// Times the reads the engine made of the file-system device since the last call (reads
+    /// of uncached blocks, adjacent ones merged) on its model, from now, behind whatever the
+    /// disk is doing; returns when the last completes (now if there were none). Only with
+    /// [`WorldConfig::timed_reads`].
+    pub fn timed_reads(&mut self) -> u64 {
+        let now = self.now();
+        let Some(tap) = self.read_tap.clone() else { return now };
+        let mut done = now;
+        for (off, len) in tap.take_reads() {
+            done = done.max(self.fs_model.submit(now, Op::Read, off, len));
+        }
+        done
     }
 
     /// Submits the current phase of the in-flight step to the models and schedules its end;
@@ -342,7 +375,8 @@ impl World {
                     })
                     .collect();
                 for (d, block) in ios {
-                    let t = self.model(d).submit(now, Op::Write, block * bs, bs);
+                    let at = self.model_offset(d) + block * bs;
+                    let t = self.model(d).submit(now, Op::Write, at, bs);
                     done = done.max(t);
                 }
                 for bytes in remote {
@@ -362,7 +396,8 @@ impl World {
                 f.stage += 1;
                 let mut devs: Vec<DevId> = stage.flush.clone();
                 devs.sort_by_key(|d| *d as u8);
-                devs.dedup_by_key(|d| if self.journal_model.is_some() { *d as u8 } else { 0 });
+                let separate = self.journal_model.is_some() && self.journal_at.is_none();
+                devs.dedup_by_key(|d| if separate { *d as u8 } else { 0 });
                 for d in devs {
                     let t = self.model(d).submit(now, Op::Flush, 0, 0);
                     done = done.max(t);

@@ -188,10 +188,38 @@ impl Manylogs {
         self.position.map_or(self.last_log, |b| self.geo.group_of(b))
     }
 
-    /// The nearest log to `g0` with `n` free blocks, ahead first at equal distance.
-    fn choose(&self, g0: usize, n: u64) -> Option<usize> {
-        let count = self.logs.len();
-        (0..count).find_map(|d| [g0.checked_add(d).filter(|&g| g < count), g0.checked_sub(d).filter(|_| d > 0)].into_iter().flatten().find(|&g| self.free_in(g) >= n))
+    /// The disk block the head is at (the last log written when nothing else is known).
+    fn head_block(&self) -> u64 {
+        self.position.unwrap_or(self.geo.log_starts[self.last_log])
+    }
+
+    /// The log with `n` free blocks whose start is nearest the head: within a group, the log
+    /// of the group ahead may be nearer than the group's own (logs sit at group starts).
+    fn choose(&self, n: u64) -> Option<usize> {
+        let b = self.head_block();
+        let starts = &self.geo.log_starts;
+        let dist = |i: usize| starts[i].abs_diff(b);
+        // Walk outwards from the first log at or after the head, the nearer side first.
+        let mut ahead = starts.partition_point(|&s| s < b);
+        let mut behind = ahead;
+        loop {
+            let pick = match (ahead < starts.len(), behind > 0) {
+                (false, false) => return None,
+                (true, false) => true,
+                (false, true) => false,
+                (true, true) => dist(ahead) <= dist(behind - 1),
+            };
+            let i = if pick {
+                ahead += 1;
+                ahead - 1
+            } else {
+                behind -= 1;
+                behind
+            };
+            if self.free_in(i) >= n {
+                return Some(i);
+            }
+        }
     }
 
     /// The table after a checkpoint that keeps `kept`: each log's new tail, and its end of
@@ -260,6 +288,12 @@ impl Placement for Manylogs {
         self.free_in(self.head_log()) < self.geo.log_blocks / 4 + max_tx
     }
 
+    /// Lazy: only when no log can take a quarter of a log plus the largest transaction, so
+    /// that commits go ever farther from the head before anything is checkpointed.
+    fn space_exhausted(&self, max_tx: u64) -> bool {
+        self.free_blocks() < self.geo.log_blocks / 4 + max_tx
+    }
+
     /// Everything committed: free space is counted per log, so "free N more blocks" has no
     /// single log to count in, and the head's log holds the newest transactions, which a
     /// checkpoint in tid order frees last. (Lazy checkpoint and log swapping replace this.)
@@ -281,7 +315,7 @@ impl Placement for Manylogs {
         }
         let n = records.blocks.len() as u64;
         let g0 = self.head_log();
-        let i = self.choose(g0, n).expect("admission keeps every transaction within one log's free space");
+        let i = self.choose(n).expect("admission keeps every transaction within one log's free space");
         self.near_head.commits += 1;
         self.near_head.near += (i.abs_diff(g0) <= 1) as u64;
         self.near_head.same += (i == g0) as u64;
@@ -411,14 +445,15 @@ mod tests {
     #[test]
     fn a_full_log_sends_the_commit_to_the_nearest_one_with_room() {
         let mut m = Manylogs::new(geo(8), empty(8));
-        m.note_position(100 + 3 * 1000);
+        // Mid-group 3: its own log 490 blocks behind, log 4's 510 ahead, log 2's 1490 behind.
+        m.note_position(100 + 3 * 1000 + 500);
         // Fill log 3 to 200 of its 255 usable blocks.
         m.place(records(1, 200, None));
         let (s, at) = m.place(records(2, 60, None));
-        assert_eq!(log_of(&s), 4, "ahead first at equal distance");
+        assert_eq!(log_of(&s), 4, "the next nearest");
         assert_eq!(at.start >> 32, 4);
         let (s, _) = m.place(records(3, 200, None));
-        assert_eq!(log_of(&s), 2, "behind when the log ahead has no room");
+        assert_eq!(log_of(&s), 2, "log 4 has no room: log 2 is nearer than log 5");
         let (s, _) = m.place(records(4, 60, None));
         assert_eq!(log_of(&s), 4, "the nearest with room");
         assert_eq!(m.free_blocks(), 255, "the untouched logs are empty");

@@ -138,6 +138,11 @@ pub trait Placement: Send + std::fmt::Debug {
     fn space_low(&self, max_tx: u64) -> bool {
         self.free_blocks() < self.capacity() / 4 + max_tx
     }
+    /// Whether to checkpoint for space with `checkpoint=lazy`: only when the placement as a
+    /// whole runs low (the same as [`Self::space_low`] for a single log).
+    fn space_exhausted(&self, max_tx: u64) -> bool {
+        self.space_low(max_tx)
+    }
     /// How much a checkpoint for space frees (at least; everything it can if more).
     fn checkpoint_target(&self) -> u64 {
         self.capacity() / 2

@@ -1,0 +1,342 @@
+//! The manylogs paper's microbenchmark (Fig. 2a/2b, section V-A.1) inside the file system: a
+//! large sequential reader (or writer) of one big file and small writers that overwrite 4 KiB
+//! at random offsets of 20 scattered files and sync after each, at a total rate. The large
+//! stream runs through the engine, so every block it reads is a read miss the placement sees
+//! (manylogs puts the next commit near it), and its reads are timed on the disk model
+//! ([`World::timed_reads`]); its writes are the engine's own in-place writes. The disk is the
+//! whole modelled disk (a sparse device), formatted with 100 MB groups: with manylogs each
+//! holds a 10 MB log; the baselines keep one journal in the middle of the disk, as the paper's
+//! ext3 did.
+//!
+//! Reported: the large stream's bandwidth alone and beside the writers (its share is the
+//! paper's "% of max disk bandwidth"), the writers' sync latency, and for manylogs how many
+//! commits landed in the log of the head's group or a neighbour's.
+//!
+//! The large stream issues the kernel's largest request at a time (`device_request`, 512 KiB
+//! by default, Linux's max_sectors_kb), one after another, for each application request of
+//! `app_request` bytes: a disk queue serves the small writers' I/O between two of them, as the
+//! paper's Linux did.
+
+use super::rng::Rng;
+use super::world::{Wake, World, WorldConfig};
+use crate::device::{Device, MemDevice, SparseDevice};
+use crate::fs::mkfs::MkfsOptions;
+use crate::fs::FsError;
+use crate::journal::content::ContentConfig;
+use crate::journal::placement::manylogs::NearHead;
+use crate::models;
+use crate::options::MountOptions;
+use std::cell::{Cell, RefCell};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Which journaling the run uses (the paper's four).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    /// ext3 ordered: data in place, metadata in one mid-disk journal.
+    Ordered,
+    /// ext3 data journaling, one mid-disk journal.
+    Data,
+    /// Adaptive journaling (selective, small writes logged), one mid-disk journal.
+    Selective,
+    /// Manylogs journaling: selective content in the log nearest the head, lazy checkpoint.
+    Manylogs,
+}
+
+impl Scheme {
+    pub fn parse(s: &str) -> Result<Scheme, String> {
+        Ok(match s {
+            "ordered" => Scheme::Ordered,
+            "data" => Scheme::Data,
+            "selective" | "adaptive" => Scheme::Selective,
+            "manylogs" => Scheme::Manylogs,
+            x => return Err(format!("{x:?}: use ordered, data, selective or manylogs")),
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheme::Ordered => "ordered",
+            Scheme::Data => "data",
+            Scheme::Selective => "selective",
+            Scheme::Manylogs => "manylogs",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub scheme: Scheme,
+    /// Disk model preset and the bytes of it the file system takes (None: all of it).
+    pub disk: String,
+    pub disk_bytes: Option<u64>,
+    pub group_bytes: u64,
+    pub log_bytes: u64,
+    /// The logged-write-size threshold of selective content (the paper's LoggedWriteSize).
+    pub logged_write_size: usize,
+    /// The large stream: reads (true) or writes of a file of `large_bytes`.
+    pub read: bool,
+    pub large_bytes: u64,
+    pub app_request: u64,
+    pub device_request: u64,
+    /// Small writers, their files' size, write size and total rate (writes per second).
+    pub writers: usize,
+    pub file_bytes: u64,
+    pub write_size: usize,
+    pub rate: u64,
+    /// Virtual time alone, then beside the writers.
+    pub duration: Duration,
+    pub seed: u64,
+}
+
+impl Spec {
+    pub fn paper(scheme: Scheme, rate: u64) -> Spec {
+        Spec {
+            scheme,
+            disk: "cheetah15k5-146".into(),
+            disk_bytes: None,
+            group_bytes: 100_000_000,
+            log_bytes: 10_000_000,
+            logged_write_size: 32 << 10,
+            read: true,
+            large_bytes: 2 << 30,
+            app_request: 128 << 20,
+            device_request: 512 << 10,
+            writers: 20,
+            file_bytes: 16 << 20,
+            write_size: 4096,
+            rate,
+            duration: Duration::from_secs(20),
+            seed: 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Outcome {
+    pub scheme: &'static str,
+    pub rate: u64,
+    pub alone_bps: f64,
+    pub shared_bps: f64,
+    pub syncs: u64,
+    pub sync_mean_ns: u64,
+    pub sync_p50_ns: u64,
+    pub sync_p99_ns: u64,
+    /// Manylogs: commits during the shared phase, and where they landed.
+    pub near_head: Option<NearHead>,
+    /// Checkpoints during the shared phase.
+    pub checkpoints: u64,
+}
+
+const LARGE: usize = usize::MAX - 1;
+const WRITE: u32 = 0;
+const SYNCED: u32 = 1;
+const BS: u64 = 4096;
+
+fn mount_options(spec: &Spec) -> MountOptions {
+    let content = match spec.scheme {
+        Scheme::Ordered => "ordered",
+        Scheme::Data => "data",
+        Scheme::Selective | Scheme::Manylogs => "selective",
+    };
+    let mut o = MountOptions::default().content_config(ContentConfig::parse(content).expect("a policy name"));
+    o.write_threshold = spec.logged_write_size;
+    // The paper's off-hours checkpoint for manylogs; the baselines checkpoint as ext3 does.
+    o.lazy_checkpoint = spec.scheme == Scheme::Manylogs;
+    // A cache that holds a few large requests, not the big file.
+    o.cache_blocks = 16384;
+    o
+}
+
+/// Formats and mounts the disk (its content preserved across the remount after setup).
+fn world(spec: &Spec, fs: Arc<SparseDevice>, journal: Option<Arc<dyn Device>>) -> Result<World, String> {
+    let model = models::preset(&spec.disk)?;
+    let capacity = model.capacity();
+    let cfg = WorldConfig {
+        fs_bytes: fs.len_bytes(),
+        external_journal_blocks: journal.as_ref().map(|j| j.len_bytes() / BS),
+        journal_blocks: 0,
+        fs_model: model,
+        journal_model: journal.as_ref().map(|_| models::preset(&spec.disk)).transpose()?,
+        mount: mount_options(spec),
+        wall_origin: 1_700_000_000_000_000_000,
+        frozen_wall: true,
+        remote: None,
+        nvm: None,
+        // The baselines' one journal: in the middle of the disk.
+        journal_at: journal.as_ref().map(|_| capacity / 2 / BS * BS),
+        timed_reads: Some(fs.clone()),
+    };
+    World::mount(fs as Arc<dyn Device>, journal, cfg).map_err(|e| e.to_string())
+}
+
+/// Creates `name` in a top-level directory of its own (so that files are scattered over the
+/// disk's groups) and writes `bytes` of zeros into it.
+fn make_file(w: &mut World, dir: &str, bytes: u64) -> Result<u32, String> {
+    let root = w.fs.root();
+    let d = w.settle(|fs| fs.mkdir(root, dir.as_bytes(), 0o755)).map_err(|e| format!("setup {dir}: {e}"))?.ino;
+    let ino = w.settle(|fs| fs.create(d, b"f", 0o644)).map_err(|e| format!("setup {dir}: {e}"))?.ino;
+    let chunk = vec![0u8; 1 << 20];
+    let mut off = 0;
+    while off < bytes {
+        let len = (bytes - off).min(chunk.len() as u64) as usize;
+        w.settle(|fs| fs.write(ino, off, &chunk[..len])).map_err(|e| format!("setup {dir}: {e}"))?;
+        off += len as u64;
+    }
+    Ok(ino)
+}
+
+pub fn run(spec: &Spec) -> Result<Outcome, String> {
+    if spec.writers == 0 || spec.write_size == 0 || spec.device_request < BS || spec.app_request < spec.device_request || spec.large_bytes < spec.app_request {
+        return Err("nearhead: writers, write size and requests must be positive, a device request at least a block and at most an application request, the large file at least one".into());
+    }
+    let capacity = models::preset(&spec.disk)?.capacity();
+    let disk_bytes = spec.disk_bytes.unwrap_or(capacity).min(capacity) / BS * BS;
+    let fs = Arc::new(SparseDevice::new(disk_bytes).named("sim-disk"));
+    let manylogs = spec.scheme == Scheme::Manylogs;
+    let journal: Option<Arc<dyn Device>> = (!manylogs).then(|| Arc::new(MemDevice::new(128 << 20).named("sim-journal")) as Arc<dyn Device>);
+    let mkfs = MkfsOptions {
+        manylogs,
+        blocks_per_group: Some((spec.group_bytes / BS) as u32),
+        log_area_blocks: if manylogs { (spec.log_bytes / BS) as u32 } else { 0 },
+        external_journal: !manylogs,
+        journal_blocks: (128 << 20) / BS,
+        ..Default::default()
+    };
+    crate::Okeanos::mkfs(fs.as_ref(), journal.as_deref(), &mkfs).map_err(|e| e.to_string())?;
+    // Setup: the big file and the writers' files, scattered (a directory each), then unmount.
+    let (big, small) = {
+        let mut w = world(spec, fs.clone(), journal.clone())?;
+        let big = make_file(&mut w, "large", spec.large_bytes)?;
+        let small = (0..spec.writers).map(|i| make_file(&mut w, &format!("w{i:02}"), spec.file_bytes)).collect::<Result<Vec<u32>, String>>()?;
+        w.sync_all(&mut |_, _| {}).map_err(|e| format!("setup: {e}"))?;
+        w.fs.clone().unmount().map_err(|e| format!("setup unmount: {e}"))?;
+        (big, small)
+    };
+    let mut w = world(spec, fs.clone(), journal)?;
+    fs.note_reads();
+    w.timed_reads();
+    let dur = spec.duration.as_nanos() as u64;
+    let (pos, moved) = (Cell::new(0u64), Cell::new(0u64));
+    let large_error: RefCell<Option<String>> = RefCell::new(None);
+    let wbuf = vec![0x5au8; spec.device_request as usize];
+    // One device request of the large stream; the next when it completes.
+    let large_step = |w: &mut World, tag: u32| {
+        let off = pos.get() % (spec.large_bytes / spec.device_request * spec.device_request);
+        let r = if spec.read {
+            w.fs.read(big, off, spec.device_request as usize).map(|_| ())
+        } else {
+            w.fs.write(big, off, &wbuf).map(|_| ())
+        };
+        match r {
+            Ok(()) => {}
+            Err(FsError::WouldBlock) => return w.wait_journal(Wake { client: LARGE, tag }),
+            Err(e) => {
+                large_error.borrow_mut().get_or_insert(format!("large stream: {e}"));
+                return;
+            }
+        }
+        // Blocks found in the cache cost a memory copy (5 GB/s), not nothing: a stream that
+        // fits the cache must not spin at one instant of virtual time.
+        let copy = spec.device_request * 1_000_000_000 / 5_000_000_000;
+        let done = w.timed_reads().max(w.now() + copy);
+        pos.set(pos.get() + spec.device_request);
+        moved.set(moved.get() + spec.device_request);
+        w.at(done, Wake { client: LARGE, tag });
+    };
+    // Alone.
+    let t0 = w.now();
+    w.at(t0, Wake { client: LARGE, tag: 0 });
+    w.run(t0 + dur, &mut |w, wake| {
+        if wake.client == LARGE && w.now() < t0 + dur {
+            large_step(w, 0)
+        }
+    });
+    let alone = moved.get();
+    // Beside the writers.
+    let t1 = w.now();
+    let end = t1 + dur;
+    moved.set(0);
+    let before = w.fs.counters();
+    let near_before = w.fs.near_head();
+    let interval = 1_000_000_000 * spec.writers as u64 / spec.rate.max(1);
+    let mut rngs: Vec<Rng> = (0..spec.writers).map(|i| Rng::new(spec.seed).fork(i as u64)).collect();
+    let slots = (spec.file_bytes / spec.write_size as u64).max(1);
+    let record = vec![0xa5u8; spec.write_size];
+    let started: RefCell<Vec<u64>> = RefCell::new(vec![0; spec.writers]);
+    let next_at: RefCell<Vec<u64>> = RefCell::new(vec![0; spec.writers]);
+    let latencies: RefCell<Vec<u64>> = RefCell::new(Vec::new());
+    let pending = Cell::new(0usize);
+    let error: RefCell<Option<String>> = RefCell::new(None);
+    w.at(t1, Wake { client: LARGE, tag: 1 });
+    for (i, r) in rngs.iter_mut().enumerate() {
+        let phase = r.below(interval.max(1));
+        next_at.borrow_mut()[i] = t1 + phase;
+        w.at(t1 + phase, Wake { client: i, tag: WRITE });
+    }
+    let mut client = |w: &mut World, wake: Wake| {
+        let now = w.now();
+        if wake.client == LARGE {
+            if wake.tag == 1 && now < end {
+                large_step(w, 1);
+            }
+            return;
+        }
+        let i = wake.client;
+        if wake.tag == SYNCED {
+            latencies.borrow_mut().push(now - started.borrow()[i]);
+            pending.set(pending.get() - 1);
+        } else {
+            if now >= end {
+                return;
+            }
+            let off = rngs[i].below(slots) * spec.write_size as u64;
+            match w.fs.write(small[i], off, &record) {
+                Ok(_) => {}
+                Err(FsError::WouldBlock) => return w.wait_journal(wake),
+                Err(e) => {
+                    error.borrow_mut().get_or_insert(format!("small writer {i}: {e}"));
+                    return;
+                }
+            }
+            started.borrow_mut()[i] = now;
+            if let Some(tid) = w.fs.sync_target(small[i], true) {
+                pending.set(pending.get() + 1);
+                return w.wait_commit(tid, Wake { client: i, tag: SYNCED });
+            }
+            latencies.borrow_mut().push(0);
+        }
+        // The next write at its slot, or at once if the sync took longer.
+        let next = (next_at.borrow()[i] + interval).max(now);
+        next_at.borrow_mut()[i] = next;
+        w.at(next, Wake { client: i, tag: WRITE });
+    };
+    w.run(end, &mut client);
+    let shared = moved.get();
+    let near_after = w.fs.near_head();
+    let during = w.fs.counters().since(&before);
+    while pending.get() > 0 && w.step(u64::MAX, &mut client) {}
+    if let Some(e) = error.into_inner().or(large_error.into_inner()).or(w.error.clone()) {
+        return Err(e);
+    }
+    let mut lat = latencies.into_inner();
+    lat.sort_unstable();
+    let pct = |p: f64| lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1))).copied().unwrap_or(0);
+    let near_head = match (near_before, near_after) {
+        (Some(a), Some(b)) => Some(NearHead { commits: b.commits - a.commits, near: b.near - a.near, same: b.same - a.same, wraps: b.wraps - a.wraps, switches: b.switches - a.switches }),
+        _ => None,
+    };
+    let secs = dur as f64 / 1e9;
+    Ok(Outcome {
+        scheme: spec.scheme.name(),
+        rate: spec.rate,
+        alone_bps: alone as f64 / secs,
+        shared_bps: shared as f64 / secs,
+        syncs: lat.len() as u64,
+        sync_mean_ns: if lat.is_empty() { 0 } else { lat.iter().sum::<u64>() / lat.len() as u64 },
+        sync_p50_ns: pct(0.5),
+        sync_p99_ns: pct(0.99),
+        near_head,
+        checkpoints: during.checkpoints,
+    })
+}
