@@ -13,6 +13,9 @@ pub struct MountOptions {
     pub dmeta: bool,
     /// Selective journaling's write threshold in bytes (`write_threshold=`, default 4096).
     pub write_threshold: usize,
+    /// Selective: write calls of at least this many bytes go in place (`logged_write_size=`,
+    /// the manylogs paper's LoggedWriteSize; default none).
+    pub logged_write_size: Option<usize>,
     /// Commit interval (`commit=<seconds>`, default 5).
     pub commit_interval: Duration,
     /// How often age-based writeback runs (`writeback_period=<seconds>`, default 5).
@@ -123,6 +126,7 @@ impl Default for MountOptions {
             data: DataMode::Ordered,
             dmeta: false,
             write_threshold: 4096,
+            logged_write_size: None,
             commit_interval: Duration::from_secs(5),
             writeback_period: Duration::from_secs(5),
             expire_period: None,
@@ -177,6 +181,7 @@ impl MountOptions {
         self.data = c.mode;
         self.dmeta = c.dmeta;
         self.write_threshold = c.write_threshold;
+        self.logged_write_size = c.logged_write_size;
         self
     }
 
@@ -188,7 +193,10 @@ impl MountOptions {
         if self.write_threshold == 0 || self.write_threshold > 1 << 20 {
             return Err(format!("write_threshold={} is out of range 1..=1048576", self.write_threshold));
         }
-        Ok(ContentConfig { mode: self.data, dmeta: self.dmeta, write_threshold: self.write_threshold })
+        if self.logged_write_size.is_some_and(|l| l == 0 || l > 1 << 30) {
+            return Err(format!("logged_write_size={} is out of range 1..=1073741824", self.logged_write_size.unwrap_or(0)));
+        }
+        Ok(ContentConfig { mode: self.data, dmeta: self.dmeta, write_threshold: self.write_threshold, logged_write_size: self.logged_write_size })
     }
 
     /// Parses a comma-separated option string such as `data=data,commit=1`. An unknown or
@@ -235,6 +243,7 @@ impl MountOptions {
                     None => return Err("option checkpoint needs a value: periodic or lazy".into()),
                 },
                 "write_threshold" => o.write_threshold = num(v)? as usize,
+                "logged_write_size" => o.logged_write_size = Some(num(v)? as usize),
                 "commit" => {
                     o.commit_interval = secs(v)?;
                     if o.commit_interval.is_zero() {

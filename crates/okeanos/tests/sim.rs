@@ -259,3 +259,30 @@ fn ubj_figure_5_one_home_write_for_three_writes_and_two_commits() {
     assert_eq!(after.final_data.blocks, 1, "one home write: the newest version only");
     assert_eq!(world.fs.read(ino, 0, 4096).unwrap(), vec![b'3'; 4096]);
 }
+
+/// The manylogs paper's Fig. 2 shape, small: the reader inside the file system moves the
+/// head, manylogs commits land beside it, and the reader keeps more of its bandwidth than
+/// with ordered journaling's mid-disk journal (virtual time: deterministic).
+#[test]
+fn nearhead_commits_follow_the_reader_and_spare_its_bandwidth() {
+    use okeanos::sim::nearhead::{run, Scheme, Spec};
+    let small = |scheme| {
+        let mut s = Spec::paper(scheme, 160);
+        s.disk_bytes = Some(6 << 30);
+        s.large_bytes = 320 << 20;
+        s.app_request = 32 << 20;
+        s.writers = 6;
+        s.file_bytes = 2 << 20;
+        s.duration = std::time::Duration::from_secs(2);
+        run(&s).unwrap()
+    };
+    let (ordered, manylogs) = (small(Scheme::Ordered), small(Scheme::Manylogs));
+    let n = manylogs.near_head.expect("manylogs reports where commits went");
+    assert!(n.commits >= 100 && n.near * 100 >= n.commits * 95, "{n:?}");
+    assert!(ordered.near_head.is_none());
+    assert!(ordered.syncs >= 100 && manylogs.syncs >= 300, "{} {}", ordered.syncs, manylogs.syncs);
+    assert!(manylogs.shared_bps > 2.0 * ordered.shared_bps, "reader beside manylogs {} B/s, beside ordered {}", manylogs.shared_bps, ordered.shared_bps);
+    assert!(manylogs.sync_mean_ns * 3 < ordered.sync_mean_ns, "sync {} ns vs {}", manylogs.sync_mean_ns, ordered.sync_mean_ns);
+    // Alone, both read at the disk's media rate (the file sits in the outer zones).
+    assert!(ordered.alone_bps > 100e6 && manylogs.alone_bps > 100e6, "{} {}", ordered.alone_bps, manylogs.alone_bps);
+}

@@ -94,10 +94,19 @@ pub(super) fn recover(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
     Ok((next_tid, remote))
 }
 
+/// The logged-write-size of selective content on a manylogs file system unless
+/// `logged_write_size=` says otherwise.
+pub const MANYLOGS_LOGGED_WRITE_SIZE: usize = 32 << 10;
+
 /// The journal the mount runs with, after recovery (`jsb` read again): back to the server if
 /// the host fell back and it answers, the placement, the transaction limits.
 pub(super) fn journal(devs: &mut Devices, sb: &Superblock, region: LogRegion, jsb: JournalSuperblock, opts: &MountOptions, next_tid: u64, remote: Option<runtime::remote::Opened>) -> FsResult<Journal> {
-    let content = opts.content().map_err(FsError::Invalid)?;
+    let mut content = opts.content().map_err(FsError::Invalid)?;
+    if sb.manylogs() && content.logged_write_size.is_none() {
+        // Manylogs logs small write calls near the head and puts large ones in place first
+        // (the paper's LoggedWriteSize, 32 KiB by default here; section IV-C).
+        content.logged_write_size = Some(MANYLOGS_LOGGED_WRITE_SIZE);
+    }
     let mut jsb = jsb;
     let mut remote = remote;
     if sb.remote.is_some() && jsb.remote.local && jsb.start == 0 && !opts.read_only {

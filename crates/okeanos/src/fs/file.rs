@@ -90,7 +90,7 @@ impl<'a> Fs<'a> {
                     (p, true)
                 }
             };
-            self.write_file_block(phys, in_block, &rest[..n], fresh, kind)?;
+            self.write_file_block(phys, in_block, &rest[..n], data.len(), fresh, kind)?;
             pos += n as u64;
             rest = &rest[n..];
         }
@@ -170,7 +170,7 @@ impl<'a> Fs<'a> {
             if let Some(p) = self.st.inodes[&ino].bmap((new_size / bs) as u32) {
                 let from = (new_size % bs) as usize;
                 let zeros = vec![0u8; bs as usize - from];
-                self.write_file_block(p, from, &zeros, false, kind)?;
+                self.write_file_block(p, from, &zeros, zeros.len(), false, kind)?;
             }
         }
         self.store(ino)?;

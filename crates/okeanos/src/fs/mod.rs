@@ -287,7 +287,9 @@ impl<'a> Fs<'a> {
 
     /// Writes `bytes` at `offset` of a file block mapped to `block`. `fresh` blocks are not read
     /// from the device first. `kind` Meta is used for symlink targets.
-    pub fn write_file_block(&mut self, block: u64, offset: usize, bytes: &[u8], fresh: bool, kind: BufKind) -> FsResult<()> {
+    /// `call_len`: the size of the write call this piece belongs to (the content policy may
+    /// route by it).
+    pub fn write_file_block(&mut self, block: u64, offset: usize, bytes: &[u8], call_len: usize, fresh: bool, kind: BufKind) -> FsResult<()> {
         let bs = self.bs();
         assert!(offset + bytes.len() <= bs);
         self.st.unpark(block)?;
@@ -303,7 +305,7 @@ impl<'a> Fs<'a> {
         self.st.dirty_epoch += 1;
         match kind {
             BufKind::Meta => self.st.journal.dirty_metadata(&mut self.st.cache, block, fresh),
-            BufKind::Data => self.st.journal.dirty_data(&mut self.st.cache, block, offset, bytes.len(), fresh),
+            BufKind::Data => self.st.journal.dirty_data(&mut self.st.cache, block, offset, bytes.len(), call_len, fresh),
         }
         self.st.cache.data_mut(block)[offset..offset + bytes.len()].copy_from_slice(bytes);
         Ok(())

@@ -223,13 +223,13 @@ impl Journal {
 
     /// A handle changed `len` bytes at `offset` of file-data block `block` (already cached);
     /// `fresh`: the block was just allocated (zero-filled). The content policy routes it.
-    pub fn dirty_data(&mut self, cache: &mut Cache, block: u64, offset: usize, len: usize, fresh: bool) {
+    pub fn dirty_data(&mut self, cache: &mut Cache, block: u64, offset: usize, len: usize, call_len: usize, fresh: bool) {
         let tid = self.running.tid;
         let bs = self.cfg.block_size;
         let buf = cache.get(block).expect("dirtied block is cached");
         buf.kind = BufKind::Data;
         buf.tx = Some(tid);
-        let (route, seq) = self.policy.route(buf.seq, len, bs);
+        let (route, seq) = self.policy.route(buf.seq, len, call_len, bs);
         buf.seq = seq;
         let has_logged_copy = self.logged_copies.contains_key(&block)
             || self.committing.as_ref().is_some_and(|c| c.tx.journaled.contains(&block) || c.tx.ranges.contains_key(&block));

@@ -140,7 +140,7 @@ fn mount_options(spec: &Spec) -> MountOptions {
         Scheme::Selective | Scheme::Manylogs => "selective",
     };
     let mut o = MountOptions::default().content_config(ContentConfig::parse(content).expect("a policy name"));
-    o.write_threshold = spec.logged_write_size;
+    o.logged_write_size = Some(spec.logged_write_size);
     // The paper's off-hours checkpoint for manylogs; the baselines checkpoint as ext3 does.
     o.lazy_checkpoint = spec.scheme == Scheme::Manylogs;
     // A cache that holds a few large requests, not the big file.

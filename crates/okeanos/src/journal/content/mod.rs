@@ -49,9 +49,10 @@ pub enum Sequence {
 pub trait ContentPolicy: Send + Sync + std::fmt::Debug {
     /// The mount option name (`data=<name>`), with `+dmeta` when metadata is differential.
     fn name(&self) -> String;
-    /// Routes an update of `len` bytes to a data block whose current update sequence is `seq`;
-    /// returns the route and the block's sequence afterwards.
-    fn route(&self, seq: Option<Sequence>, len: usize, block_size: usize) -> (Route, Option<Sequence>);
+    /// Routes an update of `len` bytes to a data block whose current update sequence is `seq`,
+    /// part of a write call of `call_len` bytes; returns the route and the block's sequence
+    /// afterwards.
+    fn route(&self, seq: Option<Sequence>, len: usize, call_len: usize, block_size: usize) -> (Route, Option<Sequence>);
     /// Whether any data may be logged (for sizing handles).
     fn journals_data(&self) -> bool;
     /// Log metadata blocks as their changed byte ranges rather than whole.
@@ -80,11 +81,14 @@ pub struct ContentConfig {
     pub dmeta: bool,
     /// Selective: updates smaller than this start a journaled sequence (default 4096).
     pub write_threshold: usize,
+    /// Selective: a write call of at least this many bytes goes in place whatever its pieces'
+    /// sizes (the manylogs paper's LoggedWriteSize, section IV-C); None: no such rule.
+    pub logged_write_size: Option<usize>,
 }
 
 impl Default for ContentConfig {
     fn default() -> Self {
-        ContentConfig { mode: DataMode::Ordered, dmeta: false, write_threshold: 4096 }
+        ContentConfig { mode: DataMode::Ordered, dmeta: false, write_threshold: 4096, logged_write_size: None }
     }
 }
 
@@ -95,7 +99,7 @@ impl ContentConfig {
             DataMode::Ordered => Box::new(Ordered),
             DataMode::Data => Box::new(DataJournaling),
             DataMode::Wasteless => Box::new(Wasteless { dmeta: self.dmeta }),
-            DataMode::Selective => Box::new(Selective { dmeta: self.dmeta, threshold: self.write_threshold }),
+            DataMode::Selective => Box::new(Selective { dmeta: self.dmeta, threshold: self.write_threshold, logged_write_size: self.logged_write_size }),
         }
     }
 

@@ -16,14 +16,24 @@ use super::{ContentPolicy, Route, Sequence};
 pub struct Selective {
     pub dmeta: bool,
     pub threshold: usize,
+    /// When set, the write call's size decides instead of `threshold`: calls smaller than
+    /// this are logged, larger ones go in place (the manylogs paper's LoggedWriteSize, section
+    /// IV-C: large writes in place first, the small ones and the metadata logged near them).
+    pub logged_write_size: Option<usize>,
 }
 
 impl ContentPolicy for Selective {
     fn name(&self) -> String {
         if self.dmeta { "selective+dmeta".into() } else { "selective".into() }
     }
-    fn route(&self, seq: Option<Sequence>, len: usize, block_size: usize) -> (Route, Option<Sequence>) {
-        let seq = seq.unwrap_or(if len < self.threshold { Sequence::Journaled } else { Sequence::InPlace });
+    fn route(&self, seq: Option<Sequence>, len: usize, call_len: usize, block_size: usize) -> (Route, Option<Sequence>) {
+        // With a logged-write-size the write call decides (every piece of a small call is
+        // logged, every piece of a large one goes in place); else the piece's own size.
+        let small = match self.logged_write_size {
+            Some(l) => call_len < l,
+            None => len < self.threshold,
+        };
+        let seq = seq.unwrap_or(if small { Sequence::Journaled } else { Sequence::InPlace });
         let route = match seq {
             Sequence::Journaled if len < block_size => Route::JournalRecord,
             Sequence::Journaled => Route::JournalFull,
@@ -39,5 +49,24 @@ impl ContentPolicy for Selective {
     }
     fn guarantee(&self) -> &'static str {
         "data guarantees for update sequences that start below the write threshold, ordered guarantees for the rest"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_write_call_decides_with_a_logged_write_size() {
+        let per_block = Selective { dmeta: false, threshold: 4096, logged_write_size: None };
+        let per_call = Selective { logged_write_size: Some(32 << 10), ..per_block };
+        // A 4 KiB block of a 4 KiB call: in place by the block rule, logged by the call rule.
+        assert_eq!(per_block.route(None, 4096, 4096, 4096).1, Some(Sequence::InPlace));
+        assert_eq!(per_call.route(None, 4096, 4096, 4096).1, Some(Sequence::Journaled));
+        // The 100-byte tail of a 64 KiB call: logged by the block rule, in place by the call rule.
+        assert_eq!(per_block.route(None, 100, 65536, 4096).1, Some(Sequence::Journaled));
+        assert_eq!(per_call.route(None, 100, 65536, 4096).1, Some(Sequence::InPlace));
+        // A sequence keeps its first decision.
+        assert_eq!(per_call.route(Some(Sequence::InPlace), 10, 10, 4096).1, Some(Sequence::InPlace));
     }
 }

@@ -18,7 +18,7 @@ impl ContentPolicy for Wasteless {
     fn name(&self) -> String {
         if self.dmeta { "wasteless+dmeta".into() } else { "wasteless".into() }
     }
-    fn route(&self, _seq: Option<Sequence>, len: usize, block_size: usize) -> (Route, Option<Sequence>) {
+    fn route(&self, _seq: Option<Sequence>, len: usize, _call_len: usize, block_size: usize) -> (Route, Option<Sequence>) {
         if len < block_size {
             (Route::JournalRecord, None)
         } else {
