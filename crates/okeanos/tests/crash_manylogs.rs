@@ -77,7 +77,9 @@ fn manylogs_crash_states_selective_dmeta() {
 fn canary_reuse_before_table_is_caught() {
     for policy in ["data", "wasteless", "ordered"] {
         let cfg = ContentConfig::parse(policy).unwrap();
-        let run = workload(cfg, LOGS, 160, &|o| o.fault_manylogs_reuse_early = true, 0xca9 + cfg.mode as u64);
+        let run = workload(cfg, LOGS, 320, &|o| o.fault_manylogs_reuse_early = true, 0xca9 + cfg.mode as u64);
+        let n = run.near_head.expect("manylogs counts its commits");
+        assert!(n.wraps > 0, "{policy}: no log wrapped, so no space was reused: {n:?}");
         let out = enumerate(cfg, &run, 120, 0);
         eprintln!("canary {policy}: {} states, {} violations, first {:?}", out.states, out.violations.len(), out.violations.first());
         assert!(!out.violations.is_empty(), "{policy}: the crash tests did not notice log space reused before its table ({} states)", out.states);
