@@ -612,12 +612,12 @@ fn mkfs(
     if sb.manylogs() {
         let mib = |b: u64| b as f64 * sb.block_size as f64 / (1 << 20) as f64;
         outln!(
-            "{}: {} blocks of {} bytes, {} inodes, manylogs: {} logs of {} blocks ({:.1} MiB), one in every group of {} blocks ({:.1} MiB)",
+            "{}: {} blocks of {} bytes, {} inodes, manylogs: {} of {} blocks ({:.1} MiB), one in every group of {} blocks ({:.1} MiB)",
             image.display(),
             sb.block_count,
             sb.block_size,
             sb.inode_count,
-            sb.group_count,
+            plural(sb.group_count as u64, "log", "logs"),
             sb.log_area_blocks,
             mib(sb.log_area_blocks as u64),
             sb.blocks_per_group,

@@ -358,7 +358,7 @@ fn mkfs_with_a_remote_journal() {
         (vec!["mkfs", p, "--size", "32M", "--journal", "remote"], "--journal-server"),
         (vec!["mkfs", p, "--size", "32M", "--journal-server", "127.0.0.1:7070"], "goes with --journal remote"),
         (vec!["mkfs", p, "--size", "32M", "--journal", "remote", "--journal-server", "no-port"], "host:port"),
-        (vec!["mkfs", p, "--size", "32M", "--journal", "manylogs"], "use internal, external, remote, jetstream or nvm"),
+        (vec!["mkfs", p, "--size", "32M", "--journal", "sideways"], "use internal, external, remote, jetstream, nvm or manylogs"),
         (vec!["mkfs", p, "--size", "32M", "--journal", "jetstream"], "--jetstream nats://"),
         (vec!["mkfs", p, "--size", "32M", "--jetstream", "nats://127.0.0.1:4222"], "goes with --journal jetstream"),
         (vec!["mkfs", p, "--size", "32M", "--journal", "jetstream", "--jetstream", "127.0.0.1:4222"], "nats://host:port URLs"),

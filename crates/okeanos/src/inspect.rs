@@ -6,7 +6,7 @@ use crate::format::journal::{JournalSuperblock, RevokeBlock};
 use crate::format::Superblock;
 use crate::fs::FsError;
 use crate::journal::placement::{LogRegion, Ring};
-use crate::journal::recovery::{ScannedTx, Scan};
+use crate::journal::recovery::ScannedTx;
 use crate::runtime::{self, Devices};
 use crate::stats::{RecoveryReport, Stats};
 use std::sync::Arc;
@@ -44,16 +44,7 @@ pub fn dump_journal(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> R
         return Ok(JournalDump { region, jsb, end_reason: "journal is clean".into(), transactions: Vec::new(), revoked: Vec::new(), damage: None });
     };
     let mut log = runtime::LogReader::new(&devs, region);
-    let mut scan = Scan::new(&start, sb.block_count);
-    while let Some(pos) = scan.next_read() {
-        scan.feed(log.read(pos)?);
-    }
-    let mut probe = crate::journal::recovery::Probe::after(&scan, bs as usize);
-    if let Some(p) = probe.as_mut() {
-        while let Some(pos) = p.next_read() {
-            p.feed(log.read(pos)?);
-        }
-    }
+    let (scan, probe) = runtime::scan_log(&mut log, &start, sb.block_count, bs as usize)?;
     let damage = probe.and_then(|p| p.damage);
     let mut revoked = Vec::new();
     for t in &scan.txs {
@@ -77,16 +68,7 @@ fn dump_manylogs(sb: &Superblock, devs: &Devices, region: LogRegion, jsb: Journa
     let (mut txs, mut log_damage) = (Vec::new(), Vec::new());
     for start in &starts {
         let mut log = runtime::LogReader::new(devs, start.region);
-        let mut scan = Scan::new(start, sb.block_count);
-        while let Some(pos) = scan.next_read() {
-            scan.feed(log.read(pos)?);
-        }
-        let mut probe = crate::journal::recovery::Probe::after(&scan, sb.block_size as usize);
-        if let Some(p) = probe.as_mut() {
-            while let Some(pos) = p.next_read() {
-                p.feed(log.read(pos)?);
-            }
-        }
+        let (mut scan, probe) = runtime::scan_log(&mut log, start, sb.block_count, sb.block_size as usize)?;
         let rec = start.interleaved.expect("manylogs logs are interleaved");
         log_damage.extend(probe.and_then(|p| p.damage).into_iter().chain(crate::journal::recovery::short_of_table(start, rec, &scan)));
         txs.append(&mut scan.txs);

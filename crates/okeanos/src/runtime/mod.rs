@@ -192,6 +192,22 @@ pub fn execute_yielding(plan: &IoPlan, devs: &Devices, stats: &Stats, between: &
 /// Log blocks one read of the scan and probe passes fetches (1 MiB of 4 KiB blocks).
 const READ_AHEAD_BLOCKS: u64 = 256;
 
+/// Pass 1 over one log: the scan from where `start` says, and the probe after it if the scan
+/// stopped on a failure.
+pub fn scan_log(log: &mut LogReader, start: &crate::journal::placement::RecoveryStart, fs_blocks: u64, block_size: usize) -> Result<(Scan, Option<Probe>), DeviceError> {
+    let mut scan = Scan::new(start, fs_blocks);
+    while let Some(pos) = scan.next_read() {
+        scan.feed(log.read(pos)?);
+    }
+    let mut probe = Probe::after(&scan, block_size);
+    if let Some(p) = probe.as_mut() {
+        while let Some(pos) = p.next_read() {
+            p.feed(log.read(pos)?);
+        }
+    }
+    Ok((scan, probe))
+}
+
 /// Reads log blocks for the passes that walk the log in order (scan, probe, revoke): one device
 /// read per window of [`READ_AHEAD_BLOCKS`] instead of one per block.
 pub struct LogReader<'a> {
@@ -262,16 +278,7 @@ pub fn recover(
         if damage.is_some() && !interleaved {
             continue;
         }
-        let mut scan = Scan::new(start, fs_blocks);
-        while let Some(pos) = scan.next_read() {
-            scan.feed(log.read(pos)?);
-        }
-        let mut probe = Probe::after(&scan, devs.block_size);
-        if let Some(p) = probe.as_mut() {
-            while let Some(pos) = p.next_read() {
-                p.feed(log.read(pos)?);
-            }
-        }
+        let (mut scan, probe) = scan_log(log, start, fs_blocks, devs.block_size)?;
         next_tid = next_tid.max(recovery::next_tid(&scan, probe.as_ref(), start));
         scanned += scan.blocks_read;
         probed += probe.as_ref().map_or(0, |p| p.blocks_read);
