@@ -129,10 +129,13 @@ pub struct Manylogs {
     logs: Vec<Log>,
     /// The table read at mount (what recovery starts from).
     mounted: LogTable,
-    /// Sequence of the last table planned; each stage that writes one takes the next. Stages
-    /// that write the table run one at a time, in the order planned, and a failed one ends
-    /// the mount, so the copy written is never the one holding the newest durable table.
-    seq: Cell<u64>,
+    /// Sequence of the newest table known durable, and of the table last planned. A table is
+    /// planned with the sequence after the newest durable one, so it goes to the other copy;
+    /// a checkpoint planned and then dropped (it clashed with a commit's in-place writes and is
+    /// planned again) leaves no gap. A release's table is durable when `released` is called;
+    /// the mount's, recovery's and unmount's are executed at once, or the mount fails.
+    durable_seq: Cell<u64>,
+    planned_seq: Cell<u64>,
     /// The newest transaction whose commit is durable.
     durable: Tid,
     /// The last I/O the journal did not log (a file-system block), if any yet.
@@ -152,8 +155,8 @@ impl Manylogs {
     /// left there carries tids below the next one.
     pub fn new(geo: Geometry, table: LogTable) -> Self {
         let logs = (0..geo.log_starts.len()).map(|_| Log::default()).collect();
-        let seq = Cell::new(table.seq);
-        Manylogs { geo, logs, mounted: table, seq, durable: 0, position: None, last_log: 0, near_head: NearHead::default(), fault_reuse_before_table: false }
+        let (durable_seq, planned_seq) = (Cell::new(table.seq), Cell::new(table.seq));
+        Manylogs { geo, logs, mounted: table, durable_seq, planned_seq, durable: 0, position: None, last_log: 0, near_head: NearHead::default(), fault_reuse_before_table: false }
     }
 
     /// The table's floor as read at mount: after a clean unmount, the next tid.
@@ -236,8 +239,8 @@ impl Manylogs {
                 LogEntry { tail: tail as u32, end: end as u32, tail_tid }
             })
             .collect();
-        let seq = self.seq.get() + 1;
-        self.seq.set(seq);
+        let seq = self.durable_seq.get() + 1;
+        self.planned_seq.set(seq);
         LogTable { flags: if clean { flags::CLEAN } else { 0 }, seq, floor, log_blocks: self.geo.log_blocks as u32, fs_uuid: self.geo.fs_uuid, logs }
     }
 
@@ -257,7 +260,15 @@ impl Manylogs {
 
     fn empty_table_stage(&self, next_tid: Tid, clean: bool) -> Stage {
         assert!(self.logs.iter().all(|l| l.txs.is_empty()), "only empty logs are recorded empty");
-        self.table_stage(&self.table_after(Kept { oldest: None, next_tid }, clean))
+        self.executed_at_once(self.table_after(Kept { oldest: None, next_tid }, clean))
+    }
+
+    /// The stage of a table that is executed as soon as planned (mount, recovery, unmount):
+    /// the next table goes to the other copy.
+    fn executed_at_once(&self, table: LogTable) -> Stage {
+        let stage = self.table_stage(&table);
+        self.durable_seq.set(table.seq);
+        stage
     }
 }
 
@@ -350,6 +361,7 @@ impl Placement for Manylogs {
     }
 
     fn released(&mut self, kept: Kept) {
+        self.durable_seq.set(self.planned_seq.get());
         let floor = kept.oldest.map_or(kept.next_tid, |(t, _)| t);
         for l in &mut self.logs {
             while l.txs.front().is_some_and(|t| t.0 < floor) {
@@ -360,7 +372,7 @@ impl Placement for Manylogs {
     }
 
     fn mount_stage(&self, kept: Kept) -> Stage {
-        self.table_stage(&self.table_after(kept, false))
+        self.executed_at_once(self.table_after(kept, false))
     }
 
     fn clean_stage(&self, next_tid: Tid) -> Stage {
@@ -482,6 +494,25 @@ mod tests {
         assert_eq!(m.free_in(0), before, "nothing is reused before the table is durable");
         m.released(kept);
         assert_eq!(m.free_in(0), before + 10);
+    }
+
+    #[test]
+    fn a_dropped_release_leaves_the_durable_copy_alone() {
+        let mut m = Manylogs::new(geo(4), empty(4));
+        let mount = m.mount_stage(Kept { oldest: None, next_tid: 1 });
+        m.place(records(1, 5, None));
+        m.on_durable(1);
+        let kept = Kept { oldest: None, next_tid: 2 };
+        let first = m.release_stage(kept);
+        assert_ne!(first.writes[0].block, mount.writes[0].block, "the other copy than the mount's");
+        // Dropped (a clash) and planned again: still the other copy, not the mount's.
+        let again = m.release_stage(kept);
+        assert_eq!(again.writes[0].block, first.writes[0].block);
+        m.released(kept);
+        m.place(records(2, 5, None));
+        m.on_durable(2);
+        let next = m.release_stage(Kept { oldest: None, next_tid: 3 });
+        assert_eq!(next.writes[0].block, mount.writes[0].block, "after the release is durable, the copy it did not use");
     }
 
     #[test]
