@@ -131,16 +131,18 @@ mod tests {
     fn stores_only_what_is_not_zero_and_reads_back_across_pages() {
         let d = SparseDevice::new(1 << 40);
         assert_eq!(d.len_bytes(), 1 << 40);
-        d.write_at(5000, &[7u8; 9000]).unwrap();
-        let mut b = vec![1u8; 10_000];
-        d.read_at(4500, &mut b).unwrap();
-        assert!(b[..500].iter().all(|&x| x == 0) && b[500..9500].iter().all(|&x| x == 7) && b[9500..].iter().all(|&x| x == 0));
+        // Sector-aligned, across three pages.
+        d.write_at(5120, &[7u8; 9216]).unwrap();
+        let mut b = vec![1u8; 10_240];
+        d.read_at(4608, &mut b).unwrap();
+        assert!(b[..512].iter().all(|&x| x == 0) && b[512..9728].iter().all(|&x| x == 7) && b[9728..].iter().all(|&x| x == 0));
         assert_eq!(d.pages(), 3);
         d.write_at(4096, &[0u8; 8192]).unwrap();
         assert_eq!(d.pages(), 1, "zeroed pages are dropped");
         d.write_at(1 << 39, &vec![0u8; 1 << 20]).unwrap();
         assert_eq!(d.pages(), 1, "zeros take no memory");
-        assert!(d.write_at((1 << 40) - 10, &[1; 20]).is_err(), "past the end is an error");
+        assert!(d.write_at((1 << 40) - 512, &[1; 1024]).is_err(), "past the end is an error");
+        assert!(d.write_at(100, &[1; 512]).is_err(), "unaligned is an error");
     }
 
     #[test]
