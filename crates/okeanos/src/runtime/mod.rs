@@ -296,6 +296,8 @@ pub fn recover(
         let (kept, d) = recovery::merge_interleaved(txs, floor, log_damage);
         txs = kept;
         damage = d;
+        first_tid = Some(floor);
+        end_reason = format!("{} logs scanned from their recorded tails ({scanned} blocks), {} transactions from tid {floor}", starts.len(), txs.len());
     }
     let t1 = now_ns();
     let mut table = RevokeTable::default();
