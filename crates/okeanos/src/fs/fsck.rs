@@ -90,7 +90,7 @@ pub fn fsck(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> FsckRepor
     };
     report.journal = if sb.manylogs() {
         match crate::runtime::open::open_manylogs(&sb, &devs) {
-            Ok(m) if m.floor_clean() => format!("manylogs, {} logs of {} blocks, clean, next transaction {}", sb.group_count, sb.log_area_blocks, m.floor()),
+            Ok(m) if crate::journal::placement::Placement::recovery(&m).is_empty() => format!("manylogs, {} logs of {} blocks, clean, next transaction {}", sb.group_count, sb.log_area_blocks, m.floor()),
             Ok(m) => {
                 report.problems.push("manylogs journal needs recovery: mount the file system or run `okeanos recover`".to_string());
                 format!("manylogs, needs recovery from transaction {}", m.floor())

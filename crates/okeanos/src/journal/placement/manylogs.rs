@@ -164,15 +164,6 @@ impl Manylogs {
         self.mounted.floor
     }
 
-    /// Whether the table read at mount was written at a clean unmount (or after recovery).
-    pub fn floor_clean(&self) -> bool {
-        self.mounted.is_clean()
-    }
-
-    pub fn geometry(&self) -> &Geometry {
-        &self.geo
-    }
-
     fn used(&self, i: usize) -> u64 {
         let l = &self.logs[i];
         if l.head >= l.tail {
@@ -188,7 +179,7 @@ impl Manylogs {
 
     /// The log the head is at: the group of the last non-logged I/O.
     fn head_log(&self) -> usize {
-        self.position.map_or(self.last_log, |b| self.geo.group_of(b))
+        self.geo.group_of(self.head_block())
     }
 
     /// The disk block the head is at (the last log written when nothing else is known).
