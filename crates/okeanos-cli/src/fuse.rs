@@ -42,6 +42,10 @@ const STATS_INO: u64 = 1 << 40;
 /// The counters in Prometheus' text format (docs/OBSERVABILITY.md), also not listed.
 pub const METRICS_NAME: &str = ".okeanos-metrics";
 const METRICS_INO: u64 = STATS_INO + 1;
+/// Opening it checkpoints everything committed (`okeanos checkpoint MOUNTPOINT`); reading the
+/// open file gives what that checkpoint did (JSON). Not listed either.
+pub const CHECKPOINT_NAME: &str = ".okeanos-checkpoint";
+const CHECKPOINT_INO: u64 = STATS_INO + 2;
 const TTL: Duration = Duration::from_secs(1);
 
 /// How a file handle syncs its writes.
@@ -64,6 +68,8 @@ pub struct OkeanosFuse {
     /// write() crossing pages may reach the engine as several atomic pieces.
     page_cache: bool,
     handles: Mutex<HashMap<u64, Handle>>,
+    /// What the checkpoint run by each open of the checkpoint file did (by file handle).
+    checkpoints: Mutex<HashMap<u64, Vec<u8>>>,
     next_fh: AtomicU64,
 }
 
@@ -140,7 +146,7 @@ fn wall_ns(t: SystemTime) -> i64 {
 
 impl OkeanosFuse {
     pub fn new(fs: Okeanos, writeback_cache: bool, page_cache: bool) -> Self {
-        OkeanosFuse { fs, writeback_cache, page_cache: page_cache || writeback_cache, handles: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1) }
+        OkeanosFuse { fs, writeback_cache, page_cache: page_cache || writeback_cache, handles: Mutex::new(HashMap::new()), checkpoints: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1) }
     }
 
     /// The mode of a new inode in `parent`: the umask applies unless the directory has a
@@ -192,6 +198,8 @@ impl OkeanosFuse {
             Some(STATS_INO)
         } else if name == METRICS_NAME {
             Some(METRICS_INO)
+        } else if name == CHECKPOINT_NAME {
+            Some(CHECKPOINT_INO)
         } else {
             None
         }
@@ -291,7 +299,7 @@ impl Filesystem for OkeanosFuse {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        if matches!(u64::from(ino), STATS_INO | METRICS_INO) {
+        if matches!(u64::from(ino), STATS_INO | METRICS_INO | CHECKPOINT_INO) {
             return reply.attr(&Duration::ZERO, &self.stats_attr(u64::from(ino)));
         }
         match ino32(ino).map(|i| self.fs.getattr(i)) {
@@ -433,6 +441,19 @@ impl Filesystem for OkeanosFuse {
         if matches!(u64::from(ino), STATS_INO | METRICS_INO) {
             return reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO);
         }
+        if u64::from(ino) == CHECKPOINT_INO {
+            // The checkpoint runs here, in this request's thread; other requests go on.
+            return match self.fs.checkpoint() {
+                Ok(c) => {
+                    let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+                    let mut text = serde_json::to_vec_pretty(&c).unwrap_or_default();
+                    text.push(b'\n');
+                    self.checkpoints.lock().unwrap_or_else(|e| e.into_inner()).insert(fh, text);
+                    reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO)
+                }
+                Err(e) => reply.error(errno(&e)),
+            };
+        }
         let Ok(i) = ino32(ino) else { return reply.error(Errno::from_i32(libc::ENOENT)) };
         match self.fs.open_ino(i) {
             Ok(a) => reply.opened(FileHandle(self.add_handle(i, flags.0)), self.open_flags(&a)),
@@ -440,7 +461,13 @@ impl Filesystem for OkeanosFuse {
         }
     }
 
-    fn read(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, size: u32, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyData) {
+    fn read(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, size: u32, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyData) {
+        if u64::from(ino) == CHECKPOINT_INO {
+            let done = self.checkpoints.lock().unwrap_or_else(|e| e.into_inner()).get(&u64::from(fh)).cloned().unwrap_or_default();
+            let from = (offset as usize).min(done.len());
+            let to = (from + size as usize).min(done.len());
+            return reply.data(&done[from..to]);
+        }
         if let Some(s) = self.virtual_file(u64::from(ino)) {
             let from = (offset as usize).min(s.len());
             let to = (from + size as usize).min(s.len());
@@ -497,6 +524,7 @@ impl Filesystem for OkeanosFuse {
     }
 
     fn release(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, _lock: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
+        self.checkpoints.lock().unwrap_or_else(|e| e.into_inner()).remove(&u64::from(fh));
         if let Some(h) = self.handles.lock().unwrap_or_else(|e| e.into_inner()).remove(&u64::from(fh)) {
             self.fs.release(h.ino);
         }

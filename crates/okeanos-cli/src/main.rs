@@ -121,6 +121,17 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Write every committed block home and empty the journal now (recovering first if the
+    /// image needs it); for a mount point, checkpoint the live mount. Prints what was written,
+    /// how many merged device writes that took, what was copied from manylogs logs and which
+    /// logged copies were skipped (superseded or freed).
+    Checkpoint {
+        #[command(flatten)]
+        img: ImageArg,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Copy a local file into the file system (into DEST/NAME when DEST is a directory or ends in /).
     Put {
         #[command(flatten)]
@@ -500,6 +511,12 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             journal_dump(dev, jdev)
         }
         Cmd::Stat { img, json } if img.image.is_dir() => mount::stat_mounted(&img.image, json),
+        Cmd::Checkpoint { img, json } if img.image.is_dir() => mount::checkpoint_mounted(&img.image, json),
+        Cmd::Checkpoint { img, json } => {
+            let counts = with_mount(&img, "", false, |fs| fs.checkpoint().map_err(|e| format!("checkpoint: {e}")))?;
+            print_checkpoint(&counts, json);
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::Mount { img, mountpoint, options, foreground, log } => {
             let options = match &img.journal {
                 Some(j) => format!("{options},journal_path={}", j.display()),
@@ -796,6 +813,16 @@ fn journal_dump(dev: Arc<dyn Device>, jdev: Option<Arc<dyn Device>>) -> Result<E
         outln!("DAMAGE: {dmg}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a checkpoint did, for people or as JSON.
+pub fn print_checkpoint(c: &okeanos::stats::CheckpointCounts, json: bool) {
+    if json {
+        println!("{}", serde_json::to_string_pretty(c).unwrap_or_default());
+        return;
+    }
+    println!("checkpoint: {} blocks written home in {} device writes ({} copied from logs)", c.blocks, c.runs, c.copied);
+    println!("skipped: {} logged copies of the released transactions (superseded by newer copies, or freed)", c.skipped);
 }
 
 fn stat(img: &ImageArg, dev: Arc<dyn Device>, jdev: Option<Arc<dyn Device>>, json: bool) -> Result<ExitCode, String> {

@@ -360,6 +360,16 @@ pub fn stat_mounted(mnt: &Path, json: bool) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `okeanos checkpoint MOUNTPOINT`: opening the mount's hidden checkpoint file runs a
+/// checkpoint of everything committed; its contents say what it did (JSON).
+pub fn checkpoint_mounted(mnt: &Path, json: bool) -> Result<ExitCode, String> {
+    let p = mnt.join(crate::fuse::CHECKPOINT_NAME);
+    let s = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e} (is it an Okeanos mount?)", p.display()))?;
+    let c: okeanos::stats::CheckpointCounts = serde_json::from_str(&s).map_err(|e| format!("{}: {e}", p.display()))?;
+    crate::print_checkpoint(&c, json);
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Bytes in binary units (as df -h).
 pub fn human(b: f64) -> String {
     humansize::format_size(b.max(0.0) as u64, humansize::BINARY)

@@ -51,8 +51,16 @@ pub struct MountOptions {
     /// space, and for age (`expire=`, every `writeback_period=`). `lazy` (the manylogs paper's
     /// off-hours checkpoint, section III-F): for space only, and manylogs counts space over
     /// all its logs rather than near the disk head; `okeanos checkpoint` (or `sync`) forces one.
-    /// Logged blocks stay in the cache until then.
+    /// Logged blocks may leave the cache meanwhile (manylogs parks them, read back from their
+    /// logs). `idle` is `lazy`, plus a checkpoint of everything committed once nothing has
+    /// changed and nothing was read from the disk for `idle_after=` (looked at every
+    /// `writeback_period=`).
     pub lazy_checkpoint: bool,
+    /// `checkpoint=idle`: checkpoint when the file system has been idle for `idle_after`.
+    pub idle_checkpoint: bool,
+    /// How long nothing must happen before `checkpoint=idle` checkpoints (`idle_after=`,
+    /// seconds, default 2).
+    pub idle_after: Duration,
     /// Largest transaction in journal blocks (`max_tx_blocks=`; default a quarter of the journal).
     pub max_tx_blocks: Option<u64>,
     /// Delay every real I/O as a device model says (`device_model=cheetah15k|sata7200|ssd|nvm`):
@@ -110,6 +118,11 @@ pub struct MountOptions {
     /// records the release (its canary). Not accepted by `parse`.
     #[doc(hidden)]
     pub fault_manylogs_reuse_early: bool,
+    /// Test-only fault (canary): a block logged whole again keeps the log position of its
+    /// first copy, so a block parked out of the cache loads (and a checkpoint copies home)
+    /// an older version.
+    #[doc(hidden)]
+    pub fault_manylogs_keep_first_position: bool,
     /// Drive the journal step by step instead of from a journal thread (the simulator);
     /// operations that would wait return `FsError::WouldBlock`. Not accepted by `parse`.
     #[doc(hidden)]
@@ -138,6 +151,8 @@ impl Default for MountOptions {
             max_batch_time: Duration::from_micros(15_000),
             checkpoint_thread: None,
             lazy_checkpoint: false,
+            idle_checkpoint: false,
+            idle_after: Duration::from_secs(2),
             max_tx_blocks: None,
             device_model: None,
             direct_io: false,
@@ -158,6 +173,7 @@ impl Default for MountOptions {
             fault_nvm_free_early: false,
             fault_skip_remote_append: false,
             fault_manylogs_reuse_early: false,
+            fault_manylogs_keep_first_position: false,
             manual_journal: false,
             fault_skip_commit_flush: false,
         }
@@ -236,12 +252,16 @@ impl MountOptions {
                     Some("auto") => None,
                     Some(x) => return Err(format!("option checkpoint_thread takes 0, 1 or auto, not {x:?}")),
                 },
-                "checkpoint" => o.lazy_checkpoint = match v {
-                    Some("lazy") => true,
-                    Some("periodic") => false,
-                    Some(x) => return Err(format!("option checkpoint takes periodic or lazy, not {x:?}")),
-                    None => return Err("option checkpoint needs a value: periodic or lazy".into()),
-                },
+                "checkpoint" => {
+                    (o.lazy_checkpoint, o.idle_checkpoint) = match v {
+                        Some("lazy") => (true, false),
+                        Some("idle") => (true, true),
+                        Some("periodic") => (false, false),
+                        Some(x) => return Err(format!("option checkpoint takes periodic, lazy or idle, not {x:?}")),
+                        None => return Err("option checkpoint needs a value: periodic, lazy or idle".into()),
+                    }
+                }
+                "idle_after" => o.idle_after = secs(v)?.max(Duration::from_millis(10)),
                 "write_threshold" => o.write_threshold = num(v)? as usize,
                 "logged_write_size" => o.logged_write_size = Some(num(v)? as usize),
                 "commit" => {

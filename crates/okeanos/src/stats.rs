@@ -4,6 +4,7 @@
 
 use crate::device::DeviceStats;
 use crate::journal::plan::BlockKind;
+pub use crate::journal::CheckpointCounts;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -22,6 +23,7 @@ pub struct Stats {
     commit_journal_blocks: AtomicU64,
     max_handles_per_commit: AtomicU64,
     checkpoints: AtomicU64,
+    idle_checkpoints: AtomicU64,
     overlaps: AtomicU64,
     fallbacks: AtomicU64,
     remote_bytes: AtomicU64,
@@ -34,6 +36,8 @@ pub struct Stats {
     handles: AtomicU64,
     payload_bytes: AtomicU64,
     sync_latency_ns: Mutex<Option<Histogram<u64>>>,
+    checkpoint: Mutex<CheckpointCounts>,
+    log_read_blocks: AtomicU64,
     pub(crate) recovery: Mutex<Option<RecoveryReport>>,
 }
 
@@ -101,6 +105,8 @@ pub struct Counters {
     pub syncs: u64,
     pub syncs_per_commit: f64,
     pub checkpoints: u64,
+    /// Checkpoints of everything that `checkpoint=idle` started after a quiet spell.
+    pub idle_checkpoints: u64,
     /// Commits and checkpoints that were in flight together (each pair counted once, by the
     /// one that started second): the checkpoint thread at work beside the journal thread.
     pub overlaps: u64,
@@ -121,6 +127,11 @@ pub struct Counters {
     /// Record bytes in multiwrite blocks over the room those blocks offer.
     pub multiwrite_fill: f64,
     pub sync_latency: Latency,
+    /// What checkpoints wrote home, in how many merged writes, what they copied from logs and
+    /// what they were spared (overwritten or freed copies), and parked blocks read back.
+    pub checkpoint: CheckpointCounts,
+    /// Log blocks read to copy parked blocks home (manylogs).
+    pub log_read_blocks: u64,
     pub fs_device: DeviceStats,
     pub journal_device: Option<DeviceStats>,
     /// The NVM of an nvm journal.
@@ -162,6 +173,17 @@ impl Stats {
     }
     pub fn on_checkpoint(&self) {
         self.checkpoints.fetch_add(1, Relaxed);
+    }
+    /// The journal's checkpoint accounting, after a journal step (read without its lock).
+    pub fn on_checkpoint_counts(&self, c: CheckpointCounts) {
+        *self.checkpoint.lock().unwrap_or_else(|e| e.into_inner()) = c;
+    }
+    /// Log blocks read by a checkpoint's copies.
+    pub fn on_log_read(&self, blocks: u64) {
+        self.log_read_blocks.fetch_add(blocks, Relaxed);
+    }
+    pub fn on_idle_checkpoint(&self) {
+        self.idle_checkpoints.fetch_add(1, Relaxed);
     }
     pub fn on_overlap(&self) {
         self.overlaps.fetch_add(1, Relaxed);
@@ -241,6 +263,7 @@ impl Stats {
             syncs,
             syncs_per_commit: per(syncs),
             checkpoints: self.checkpoints.load(Relaxed),
+            idle_checkpoints: self.idle_checkpoints.load(Relaxed),
             overlaps: self.overlaps.load(Relaxed),
             fallbacks: self.fallbacks.load(Relaxed),
             remote_bytes: self.remote_bytes.load(Relaxed),
@@ -256,6 +279,8 @@ impl Stats {
                 if mw > 0.0 { bytes / mw } else { 0.0 }
             },
             sync_latency,
+            checkpoint: *self.checkpoint.lock().unwrap_or_else(|e| e.into_inner()),
+            log_read_blocks: self.log_read_blocks.load(Relaxed),
             fs_device,
             journal_device,
             nvm: None,
@@ -302,6 +327,7 @@ impl Counters {
             syncs,
             syncs_per_commit: per(syncs as f64),
             checkpoints: self.checkpoints - base.checkpoints,
+            idle_checkpoints: self.idle_checkpoints - base.idle_checkpoints,
             overlaps: self.overlaps - base.overlaps,
             fallbacks: self.fallbacks - base.fallbacks,
             remote_bytes: self.remote_bytes - base.remote_bytes,
@@ -313,6 +339,14 @@ impl Counters {
             records_per_commit: per(records as f64),
             multiwrite_fill: self.multiwrite_fill,
             sync_latency: self.sync_latency.clone(),
+            checkpoint: CheckpointCounts {
+                blocks: self.checkpoint.blocks - base.checkpoint.blocks,
+                runs: self.checkpoint.runs - base.checkpoint.runs,
+                copied: self.checkpoint.copied - base.checkpoint.copied,
+                skipped: self.checkpoint.skipped - base.checkpoint.skipped,
+                log_reads: self.checkpoint.log_reads - base.checkpoint.log_reads,
+            },
+            log_read_blocks: self.log_read_blocks - base.log_read_blocks,
             fs_device: self.fs_device.since(&base.fs_device),
             journal_device: match (&self.journal_device, &base.journal_device) {
                 (Some(a), Some(b)) => Some(a.since(b)),
@@ -337,6 +371,11 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("okeanos_remote_bytes_total", "counter", "journal bytes sent to a journal server or stream"),
     ("okeanos_nvm_bytes_total", "counter", "bytes the nvm journal stored to non-volatile memory"),
     ("okeanos_nvm_fences_total", "counter", "persist fences the nvm journal issued"),
+    ("okeanos_checkpoint_blocks_total", "counter", "blocks checkpoints wrote to their final location"),
+    ("okeanos_checkpoint_writes_total", "counter", "device writes those took, adjacent blocks merged"),
+    ("okeanos_checkpoint_copied_total", "counter", "of those blocks, the ones copied home from a log (manylogs: not in the cache)"),
+    ("okeanos_checkpoint_skipped_total", "counter", "logged copies of released transactions that no checkpoint wrote: superseded by a newer copy, or the block freed"),
+    ("okeanos_log_reads_total", "counter", "blocks parked in a log read back for a read or a change (manylogs)"),
     ("okeanos_block_bytes_total", "counter", "bytes written, by kind of block (label kind)"),
     ("okeanos_blocks_total", "counter", "blocks written, by kind (label kind)"),
     ("okeanos_device_bytes_written_total", "counter", "bytes the engine wrote to a device (label device: fs or journal)"),
@@ -371,6 +410,11 @@ impl Counters {
             ("okeanos_remote_bytes_total", self.remote_bytes),
             ("okeanos_nvm_bytes_total", self.nvm_bytes),
             ("okeanos_nvm_fences_total", self.nvm_fences),
+            ("okeanos_checkpoint_blocks_total", self.checkpoint.blocks),
+            ("okeanos_checkpoint_writes_total", self.checkpoint.runs),
+            ("okeanos_checkpoint_copied_total", self.checkpoint.copied),
+            ("okeanos_checkpoint_skipped_total", self.checkpoint.skipped),
+            ("okeanos_log_reads_total", self.checkpoint.log_reads),
         ] {
             help(&mut o, name);
             let _ = writeln!(o, "{name} {v}");

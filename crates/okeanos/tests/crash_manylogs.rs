@@ -9,7 +9,7 @@
 mod common;
 mod harness;
 use common::*;
-use harness::{enumerate, workload, Journal};
+use harness::{block_workload, enumerate, workload, Journal};
 use okeanos::journal::content::ContentConfig;
 use okeanos::{Device, MemDevice, MkfsOptions, MountOptions, Okeanos};
 use std::sync::Arc;
@@ -20,9 +20,12 @@ fn crash_test(policy: &str) {
     let cfg = ContentConfig::parse(policy).unwrap();
     // Differential metadata logs so little that its logs need twice the operations to wrap.
     let ops = if cfg.dmeta { 480 } else { 240 };
-    let run = workload(cfg, LOGS, ops, &|_| {}, 0x3a9 + cfg.mode as u64);
+    // A cache of 64 blocks: logged blocks are parked out of it (their data dropped, read
+    // back from the log) and checkpoints copy them home from the logs.
+    let run = workload(cfg, LOGS, ops, &|o| o.cache_blocks = 64, 0x3a9 + cfg.mode as u64);
     let events = run.recorder.events().len();
     let n = run.near_head.expect("manylogs counts its commits");
+    eprintln!("{policy}: {:?}", run.checkpoint);
     // The workload must reuse log space, or the states below would not test the log table.
     assert!(n.wraps > 0, "{policy}: no log wrapped: {n:?}");
     // And consecutive transactions must land in different logs (the harness moves the head
@@ -84,6 +87,46 @@ fn canary_reuse_before_table_is_caught() {
         eprintln!("canary {policy}: {} states, {} violations, first {:?}", out.states, out.violations.len(), out.violations.first());
         assert!(!out.violations.is_empty(), "{policy}: the crash tests did not notice log space reused before its table ({} states)", out.states);
     }
+}
+
+/// Whole blocks through a 64-block cache: logged blocks are parked out of the cache (their
+/// data dropped, the log position kept), read back from the log when the file is rewritten,
+/// and copied home from the logs by checkpoints (a read stage in the checkpoint's plan).
+fn parked_crash_test(policy: &str) {
+    let cfg = ContentConfig::parse(policy).unwrap();
+    let run = block_workload(cfg, LOGS, 300, &|o| o.cache_blocks = 64, 0x5e1 + cfg.mode as u64);
+    let c = run.checkpoint;
+    eprintln!("{policy}: {c:?}");
+    assert!(c.copied > 0, "{policy}: no checkpoint copied a parked block home: {c:?}");
+    assert!(c.skipped > 0, "{policy}: no logged copy was skipped: {c:?}");
+    assert!(c.runs < c.blocks, "{policy}: no adjacent home writes were merged: {c:?}");
+    let out = enumerate(cfg, &run, 200, 25);
+    out.assert_clean(400);
+    eprintln!("manylogs parked {policy}: {} crash states, no violation", out.states);
+}
+
+#[test]
+fn manylogs_parked_crash_states_data() {
+    parked_crash_test("data");
+}
+
+#[test]
+fn manylogs_parked_crash_states_selective() {
+    parked_crash_test("selective");
+}
+
+/// The canary of parking: a block logged whole twice keeps its first log position, so a
+/// parked block loads, and a checkpoint copies home, an older version.
+#[test]
+fn canary_stale_log_position_is_caught() {
+    let cfg = ContentConfig::parse("data").unwrap();
+    let run = block_workload(cfg, LOGS, 300, &|o| {
+        o.cache_blocks = 64;
+        o.fault_manylogs_keep_first_position = true;
+    }, 0x5e1 + cfg.mode as u64);
+    let out = enumerate(cfg, &run, 120, 0);
+    eprintln!("canary stale position: {} states, {} violations, first {:?}", out.states, out.violations.len(), out.violations.first());
+    assert!(!out.violations.is_empty(), "the crash tests did not notice parked blocks loaded from a stale log position ({} states)", out.states);
 }
 
 /// The canary of every placement: no commit flush.
@@ -197,4 +240,120 @@ fn a_bad_older_table_copy_is_ignored_and_both_bad_is_an_error() {
     assert!(e.to_string().contains("no valid manylogs log table"), "{e}");
     let r = okeanos::fsck(bad as Arc<dyn Device>, None);
     assert!(r.problems.iter().any(|p| p.contains("log table")), "{:?}", r.problems);
+}
+
+/// Logged blocks leave the cache (parked: the log position kept, the data dropped), reads
+/// load them back from the log, unmount copies them home, and every byte survives. A logged
+/// copy damaged under the mount is an I/O error on the read that needs it, never other data.
+#[test]
+fn parked_blocks_read_back_from_the_log_and_damage_is_an_error() {
+    let (dev, sb) = manylogs_fs();
+    let mut opts = MountOptions::default().data(okeanos::DataMode::Data);
+    // checkpoint=lazy: nothing goes home until the logs fill, so the blocks stay logged.
+    opts.cache_blocks = 64;
+    opts.lazy_checkpoint = true;
+    let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, opts.clone()).unwrap();
+    let f = fs.create_file("/blocks").unwrap();
+    let want: Vec<u8> = (0..160).flat_map(|k| record(3, k, 4096)).collect();
+    for k in 0..160 {
+        f.append(&want[k * 4096..][..4096]).unwrap();
+        f.fdatasync().unwrap();
+    }
+    assert_eq!(fs.read_path("/blocks").unwrap(), want, "parked blocks read back from their logs");
+    let c = fs.counters().checkpoint;
+    assert!(c.log_reads >= 64, "blocks were not read back from the logs: {c:?}");
+    drop(f);
+    fs.unmount().unwrap();
+    let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, MountOptions::default()).unwrap();
+    assert_eq!(fs.read_path("/blocks").unwrap(), want, "unmount copied every parked block home");
+    fs.unmount().unwrap();
+    assert!(okeanos::fsck(dev.clone() as Arc<dyn Device>, None).is_clean());
+
+    // Again, and this time every log block is damaged under the mount before the reads.
+    let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, opts).unwrap();
+    let f = fs.create_file("/again").unwrap();
+    for k in 0..160 {
+        f.append(&want[k * 4096..][..4096]).unwrap();
+        f.fdatasync().unwrap();
+    }
+    let bs = sb.block_size as u64;
+    for g in 0..sb.group_count {
+        let start = sb.log_area_start(g);
+        for b in start..start + sb.log_area_blocks as u64 {
+            let mut sector = vec![0u8; 512];
+            dev.read_at(b * bs, &mut sector).unwrap();
+            sector[100] ^= 0xee;
+            dev.write_at(b * bs, &sector).unwrap();
+        }
+    }
+    let err = fs.read_path("/again").expect_err("a damaged logged copy is not returned as data");
+    assert!(err.to_string().contains("does not match its journal checksum"), "{err}");
+}
+
+/// Transactions a recovery of `image` replays (0: the journal holds nothing live).
+fn live_transactions(image: Vec<u8>) -> u64 {
+    let dev = Arc::new(MemDevice::from_bytes(image));
+    okeanos::inspect::recover_image(dev as Arc<dyn Device>, None).unwrap().map_or(0, |r| r.transactions)
+}
+
+/// `Okeanos::checkpoint` (`okeanos checkpoint`): with `checkpoint=lazy` blocks stay logged
+/// (parked out of a small cache) until it is asked for; then every committed block goes home,
+/// parked ones copied from their logs, and the logs hold nothing live: a crash right after it
+/// replays nothing, and every byte is home.
+#[test]
+fn a_forced_checkpoint_empties_the_logs() {
+    let (dev, _) = manylogs_fs();
+    let mut opts = MountOptions::default().data(okeanos::DataMode::Data);
+    opts.cache_blocks = 64;
+    opts.lazy_checkpoint = true;
+    let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, opts).unwrap();
+    let f = fs.create_file("/blocks").unwrap();
+    let want: Vec<u8> = (0..120).flat_map(|k| record(4, k, 4096)).collect();
+    for k in 0..120 {
+        f.append(&want[k * 4096..][..4096]).unwrap();
+        f.fdatasync().unwrap();
+    }
+    assert!(live_transactions(dev.snapshot()) >= 120, "lazy: the commits are still live in the logs");
+    let c = fs.checkpoint().unwrap();
+    assert!(c.blocks >= 120 && c.copied > 0 && c.runs < c.blocks, "{c:?}");
+    let image = dev.snapshot();
+    assert_eq!(live_transactions(image.clone()), 0, "a checkpoint leaves nothing to replay");
+    let crashed = Okeanos::mount(Arc::new(MemDevice::from_bytes(image)) as Arc<dyn Device>, None, MountOptions::default()).unwrap();
+    assert_eq!(crashed.read_path("/blocks").unwrap(), want);
+    // Nothing owed: a second one writes nothing.
+    assert_eq!(fs.checkpoint().unwrap().blocks, 0);
+    drop(f);
+    fs.unmount().unwrap();
+}
+
+/// `checkpoint=idle`: once nothing has changed for `idle_after`, everything committed goes home.
+#[test]
+fn an_idle_file_system_checkpoints() {
+    let (dev, _) = manylogs_fs();
+    let opts = MountOptions::parse("data=data,checkpoint=idle,idle_after=0.05,writeback_period=0.02").unwrap();
+    let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, opts).unwrap();
+    let f = fs.create_file("/idle").unwrap();
+    for k in 0..20 {
+        f.append(&record(5, k, 4096)).unwrap();
+        f.fdatasync().unwrap();
+    }
+    // Bounded: 10 s at most for a checkpoint due after 50 ms of quiet.
+    let mut waited = 0;
+    while fs.counters().idle_checkpoints == 0 && waited < 1000 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        waited += 1;
+    }
+    assert!(fs.counters().idle_checkpoints > 0, "no idle checkpoint");
+    // It completes under the lock the counter is read without: look again until released.
+    let mut live = live_transactions(dev.snapshot());
+    for _ in 0..200 {
+        if live == 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        live = live_transactions(dev.snapshot());
+    }
+    assert_eq!(live, 0, "the idle checkpoint left transactions live");
+    drop(f);
+    fs.unmount().unwrap();
 }

@@ -19,12 +19,14 @@ pub struct SparseDevice {
     pages: Mutex<HashMap<u64, Box<[u8]>>>,
     /// Reads since the last [`SparseDevice::take_reads`], when noted.
     reads: Mutex<Option<Vec<(u64, u64)>>>,
+    /// Reads are not noted while muted (the simulator times the journal's own reads itself).
+    muted: std::sync::atomic::AtomicBool,
     counters: DeviceCounters,
 }
 
 impl SparseDevice {
     pub fn new(len: u64) -> Self {
-        SparseDevice { name: "sparse".into(), len, pages: Mutex::new(HashMap::new()), reads: Mutex::new(None), counters: DeviceCounters::default() }
+        SparseDevice { name: "sparse".into(), len, pages: Mutex::new(HashMap::new()), reads: Mutex::new(None), muted: Default::default(), counters: DeviceCounters::default() }
     }
 
     pub fn named(mut self, name: &str) -> Self {
@@ -35,6 +37,11 @@ impl SparseDevice {
     /// Starts noting reads (and forgets any noted before).
     pub fn note_reads(&self) {
         *self.reads.lock().unwrap_or_else(|e| e.into_inner()) = Some(Vec::new());
+    }
+
+    /// Stops (true) or resumes (false) noting reads, keeping those noted so far.
+    pub fn mute(&self, muted: bool) {
+        self.muted.store(muted, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The reads since the last call, adjacent ones merged, in order.
@@ -79,8 +86,10 @@ impl Device for SparseDevice {
             done += n;
         }
         drop(pages);
-        if let Some(v) = self.reads.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-            v.push((offset, buf.len() as u64));
+        if !self.muted.load(std::sync::atomic::Ordering::Relaxed) {
+            if let Some(v) = self.reads.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+                v.push((offset, buf.len() as u64));
+            }
         }
         self.counters.on_read(buf.len());
         Ok(())

@@ -94,6 +94,11 @@ struct Core {
     /// Syncs that wait without a thread ([`Okeanos::fsync_then`]): the transaction, when the
     /// sync began, and what to call once it is durable (or failed).
     sync_waiters: Vec<(Tid, u64, sync::SyncDone)>,
+    /// A checkpoint of every transaction up to this one was asked for ([`Okeanos::checkpoint`],
+    /// or `checkpoint=idle` after a quiet spell): it runs until they are all released.
+    force_checkpoint: Option<Tid>,
+    /// `checkpoint=idle`: the activity count last seen (changes and read misses) and since when.
+    idle_seen: (u64, u64),
 }
 
 impl Inner {
@@ -294,13 +299,17 @@ impl Okeanos {
             None => "mounted read-only".to_string(),
         };
         let mut fs = FsState::new(sb, gdt, journal, opts.cache_blocks, opts.read_only.then_some(ro_reason));
-        fs.nvm = devs.nvm.clone();
+        fs.parking = match (&devs.nvm, fs.journal.placement.parks_on_device()) {
+            (Some(nvm), _) => Some(crate::fs::Parking::Nvm(nvm.clone())),
+            (None, true) => Some(crate::fs::Parking::Logs(devs.fs.clone())),
+            (None, false) => None,
+        };
         let now = clock.now_ns();
         let committed_at_mount = fs.journal.committed_tid;
         let checkpoint_thread = opts.checkpoint_thread.unwrap_or_else(|| !(devs.journal.is_none() && devs.fs.seeks() == Some(true)));
         let inner = Arc::new(Inner {
             checkpoint_thread,
-            core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, abandoned: false, avg_commit_ns: 0, last_commit_handles: 0, batch: None, expiring: None, pending: None, next_return_ns: now, return_backoff_ns: 2_000_000_000, manual: opts.manual_journal, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64, checkpointing: None, sync_waiters: Vec::new() }),
+            core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, abandoned: false, avg_commit_ns: 0, last_commit_handles: 0, batch: None, expiring: None, pending: None, next_return_ns: now, return_backoff_ns: 2_000_000_000, manual: opts.manual_journal, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64, checkpointing: None, sync_waiters: Vec::new(), force_checkpoint: None, idle_seen: (0, now) }),
             cv: Condvar::new(),
             commit_cv: [Condvar::new(), Condvar::new()],
             sync_lock: Mutex::new(()),
@@ -969,6 +978,11 @@ impl Okeanos {
     /// Every counter, with the devices' own.
     pub fn counters(&self) -> Counters {
         let devs = &self.inner.devs;
+        // The checkpoint counts as of now when the state is free (published after each
+        // journal step otherwise; unmount calls this holding the lock).
+        if let Ok(core) = self.inner.core.try_lock() {
+            self.inner.stats.on_checkpoint_counts(core.fs.journal.cp);
+        }
         let mut c = self.inner.stats.snapshot(devs.fs.counters(), devs.journal.as_ref().map(|j| j.counters()));
         if let Some(nvm) = &devs.nvm {
             // Without the engine's lock: callers hold it (unmount).
@@ -984,6 +998,67 @@ impl Okeanos {
             });
         }
         c
+    }
+
+    /// Writes every committed block home and releases the journal's space, now (`okeanos
+    /// checkpoint`, the manylogs paper's forced checkpoint): commits what is running first,
+    /// then waits until every transaction up to it is released. Returns what it wrote, copied
+    /// from logs and skipped. Beside it, commits go on (a placement that checkpoints beside
+    /// commits) or wait between its steps.
+    pub fn checkpoint(&self) -> FsResult<crate::stats::CheckpointCounts> {
+        let before = self.lock().fs.journal.cp;
+        self.sync()?;
+        let mut core = self.lock();
+        if core.manual {
+            return Err(FsError::Io("a forced checkpoint needs the journal threads (the simulator drives the journal itself)".into()));
+        }
+        if core.fs.read_only.is_some() {
+            return Ok(Default::default());
+        }
+        let target = Self::force_checkpoint(&mut core);
+        self.inner.jcv.notify_all();
+        self.inner.ccv.notify_all();
+        loop {
+            if let Some(e) = &core.fs.journal.aborted {
+                return Err(FsError::Io(format!("journal aborted: {e}")));
+            }
+            if core.fs.journal.log.front().is_none_or(|t| t.tid > target) {
+                break;
+            }
+            core = self.inner.cv.wait(core).unwrap_or_else(|e| e.into_inner());
+        }
+        let c = core.fs.journal.cp;
+        Ok(crate::stats::CheckpointCounts {
+            blocks: c.blocks - before.blocks,
+            runs: c.runs - before.runs,
+            copied: c.copied - before.copied,
+            skipped: c.skipped - before.skipped,
+            log_reads: c.log_reads - before.log_reads,
+        })
+    }
+
+    /// Asks for a checkpoint of everything committed; the transaction it must release.
+    fn force_checkpoint(core: &mut Core) -> Tid {
+        let target = core.fs.journal.committed_tid;
+        core.force_checkpoint = Some(core.force_checkpoint.unwrap_or(0).max(target));
+        target
+    }
+
+    /// The simulator's forced checkpoint (it drives the journal itself): asks for a
+    /// checkpoint of everything committed and returns the transaction to wait for
+    /// ([`Self::checkpoint_released`]).
+    pub fn request_checkpoint(&self) -> Tid {
+        Self::force_checkpoint(&mut self.lock())
+    }
+
+    /// Whether every transaction up to `tid` is checkpointed and its space released.
+    pub fn checkpoint_released(&self, tid: Tid) -> bool {
+        self.lock().fs.journal.log.front().is_none_or(|t| t.tid > tid)
+    }
+
+    /// The checkpoint accounting of this mount so far (under the state lock).
+    pub fn checkpoint_counts(&self) -> crate::stats::CheckpointCounts {
+        self.lock().fs.journal.cp
     }
 
     /// Tells the journal that the disk head moved to file-system block `block` for I/O it does

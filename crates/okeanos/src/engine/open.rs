@@ -134,6 +134,7 @@ pub(super) fn journal(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
         _ if sb.manylogs() => {
             let mut m = runtime::open::open_manylogs(sb, devs)?;
             m.fault_reuse_before_table = opts.fault_manylogs_reuse_early;
+            m.fault_keep_first_position = opts.fault_manylogs_keep_first_position;
             Box::new(m)
         }
         _ if sb.nvm.is_some() => {

@@ -254,6 +254,22 @@ impl Okeanos {
         if core.checkpointing.is_some() {
             return Some(JournalStep::Idle { wake_ns: u64::MAX });
         }
+        if let Some(target) = core.force_checkpoint {
+            // Asked for (`okeanos checkpoint`, or idle): everything committed goes home.
+            if core.fs.journal.log.front().is_some_and(|t| t.tid <= target) {
+                let goal = CheckpointGoal::Space { target_free: u64::MAX };
+                if let Err(step) = self.unpark_for(core, goal) {
+                    return Some(step);
+                }
+                if let Some(plan) = core.fs.journal.checkpoint_begin(&core.fs.cache, goal) {
+                    return Some(self.checkpoint_start(core, plan));
+                }
+                // What is left is the commit's in flight: look again when it completes.
+                return Some(JournalStep::Idle { wake_ns: u64::MAX });
+            }
+            core.force_checkpoint = None;
+            self.inner.wake_all();
+        }
         if core.want_space || core.fs.journal.space_low() {
             let target = core.fs.journal.placement.checkpoint_target();
             if let Err(step) = self.unpark_for(core, CheckpointGoal::Space { target_free: target }) {
@@ -271,6 +287,19 @@ impl Okeanos {
         }
         if now >= core.next_writeback_ns {
             core.next_writeback_ns = now + opts.writeback_period.as_nanos() as u64;
+            if opts.idle_checkpoint {
+                // Idle: nothing changed and nothing was read from the disk since the last
+                // look, for `idle_after`, with transactions still owing blocks.
+                let activity = core.fs.dirty_epoch + core.fs.read_misses;
+                if activity != core.idle_seen.0 {
+                    core.idle_seen = (activity, now);
+                } else if now.saturating_sub(core.idle_seen.1) >= opts.idle_after.as_nanos() as u64 && !core.fs.journal.log.is_empty() {
+                    core.force_checkpoint = Some(core.fs.journal.committed_tid);
+                    self.inner.stats.on_idle_checkpoint();
+                    core.idle_seen.1 = now;
+                    return self.checkpoint_step(core, now);
+                }
+            }
             // A lazy checkpoint writes nothing home for age (the period still paces the
             // journal's wake-ups).
             if !opts.lazy_checkpoint {
@@ -315,9 +344,10 @@ impl Okeanos {
     }
 
     /// A checkpoint writes owed buffers home from DRAM: loads the parked ones it will write
-    /// from NVM first (nvm journal). A failed load aborts the journal.
+    /// from NVM first (nvm journal). A failed load aborts the journal. Blocks parked in a log
+    /// (manylogs) are copied home by the checkpoint's plan instead.
     fn unpark_for(&self, core: &mut Core, goal: CheckpointGoal) -> Result<(), JournalStep> {
-        if core.fs.cache.parked_count() == 0 {
+        if core.fs.cache.parked_count() == 0 || core.fs.journal.placement.parks_on_device() {
             return Ok(());
         }
         for b in core.fs.journal.checkpoint_choose(&core.fs.cache, goal) {
@@ -384,6 +414,7 @@ impl Okeanos {
             let p = &core.fs.journal.placement;
             inner.stats.on_nvm_slots(p.capacity(), p.capacity() - p.free_blocks(), core.fs.cache.parked_count() as u64);
         }
+        inner.stats.on_checkpoint_counts(core.fs.journal.cp);
         match (work, res) {
             (JournalWork::Commit { plan, started_ns }, Ok(())) => {
                 self.commit_done(core, plan, started_ns, now);

@@ -139,12 +139,25 @@ pub struct FsState {
     pub evicting: HashSet<u32>,
     /// Bumped whenever a handle dirties a block; tells whether a failed handle left changes.
     pub dirty_epoch: u64,
+    /// Blocks read from the device (cache misses, parked blocks loaded back).
+    pub read_misses: u64,
     /// Why the file system turned read-only, if it did.
     pub read_only: Option<String>,
     /// Next allocation goal per group (next-fit).
     pub alloc_cursor: Vec<u64>,
-    /// The NVM of an nvm journal: parked buffers load their data from it.
-    pub nvm: Option<std::sync::Arc<dyn crate::nvm::Nvm>>,
+    /// Where parked buffers load their data from, if the journal lets the cache park any.
+    pub parking: Option<Parking>,
+}
+
+/// Where a parked buffer's data is (cache.rs): the journal keeps the block's newest committed
+/// version addressable there while it is owed to checkpoint.
+#[derive(Clone)]
+pub enum Parking {
+    /// An nvm journal's frozen slot (UBJ): the position is an offset in the NVM.
+    Nvm(std::sync::Arc<dyn crate::nvm::Nvm>),
+    /// A manylogs log on the file-system device: the position is a device block, checked
+    /// against the journal tag's hash when loaded.
+    Logs(std::sync::Arc<dyn Device>),
 }
 
 /// One operation's view of the state.
@@ -175,35 +188,51 @@ impl FsState {
             deferred_evict: Vec::new(),
             evicting: HashSet::default(),
             dirty_epoch: 0,
+            read_misses: 0,
             read_only,
             alloc_cursor: vec![0; groups],
-            nvm: None,
+            parking: None,
         }
     }
 
-    /// Loads a parked buffer's data back from NVM (nothing if it is not parked).
+    /// Loads a parked buffer's data back from where the journal keeps it (nothing if it is
+    /// not parked). A logged copy that does not match its tag's hash is an I/O error.
     pub fn unpark(&mut self, block: u64) -> FsResult<()> {
         let Some(at) = self.cache.parked_at(block) else { return Ok(()) };
-        let nvm = self.nvm.as_ref().expect("only an nvm journal parks buffers");
         let mut data = vec![0u8; self.block_size()];
-        nvm.load(at, &mut data)?;
+        match self.parking.as_ref().expect("only a journal that parks buffers parks them") {
+            Parking::Nvm(nvm) => nvm.load(at, &mut data)?,
+            Parking::Logs(dev) => {
+                dev.read_at(at * data.len() as u64, &mut data)?;
+                let expect = self.journal.placement.frozen_hash(block);
+                if expect != Some(crate::format::journal::data_hash(block, 0, &data)) {
+                    return Err(FsError::Io(format!("the logged copy of block {block} at device block {at} does not match its journal checksum")));
+                }
+                self.journal.cp.log_reads += 1;
+            }
+        }
+        self.read_misses += 1;
         self.cache.unpark(block, data);
         Ok(())
     }
 
-    /// Loads every parked buffer back (before a checkpoint writes them home).
+    /// Loads parked buffers back before a checkpoint writes them home from the cache (nvm);
+    /// a journal that parks on the file-system device copies them home instead (manylogs).
     pub fn unpark_all(&mut self) -> FsResult<()> {
+        if matches!(self.parking, Some(Parking::Logs(_))) {
+            return Ok(());
+        }
         for (block, _) in self.cache.parked_blocks() {
             self.unpark(block)?;
         }
         Ok(())
     }
 
-    /// Shrinks the cache: clean buffers first, then (nvm journal) owed buffers whose newest
-    /// version is frozen in NVM are parked.
+    /// Shrinks the cache: clean buffers first, then owed buffers whose newest version the
+    /// journal keeps addressable (nvm: frozen in NVM; manylogs: in a log) are parked.
     pub fn shrink_cache(&mut self) {
-        let FsState { cache, journal, nvm, .. } = self;
-        if nvm.is_some() {
+        let FsState { cache, journal, parking, .. } = self;
+        if parking.is_some() {
             cache.shrink_with(&|b| journal.placement.frozen_copy(b));
         } else {
             // Nothing can be parked: skip the scan of owed buffers on every operation.
@@ -251,6 +280,7 @@ impl<'a> Fs<'a> {
         }
         let mut buf = vec![0u8; self.bs()];
         self.dev.read_at(block * self.bs() as u64, &mut buf)?;
+        self.st.read_misses += 1;
         // The disk head is there now (manylogs logs the next commit near it).
         self.st.journal.placement.note_position(block);
         self.st.cache.insert(block, buf, kind);

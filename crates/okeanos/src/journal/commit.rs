@@ -185,8 +185,9 @@ impl Journal {
         let partial: crate::det::HashSet<u64> = items.iter().filter_map(|i| if let Item::Record { block, .. } = i { Some(*block) } else { None }).collect();
         let whole: crate::det::HashSet<u64> = items.iter().filter_map(|i| if let Item::Full { block, .. } = i { Some(*block) } else { None }).collect();
         let mut stats = RecordStats::default();
+        let mut logged = Vec::with_capacity(items.len());
         for group in items.chunks(Descriptor::capacity(bs)) {
-            self.write_descriptor(&mut w, tx.tid, group, &mut stats);
+            self.write_descriptor(&mut w, tx.tid, group, &mut stats, &mut logged);
         }
 
         let block_count = w.blocks.len() as u64;
@@ -205,7 +206,7 @@ impl Journal {
             Vec::new()
         };
         let near = tx.final_data.iter().chain(&tx.final_unordered).max().copied();
-        let (stage, at) = self.placement.place(Records { tid: tx.tid, blocks: w.blocks, images, revoked, near });
+        let (stage, at) = self.placement.place(Records { tid: tx.tid, blocks: w.blocks, images, revoked, logged, near });
 
         let in_place = |set: &std::collections::BTreeSet<u64>| -> Vec<IoWrite> {
             set.iter()
@@ -228,7 +229,7 @@ impl Journal {
         }
         let mut batch = unordered;
         batch.extend(stage.writes);
-        io.push_stage(super::plan::IoStage { writes: batch, flush: commit_flush, remote: stage.remote, nvm: stage.nvm });
+        io.push_stage(super::plan::IoStage { copies: Vec::new(), writes: batch, flush: commit_flush, remote: stage.remote, nvm: stage.nvm });
 
         let plan = CommitPlan { tid: tx.tid, io, journal_blocks: at.blocks, handles: tx.handles, records: stats };
         self.committing = Some(Committing { tx, at, journaled, partial, whole, records });
@@ -237,7 +238,7 @@ impl Journal {
 
     /// Writes one descriptor (tags, then as much of its record stream as fits), the whole
     /// blocks it tags, and multiwrite blocks with the rest of the stream.
-    fn write_descriptor(&self, w: &mut RecordsWriter, tid: Tid, group: &[Item], stats: &mut RecordStats) {
+    fn write_descriptor(&self, w: &mut RecordsWriter, tid: Tid, group: &[Item], stats: &mut RecordStats, logged_at: &mut Vec<(u64, Option<(usize, u32)>)>) {
         let bs = self.cfg.block_size;
         let mut tags = Vec::with_capacity(group.len());
         let mut blocks = Vec::new();
@@ -254,11 +255,18 @@ impl Journal {
                     } else {
                         data.clone()
                     };
-                    tags.push(Tag::regular(*block, flags, jf::data_hash(*block, 0, &logged)));
+                    let hash = jf::data_hash(*block, 0, &logged);
+                    tags.push(Tag::regular(*block, flags, hash));
                     let kind = if flags & jf::tag_flags::METADATA != 0 { BlockKind::JournalMeta } else { BlockKind::JournalData };
+                    // The whole blocks follow the descriptor in tag order.
+                    let at = w.blocks.len() + 1 + blocks.len();
+                    logged_at.push((*block, (flags & jf::tag_flags::ESCAPED == 0).then_some((at, hash))));
                     blocks.push((logged, kind));
                 }
                 Item::Record { block, offset, bytes, flags } => {
+                    if logged_at.last().is_none_or(|l| l.0 != *block) {
+                        logged_at.push((*block, None));
+                    }
                     tags.push(Tag { fs_block: *block, flags: *flags, offset: *offset as u16, len: bytes.len() as u16, data_hash: jf::data_hash(*block, *offset as u16, bytes) });
                     stream.extend_from_slice(bytes);
                     stats.records += 1;
@@ -350,7 +358,7 @@ impl Journal {
             }
             checkpoint.remove(&block);
         }
-        self.log.push_back(LoggedTx { tid, state: TxState::Committed, at, checkpoint, logged });
+        self.log.push_back(LoggedTx { tid, state: TxState::Committed, at, checkpoint, logged, home: 0 });
         self.placement.on_durable(tid);
         self.committed_tid = tid;
         CommitDone { tid, freed_blocks: std::mem::take(&mut tx.freed), freed_inodes: std::mem::take(&mut tx.freed_inodes) }

@@ -47,12 +47,12 @@ impl Journal {
         let checkpoint = self.checkpoint_writes(cache, CheckpointGoal::All);
         if let Some(cp) = &checkpoint {
             for s in &cp.io.stages {
-                io.push_stage(IoStage { writes: s.writes.clone(), flush: s.flush.clone(), remote: Vec::new(), nvm: Vec::new() });
+                io.push_stage(IoStage { copies: s.copies.clone(), writes: s.writes.clone(), flush: s.flush.clone(), remote: Vec::new(), nvm: Vec::new() });
             }
         }
         // 2. The failed transaction, in the ring.
         let c = self.committing.as_mut().expect("a commit in flight");
-        let (stage, at) = self.placement.place(Records { tid, blocks: c.records.clone(), images: Vec::new(), revoked: Vec::new(), near: None });
+        let (stage, at) = self.placement.place(Records { tid, blocks: c.records.clone(), images: Vec::new(), revoked: Vec::new(), logged: Vec::new(), near: None });
         c.at = at;
         let in_place = |set: &std::collections::BTreeSet<u64>| -> Vec<IoWrite> {
             set.iter().map(|&b| IoWrite { dev: DevId::Fs, block: b, data: cache.peek(b).expect("in-place data stays cached").data.clone(), kind: BlockKind::FinalData }).collect()

@@ -66,6 +66,9 @@ pub struct LoggedTx {
     pub checkpoint: BTreeSet<u64>,
     /// Every block this transaction logged (to forget `logged_copies` when it leaves the log).
     pub logged: Vec<u64>,
+    /// How many of those copies a checkpoint wrote home (the others were superseded by newer
+    /// copies or freed: counted as skipped when the transaction is released).
+    pub home: u64,
 }
 
 /// Why a handle could not start yet.
@@ -95,6 +98,24 @@ pub struct Journal {
     pub logged_copies: HashMap<u64, Tid>,
     /// The first error that aborted the journal; nothing commits after it.
     pub aborted: Option<String>,
+    /// Checkpoint accounting (manylogs paper, Fig. 7b): what checkpoints did not have to write.
+    pub cp: CheckpointCounts,
+}
+
+/// What the checkpoints of a mount wrote and what they were spared.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CheckpointCounts {
+    /// Blocks written home.
+    pub blocks: u64,
+    /// The device writes they took once adjacent blocks were merged into runs.
+    pub runs: u64,
+    /// Of the blocks written home, those copied from a log (not in the cache).
+    pub copied: u64,
+    /// Logged copies of released transactions that no checkpoint wrote: a newer logged copy
+    /// of the block superseded them (an overwrite skipped), or the block was freed.
+    pub skipped: u64,
+    /// Parked blocks loaded back from a log for a read or a change.
+    pub log_reads: u64,
 }
 
 impl Journal {
@@ -113,6 +134,7 @@ impl Journal {
             commit_requested: 0,
             logged_copies: HashMap::default(),
             aborted: None,
+            cp: CheckpointCounts::default(),
         }
     }
 

@@ -116,10 +116,24 @@ pub struct IoWrite {
     pub kind: BlockKind,
 }
 
-/// Writes that may be issued in any order, then flushes of the listed devices. A stage starts
-/// only after the previous one (including its flushes) completed.
+/// A block read from one place and written to another: a checkpoint of a block whose newest
+/// committed version is only in a log (manylogs, parked out of the cache) reads it there and
+/// writes it home. The read is checked: `hash` is the journal tag's data hash of the copy
+/// (`format::journal::data_hash(to.1, 0, data)`); a mismatch fails the plan.
+#[derive(Debug, Clone)]
+pub struct IoCopy {
+    pub from: (DevId, u64),
+    pub to: (DevId, u64),
+    pub hash: u32,
+    pub kind: BlockKind,
+}
+
+/// Copies, then writes that may be issued in any order, then flushes of the listed devices. A
+/// stage starts only after the previous one (including its flushes) completed. A copy's read
+/// completes before its write is issued; its write is one of the stage's unordered writes.
 #[derive(Debug, Clone, Default)]
 pub struct IoStage {
+    pub copies: Vec<IoCopy>,
     pub writes: Vec<IoWrite>,
     pub flush: Vec<DevId>,
     pub remote: Vec<RemoteOp>,
@@ -134,14 +148,14 @@ pub struct IoPlan {
 
 impl IoPlan {
     pub fn push(&mut self, writes: Vec<IoWrite>, flush: Vec<DevId>) {
-        self.push_stage(IoStage { writes, flush, remote: Vec::new(), nvm: Vec::new() });
+        self.push_stage(IoStage { copies: Vec::new(), writes, flush, remote: Vec::new(), nvm: Vec::new() });
     }
     pub fn push_stage(&mut self, stage: IoStage) {
-        if !stage.writes.is_empty() || !stage.flush.is_empty() || !stage.remote.is_empty() || !stage.nvm.is_empty() {
+        if !stage.copies.is_empty() || !stage.writes.is_empty() || !stage.flush.is_empty() || !stage.remote.is_empty() || !stage.nvm.is_empty() {
             self.stages.push(stage);
         }
     }
     pub fn write_count(&self) -> usize {
-        self.stages.iter().map(|s| s.writes.len()).sum()
+        self.stages.iter().map(|s| s.writes.len() + s.copies.len()).sum()
     }
 }

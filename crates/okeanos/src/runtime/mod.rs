@@ -9,7 +9,7 @@ pub mod remote;
 use crate::device::{Device, DeviceError};
 use crate::format::journal as jf;
 use crate::journal::placement::{LogRegion, Placement};
-use crate::journal::plan::{DevId, IoPlan, RemoteOp};
+use crate::journal::plan::{DevId, IoCopy, IoPlan, IoWrite, RemoteOp};
 use crate::format::superblock::{state, ErrorRecord, Superblock};
 use crate::journal::recovery::{self, Damage, Probe, ReplayBase, ReplayBlock, Scan};
 use crate::journal::revoke::RevokeTable;
@@ -124,36 +124,43 @@ pub fn execute_yielding(plan: &IoPlan, devs: &Devices, stats: &Stats, between: &
         if i > 0 {
             between();
         }
-        let mut order: Vec<usize> = (0..stage.writes.len()).collect();
+        let copied;
+        let writes: &[IoWrite] = if stage.copies.is_empty() {
+            &stage.writes
+        } else {
+            copied = read_copies(&stage.copies, devs, stats)?.into_iter().chain(stage.writes.iter().cloned()).collect::<Vec<_>>();
+            &copied
+        };
+        let mut order: Vec<usize> = (0..writes.len()).collect();
         // Stable: two writes of one block keep their order, the later one landing last.
-        order.sort_by_key(|&i| (stage.writes[i].dev as u8, stage.writes[i].block));
+        order.sort_by_key(|&i| (writes[i].dev as u8, writes[i].block));
         // Runs: (first index into `order`, end), and the bytes of each run of several blocks.
         let mut runs: Vec<(usize, usize)> = Vec::new();
         let mut k = 0;
         while k < order.len() {
-            let first = &stage.writes[order[k]];
+            let first = &writes[order[k]];
             let mut end = k + 1;
             while end < order.len() && end - k < MAX_RUN_BLOCKS {
-                let (prev, next) = (&stage.writes[order[end - 1]], &stage.writes[order[end]]);
+                let (prev, next) = (&writes[order[end - 1]], &writes[order[end]]);
                 if next.dev != first.dev || next.block != prev.block + 1 {
                     break;
                 }
                 end += 1;
             }
             for &i in &order[k..end] {
-                assert_eq!(stage.writes[i].data.len() as u64, bs, "plans write whole blocks");
+                assert_eq!(writes[i].data.len() as u64, bs, "plans write whole blocks");
             }
             runs.push((k, end));
             k = end;
         }
         // Two writes of one block in one stage must land in order: they never share a batch.
-        let joined: Vec<Vec<u8>> = runs.iter().filter(|r| r.1 - r.0 > 1).map(|&(k, end)| order[k..end].iter().flat_map(|&i| stage.writes[i].data.iter().copied()).collect()).collect();
+        let joined: Vec<Vec<u8>> = runs.iter().filter(|r| r.1 - r.0 > 1).map(|&(k, end)| order[k..end].iter().flat_map(|&i| writes[i].data.iter().copied()).collect()).collect();
         let mut joined = joined.iter();
         let mut batch: Vec<(u64, &[u8])> = Vec::new();
         let mut batch_dev = None;
         let mut last_block = None;
         for &(k, end) in &runs {
-            let first = &stage.writes[order[k]];
+            let first = &writes[order[k]];
             let data: &[u8] = if end - k == 1 { &first.data } else { joined.next().expect("one joined buffer per run") };
             let repeat = batch_dev == Some(first.dev) && last_block == Some(first.block);
             if batch_dev != Some(first.dev) || repeat {
@@ -164,12 +171,12 @@ pub fn execute_yielding(plan: &IoPlan, devs: &Devices, stats: &Stats, between: &
                 batch_dev = Some(first.dev);
             }
             batch.push((first.block * bs, data));
-            last_block = Some(stage.writes[order[end - 1]].block);
+            last_block = Some(writes[order[end - 1]].block);
         }
         if let Some(d) = batch_dev {
             devs.get(d).write_batch(&batch)?;
         }
-        for w in &stage.writes {
+        for w in writes {
             stats.on_write(w.kind, w.data.len());
         }
         devs.remote(&stage.remote, stats)?;
@@ -187,6 +194,40 @@ pub fn execute_yielding(plan: &IoPlan, devs: &Devices, stats: &Stats, between: &
         }
     }
     Ok(())
+}
+
+/// Reads the sources of a stage's copies (sorted, adjacent blocks of a device in one read),
+/// checks each against its hash and returns the writes that put them at their destinations.
+fn read_copies(copies: &[IoCopy], devs: &Devices, stats: &Stats) -> Result<Vec<IoWrite>, DeviceError> {
+    let bs = devs.block_size;
+    let mut order: Vec<&IoCopy> = copies.iter().collect();
+    order.sort_by_key(|c| (c.from.0 as u8, c.from.1));
+    let mut out = Vec::with_capacity(copies.len());
+    let mut k = 0;
+    while k < order.len() {
+        let first = order[k];
+        let mut end = k + 1;
+        while end < order.len() && end - k < MAX_RUN_BLOCKS && order[end].from.0 == first.from.0 && order[end].from.1 == order[end - 1].from.1 + 1 {
+            end += 1;
+        }
+        let mut buf = vec![0u8; (end - k) * bs];
+        let dev = devs.get(first.from.0);
+        dev.read_at(first.from.1 * bs as u64, &mut buf)?;
+        for (c, data) in order[k..end].iter().zip(buf.chunks(bs)) {
+            if jf::data_hash(c.to.1, 0, data) != c.hash {
+                return Err(DeviceError::Io {
+                    device: format!("{:?}", c.from.0),
+                    op: "read",
+                    offset: c.from.1 * bs as u64,
+                    message: format!("the logged copy of block {} does not match its journal checksum", c.to.1),
+                });
+            }
+            out.push(IoWrite { dev: c.to.0, block: c.to.1, data: Arc::new(data.to_vec()), kind: c.kind });
+        }
+        stats.on_log_read((end - k) as u64);
+        k = end;
+    }
+    Ok(out)
 }
 
 /// Log blocks one read of the scan and probe passes fetches (1 MiB of 4 KiB blocks).

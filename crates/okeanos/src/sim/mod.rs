@@ -8,6 +8,7 @@ pub mod clock;
 pub mod clocked;
 pub mod crashfuzz;
 pub mod iozone;
+pub mod lazyckpt;
 pub mod mixed;
 pub mod multistream;
 pub mod nearhead;

@@ -149,7 +149,7 @@ fn mount_options(spec: &Spec) -> MountOptions {
 }
 
 /// Formats and mounts the disk (its content preserved across the remount after setup).
-fn world(spec: &Spec, fs: Arc<SparseDevice>, journal: Option<Arc<dyn Device>>) -> Result<World, String> {
+pub(crate) fn world(spec: &Spec, fs: Arc<SparseDevice>, journal: Option<Arc<dyn Device>>, tweak: impl Fn(&mut MountOptions)) -> Result<World, String> {
     let model = models::preset(&spec.disk)?;
     let capacity = model.capacity();
     let cfg = WorldConfig {
@@ -158,7 +158,11 @@ fn world(spec: &Spec, fs: Arc<SparseDevice>, journal: Option<Arc<dyn Device>>) -
         journal_blocks: 0,
         fs_model: model,
         journal_model: journal.as_ref().map(|_| models::preset(&spec.disk)).transpose()?,
-        mount: mount_options(spec),
+        mount: {
+            let mut o = mount_options(spec);
+            tweak(&mut o);
+            o
+        },
         wall_origin: 1_700_000_000_000_000_000,
         frozen_wall: true,
         remote: None,
@@ -172,7 +176,7 @@ fn world(spec: &Spec, fs: Arc<SparseDevice>, journal: Option<Arc<dyn Device>>) -
 
 /// Creates `name` in a top-level directory of its own (so that files are scattered over the
 /// disk's groups) and writes `bytes` of zeros into it.
-fn make_file(w: &mut World, dir: &str, bytes: u64) -> Result<u32, String> {
+pub(crate) fn make_file(w: &mut World, dir: &str, bytes: u64) -> Result<u32, String> {
     let root = w.fs.root();
     let d = w.settle(|fs| fs.mkdir(root, dir.as_bytes(), 0o755)).map_err(|e| format!("setup {dir}: {e}"))?.ino;
     let ino = w.settle(|fs| fs.create(d, b"f", 0o644)).map_err(|e| format!("setup {dir}: {e}"))?.ino;
@@ -206,14 +210,14 @@ pub fn run(spec: &Spec) -> Result<Outcome, String> {
     crate::Okeanos::mkfs(fs.as_ref(), journal.as_deref(), &mkfs).map_err(|e| e.to_string())?;
     // Setup: the big file and the writers' files, scattered (a directory each), then unmount.
     let (big, small) = {
-        let mut w = world(spec, fs.clone(), journal.clone())?;
+        let mut w = world(spec, fs.clone(), journal.clone(), |_| {})?;
         let big = make_file(&mut w, "large", spec.large_bytes)?;
         let small = (0..spec.writers).map(|i| make_file(&mut w, &format!("w{i:02}"), spec.file_bytes)).collect::<Result<Vec<u32>, String>>()?;
         w.sync_all(&mut |_, _| {}).map_err(|e| format!("setup: {e}"))?;
         w.fs.clone().unmount().map_err(|e| format!("setup unmount: {e}"))?;
         (big, small)
     };
-    let mut w = world(spec, fs.clone(), journal)?;
+    let mut w = world(spec, fs.clone(), journal, |_| {})?;
     fs.note_reads();
     w.timed_reads();
     let dur = spec.duration.as_nanos() as u64;

@@ -38,6 +38,8 @@ pub struct Run {
     pub nvm: bool,
     /// Manylogs: where the commits went (how many wrapped a log's end).
     pub near_head: Option<okeanos::journal::placement::manylogs::NearHead>,
+    /// What the checkpoints wrote, copied from logs and skipped, and parked blocks read back.
+    pub checkpoint: okeanos::stats::CheckpointCounts,
 }
 
 /// Checks the guarantee of `mode` on a recovered file system, for a crash after `k` events.
@@ -164,13 +166,9 @@ pub fn enumerate(cfg: ContentConfig, run: &Run, max_points: usize, second_crash_
 const STREAMS: usize = 3;
 const OW: &str = "/s/overwritten";
 
-/// A recorded workload: appends with syncs on a few streams, in-place overwrites, metadata
-/// churn, truncation; `faults` sets a canary's fault in the mount options.
-pub fn workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: &dyn Fn(&mut MountOptions), seed: u64) -> Run {
-    let recorder = CrashRecorder::new();
-    let mut o = MountOptions::default().content_config(cfg);
-    faults(&mut o);
-    let dev = match journal {
+/// The recorded device of `journal`, formatted (and the NVM handle in `o` for an nvm journal).
+fn recorded_device(journal: Journal, recorder: &Arc<CrashRecorder>, o: &mut MountOptions) -> Arc<dyn Device> {
+    match journal {
         Journal::Internal { blocks } => Arc::new(recorder.device("fs", mem_fs(8 * MB, blocks).snapshot())),
         Journal::Nvm { bytes } => {
             let base = MemDevice::new(8 * MB);
@@ -185,7 +183,16 @@ pub fn workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: &dyn F
             Okeanos::mkfs(&base, None, &MkfsOptions { manylogs: true, blocks_per_group: Some(group_blocks), log_area_blocks: log_blocks, ..Default::default() }).expect("mkfs");
             Arc::new(recorder.device("fs", base.snapshot()))
         }
-    };
+    }
+}
+
+/// A recorded workload: appends with syncs on a few streams, in-place overwrites, metadata
+/// churn, truncation; `faults` sets a canary's fault in the mount options.
+pub fn workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: &dyn Fn(&mut MountOptions), seed: u64) -> Run {
+    let recorder = CrashRecorder::new();
+    let mut o = MountOptions::default().content_config(cfg);
+    faults(&mut o);
+    let dev = recorded_device(journal, &recorder, &mut o);
     let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
     let mut files: HashMap<String, History> = HashMap::new();
     let mut handles = Vec::new();
@@ -279,8 +286,86 @@ pub fn workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: &dyn F
     drop(ow);
     fs.sync().unwrap();
     let near_head = fs.near_head();
+    let checkpoint = fs.counters().checkpoint;
     let end_events = recorder.event_count();
     drop(fs);
-    Run { recorder, files, end_events, overwritten: vec![OW.to_string()], nvm: matches!(journal, Journal::Nvm { .. }), near_head }
+    Run { recorder, files, end_events, overwritten: vec![OW.to_string()], nvm: matches!(journal, Journal::Nvm { .. }), near_head, checkpoint }
 }
 
+/// The overwritten file of [`block_workload`], in blocks: more than a small cache holds.
+const OW_BLOCKS: u64 = 96;
+
+/// A recorded workload of whole blocks: `ops` block-aligned 4 KiB appends to a few streams,
+/// each synced, and (two ops in five) a whole-block rewrite of the overwritten file, synced. Many
+/// distinct blocks logged whole, some of them twice: with a small cache, manylogs parks them
+/// out of it and checkpoints copy them home from the logs.
+pub fn block_workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: &dyn Fn(&mut MountOptions), seed: u64) -> Run {
+    let recorder = CrashRecorder::new();
+    let mut o = MountOptions::default().content_config(cfg);
+    faults(&mut o);
+    let dev = recorded_device(journal, &recorder, &mut o);
+    let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
+    let mut files: HashMap<String, History> = HashMap::new();
+    fs.mkdir_path("/s").unwrap();
+    let mut handles = Vec::new();
+    for s in 0..STREAMS {
+        let name = format!("/s/stream{s}");
+        let at = recorder.event_count();
+        handles.push(fs.create_file(&name).unwrap());
+        files.insert(name, History { created_at: at, versions: vec![(at, Vec::new())], acks: vec![] });
+    }
+    let at = recorder.event_count();
+    let ow = fs.create_file(OW).unwrap();
+    files.insert(OW.to_string(), History { created_at: at, versions: vec![(at, Vec::new())], acks: vec![] });
+    // Written 8 blocks per synced call (a transaction each, so each call is atomic in data mode).
+    for part in 0..OW_BLOCKS as usize / 8 {
+        let data = record(7, part, 8 * 4096);
+        let at = recorder.event_count();
+        ow.append(&data).unwrap();
+        files.get_mut(OW).unwrap().appended(at, &data);
+        ow.fsync().unwrap();
+        files.get_mut(OW).unwrap().synced(recorder.event_count());
+    }
+    let mut rng = seed | 1;
+    for k in 0..ops {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let r = rng;
+        if let Journal::Manylogs { group_blocks, .. } = journal {
+            if (r >> 40) % 4 == 0 {
+                fs.hint_position(((r >> 44) % 2) * 4 * group_blocks as u64 + 100);
+            }
+        }
+        if r % 5 < 2 {
+            let block = (r >> 8) % OW_BLOCKS;
+            let data = record(8, k, 4096);
+            let at = recorder.event_count();
+            ow.write_at(block * 4096, &data).unwrap();
+            let h = files.get_mut(OW).unwrap();
+            let mut v = h.versions.last().unwrap().1.clone();
+            v[block as usize * 4096..][..4096].copy_from_slice(&data);
+            h.versions.push((at, v));
+            ow.fsync().unwrap();
+            let h = files.get_mut(OW).unwrap();
+            h.acks.push((recorder.event_count(), h.versions.len() - 1));
+        } else {
+            let s = ((r >> 8) % STREAMS as u64) as usize;
+            let name = format!("/s/stream{s}");
+            let data = record(s, k, 4096);
+            let at = recorder.event_count();
+            handles[s].append(&data).unwrap();
+            files.get_mut(&name).unwrap().appended(at, &data);
+            handles[s].fdatasync().unwrap();
+            files.get_mut(&name).unwrap().synced(recorder.event_count());
+        }
+    }
+    drop(handles);
+    drop(ow);
+    fs.sync().unwrap();
+    let near_head = fs.near_head();
+    let checkpoint = fs.counters().checkpoint;
+    let end_events = recorder.event_count();
+    drop(fs);
+    Run { recorder, files, end_events, overwritten: vec![OW.to_string()], nvm: matches!(journal, Journal::Nvm { .. }), near_head, checkpoint }
+}

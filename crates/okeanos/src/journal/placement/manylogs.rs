@@ -143,10 +143,28 @@ pub struct Manylogs {
     /// The log the last transaction went to (where the head is when no position is known).
     last_log: usize,
     pub near_head: NearHead,
+    /// The in-memory map of logged blocks (the paper's MTL, section III-E): each block whose
+    /// newest committed version was logged whole and unescaped, with the device block that
+    /// holds it, its transaction and the tag's data hash. The cache may drop such a block's
+    /// data ([`Placement::frozen_copy`]); a read then loads it from the log, and a checkpoint
+    /// copies it from the log home. An entry goes when the block is logged again (a newer
+    /// position, or none if as records), revoked, or its transaction's space is released.
+    map: crate::det::HashMap<u64, Mapped>,
     /// Canary for the crash tests: releases log space without writing the table that records
     /// the release, so space is reused while the durable table still names it live. Recovery
     /// must then miss committed transactions.
     pub fault_reuse_before_table: bool,
+    /// Canary: a block logged whole again keeps the position of its first logged copy, so a
+    /// parked block loads, and a checkpoint copies home, an older version.
+    pub fault_keep_first_position: bool,
+}
+
+/// Where a logged block's newest committed version is.
+#[derive(Debug, Clone, Copy)]
+struct Mapped {
+    at: u64,
+    tid: Tid,
+    hash: u32,
 }
 
 impl Manylogs {
@@ -156,7 +174,7 @@ impl Manylogs {
     pub fn new(geo: Geometry, table: LogTable) -> Self {
         let logs = (0..geo.log_starts.len()).map(|_| Log::default()).collect();
         let (durable_seq, planned_seq) = (Cell::new(table.seq), Cell::new(table.seq));
-        Manylogs { geo, logs, mounted: table, durable_seq, planned_seq, durable: 0, position: None, last_log: 0, near_head: NearHead::default(), fault_reuse_before_table: false }
+        Manylogs { geo, logs, mounted: table, durable_seq, planned_seq, durable: 0, position: None, last_log: 0, near_head: NearHead::default(), map: Default::default(), fault_reuse_before_table: false, fault_keep_first_position: false }
     }
 
     /// The table's floor as read at mount: after a clean unmount, the next tid.
@@ -330,6 +348,20 @@ impl Placement for Manylogs {
             writes.push(IoWrite { dev: DevId::Fs, block: region.device_block(pos), data, kind });
             pos = region.next(pos);
         }
+        for &b in &records.revoked {
+            self.map.remove(&b);
+        }
+        for (b, whole) in records.logged {
+            match whole {
+                Some(_) if self.fault_keep_first_position && self.map.contains_key(&b) => {}
+                Some((k, hash)) => {
+                    self.map.insert(b, Mapped { at: writes[k].block, tid: records.tid, hash });
+                }
+                None => {
+                    self.map.remove(&b);
+                }
+            }
+        }
         if pos < start || pos == 0 {
             self.near_head.wraps += 1;
         }
@@ -360,6 +392,21 @@ impl Placement for Manylogs {
             }
             l.tail = l.txs.front().map_or(l.head, |t| t.1);
         }
+        // Their blocks are home (the checkpoint wrote or copied each one there).
+        self.map.retain(|_, m| m.tid >= floor);
+    }
+
+    /// A block whose newest committed version is in a log, unescaped: the cache may drop it.
+    fn frozen_copy(&self, block: u64) -> Option<u64> {
+        self.map.get(&block).map(|m| m.at)
+    }
+
+    fn frozen_hash(&self, block: u64) -> Option<u32> {
+        self.map.get(&block).map(|m| m.hash)
+    }
+
+    fn parks_on_device(&self) -> bool {
+        true
     }
 
     fn mount_stage(&self, kept: Kept) -> Stage {
@@ -425,7 +472,7 @@ mod tests {
     }
 
     fn records(tid: Tid, n: usize, near: Option<u64>) -> Records {
-        Records { tid, blocks: (0..n).map(|_| (Arc::new(vec![0u8; 4096]), BlockKind::JournalMeta)).collect(), images: Vec::new(), revoked: Vec::new(), near }
+        Records { tid, blocks: (0..n).map(|_| (Arc::new(vec![0u8; 4096]), BlockKind::JournalMeta)).collect(), images: Vec::new(), revoked: Vec::new(), logged: Vec::new(), near }
     }
 
     fn log_of(stage: &Stage) -> u64 {

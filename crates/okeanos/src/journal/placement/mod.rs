@@ -48,6 +48,10 @@ pub struct Records {
     pub images: Vec<(u64, Arc<Vec<u8>>, BlockKind)>,
     /// The blocks it revokes.
     pub revoked: Vec<u64>,
+    /// Every block it logs, with where its whole image is among `blocks` and the tag's data
+    /// hash of it, when it is logged whole and unescaped (None: as records or escaped). A
+    /// placement that keeps logged blocks addressable ([`Placement::frozen_copy`]) maps them.
+    pub logged: Vec<(u64, Option<(usize, u32)>)>,
     /// The highest block the commit writes in place (outside the journal) before its records,
     /// if any: where the disk head will be (manylogs puts the records near it).
     pub near: Option<u64>,
@@ -77,7 +81,7 @@ pub struct Stage {
 impl Stage {
     /// Appends this stage to `io`.
     pub fn push_to(self, io: &mut IoPlan) {
-        io.push_stage(IoStage { writes: self.writes, flush: self.flush, remote: self.remote, nvm: self.nvm });
+        io.push_stage(IoStage { copies: Vec::new(), writes: self.writes, flush: self.flush, remote: self.remote, nvm: self.nvm });
     }
 }
 
@@ -157,6 +161,17 @@ pub trait Placement: Send + std::fmt::Debug {
     /// cache may then park the buffer). None by default.
     fn frozen_copy(&self, _block: u64) -> Option<u64> {
         None
+    }
+    /// The journal tag's data hash of the copy [`Self::frozen_copy`] names, when the placement
+    /// keeps one: a load from there is checked against it.
+    fn frozen_hash(&self, _block: u64) -> Option<u32> {
+        None
+    }
+    /// Whether [`Self::frozen_copy`] positions are blocks of the file-system device (manylogs:
+    /// a log) rather than offsets of NVM: a checkpoint then copies a parked block home from
+    /// there instead of loading it into the cache first.
+    fn parks_on_device(&self) -> bool {
+        false
     }
     /// The disk head moved to `block` of the file system for I/O the journal did not log (a
     /// checkpoint write, a read miss, a hint from the library). Only manylogs cares.

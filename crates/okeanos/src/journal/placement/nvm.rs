@@ -447,7 +447,7 @@ mod tests {
 
     fn commit(p: &mut NvmSlots, img: &mut [u8], tid: Tid, blocks: &[(u64, u8)], revoked: &[u64]) {
         let images = blocks.iter().map(|&(b, v)| (b, Arc::new(vec![v; 4096]), BlockKind::JournalData)).collect();
-        let (stage, _) = p.place(Records { tid, blocks: Vec::new(), images, revoked: revoked.to_vec(), near: None });
+        let (stage, _) = p.place(Records { tid, blocks: Vec::new(), images, revoked: revoked.to_vec(), logged: Vec::new(), near: None });
         apply(img, &stage.nvm);
         p.on_durable(tid);
     }
@@ -478,7 +478,7 @@ mod tests {
         commit(&mut p, &mut img, 1, &[(100, 1)], &[]);
         // Tid 2's slots stored, the commit word not.
         let images = vec![(100, Arc::new(vec![2u8; 4096]), BlockKind::JournalData)];
-        let (stage, _) = p.place(Records { tid: 2, blocks: Vec::new(), images, revoked: vec![], near: None });
+        let (stage, _) = p.place(Records { tid: 2, blocks: Vec::new(), images, revoked: vec![], logged: Vec::new(), near: None });
         let upto = stage.nvm.iter().position(|op| matches!(op, NvmOp::Store { at, .. } if *at == nf::COMMIT_WORD_AT)).unwrap();
         apply(&mut img, &stage.nvm[..upto]);
         let r = recover(&h, &img);
