@@ -540,7 +540,8 @@ fn the_daemon_writes_a_metrics_file() {
 }
 
 /// `okeanos checkpoint MOUNTPOINT` on a live manylogs mount with `checkpoint=lazy`: the
-/// blocks logged by the writes beside it go home now, and the image then needs no replay.
+/// blocks logged by the writes beside it go home now, and the image then needs no replay. And
+/// O_DUR set, read and cleared through the xattr `user.okeanos.durable`.
 #[test]
 fn okeanos_checkpoint_on_a_live_mount() {
     if !fuse_usable() {
@@ -551,6 +552,17 @@ fn okeanos_checkpoint_on_a_live_mount() {
     let out = Command::new(BIN).arg("mkfs").arg(&img).args(["--size", "64M", "--journal", "manylogs", "--log-group-size", "8M", "--log-size", "1M"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let m = Mount::new(&img, &dir.path().join("mnt"), "data=data,checkpoint=lazy");
+    // O_DUR through the mount: the xattr user.okeanos.durable sets the file's flag.
+    let d = std::ffi::CString::new(dir.path().join("mnt/dur").to_str().unwrap()).unwrap();
+    std::fs::write(dir.path().join("mnt/dur"), b"x").unwrap();
+    let name = c"user.okeanos.durable";
+    assert_eq!(unsafe { libc::setxattr(d.as_ptr(), name.as_ptr(), b"1".as_ptr().cast(), 1, 0) }, 0, "{}", std::io::Error::last_os_error());
+    let mut v = [0u8; 8];
+    assert_eq!(unsafe { libc::getxattr(d.as_ptr(), name.as_ptr(), v.as_mut_ptr().cast(), v.len()) }, 1);
+    assert_eq!(v[0], b'1');
+    assert_eq!(unsafe { libc::setxattr(d.as_ptr(), name.as_ptr(), b"7".as_ptr().cast(), 1, 0) }, -1, "a bad value is refused");
+    assert_eq!(unsafe { libc::removexattr(d.as_ptr(), name.as_ptr()) }, 0);
+    assert_eq!(unsafe { libc::getxattr(d.as_ptr(), name.as_ptr(), v.as_mut_ptr().cast(), v.len()) }, -1);
     let mut f = std::fs::OpenOptions::new().create(true).write(true).open(dir.path().join("mnt/x")).unwrap();
     for _ in 0..40 {
         f.write_all(&[7u8; 4096]).unwrap();

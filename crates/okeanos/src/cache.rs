@@ -41,6 +41,8 @@ pub struct Buffer {
     pub seq: Option<Sequence>,
     /// Parked: the NVM offset of the frozen copy that holds its data (and `cp_data`).
     pub parked: Option<u64>,
+    /// A block of an O_DUR file: not written home for age (only for space, or when asked).
+    pub durable: bool,
     last_use: u64,
 }
 
@@ -96,7 +98,7 @@ impl Cache {
     pub fn insert(&mut self, block: u64, data: Vec<u8>, kind: BufKind) -> &mut Buffer {
         assert_eq!(data.len(), self.block_size);
         self.tick += 1;
-        let buf = Buffer { data: Arc::new(data), kind, tx: None, cp_tid: None, cp_data: None, cp_since_ns: 0, seq: None, parked: None, last_use: self.tick };
+        let buf = Buffer { data: Arc::new(data), kind, tx: None, cp_tid: None, cp_data: None, cp_since_ns: 0, seq: None, parked: None, durable: false, last_use: self.tick };
         assert!(self.map.get(&block).is_none_or(|b| b.parked.is_none()), "a parked buffer is loaded back, not replaced");
         self.map.insert(block, buf);
         self.map.get_mut(&block).unwrap()

@@ -593,7 +593,29 @@ impl Okeanos {
 
     /// The names of `ino`'s extended attributes.
     pub fn listxattr(&self, ino: u32) -> FsResult<Vec<Vec<u8>>> {
-        self.with_fs(|fs| Ok(fs.xattrs(ino)?.entries.into_iter().map(|(n, _)| n).collect()))
+        self.with_fs(|fs| {
+            let mut names: Vec<Vec<u8>> = fs.xattrs(ino)?.entries.into_iter().map(|(n, _)| n).collect();
+            if fs.load(ino)?.inode.flags & crate::format::inode::FLAG_DURABLE != 0 {
+                names.push(crate::fs::xattr::DURABLE_XATTR.to_vec());
+                names.sort();
+            }
+            Ok(names)
+        })
+    }
+
+    /// Makes regular file `ino` O_DUR, or not (the manylogs paper's O_DUR, section IV-D; the
+    /// xattr `user.okeanos.durable` on a mount): its writes are always logged, whatever the
+    /// content policy, and never written home for age; a checkpoint for space (the logs
+    /// filling), a forced one (`okeanos checkpoint`) and unmount still write them, and a
+    /// truncate or unlink drops them without writing anything home. Persistent (an inode flag).
+    pub fn set_durable(&self, ino: u32, durable: bool) -> FsResult<()> {
+        self.drain_evictions()?;
+        self.handle(Self::xattr_credits, |fs| fs.set_durable(ino, durable))
+    }
+
+    /// Whether `ino` is O_DUR.
+    pub fn is_durable(&self, ino: u32) -> FsResult<bool> {
+        self.with_fs(|fs| Ok(fs.load(ino)?.inode.flags & crate::format::inode::FLAG_DURABLE != 0))
     }
 
     /// Sets extended attribute `name` of `ino` (one atomic handle, journaled as metadata).

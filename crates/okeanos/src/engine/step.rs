@@ -294,10 +294,11 @@ impl Okeanos {
                 if activity != core.idle_seen.0 {
                     core.idle_seen = (activity, now);
                 } else if now.saturating_sub(core.idle_seen.1) >= opts.idle_after.as_nanos() as u64 && !core.fs.journal.log.is_empty() {
-                    core.force_checkpoint = Some(core.fs.journal.committed_tid);
+                    // Everything owed, whatever its age, in the bounded steps of age-based
+                    // writeback (O_DUR blocks stay logged).
+                    core.expiring = Some(u64::MAX);
                     self.inner.stats.on_idle_checkpoint();
                     core.idle_seen.1 = now;
-                    return self.checkpoint_step(core, now);
                 }
             }
             // A lazy checkpoint writes nothing home for age (the period still paces the

@@ -23,6 +23,10 @@ pub const S_IFBLK: u32 = 0o060000;
 pub const S_IFSOCK: u32 = 0o140000;
 /// Inode flag: blocks are mapped past the size (fallocate with KEEP_SIZE), zero-filled.
 pub const FLAG_EOFBLOCKS: u32 = 1;
+/// Inode flag: O_DUR (manylogs paper, section IV-D): the file's writes are always logged and
+/// not checkpointed for age; set with `Okeanos::set_durable` or the xattr
+/// `user.okeanos.durable`.
+pub const FLAG_DURABLE: u32 = 2;
 /// Every file type an inode may have.
 pub const FILE_TYPES: [u32; 7] = [S_IFREG, S_IFDIR, S_IFLNK, S_IFIFO, S_IFCHR, S_IFBLK, S_IFSOCK];
 

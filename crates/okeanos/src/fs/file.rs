@@ -67,6 +67,7 @@ impl<'a> Fs<'a> {
             return Err(FsError::IsDir);
         }
         let kind = if mi.inode.is_symlink() { BufKind::Meta } else { BufKind::Data };
+        let durable = mi.inode.flags & crate::format::inode::FLAG_DURABLE != 0;
         let end = off.checked_add(data.len() as u64).ok_or(FsError::TooBig)?;
         if end.div_ceil(bs) > MAX_FILE_BLOCKS {
             return Err(FsError::TooBig);
@@ -90,7 +91,7 @@ impl<'a> Fs<'a> {
                     (p, true)
                 }
             };
-            self.write_file_block(phys, in_block, &rest[..n], data.len(), fresh, kind)?;
+            self.write_file_block(phys, in_block, &rest[..n], data.len(), fresh, kind, durable)?;
             pos += n as u64;
             rest = &rest[n..];
         }
@@ -170,7 +171,8 @@ impl<'a> Fs<'a> {
             if let Some(p) = self.st.inodes[&ino].bmap((new_size / bs) as u32) {
                 let from = (new_size % bs) as usize;
                 let zeros = vec![0u8; bs as usize - from];
-                self.write_file_block(p, from, &zeros, zeros.len(), false, kind)?;
+                let durable = self.st.inodes[&ino].inode.flags & crate::format::inode::FLAG_DURABLE != 0;
+                self.write_file_block(p, from, &zeros, zeros.len(), false, kind, durable)?;
             }
         }
         self.store(ino)?;

@@ -318,8 +318,9 @@ impl<'a> Fs<'a> {
     /// Writes `bytes` at `offset` of a file block mapped to `block`. `fresh` blocks are not read
     /// from the device first. `kind` Meta is used for symlink targets.
     /// `call_len`: the size of the write call this piece belongs to (the content policy may
-    /// route by it).
-    pub fn write_file_block(&mut self, block: u64, offset: usize, bytes: &[u8], call_len: usize, fresh: bool, kind: BufKind) -> FsResult<()> {
+    /// route by it). `durable`: the file is O_DUR (always logged, not checkpointed for age).
+    #[allow(clippy::too_many_arguments)]
+    pub fn write_file_block(&mut self, block: u64, offset: usize, bytes: &[u8], call_len: usize, fresh: bool, kind: BufKind, durable: bool) -> FsResult<()> {
         let bs = self.bs();
         assert!(offset + bytes.len() <= bs);
         self.st.unpark(block)?;
@@ -335,7 +336,7 @@ impl<'a> Fs<'a> {
         self.st.dirty_epoch += 1;
         match kind {
             BufKind::Meta => self.st.journal.dirty_metadata(&mut self.st.cache, block, fresh),
-            BufKind::Data => self.st.journal.dirty_data(&mut self.st.cache, block, offset, bytes.len(), call_len, fresh),
+            BufKind::Data => self.st.journal.dirty_data(&mut self.st.cache, block, offset, bytes.len(), call_len, fresh, durable),
         }
         self.st.cache.data_mut(block)[offset..offset + bytes.len()].copy_from_slice(bytes);
         Ok(())

@@ -2,6 +2,7 @@
 //! inode's `xattr_block`, journaled like any other metadata block under every policy. The
 //! block is allocated with the first attribute and freed with the last (or with the inode).
 
+use crate::format::inode::FLAG_DURABLE;
 use super::{Fs, FsError, FsResult};
 use crate::format::xattr::{XattrBlock, XATTR_NAME_MAX};
 
@@ -28,7 +29,29 @@ fn check_xattr_name(name: &[u8]) -> FsResult<()> {
     Ok(())
 }
 
+/// The attribute that reads and sets a file's O_DUR flag (kept in the inode's flags, not in
+/// the attribute block).
+pub const DURABLE_XATTR: &[u8] = b"user.okeanos.durable";
+
 impl Fs<'_> {
+    /// Sets or clears the O_DUR flag of regular file `ino` (manylogs paper, section IV-D).
+    pub fn set_durable(&mut self, ino: u32, durable: bool) -> FsResult<()> {
+        let now = self.now_ns;
+        let mi = self.load(ino)?;
+        if !mi.inode.is_reg() {
+            return Err(FsError::Invalid("only a regular file can be O_DUR".into()));
+        }
+        if durable {
+            mi.inode.flags |= FLAG_DURABLE;
+        } else {
+            mi.inode.flags &= !FLAG_DURABLE;
+        }
+        mi.inode.ctime_ns = now;
+        self.store(ino)?;
+        self.st.touch(ino, false);
+        Ok(())
+    }
+
     /// The attributes of `ino` (empty when it has none).
     pub fn xattrs(&mut self, ino: u32) -> FsResult<XattrBlock> {
         let blk = self.load(ino)?.inode.xattr_block;
@@ -44,12 +67,32 @@ impl Fs<'_> {
 
     pub fn get_xattr(&mut self, ino: u32, name: &[u8]) -> FsResult<Vec<u8>> {
         check_xattr_name(name)?;
+        if name == DURABLE_XATTR {
+            let durable = self.load(ino)?.inode.flags & FLAG_DURABLE != 0;
+            return if durable { Ok(b"1".to_vec()) } else { Err(FsError::NoAttribute) };
+        }
         self.xattrs(ino)?.entries.into_iter().find(|(n, _)| n == name).map(|(_, v)| v).ok_or(FsError::NoAttribute)
     }
 
     /// Sets (or, with `value` None, removes) attribute `name` of `ino`.
     pub fn set_xattr(&mut self, ino: u32, name: &[u8], value: Option<&[u8]>, mode: SetMode) -> FsResult<()> {
         check_xattr_name(name)?;
+        if name == DURABLE_XATTR {
+            let now = self.load(ino)?.inode.flags & FLAG_DURABLE != 0;
+            let want = match value {
+                None if !now => return Err(FsError::NoAttribute),
+                None => false,
+                Some(b"1") | Some(b"1\n") | Some(b"true") | Some(b"on") => true,
+                Some(b"0") | Some(b"0\n") | Some(b"false") | Some(b"off") => false,
+                Some(v) => return Err(FsError::Invalid(format!("user.okeanos.durable takes 1 or 0, not {:?}", String::from_utf8_lossy(v)))),
+            };
+            match (mode, now) {
+                (SetMode::Create, true) if value.is_some() => return Err(FsError::Exists),
+                (SetMode::Replace, false) if value.is_some() => return Err(FsError::NoAttribute),
+                _ => {}
+            }
+            return self.set_durable(ino, want);
+        }
         if value.is_some_and(|v| v.len() > u16::MAX as usize) {
             return Err(FsError::ValueTooBig);
         }

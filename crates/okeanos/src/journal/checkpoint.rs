@@ -106,7 +106,8 @@ impl Journal {
                             break 'log;
                         }
                         let buf = cache.peek(b).expect("owed block stays cached");
-                        if buf.cp_since_ns <= owed_since_ns {
+                        // O_DUR blocks stay logged: age never sends them home.
+                        if buf.cp_since_ns <= owed_since_ns && !buf.durable {
                             chosen.insert(b);
                         }
                     }

@@ -245,14 +245,22 @@ impl Journal {
 
     /// A handle changed `len` bytes at `offset` of file-data block `block` (already cached);
     /// `fresh`: the block was just allocated (zero-filled). The content policy routes it.
-    pub fn dirty_data(&mut self, cache: &mut Cache, block: u64, offset: usize, len: usize, call_len: usize, fresh: bool) {
+    #[allow(clippy::too_many_arguments)]
+    pub fn dirty_data(&mut self, cache: &mut Cache, block: u64, offset: usize, len: usize, call_len: usize, fresh: bool, durable: bool) {
         let tid = self.running.tid;
         let bs = self.cfg.block_size;
         let buf = cache.get(block).expect("dirtied block is cached");
         buf.kind = BufKind::Data;
         buf.tx = Some(tid);
-        let (route, seq) = self.policy.route(buf.seq, len, call_len, bs);
+        buf.durable = durable;
+        let (mut route, seq) = self.policy.route(buf.seq, len, call_len, bs);
         buf.seq = seq;
+        if durable && matches!(route, Route::FinalBeforeCommit | Route::FinalWithCommit) {
+            // O_DUR (manylogs paper, section IV-D): always logged, whatever the policy. Logging
+            // a block whose older version went in place is always safe (the newer copy replays
+            // over it); the reverse is what revoke records guard.
+            route = Route::JournalFull;
+        }
         let has_logged_copy = self.logged_copies.contains_key(&block)
             || self.committing.as_ref().is_some_and(|c| c.tx.journaled.contains(&block) || c.tx.ranges.contains_key(&block));
         let tx = &mut self.running;

@@ -46,12 +46,12 @@ fn in_place_after_journaled_sequence_revokes_older_copies() {
     c.insert(m, vec![0; BS], BufKind::Meta);
     // T1: a small update starts a journaled sequence for b.
     let t = j.handle_start(super::transaction::Credits::blocks(4), 0).unwrap();
-    j.dirty_data(&mut c, b, 0, 100, 100, false);
+    j.dirty_data(&mut c, b, 0, 100, 100, false, false);
     j.handle_stop(t);
     commit(&mut j, &mut c);
     // T2: another record of b (T1 keeps owning b) and a metadata block owned by T2.
     let t = j.handle_start(super::transaction::Credits::blocks(4), 0).unwrap();
-    j.dirty_data(&mut c, b, 100, 100, 100, false);
+    j.dirty_data(&mut c, b, 100, 100, 100, false, false);
     j.dirty_metadata(&mut c, m, false);
     j.handle_stop(t);
     commit(&mut j, &mut c);
@@ -63,7 +63,7 @@ fn in_place_after_journaled_sequence_revokes_older_copies() {
     assert!(c.peek(b).unwrap().seq.is_none(), "b's journaled sequence ended at its final location");
     // T3: a whole-block update starts an in-place sequence for b.
     let t = j.handle_start(super::transaction::Credits { blocks: 4, revokes: 1 }, 0).unwrap();
-    j.dirty_data(&mut c, b, 0, BS, BS, false);
+    j.dirty_data(&mut c, b, 0, BS, BS, false, false);
     j.handle_stop(t);
     assert!(j.running.final_data.contains(&b), "in place, ordered");
     assert!(j.running.revoked.contains(&b), "T2's record of b must not replay over the in-place data");
@@ -80,7 +80,7 @@ fn a_record_committed_during_a_checkpoint_stays_owed_by_its_transaction() {
     let b = 5000u64;
     c.insert(b, vec![0; BS], BufKind::Data);
     let t = j.handle_start(super::transaction::Credits::blocks(4), 0).unwrap();
-    j.dirty_data(&mut c, b, 0, 100, 100, false);
+    j.dirty_data(&mut c, b, 0, 100, 100, false, false);
     j.handle_stop(t);
     let t1 = j.running.tid;
     commit(&mut j, &mut c);
@@ -90,7 +90,7 @@ fn a_record_committed_during_a_checkpoint_stays_owed_by_its_transaction() {
     assert_eq!(plan.release, 1);
     // ...while T2 logs a record of the same block and commits.
     let t = j.handle_start(super::transaction::Credits::blocks(4), 0).unwrap();
-    j.dirty_data(&mut c, b, 100, 100, 100, false);
+    j.dirty_data(&mut c, b, 100, 100, 100, false, false);
     // The write's bytes (the file layer's part): a new version of the buffer.
     std::sync::Arc::make_mut(&mut c.get(b).unwrap().data)[100..200].fill(7);
     j.handle_stop(t);

@@ -36,6 +36,8 @@ pub struct RunReport {
     pub violations: Vec<String>,
     /// Commits and checkpoints that were in flight together during the workload.
     pub overlaps: u64,
+    /// Blocks checkpoints copied home from manylogs logs (parked out of the cache).
+    pub copied: u64,
 }
 
 const MB: u64 = 1 << 20;
@@ -52,6 +54,11 @@ fn world_config(cfg: ContentConfig, canary: bool, external: bool, manylogs: bool
     // Commits beside checkpoints whatever the disk (the default turns them off for an
     // internal journal on a spinning one): the fuzzer is here to find what overlap breaks.
     mount.checkpoint_thread = Some(true);
+    if manylogs {
+        // A cache too small for what is logged: blocks are parked at their log positions and
+        // checkpoints copy them home from the logs, beside commits.
+        mount.cache_blocks = 64;
+    }
     WorldConfig {
         fs_bytes: if manylogs { 16 * MB } else { 8 * MB },
         external_journal_blocks: external.then_some(256),
@@ -78,7 +85,12 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool)
     let (external, manylogs) = (placement < 3, placement >= 7);
     let slow_disk = rng.chance(0.5);
     // Format, then move the images onto recording devices.
-    let wc = world_config(cfg, canary, external, manylogs, slow_disk);
+    let mut wc = world_config(cfg, canary, external, manylogs, slow_disk);
+    // Half the manylogs runs checkpoint lazily: blocks stay logged until the logs fill, so
+    // more of them are parked and copied home from the logs.
+    if manylogs && rng.chance(0.5) {
+        wc.mount.lazy_checkpoint = true;
+    }
     let mkfs = MkfsOptions { journal_blocks: 256, manylogs, blocks_per_group: manylogs.then_some(MANYLOGS_GROUP), log_area_blocks: if manylogs { 256 } else { 0 }, ..Default::default() };
     let (fs0, j0) = World::format(&wc, &mkfs).map_err(|e| e.to_string())?;
     let snap = |d: &Arc<dyn Device>| -> Result<Vec<u8>, String> {
@@ -156,9 +168,10 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool)
     }
     let events = rec.event_count();
     let overlaps = w.fs.counters().overlaps;
+    let copied = w.fs.checkpoint_counts().copied;
     drop(w);
     let journal = if external { "external" } else if manylogs { "manylogs" } else { "internal" };
-    let mut report = RunReport { seed, mode: cfg.name(), journal, ops, events, states: 0, violations: Vec::new(), overlaps };
+    let mut report = RunReport { seed, mode: cfg.name(), journal, ops, events, states: 0, violations: Vec::new(), overlaps, copied };
     for p in 0..points {
         // Crash points: uniform over the run, with some right after flushes and acks.
         let k = if p % 3 == 2 {

@@ -299,7 +299,8 @@ const OW_BLOCKS: u64 = 96;
 /// each synced, and (two ops in five) a whole-block rewrite of the overwritten file, synced. Many
 /// distinct blocks logged whole, some of them twice: with a small cache, manylogs parks them
 /// out of it and checkpoints copy them home from the logs.
-pub fn block_workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: &dyn Fn(&mut MountOptions), seed: u64) -> Run {
+/// With `durable`, the overwritten file is O_DUR (always logged, not written home for age).
+pub fn block_workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: &dyn Fn(&mut MountOptions), seed: u64, durable: bool) -> Run {
     let recorder = CrashRecorder::new();
     let mut o = MountOptions::default().content_config(cfg);
     faults(&mut o);
@@ -316,6 +317,9 @@ pub fn block_workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: 
     }
     let at = recorder.event_count();
     let ow = fs.create_file(OW).unwrap();
+    if durable {
+        fs.set_durable(ow.ino(), true).unwrap();
+    }
     files.insert(OW.to_string(), History { created_at: at, versions: vec![(at, Vec::new())], acks: vec![] });
     // Written 8 blocks per synced call (a transaction each, so each call is atomic in data mode).
     for part in 0..OW_BLOCKS as usize / 8 {
