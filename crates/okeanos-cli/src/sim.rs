@@ -226,6 +226,17 @@ enum SimCmd {
         logged_write_size: String,
         #[arg(long, default_value = "1")]
         seed: u64,
+        /// Fig. 5: the writers are databases' commit logs, each appending --append-rate and
+        /// flushing every period given here (comma-separated, such as 33ms,1ms; one run per
+        /// period and scheme, instead of --rates).
+        #[arg(long)]
+        commit_log: Option<String>,
+        /// Bytes a commit log appends per second.
+        #[arg(long, default_value = "1M")]
+        append_rate: String,
+        /// The commit logs are O_DUR (always logged, never written home for age).
+        #[arg(long)]
+        durable: bool,
         /// Also write the results as JSON to this file.
         #[arg(long)]
         json: Option<std::path::PathBuf>,
@@ -396,14 +407,25 @@ pub fn run(a: SimArgs) -> Result<ExitCode, String> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Some(SimCmd::Nearhead { schemes, rates, duration, writer, model, disk_size, large_size, request, device_request, writers, logged_write_size, seed, json }) => {
+        Some(SimCmd::Nearhead { schemes, rates, duration, writer, model, disk_size, large_size, request, device_request, writers, logged_write_size, seed, commit_log, append_rate, durable, json }) => {
             use okeanos::sim::nearhead::{self, Scheme, Spec};
             let schemes: Vec<Scheme> = schemes.split(',').map(|s| Scheme::parse(s.trim())).collect::<Result<_, _>>()?;
             let rates: Vec<u64> = rates.split(',').map(|r| r.trim().parse::<u64>().map_err(|_| format!("--rates: {r:?} is not a number"))).collect::<Result<_, _>>()?;
+            // Fig. 5: one run per flush period (carried in the rate column as flushes/s).
+            let periods: Option<Vec<std::time::Duration>> = commit_log.as_deref().map(|p| p.split(',').map(|x| okeanos::workload::parse_duration(x.trim())).collect::<Result<_, _>>()).transpose()?;
+            if periods.as_ref().is_some_and(|p| p.iter().any(|d| d.is_zero())) {
+                return Err("--commit-log: a flush period must be positive".into());
+            }
+            let append_rate = crate::parse_size(&append_rate)?;
             let mut specs = Vec::new();
             for &scheme in &schemes {
-                for &rate in &rates {
+                let runs: Vec<(u64, Option<std::time::Duration>)> = match &periods {
+                    Some(p) => p.iter().map(|d| ((1e9 / d.as_nanos() as f64).round() as u64, Some(*d))).collect(),
+                    None => rates.iter().map(|&r| (r, None)).collect(),
+                };
+                for (rate, period) in runs {
                     let mut s = Spec::paper(scheme, rate);
+                    s.commit_log = period.map(|flush_period| nearhead::CommitLog { flush_period, append_bytes_per_sec: append_rate, durable });
                     s.duration = okeanos::workload::parse_duration(&duration)?;
                     s.read = !writer;
                     s.disk = model.clone();

@@ -87,6 +87,17 @@ pub struct Spec {
     /// Virtual time alone, then beside the writers.
     pub duration: Duration,
     pub seed: u64,
+    /// Fig. 5 instead of Fig. 2: each writer is a database's commit log, appending
+    /// `append_bytes_per_sec` and flushing (fdatasync) every `flush_period`; `durable` makes
+    /// the commit logs O_DUR. `rate` and `write_size` are then unused.
+    pub commit_log: Option<CommitLog>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct CommitLog {
+    pub flush_period: Duration,
+    pub append_bytes_per_sec: u64,
+    pub durable: bool,
 }
 
 impl Spec {
@@ -108,6 +119,7 @@ impl Spec {
             rate,
             duration: Duration::from_secs(20),
             seed: 1,
+            commit_log: None,
         }
     }
 }
@@ -126,6 +138,9 @@ pub struct Outcome {
     pub near_head: Option<NearHead>,
     /// Checkpoints during the shared phase.
     pub checkpoints: u64,
+    /// Fig. 5: the commit logs' flush period and whether they were O_DUR.
+    pub flush_period_ns: Option<u64>,
+    pub durable: bool,
 }
 
 const LARGE: usize = usize::MAX - 1;
@@ -212,7 +227,13 @@ pub fn run(spec: &Spec) -> Result<Outcome, String> {
     let (big, small) = {
         let mut w = world(spec, fs.clone(), journal.clone(), |_| {})?;
         let big = make_file(&mut w, "large", spec.large_bytes)?;
-        let small = (0..spec.writers).map(|i| make_file(&mut w, &format!("w{i:02}"), spec.file_bytes)).collect::<Result<Vec<u32>, String>>()?;
+        let small_bytes = if spec.commit_log.is_some() { 0 } else { spec.file_bytes };
+        let small = (0..spec.writers).map(|i| make_file(&mut w, &format!("w{i:02}"), small_bytes)).collect::<Result<Vec<u32>, String>>()?;
+        if spec.commit_log.is_some_and(|c| c.durable) {
+            for &f in &small {
+                w.settle(|fs| fs.set_durable(f, true)).map_err(|e| format!("setup O_DUR: {e}"))?;
+            }
+        }
         w.sync_all(&mut |_, _| {}).map_err(|e| format!("setup: {e}"))?;
         w.fs.clone().unmount().map_err(|e| format!("setup unmount: {e}"))?;
         (big, small)
@@ -263,7 +284,14 @@ pub fn run(spec: &Spec) -> Result<Outcome, String> {
     moved.set(0);
     let before = w.fs.counters();
     let near_before = w.fs.near_head();
-    let interval = 1_000_000_000 * spec.writers as u64 / spec.rate.max(1);
+    let interval = match spec.commit_log {
+        Some(c) => c.flush_period.as_nanos().max(1) as u64,
+        None => 1_000_000_000 * spec.writers as u64 / spec.rate.max(1),
+    };
+    // A commit log appends what arrived since its last flush (at least a byte), then flushes.
+    let flush_bytes = spec.commit_log.map_or(0, |c| (c.append_bytes_per_sec as u128 * interval as u128 / 1_000_000_000).max(1) as usize);
+    let appended: RefCell<Vec<u64>> = RefCell::new(vec![0; spec.writers]);
+    let log_record = vec![0x6cu8; flush_bytes];
     let mut rngs: Vec<Rng> = (0..spec.writers).map(|i| Rng::new(spec.seed).fork(i as u64)).collect();
     let slots = (spec.file_bytes / spec.write_size as u64).max(1);
     let record = vec![0xa5u8; spec.write_size];
@@ -294,14 +322,17 @@ pub fn run(spec: &Spec) -> Result<Outcome, String> {
             if now >= end {
                 return;
             }
-            let off = rngs[i].below(slots) * spec.write_size as u64;
-            match w.fs.write(small[i], off, &record) {
+            let (off, data) = if spec.commit_log.is_some() { (appended.borrow()[i], &log_record) } else { (rngs[i].below(slots) * spec.write_size as u64, &record) };
+            match w.fs.write(small[i], off, data) {
                 Ok(_) => {}
                 Err(FsError::WouldBlock) => return w.wait_journal(wake),
                 Err(e) => {
                     error.borrow_mut().get_or_insert(format!("small writer {i}: {e}"));
                     return;
                 }
+            }
+            if spec.commit_log.is_some() {
+                appended.borrow_mut()[i] += data.len() as u64;
             }
             started.borrow_mut()[i] = now;
             if let Some(tid) = w.fs.sync_target(small[i], true) {
@@ -342,5 +373,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, String> {
         sync_p99_ns: pct(0.99),
         near_head,
         checkpoints: during.checkpoints,
+        flush_period_ns: spec.commit_log.map(|c| c.flush_period.as_nanos() as u64),
+        durable: spec.commit_log.is_some_and(|c| c.durable),
     })
 }
