@@ -241,6 +241,25 @@ enum SimCmd {
         #[arg(long)]
         json: Option<std::path::PathBuf>,
     },
+    /// The manylogs paper's opening calibration: a sequential reader on the disk model alone,
+    /// beside random 4 KiB I/Os at each rate (the paper: 24 and 56 IOPS cost it 25% and 53%).
+    Calibrate {
+        /// Random I/Os per second (comma-separated).
+        #[arg(long, default_value = "24,56")]
+        iops: String,
+        /// The random I/Os are writes (default: reads).
+        #[arg(long)]
+        writes: bool,
+        /// The reader's request (the kernel's largest, 512K by default).
+        #[arg(long, default_value = "512K")]
+        request: String,
+        #[arg(long, default_value = "cheetah15k5-146")]
+        model: String,
+        #[arg(long, default_value = "60s")]
+        duration: String,
+        #[arg(long, default_value = "1")]
+        seed: u64,
+    },
     /// The manylogs paper's Fig. 7: small synced writes to 20 scattered files on a manylogs
     /// disk (Cheetah 15K.5, write cache off) with checkpoint=lazy, then one forced checkpoint,
     /// timed (log reads and home writes), with the overwrites it skipped and the device writes
@@ -466,6 +485,20 @@ pub fn run(a: SimArgs) -> Result<ExitCode, String> {
                 std::fs::write(&p, serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?).map_err(|e| format!("{}: {e}", p.display()))?;
             }
             Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+        }
+        Some(SimCmd::Calibrate { iops, writes, request, model, duration, seed }) => {
+            let request = crate::parse_size(&request)?;
+            let duration = okeanos::workload::parse_duration(&duration)?;
+            println!("{:<16} {:>5} {:>6} {:>10} {:>10} {:>6} {:>10}", "model", "iops", "op", "alone MB/s", "with MB/s", "loss", "random ms");
+            for r in iops.split(',') {
+                let r: u64 = r.trim().parse().map_err(|_| format!("--iops: {r:?} is not a number"))?;
+                let o = okeanos::sim::calibrate::run(&model, r, writes, request, duration, seed)?;
+                println!(
+                    "{:<16} {:>5} {:>6} {:>10.1} {:>10.1} {:>5.0}% {:>10.2}",
+                    o.model, o.iops, if o.write { "write" } else { "read" }, o.alone_bps / 1e6, o.shared_bps / 1e6, 100.0 * (1.0 - o.shared_bps / o.alone_bps.max(1.0)), o.random_mean_ns as f64 / 1e6
+                );
+            }
+            Ok(ExitCode::SUCCESS)
         }
         Some(SimCmd::LazyCheckpoint { rate, duration, writers, file_size, sequential, hot, hot_blocks, cache_blocks, model, disk_size, seed, json }) => {
             use okeanos::sim::lazyckpt::{self, Spec};

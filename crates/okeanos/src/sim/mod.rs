@@ -3,6 +3,7 @@
 //! comes from device models. No thread per stream and no real clock: the same seed gives the
 //! same results bit for bit.
 
+pub mod calibrate;
 pub mod check;
 pub mod clock;
 pub mod clocked;
