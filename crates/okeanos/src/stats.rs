@@ -339,13 +339,7 @@ impl Counters {
             records_per_commit: per(records as f64),
             multiwrite_fill: self.multiwrite_fill,
             sync_latency: self.sync_latency.clone(),
-            checkpoint: CheckpointCounts {
-                blocks: self.checkpoint.blocks - base.checkpoint.blocks,
-                runs: self.checkpoint.runs - base.checkpoint.runs,
-                copied: self.checkpoint.copied - base.checkpoint.copied,
-                skipped: self.checkpoint.skipped - base.checkpoint.skipped,
-                log_reads: self.checkpoint.log_reads - base.checkpoint.log_reads,
-            },
+            checkpoint: self.checkpoint.since(&base.checkpoint),
             log_read_blocks: self.log_read_blocks - base.log_read_blocks,
             fs_device: self.fs_device.since(&base.fs_device),
             journal_device: match (&self.journal_device, &base.journal_device) {

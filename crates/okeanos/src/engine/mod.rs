@@ -1049,14 +1049,7 @@ impl Okeanos {
             }
             core = self.inner.cv.wait(core).unwrap_or_else(|e| e.into_inner());
         }
-        let c = core.fs.journal.cp;
-        Ok(crate::stats::CheckpointCounts {
-            blocks: c.blocks - before.blocks,
-            runs: c.runs - before.runs,
-            copied: c.copied - before.copied,
-            skipped: c.skipped - before.skipped,
-            log_reads: c.log_reads - before.log_reads,
-        })
+        Ok(core.fs.journal.cp.since(&before))
     }
 
     /// Asks for a checkpoint of everything committed; the transaction it must release.

@@ -118,6 +118,19 @@ pub struct CheckpointCounts {
     pub log_reads: u64,
 }
 
+impl CheckpointCounts {
+    /// The counts accumulated since `base` (an earlier reading of the same mount).
+    pub fn since(&self, base: &CheckpointCounts) -> CheckpointCounts {
+        CheckpointCounts {
+            blocks: self.blocks - base.blocks,
+            runs: self.runs - base.runs,
+            copied: self.copied - base.copied,
+            skipped: self.skipped - base.skipped,
+            log_reads: self.log_reads - base.log_reads,
+        }
+    }
+}
+
 impl Journal {
     /// A journal over an empty (clean or just recovered) placement whose next transaction is
     /// `next_tid`.

@@ -176,17 +176,17 @@ pub fn run(spec: &Spec) -> Result<Outcome, String> {
     if let Some(e) = error.into_inner().or(w.error.clone()) {
         return Err(e);
     }
-    let after = w.fs.checkpoint_counts();
+    let (whole, end) = (w.fs.checkpoint_counts().since(&cp_before), w.fs.checkpoint_counts().since(&mid));
     let lat = latencies.into_inner();
     Ok(Outcome {
         checkpoint: if spec.lazy { "lazy" } else { "periodic" },
         writes: lat.len() as u64,
         logged_blocks: during.journal_data.blocks + during.journal_meta.blocks,
-        home_during: mid.blocks - cp_before.blocks,
-        home_final: after.blocks - mid.blocks,
-        final_writes: after.runs - mid.runs,
-        final_copied: after.copied - mid.copied,
-        skipped: after.skipped - cp_before.skipped,
+        home_during: mid.since(&cp_before).blocks,
+        home_final: end.blocks,
+        final_writes: end.runs,
+        final_copied: end.copied,
+        skipped: whole.skipped,
         final_ns,
         final_read_ns: w.copy_read_ns() - read0,
         sync_mean_ns: if lat.is_empty() { 0 } else { lat.iter().sum::<u64>() / lat.len() as u64 },

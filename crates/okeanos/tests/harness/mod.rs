@@ -186,14 +186,14 @@ fn recorded_device(journal: Journal, recorder: &Arc<CrashRecorder>, o: &mut Moun
     }
 }
 
-/// A recorded workload: appends with syncs on a few streams, in-place overwrites, metadata
-/// churn, truncation; `faults` sets a canary's fault in the mount options.
-pub fn workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: &dyn Fn(&mut MountOptions), seed: u64) -> Run {
+/// A recorded mount of `journal` with the stream files created: the recorder, the file system,
+/// the files' histories and the streams' handles.
+fn start(cfg: ContentConfig, journal: Journal, faults: &dyn Fn(&mut MountOptions)) -> (Arc<CrashRecorder>, Okeanos, HashMap<String, History>, Vec<okeanos::File>) {
     let recorder = CrashRecorder::new();
     let mut o = MountOptions::default().content_config(cfg);
     faults(&mut o);
     let dev = recorded_device(journal, &recorder, &mut o);
-    let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
+    let fs = Okeanos::mount(dev as Arc<dyn Device>, None, o).unwrap();
     let mut files: HashMap<String, History> = HashMap::new();
     let mut handles = Vec::new();
     fs.mkdir_path("/s").unwrap();
@@ -203,6 +203,13 @@ pub fn workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: &dyn F
         handles.push(fs.create_file(&name).unwrap());
         files.insert(name, History { created_at: at, versions: vec![(at, Vec::new())], acks: vec![] });
     }
+    (recorder, fs, files, handles)
+}
+
+/// A recorded workload: appends with syncs on a few streams, in-place overwrites, metadata
+/// churn, truncation; `faults` sets a canary's fault in the mount options.
+pub fn workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: &dyn Fn(&mut MountOptions), seed: u64) -> Run {
+    let (recorder, fs, mut files, handles) = start(cfg, journal, faults);
     // A file overwritten in place at random offsets (partial and whole blocks).
     let at = recorder.event_count();
     let ow = fs.create_file(OW).unwrap();
@@ -301,20 +308,7 @@ const OW_BLOCKS: u64 = 96;
 /// out of it and checkpoints copy them home from the logs.
 /// With `durable`, the overwritten file is O_DUR (always logged, not written home for age).
 pub fn block_workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: &dyn Fn(&mut MountOptions), seed: u64, durable: bool) -> Run {
-    let recorder = CrashRecorder::new();
-    let mut o = MountOptions::default().content_config(cfg);
-    faults(&mut o);
-    let dev = recorded_device(journal, &recorder, &mut o);
-    let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
-    let mut files: HashMap<String, History> = HashMap::new();
-    fs.mkdir_path("/s").unwrap();
-    let mut handles = Vec::new();
-    for s in 0..STREAMS {
-        let name = format!("/s/stream{s}");
-        let at = recorder.event_count();
-        handles.push(fs.create_file(&name).unwrap());
-        files.insert(name, History { created_at: at, versions: vec![(at, Vec::new())], acks: vec![] });
-    }
+    let (recorder, fs, mut files, handles) = start(cfg, journal, faults);
     let at = recorder.event_count();
     let ow = fs.create_file(OW).unwrap();
     if durable {
