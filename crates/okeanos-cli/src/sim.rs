@@ -237,6 +237,11 @@ enum SimCmd {
         /// The commit logs are O_DUR (always logged, never written home for age).
         #[arg(long)]
         durable: bool,
+        /// Fig. 4: the writers are varmail-like mail servers (a directory of 100 mails each;
+        /// delete, create-append-fsync, read-append-fsync, read), each doing this many
+        /// operations per second (the paper: 20); one run per scheme, instead of --rates.
+        #[arg(long)]
+        varmail: Option<u64>,
         /// Also write the results as JSON to this file.
         #[arg(long)]
         json: Option<std::path::PathBuf>,
@@ -426,7 +431,7 @@ pub fn run(a: SimArgs) -> Result<ExitCode, String> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Some(SimCmd::Nearhead { schemes, rates, duration, writer, model, disk_size, large_size, request, device_request, writers, logged_write_size, seed, commit_log, append_rate, durable, json }) => {
+        Some(SimCmd::Nearhead { schemes, rates, duration, writer, model, disk_size, large_size, request, device_request, writers, logged_write_size, seed, commit_log, append_rate, durable, varmail, json }) => {
             use okeanos::sim::nearhead::{self, Scheme, Spec};
             let schemes: Vec<Scheme> = schemes.split(',').map(|s| Scheme::parse(s.trim())).collect::<Result<_, _>>()?;
             let rates: Vec<u64> = rates.split(',').map(|r| r.trim().parse::<u64>().map_err(|_| format!("--rates: {r:?} is not a number"))).collect::<Result<_, _>>()?;
@@ -438,13 +443,15 @@ pub fn run(a: SimArgs) -> Result<ExitCode, String> {
             let append_rate = crate::parse_size(&append_rate)?;
             let mut specs = Vec::new();
             for &scheme in &schemes {
-                let runs: Vec<(u64, Option<std::time::Duration>)> = match &periods {
-                    Some(p) => p.iter().map(|d| ((1e9 / d.as_nanos() as f64).round() as u64, Some(*d))).collect(),
-                    None => rates.iter().map(|&r| (r, None)).collect(),
+                let runs: Vec<(u64, Option<std::time::Duration>)> = match (&periods, varmail) {
+                    (Some(p), _) => p.iter().map(|d| ((1e9 / d.as_nanos() as f64).round() as u64, Some(*d))).collect(),
+                    (None, Some(ops)) => vec![(ops, None)],
+                    (None, None) => rates.iter().map(|&r| (r, None)).collect(),
                 };
                 for (rate, period) in runs {
                     let mut s = Spec::paper(scheme, rate);
                     s.commit_log = period.map(|flush_period| nearhead::CommitLog { flush_period, append_bytes_per_sec: append_rate, durable });
+                    s.varmail = varmail.map(|ops_per_sec| nearhead::Varmail { ops_per_sec, mails: 100, append_bytes: 16 << 10 });
                     s.duration = okeanos::workload::parse_duration(&duration)?;
                     s.read = !writer;
                     s.disk = model.clone();

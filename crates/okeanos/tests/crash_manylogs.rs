@@ -94,7 +94,12 @@ fn canary_reuse_before_table_is_caught() {
 /// and copied home from the logs by checkpoints (a read stage in the checkpoint's plan).
 fn parked_crash_test(policy: &str) {
     let cfg = ContentConfig::parse(policy).unwrap();
-    let run = block_workload(cfg, LOGS, 300, &|o| o.cache_blocks = 64, 0x5e1 + cfg.mode as u64, false);
+    // checkpoint=lazy: nothing goes home until the forced checkpoint at the end (the logs do
+    // not fill), so the blocks are parked whatever the threads' timing, and copied home then.
+    let run = block_workload(cfg, LOGS, 300, &|o| {
+        o.cache_blocks = 64;
+        o.lazy_checkpoint = true;
+    }, 0x5e1 + cfg.mode as u64, false);
     let c = run.checkpoint;
     eprintln!("{policy}: {c:?}");
     assert!(c.copied > 0, "{policy}: no checkpoint copied a parked block home: {c:?}");
@@ -122,6 +127,7 @@ fn canary_stale_log_position_is_caught() {
     let cfg = ContentConfig::parse("data").unwrap();
     let run = block_workload(cfg, LOGS, 300, &|o| {
         o.cache_blocks = 64;
+        o.lazy_checkpoint = true;
         o.fault_manylogs_keep_first_position = true;
     }, 0x5e1 + cfg.mode as u64, false);
     let out = enumerate(cfg, &run, 120, 0);

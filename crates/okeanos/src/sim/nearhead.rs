@@ -91,6 +91,90 @@ pub struct Spec {
     /// `append_bytes_per_sec` and flushing (fdatasync) every `flush_period`; `durable` makes
     /// the commit logs O_DUR. `rate` and `write_size` are then unused.
     pub commit_log: Option<CommitLog>,
+    /// Fig. 4 instead: each writer is a varmail instance.
+    pub varmail: Option<Varmail>,
+}
+
+/// Fig. 4 (bottom): each writer is a varmail-like mail server (Filebench's personality): a
+/// directory of mails, cycling through delete, create-append-fsync, read-append-fsync and read,
+/// at `ops_per_sec`; the latency reported is the fsyncs'.
+#[derive(Debug, Clone, Copy)]
+pub struct Varmail {
+    pub ops_per_sec: u64,
+    pub mails: usize,
+    pub append_bytes: usize,
+}
+
+/// One varmail instance's mailbox as the simulation goes.
+struct Mailbox {
+    dir: u32,
+    mails: Vec<(u64, u32, u64)>,
+    next: u64,
+    step: u64,
+    /// The mail being created or appended to (and its size before), across retries.
+    current: Option<(u32, u64)>,
+}
+
+enum MailStep {
+    Sync(u32),
+    Done,
+}
+
+fn mail_name(n: u64) -> Vec<u8> {
+    format!("m{n:07}").into_bytes()
+}
+
+/// The next operation of a varmail instance (retried as a whole after a would-block: each
+/// step changes nothing before its last fallible call, or remembers what it did).
+fn varmail_step(w: &World, b: &mut Mailbox, rng: &mut Rng, append: &[u8]) -> Result<MailStep, FsError> {
+    let pick = |rng: &mut Rng, b: &Mailbox| (!b.mails.is_empty()).then(|| rng.below(b.mails.len() as u64) as usize);
+    let r = match b.step % 4 {
+        0 => {
+            if let Some(k) = pick(rng, b) {
+                w.fs.unlink(b.dir, &mail_name(b.mails[k].0))?;
+                b.mails.swap_remove(k);
+            }
+            MailStep::Done
+        }
+        1 | 2 => {
+            let (ino, size) = match b.current {
+                Some(c) => c,
+                None if b.step % 4 == 1 => {
+                    let ino = w.fs.create(b.dir, &mail_name(b.next), 0o644)?.ino;
+                    b.mails.push((b.next, ino, 0));
+                    b.next += 1;
+                    b.current = Some((ino, 0));
+                    (ino, 0)
+                }
+                None => match pick(rng, b) {
+                    Some(k) => {
+                        let (_, ino, size) = b.mails[k];
+                        w.fs.read(ino, 0, size as usize)?;
+                        b.current = Some((ino, size));
+                        (ino, size)
+                    }
+                    None => {
+                        b.step += 1;
+                        return Ok(MailStep::Done);
+                    }
+                },
+            };
+            w.fs.write(ino, size, append)?;
+            b.current = None;
+            if let Some(m) = b.mails.iter_mut().find(|m| m.1 == ino) {
+                m.2 = size + append.len() as u64;
+            }
+            MailStep::Sync(ino)
+        }
+        _ => {
+            if let Some(k) = pick(rng, b) {
+                w.fs.read(b.mails[k].1, 0, b.mails[k].2 as usize)?;
+            }
+            MailStep::Done
+        }
+    };
+    b.step += 1;
+    Ok(r)
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -120,6 +204,7 @@ impl Spec {
             duration: Duration::from_secs(20),
             seed: 1,
             commit_log: None,
+            varmail: None,
         }
     }
 }
@@ -228,7 +313,22 @@ pub fn run(spec: &Spec) -> Result<Outcome, String> {
         let mut w = world(spec, fs.clone(), journal.clone(), |_| {})?;
         let big = make_file(&mut w, "large", spec.large_bytes)?;
         let small_bytes = if spec.commit_log.is_some() { 0 } else { spec.file_bytes };
-        let small = (0..spec.writers).map(|i| make_file(&mut w, &format!("w{i:02}"), small_bytes)).collect::<Result<Vec<u32>, String>>()?;
+        let small = match spec.varmail {
+            // The mailboxes: a directory each, spread over the disk, with their first mails.
+            Some(v) => (0..spec.writers)
+                .map(|i| {
+                    let root = w.fs.root();
+                    let dir = w.settle(|fs| fs.mkdir(root, format!("mail{i:02}").as_bytes(), 0o755)).map_err(|e| format!("setup: {e}"))?.ino;
+                    let body = vec![0x4du8; v.append_bytes];
+                    for n in 0..v.mails as u64 {
+                        let ino = w.settle(|fs| fs.create(dir, &mail_name(n), 0o644)).map_err(|e| format!("setup: {e}"))?.ino;
+                        w.settle(|fs| fs.write(ino, 0, &body)).map_err(|e| format!("setup: {e}"))?;
+                    }
+                    Ok(dir)
+                })
+                .collect::<Result<Vec<u32>, String>>()?,
+            None => (0..spec.writers).map(|i| make_file(&mut w, &format!("w{i:02}"), small_bytes)).collect::<Result<Vec<u32>, String>>()?,
+        };
         if spec.commit_log.is_some_and(|c| c.durable) {
             for &f in &small {
                 w.settle(|fs| fs.set_durable(f, true)).map_err(|e| format!("setup O_DUR: {e}"))?;
@@ -284,9 +384,26 @@ pub fn run(spec: &Spec) -> Result<Outcome, String> {
     moved.set(0);
     let before = w.fs.counters();
     let near_before = w.fs.near_head();
-    let interval = match spec.commit_log {
-        Some(c) => c.flush_period.as_nanos().max(1) as u64,
-        None => 1_000_000_000 * spec.writers as u64 / spec.rate.max(1),
+    let interval = match (spec.commit_log, spec.varmail) {
+        (Some(c), _) => c.flush_period.as_nanos().max(1) as u64,
+        (None, Some(v)) => 1_000_000_000 / v.ops_per_sec.max(1),
+        (None, None) => 1_000_000_000 * spec.writers as u64 / spec.rate.max(1),
+    };
+    // Varmail: each instance's mailbox, as setup left it.
+    let mail_body = vec![0x6du8; spec.varmail.map_or(0, |v| v.append_bytes)];
+    let mut boxes: Vec<Mailbox> = match spec.varmail {
+        Some(v) => small
+            .iter()
+            .map(|&dir| -> Result<Mailbox, String> {
+                let mut mails = Vec::with_capacity(v.mails);
+                for n in 0..v.mails as u64 {
+                    let a = w.fs.lookup(dir, &mail_name(n)).map_err(|e| format!("mailbox: {e}"))?;
+                    mails.push((n, a.ino, v.append_bytes as u64));
+                }
+                Ok(Mailbox { dir, mails, next: v.mails as u64, step: 0, current: None })
+            })
+            .collect::<Result<_, _>>()?,
+        None => Vec::new(),
     };
     // A commit log appends what arrived since its last flush (at least a byte), then flushes.
     let flush_bytes = spec.commit_log.map_or(0, |c| (c.append_bytes_per_sec as u128 * interval as u128 / 1_000_000_000).max(1) as usize);
@@ -321,6 +438,27 @@ pub fn run(spec: &Spec) -> Result<Outcome, String> {
         } else {
             if now >= end {
                 return;
+            }
+            if spec.varmail.is_some() {
+                match varmail_step(w, &mut boxes[i], &mut rngs[i], &mail_body) {
+                    Err(FsError::WouldBlock) => return w.wait_journal(wake),
+                    Ok(MailStep::Sync(ino)) => {
+                        started.borrow_mut()[i] = now;
+                        if let Some(tid) = w.fs.sync_target(ino, false) {
+                            pending.set(pending.get() + 1);
+                            return w.wait_commit(tid, Wake { client: i, tag: SYNCED });
+                        }
+                        latencies.borrow_mut().push(0);
+                    }
+                    Ok(MailStep::Done) => {}
+                    Err(e) => {
+                        error.borrow_mut().get_or_insert(format!("mail server {i}: {e}"));
+                        return;
+                    }
+                }
+                let next = (next_at.borrow()[i] + interval).max(now);
+                next_at.borrow_mut()[i] = next;
+                return w.at(next, Wake { client: i, tag: WRITE });
             }
             let (off, data) = if spec.commit_log.is_some() { (appended.borrow()[i], &log_record) } else { (rngs[i].below(slots) * spec.write_size as u64, &record) };
             match w.fs.write(small[i], off, data) {

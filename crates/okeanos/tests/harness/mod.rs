@@ -305,7 +305,8 @@ const OW_BLOCKS: u64 = 96;
 /// A recorded workload of whole blocks: `ops` block-aligned 4 KiB appends to a few streams,
 /// each synced, and (two ops in five) a whole-block rewrite of the overwritten file, synced. Many
 /// distinct blocks logged whole, some of them twice: with a small cache, manylogs parks them
-/// out of it and checkpoints copy them home from the logs.
+/// out of it and checkpoints copy them home from the logs; the workload ends with a forced
+/// checkpoint of everything.
 /// With `durable`, the overwritten file is O_DUR (always logged, not written home for age).
 pub fn block_workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: &dyn Fn(&mut MountOptions), seed: u64, durable: bool) -> Run {
     let (recorder, fs, mut files, handles) = start(cfg, journal, faults);
@@ -358,6 +359,9 @@ pub fn block_workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: 
             files.get_mut(&name).unwrap().synced(recorder.event_count());
         }
     }
+    // A forced checkpoint (`okeanos checkpoint`) at the end: whatever is parked is copied home
+    // from the logs now, at a point of the recording every run reaches.
+    fs.checkpoint().unwrap();
     drop(handles);
     drop(ow);
     fs.sync().unwrap();
