@@ -255,7 +255,7 @@ impl Okeanos {
             return Some(JournalStep::Idle { wake_ns: u64::MAX });
         }
         if let Some(target) = core.force_checkpoint {
-            // Asked for (`okeanos checkpoint`, or idle): everything committed goes home.
+            // Asked for (`okeanos checkpoint`): everything committed goes home, O_DUR included.
             if core.fs.journal.log.front().is_some_and(|t| t.tid <= target) {
                 let goal = CheckpointGoal::Space { target_free: u64::MAX };
                 if let Err(step) = self.unpark_for(core, goal) {
