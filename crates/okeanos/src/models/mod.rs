@@ -42,7 +42,7 @@ pub fn preset(name: &str) -> Result<Box<dyn DiskModel>, String> {
         "cheetah15k" => Box::new(hdd::Hdd::new(hdd::HddParams::cheetah15k())),
         "cheetah15k5-146" => Box::new(hdd::Hdd::new(hdd::HddParams::cheetah15k5_146())),
         // The manylogs paper's RAID: four of them, RAID-0 with 64 KB chunks.
-        "cheetah15k5-146-raid0x4" => Box::new(raid0::Raid0::new((0..4).map(|_| Box::new(hdd::Hdd::new(hdd::HddParams::cheetah15k5_146())) as Box<dyn DiskModel>).collect(), 64 << 10)),
+        "cheetah15k5-146-raid0x4" => Box::new(raid0::Raid0::new(name, (0..4).map(|_| Box::new(hdd::Hdd::new(hdd::HddParams::cheetah15k5_146())) as Box<dyn DiskModel>).collect(), 64 << 10)),
         "sata7200" => Box::new(hdd::Hdd::new(hdd::HddParams::sata7200())),
         "ssd" => Box::new(ssd::Ssd::new(ssd::SsdParams::sata_ssd())),
         "nvm" => Box::new(nvm::Nvm::new(nvm::NvmParams::default())),

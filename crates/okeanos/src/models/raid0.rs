@@ -7,14 +7,15 @@
 use super::{DiskModel, Op};
 
 pub struct Raid0 {
+    name: String,
     disks: Vec<Box<dyn DiskModel>>,
     chunk: u64,
 }
 
 impl Raid0 {
-    pub fn new(disks: Vec<Box<dyn DiskModel>>, chunk: u64) -> Raid0 {
+    pub fn new(name: &str, disks: Vec<Box<dyn DiskModel>>, chunk: u64) -> Raid0 {
         assert!(!disks.is_empty() && chunk > 0 && chunk % 512 == 0, "a RAID-0 has disks and a sector-multiple chunk");
-        Raid0 { disks, chunk }
+        Raid0 { name: name.to_string(), disks, chunk }
     }
 
     /// Where array byte `offset` is: (disk, byte on it).
@@ -42,7 +43,7 @@ impl DiskModel for Raid0 {
     }
 
     fn describe(&self) -> String {
-        format!("RAID-0 of {} disks, {} KiB chunks, each {}", self.disks.len(), self.chunk >> 10, self.disks[0].describe())
+        format!("{}: RAID-0 of {} disks, {} KiB chunks, each {}", self.name, self.disks.len(), self.chunk >> 10, self.disks[0].describe())
     }
 
     fn capacity(&self) -> u64 {
@@ -61,7 +62,7 @@ mod tests {
     use crate::models::preset;
 
     fn raid() -> Raid0 {
-        Raid0::new((0..4).map(|_| preset("cheetah15k5-146").unwrap()).collect(), 64 << 10)
+        Raid0::new("raid", (0..4).map(|_| preset("cheetah15k5-146").unwrap()).collect(), 64 << 10)
     }
 
     #[test]
