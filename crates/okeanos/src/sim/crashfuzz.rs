@@ -126,7 +126,12 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool)
         }
         let (name, ino) = inos[rng.below(inos.len() as u64) as usize].clone();
         let cur = files[&name].versions.last().expect("a version").1.clone();
-        let len = [1, 100, 128, 700, 3000, 4096, 6000][rng.below(7) as usize];
+        let mut len = [1, 100, 128, 700, 3000, 4096, 6000][rng.below(7) as usize];
+        if manylogs && rng.chance(0.25) {
+            // Larger writes, so that more blocks are owed than the 64-block cache holds: some
+            // are parked in their logs, and checkpoints copy them home.
+            len = [16_384, 40_000][rng.below(2) as usize];
+        }
         let off = if name == "/ow" { rng.below(cur.len() as u64 + 2000) } else { cur.len() as u64 };
         let byte = b'A' + (k % 26) as u8;
         let data = vec![byte; len];
