@@ -206,6 +206,16 @@ fn start(cfg: ContentConfig, journal: Journal, faults: &dyn Fn(&mut MountOptions
     (recorder, fs, files, handles)
 }
 
+/// The end of a recorded workload: everything committed, then the run as recorded.
+fn end(recorder: Arc<CrashRecorder>, fs: Okeanos, files: HashMap<String, History>, journal: Journal) -> Run {
+    fs.sync().unwrap();
+    let near_head = fs.near_head();
+    let checkpoint = fs.counters().checkpoint;
+    let end_events = recorder.event_count();
+    drop(fs);
+    Run { recorder, files, end_events, overwritten: vec![OW.to_string()], nvm: matches!(journal, Journal::Nvm { .. }), near_head, checkpoint }
+}
+
 /// A recorded workload: appends with syncs on a few streams, in-place overwrites, metadata
 /// churn, truncation; `faults` sets a canary's fault in the mount options.
 pub fn workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: &dyn Fn(&mut MountOptions), seed: u64) -> Run {
@@ -291,12 +301,7 @@ pub fn workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: &dyn F
     }
     drop(handles);
     drop(ow);
-    fs.sync().unwrap();
-    let near_head = fs.near_head();
-    let checkpoint = fs.counters().checkpoint;
-    let end_events = recorder.event_count();
-    drop(fs);
-    Run { recorder, files, end_events, overwritten: vec![OW.to_string()], nvm: matches!(journal, Journal::Nvm { .. }), near_head, checkpoint }
+    end(recorder, fs, files, journal)
 }
 
 /// The overwritten file of [`block_workload`], in blocks: more than a small cache holds.
@@ -364,10 +369,5 @@ pub fn block_workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: 
     fs.checkpoint().unwrap();
     drop(handles);
     drop(ow);
-    fs.sync().unwrap();
-    let near_head = fs.near_head();
-    let checkpoint = fs.counters().checkpoint;
-    let end_events = recorder.event_count();
-    drop(fs);
-    Run { recorder, files, end_events, overwritten: vec![OW.to_string()], nvm: matches!(journal, Journal::Nvm { .. }), near_head, checkpoint }
+    end(recorder, fs, files, journal)
 }
