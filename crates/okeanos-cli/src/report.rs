@@ -61,6 +61,7 @@ impl Bytes {
             ("journal_super", &c.journal_super),
             ("final_data", &c.final_data),
             ("final_meta", &c.final_meta),
+            ("log_swap", &c.log_swap),
         ] {
             per_kind.insert(k.to_string(), v.bytes);
         }

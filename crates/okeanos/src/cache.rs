@@ -39,7 +39,9 @@ pub struct Buffer {
     pub cp_since_ns: u64,
     /// Selective journaling: the decision for the block's current update sequence.
     pub seq: Option<Sequence>,
-    /// Parked: the NVM offset of the frozen copy that holds its data (and `cp_data`).
+    /// Parked: the NVM offset of the frozen copy that holds its data (and `cp_data`), or the
+    /// log block it was in when parked (manylogs: a swap may move it; the placement's map
+    /// says where it is now).
     pub parked: Option<u64>,
     /// A block of an O_DUR file: not written home for age (only for space, or when asked).
     pub durable: bool,

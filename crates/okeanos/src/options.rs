@@ -61,6 +61,10 @@ pub struct MountOptions {
     /// How long nothing must happen before `checkpoint=idle` checkpoints (`idle_after=`,
     /// seconds, default 2).
     pub idle_after: Duration,
+    /// Manylogs with `checkpoint=lazy|idle`: move a log over 80% full into an empty log far
+    /// from the head (`log_swap=on|off`, default on; the paper's log swapping, section III-G):
+    /// at once when it is the head's log, otherwise when the file system is idle.
+    pub log_swap: bool,
     /// Largest transaction in journal blocks (`max_tx_blocks=`; default a quarter of the journal).
     pub max_tx_blocks: Option<u64>,
     /// Delay every real I/O as a device model says (`device_model=cheetah15k|sata7200|ssd|nvm`):
@@ -123,6 +127,10 @@ pub struct MountOptions {
     /// an older version.
     #[doc(hidden)]
     pub fault_manylogs_keep_first_position: bool,
+    /// Canary (crash tests only): a manylogs swap copies into its target log without first
+    /// recording the target reserved.
+    #[doc(hidden)]
+    pub fault_manylogs_swap_unreserved: bool,
     /// Drive the journal step by step instead of from a journal thread (the simulator);
     /// operations that would wait return `FsError::WouldBlock`. Not accepted by `parse`.
     #[doc(hidden)]
@@ -153,6 +161,7 @@ impl Default for MountOptions {
             lazy_checkpoint: false,
             idle_checkpoint: false,
             idle_after: Duration::from_secs(2),
+            log_swap: true,
             max_tx_blocks: None,
             device_model: None,
             direct_io: false,
@@ -174,6 +183,7 @@ impl Default for MountOptions {
             fault_skip_remote_append: false,
             fault_manylogs_reuse_early: false,
             fault_manylogs_keep_first_position: false,
+            fault_manylogs_swap_unreserved: false,
             manual_journal: false,
             fault_skip_commit_flush: false,
         }
@@ -262,6 +272,11 @@ impl MountOptions {
                     }
                 }
                 "idle_after" => o.idle_after = secs(v)?.max(Duration::from_millis(10)),
+                "log_swap" => o.log_swap = match v {
+                    None | Some("1") | Some("on") => true,
+                    Some("0") | Some("off") => false,
+                    Some(x) => return Err(format!("option log_swap takes on or off, not {x:?}")),
+                },
                 "write_threshold" => o.write_threshold = num(v)? as usize,
                 "logged_write_size" => o.logged_write_size = Some(num(v)? as usize),
                 "commit" => {

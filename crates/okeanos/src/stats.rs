@@ -13,8 +13,8 @@ use std::sync::Mutex;
 #[derive(Default)]
 pub struct Stats {
     block_size: usize,
-    kind_blocks: [AtomicU64; 9],
-    kind_bytes: [AtomicU64; 9],
+    kind_blocks: [AtomicU64; 10],
+    kind_bytes: [AtomicU64; 10],
     records: AtomicU64,
     record_bytes: AtomicU64,
     inline_record_bytes: AtomicU64,
@@ -24,6 +24,7 @@ pub struct Stats {
     max_handles_per_commit: AtomicU64,
     checkpoints: AtomicU64,
     idle_checkpoints: AtomicU64,
+    log_swaps: AtomicU64,
     overlaps: AtomicU64,
     fallbacks: AtomicU64,
     remote_bytes: AtomicU64,
@@ -94,6 +95,8 @@ pub struct Counters {
     pub journal_super: KindCount,
     pub final_data: KindCount,
     pub final_meta: KindCount,
+    /// Log blocks moved by manylogs swaps (journal bytes).
+    pub log_swap: KindCount,
     pub journal_bytes: u64,
     pub final_bytes: u64,
     pub payload_bytes: u64,
@@ -107,6 +110,8 @@ pub struct Counters {
     pub checkpoints: u64,
     /// Checkpoints of everything that `checkpoint=idle` started after a quiet spell.
     pub idle_checkpoints: u64,
+    /// Manylogs log swaps completed (the blocks they moved are the `log_swap` kind).
+    pub log_swaps: u64,
     /// Commits and checkpoints that were in flight together (each pair counted once, by the
     /// one that started second): the checkpoint thread at work beside the journal thread.
     pub overlaps: u64,
@@ -182,6 +187,9 @@ impl Stats {
     pub fn on_log_read(&self, blocks: u64) {
         self.log_read_blocks.fetch_add(blocks, Relaxed);
     }
+    pub fn on_log_swap(&self) {
+        self.log_swaps.fetch_add(1, Relaxed);
+    }
     pub fn on_idle_checkpoint(&self) {
         self.idle_checkpoints.fetch_add(1, Relaxed);
     }
@@ -252,6 +260,7 @@ impl Stats {
             journal_super: k(BlockKind::JournalSuper),
             final_data: k(BlockKind::FinalData),
             final_meta: k(BlockKind::FinalMeta),
+            log_swap: k(BlockKind::LogSwap),
             journal_bytes,
             final_bytes,
             payload_bytes: self.payload_bytes.load(Relaxed),
@@ -264,6 +273,7 @@ impl Stats {
             syncs_per_commit: per(syncs),
             checkpoints: self.checkpoints.load(Relaxed),
             idle_checkpoints: self.idle_checkpoints.load(Relaxed),
+            log_swaps: self.log_swaps.load(Relaxed),
             overlaps: self.overlaps.load(Relaxed),
             fallbacks: self.fallbacks.load(Relaxed),
             remote_bytes: self.remote_bytes.load(Relaxed),
@@ -316,6 +326,7 @@ impl Counters {
             journal_super: self.journal_super.minus(&base.journal_super),
             final_data: self.final_data.minus(&base.final_data),
             final_meta: self.final_meta.minus(&base.final_meta),
+            log_swap: self.log_swap.minus(&base.log_swap),
             journal_bytes: self.journal_bytes - base.journal_bytes,
             final_bytes: self.final_bytes - base.final_bytes,
             payload_bytes: self.payload_bytes - base.payload_bytes,
@@ -328,6 +339,7 @@ impl Counters {
             syncs_per_commit: per(syncs as f64),
             checkpoints: self.checkpoints - base.checkpoints,
             idle_checkpoints: self.idle_checkpoints - base.idle_checkpoints,
+            log_swaps: self.log_swaps - base.log_swaps,
             overlaps: self.overlaps - base.overlaps,
             fallbacks: self.fallbacks - base.fallbacks,
             remote_bytes: self.remote_bytes - base.remote_bytes,
@@ -370,6 +382,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("okeanos_checkpoint_copied_total", "counter", "of those blocks, the ones copied home from a log (manylogs: not in the cache)"),
     ("okeanos_checkpoint_skipped_total", "counter", "logged copies of released transactions that no checkpoint wrote: superseded by a newer copy, or the block freed"),
     ("okeanos_log_reads_total", "counter", "blocks parked in a log read back for a read or a change (manylogs)"),
+    ("okeanos_log_swaps_total", "counter", "logs moved whole to an empty log (manylogs log swapping)"),
     ("okeanos_block_bytes_total", "counter", "bytes written, by kind of block (label kind)"),
     ("okeanos_blocks_total", "counter", "blocks written, by kind (label kind)"),
     ("okeanos_device_bytes_written_total", "counter", "bytes the engine wrote to a device (label device: fs or journal)"),
@@ -409,6 +422,7 @@ impl Counters {
             ("okeanos_checkpoint_copied_total", self.checkpoint.copied),
             ("okeanos_checkpoint_skipped_total", self.checkpoint.skipped),
             ("okeanos_log_reads_total", self.checkpoint.log_reads),
+            ("okeanos_log_swaps_total", self.log_swaps),
         ] {
             help(&mut o, name);
             let _ = writeln!(o, "{name} {v}");
@@ -423,6 +437,7 @@ impl Counters {
             ("journal_super", &self.journal_super),
             ("final_data", &self.final_data),
             ("final_meta", &self.final_meta),
+            ("log_swap", &self.log_swap),
         ];
         help(&mut o, "okeanos_block_bytes_total");
         for (k, c) in kinds {

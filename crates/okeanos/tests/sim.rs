@@ -142,6 +142,18 @@ fn crash_fuzzing_finds_nothing_and_the_canary_fails_it() {
     assert!(caught > 0, "skipping the commit flush must produce violations");
 }
 
+/// Seeds that found a bug once, kept as regressions. 1313: a manylogs log swapped into a log
+/// that held stale copies of newer transactions (from an earlier swap out of it); recovery took
+/// them, past the moved transactions, for committed ones and reported damage (the log table's
+/// `durable` and the past-end rule, journal/recovery.rs).
+#[test]
+fn seeds_that_once_failed_stay_clean() {
+    let modes: Vec<ContentConfig> = crashfuzz::ALL.iter().map(|m| ContentConfig::parse(m).unwrap()).collect();
+    let r = crashfuzz::run_seed(1313, &modes, 8, false).unwrap();
+    assert!(r.swaps >= 2, "the run no longer swaps logs: {r:?}");
+    assert!(r.violations.is_empty(), "{:?}", r.violations);
+}
+
 #[test]
 fn timed_emulation_mounts_and_refuses_unknown_models() {
     let dir = tempfile::tempdir().unwrap();

@@ -484,7 +484,7 @@ impl DirEnv {
             Some(v) => {
                 let g = |k: &str| v[k].as_u64();
                 let mut b = Bytes { payload_bytes: 0, journal_bytes: g("journal_bytes"), final_bytes: g("final_bytes"), per_kind: Default::default() };
-                for k in ["descriptor", "commit", "revoke", "multiwrite", "journal_data", "journal_meta", "journal_super", "final_data", "final_meta"] {
+                for k in ["descriptor", "commit", "revoke", "multiwrite", "journal_data", "journal_meta", "journal_super", "final_data", "final_meta", "log_swap"] {
                     if let Some(x) = v[k]["bytes"].as_u64() {
                         b.per_kind.insert(k.to_string(), x);
                     }

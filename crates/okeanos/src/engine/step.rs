@@ -22,6 +22,8 @@ pub enum JournalWork {
     Fallback { fallback: crate::journal::fallback::FallbackPlan, commit: crate::journal::commit::CommitPlan, started_ns: u64 },
     /// A host that fell back returns to its journal server.
     Return { io: crate::journal::plan::IoPlan, epoch: u64 },
+    /// A manylogs log swap (in a checkpoint's place).
+    Swap(crate::journal::swap::SwapPlan),
 }
 
 /// How often a host that fell back tries to return to its server (when its local journal is
@@ -38,6 +40,7 @@ impl JournalWork {
             JournalWork::Checkpoint(p) => &p.io,
             JournalWork::Fallback { fallback, .. } => &fallback.io,
             JournalWork::Return { io, .. } => io,
+            JournalWork::Swap(p) => &p.io,
         }
     }
 }
@@ -270,6 +273,20 @@ impl Okeanos {
             core.force_checkpoint = None;
             self.inner.wake_all();
         }
+        // Quiet: nothing changed and nothing was read from the disk for `idle_after`.
+        let activity = core.fs.dirty_epoch + core.fs.read_misses;
+        if activity != core.idle_seen.0 {
+            core.idle_seen = (activity, now);
+        }
+        if opts.lazy_checkpoint && opts.log_swap && !core.stop {
+            // A crowded log moved to an empty one (manylogs): the head's at once, any other
+            // when quiet (journal/swap.rs).
+            let idle = now.saturating_sub(core.idle_seen.1) >= opts.idle_after.as_nanos() as u64;
+            if let Some(plan) = core.fs.journal.swap_begin(idle) {
+                core.checkpointing = Some(Default::default());
+                return Some(JournalStep::Work(JournalWork::Swap(plan)));
+            }
+        }
         if core.want_space || core.fs.journal.space_low() {
             let target = core.fs.journal.placement.checkpoint_target();
             if let Err(step) = self.unpark_for(core, CheckpointGoal::Space { target_free: target }) {
@@ -288,12 +305,8 @@ impl Okeanos {
         if now >= core.next_writeback_ns {
             core.next_writeback_ns = now + opts.writeback_period.as_nanos() as u64;
             if opts.idle_checkpoint {
-                // Idle: nothing changed and nothing was read from the disk since the last
-                // look, for `idle_after`, with transactions still owing blocks.
-                let activity = core.fs.dirty_epoch + core.fs.read_misses;
-                if activity != core.idle_seen.0 {
-                    core.idle_seen = (activity, now);
-                } else if now.saturating_sub(core.idle_seen.1) >= opts.idle_after.as_nanos() as u64 && !core.fs.journal.log.is_empty() {
+                // Idle for `idle_after` (above), with transactions still owing blocks.
+                if now.saturating_sub(core.idle_seen.1) >= opts.idle_after.as_nanos() as u64 && !core.fs.journal.log.is_empty() {
                     // Everything owed, whatever its age, in the bounded steps of age-based
                     // writeback (O_DUR blocks stay logged).
                     core.expiring = Some(u64::MAX);
@@ -405,7 +418,7 @@ impl Okeanos {
         let now = inner.clock.now_ns();
         // The other lane may be waiting for this step (a clash, or space held by a commit).
         match &work {
-            JournalWork::Checkpoint(_) => {
+            JournalWork::Checkpoint(_) | JournalWork::Swap(_) => {
                 core.checkpointing = None;
                 inner.jcv.notify_one();
             }
@@ -441,6 +454,10 @@ impl Okeanos {
                 core.return_backoff_ns = (core.return_backoff_ns * 2).min(RETURN_RETRY_MAX_NS);
                 core.next_return_ns = now + core.return_backoff_ns;
             }
+            (JournalWork::Swap(plan), Ok(())) => {
+                core.fs.journal.swap_finish(plan);
+                inner.stats.on_log_swap();
+            }
             (JournalWork::Checkpoint(plan), Ok(())) => {
                 let Core { fs, .. } = &mut *core;
                 fs.journal.checkpoint_finish(&mut fs.cache, plan);
@@ -475,6 +492,7 @@ impl Okeanos {
                     JournalWork::Fallback { commit, .. } => format!("commit of transaction {} failed on the journal server, then in the local journal: {e}", commit.tid),
                     JournalWork::Checkpoint(_) => format!("checkpoint failed: {e}"),
                     JournalWork::Return { .. } => format!("returning to the journal server failed: {e}"),
+                    JournalWork::Swap(_) => format!("log swap failed: {e}"),
                 };
                 self.abort(core, why);
             }

@@ -10,7 +10,8 @@
 use super::{invalid, need, FormatError, Le};
 
 pub const LOG_TABLE_MAGIC: u64 = u64::from_le_bytes(*b"OKMLTAB1");
-pub const LOG_TABLE_VERSION: u32 = 1;
+/// Version 2 added `durable` (bytes 56..60, zero in version 1, which reads as "floor - 1").
+pub const LOG_TABLE_VERSION: u32 = 2;
 /// Bytes before the first entry.
 pub const HEADER_LEN: usize = 64;
 /// Bytes of one log's entry.
@@ -46,6 +47,11 @@ pub struct LogTable {
     /// Every committed transaction with this tid or a higher one is in a log at or after that
     /// log's `tail`; older ones are at their final locations. The next tid when all are empty.
     pub floor: u64,
+    /// The newest transaction that was durable when the table was planned (at least
+    /// `floor - 1`): a transaction recovery finds past a log's recorded end must be newer, since
+    /// everything at or below it in that log lies before the end. Older ones there are stale
+    /// (copies a log swap left, a log's earlier pass). Stored as `durable + 1 - floor`.
+    pub durable: u64,
     /// Blocks of every log.
     pub log_blocks: u32,
     pub fs_uuid: [u8; 16],
@@ -73,6 +79,8 @@ impl LogTable {
         Le::put_u32(out, 12, self.flags);
         Le::put_u64(out, 16, self.seq);
         Le::put_u64(out, 24, self.floor);
+        assert!(self.durable + 1 >= self.floor, "everything below the floor is durable");
+        Le::put_u32(out, 56, u32::try_from(self.durable + 1 - self.floor).expect("live tids fit the logs' blocks"));
         Le::put_u32(out, 32, self.logs.len() as u32);
         Le::put_u32(out, 36, self.log_blocks);
         out[40..56].copy_from_slice(&self.fs_uuid);
@@ -101,7 +109,7 @@ impl LogTable {
         }
         let version = Le::u32(b, 8);
         let fl = Le::u32(b, 12);
-        if version != LOG_TABLE_VERSION || fl & !flags::KNOWN != 0 {
+        if !(1..=LOG_TABLE_VERSION).contains(&version) || fl & !flags::KNOWN != 0 {
             return Err(FormatError::Unsupported { what: W, version, features: fl });
         }
         let count = Le::u32(b, 32);
@@ -131,7 +139,13 @@ impl LogTable {
         if floor == 0 {
             return Err(invalid(W, "floor tid 0"));
         }
-        Ok(LogTable { flags: fl, seq: Le::u64(b, 16), floor, log_blocks, fs_uuid, logs: out })
+        // At most one live transaction per log block.
+        let past = Le::u32(b, 56) as u64;
+        if past > logs as u64 * log_blocks as u64 + 1 {
+            return Err(invalid(W, format!("{past} durable transactions past the floor do not fit its logs")));
+        }
+        let durable = floor - 1 + past;
+        Ok(LogTable { flags: fl, seq: Le::u64(b, 16), floor, durable, log_blocks, fs_uuid, logs: out })
     }
 }
 
@@ -144,6 +158,7 @@ mod tests {
             flags: 0,
             seq: 7,
             floor: 42,
+            durable: 50,
             log_blocks: 300,
             fs_uuid: [5; 16],
             logs: (0..600).map(|i| LogEntry { tail: i % 300, end: (i * 7) % 300, tail_tid: i as u64 * 3 }).collect(),

@@ -45,7 +45,11 @@ impl<'a> Fs<'a> {
     fn load_bitmap(&mut self, g: u32, inode: bool) -> FsResult<u64> {
         let gd = &self.st.gdt[g as usize];
         let (blk, want) = if inode { (gd.inode_bitmap, gd.inode_bitmap_crc) } else { (gd.block_bitmap, gd.block_bitmap_crc) };
-        if !self.st.cache.contains(blk) {
+        if self.st.cache.contains(blk) {
+            // Cached, but it may be parked (its newest version only in NVM or a log): loaded
+            // back, checked against its journal hash.
+            self.st.unpark(blk)?;
+        } else {
             let data = self.block(blk, BufKind::Meta)?.to_vec();
             let got = bitmap_crc(g, &data);
             if got != want {

@@ -366,6 +366,7 @@ pub fn mkfs(dev: &dyn Device, journal_dev: Option<&dyn Device>, o: &MkfsOptions)
             flags: crate::format::logtable::flags::CLEAN,
             seq: 0,
             floor: 1,
+            durable: 0,
             log_blocks: sb.log_area_blocks,
             fs_uuid: sb.uuid,
             logs: vec![Default::default(); sb.group_count as usize],

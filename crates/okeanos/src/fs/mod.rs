@@ -203,6 +203,8 @@ impl FsState {
         match self.parking.as_ref().expect("only a journal that parks buffers parks them") {
             Parking::Nvm(nvm) => nvm.load(at, &mut data)?,
             Parking::Logs(dev) => {
+                // Where the block is now: a log swap may have moved it since it was parked.
+                let at = self.journal.placement.frozen_copy(block).unwrap_or(at);
                 dev.read_at(at * data.len() as u64, &mut data)?;
                 let expect = self.journal.placement.frozen_hash(block);
                 if expect != Some(crate::format::journal::data_hash(block, 0, &data)) {

@@ -14,7 +14,7 @@
 //! superblock's new tail), durably, before the space is reused.
 
 use super::placement::Kept;
-use super::plan::{BlockKind, DevId, IoCopy, IoPlan, IoStage, IoWrite};
+use super::plan::{BlockKind, CopyCheck, DevId, IoCopy, IoPlan, IoStage, IoWrite};
 use super::transaction::{Tid, TxState};
 use super::Journal;
 use crate::cache::{BufKind, Cache};
@@ -137,9 +137,11 @@ impl Journal {
             let tid = buf.cp_tid.expect("owed block has an owner");
             let kind = if buf.kind == BufKind::Data { BlockKind::FinalData } else { BlockKind::FinalMeta };
             match buf.parked {
-                Some(at) if self.placement.parks_on_device() => {
+                Some(_) if self.placement.parks_on_device() => {
+                    // Where it is now (a log swap may have moved it since it was parked).
+                    let at = self.placement.frozen_copy(b).expect("a block parked in a log is mapped");
                     let hash = self.placement.frozen_hash(b).expect("a block parked in a log is mapped");
-                    copies.push((IoCopy { from: (DevId::Fs, at), to: (DevId::Fs, b), hash, kind }, tid));
+                    copies.push((IoCopy { from: (DevId::Fs, at), to: (DevId::Fs, b), check: CopyCheck::Tag(hash), kind }, tid));
                 }
                 Some(_) => panic!("block {b} is parked in NVM: the engine loads it before the checkpoint"),
                 None => {

@@ -18,6 +18,7 @@ pub mod placement;
 pub mod plan;
 pub mod recovery;
 pub mod revoke;
+pub mod swap;
 pub mod transaction;
 
 #[cfg(test)]

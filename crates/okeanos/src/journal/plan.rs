@@ -72,10 +72,12 @@ pub enum BlockKind {
     JournalSuper,
     FinalData,
     FinalMeta,
+    /// A log block moved to another log by a swap (manylogs).
+    LogSwap,
 }
 
 impl BlockKind {
-    pub const ALL: [BlockKind; 9] = [
+    pub const ALL: [BlockKind; 10] = [
         BlockKind::Descriptor,
         BlockKind::Commit,
         BlockKind::Revoke,
@@ -85,6 +87,7 @@ impl BlockKind {
         BlockKind::JournalSuper,
         BlockKind::FinalData,
         BlockKind::FinalMeta,
+        BlockKind::LogSwap,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -97,6 +100,7 @@ impl BlockKind {
             BlockKind::JournalSuper => "journal_super",
             BlockKind::FinalData => "final_data",
             BlockKind::FinalMeta => "final_meta",
+            BlockKind::LogSwap => "log_swap",
         }
     }
     pub fn is_journal(self) -> bool {
@@ -116,16 +120,37 @@ pub struct IoWrite {
     pub kind: BlockKind,
 }
 
-/// A block read from one place and written to another: a checkpoint of a block whose newest
-/// committed version is only in a log (manylogs, parked out of the cache) reads it there and
-/// writes it home. The read is checked: `hash` is the journal tag's data hash of the copy
-/// (`format::journal::data_hash(to.1, 0, data)`); a mismatch fails the plan.
+/// A block read from one place and written to another, the read checked before the write:
+/// a checkpoint of a block whose newest committed version is only in a log (manylogs, parked
+/// out of the cache) reads it there and writes it home; a log swap moves a log's blocks to
+/// another log. A mismatch fails the plan.
 #[derive(Debug, Clone)]
 pub struct IoCopy {
     pub from: (DevId, u64),
     pub to: (DevId, u64),
-    pub hash: u32,
+    pub check: CopyCheck,
     pub kind: BlockKind,
+}
+
+/// What a copy's read must match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyCheck {
+    /// The journal tag's data hash of a logged block going home
+    /// (`format::journal::data_hash(to.1, 0, data)`).
+    Tag(u32),
+    /// The CRC32C of the block as it was written to the log (any journal block: descriptors,
+    /// commits, logged data), for a copy from one log to another.
+    Crc(u32),
+}
+
+impl CopyCheck {
+    /// Whether `data`, read for a copy to file-system block `to`, is what was written.
+    pub fn matches(self, to: u64, data: &[u8]) -> bool {
+        match self {
+            CopyCheck::Tag(h) => crate::format::journal::data_hash(to, 0, data) == h,
+            CopyCheck::Crc(c) => crc32c::crc32c(data) == c,
+        }
+    }
 }
 
 /// Copies, then writes that may be issued in any order, then flushes of the listed devices. A

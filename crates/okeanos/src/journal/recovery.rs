@@ -157,6 +157,11 @@ pub struct Scan {
     /// Interleaved logs (manylogs): at a transaction boundary any tid from `expected` up to
     /// this bound (exclusive) is accepted, not only `expected`.
     increasing: Option<Tid>,
+    /// Interleaved logs: blocks from the scan's start to the log's recorded end, and the
+    /// lowest tid a transaction beginning at or past it may have (older ones are stale).
+    past_end: Option<(u64, Tid)>,
+    /// Where the scan started.
+    start_pos: u64,
     budget: u64,
     phase: Phase,
     cur: Option<Partial>,
@@ -175,8 +180,9 @@ impl Scan {
     /// The scan of a placement's log from where its recovery starts.
     pub fn new(start: &RecoveryStart, fs_blocks: u64) -> Self {
         let mut scan = Scan::at(start.region, fs_blocks, start.multiwrite, start.pos, start.tid);
-        if start.interleaved.is_some() {
+        if let Some(i) = start.interleaved {
             scan.increasing = Some(start.tid_bound);
+            scan.past_end = Some((start.region.distance(start.pos, i.end), i.past_end_min));
         }
         scan
     }
@@ -190,6 +196,8 @@ impl Scan {
             pos,
             expected: tid,
             increasing: None,
+            past_end: None,
+            start_pos: pos,
             budget: region.ring_len(),
             phase: Phase::Header,
             cur: None,
@@ -217,6 +225,11 @@ impl Scan {
     /// Tid of the last committed transaction (`first_tid - 1` if none).
     pub fn end_tid(&self) -> Tid {
         self.txs.last().map_or(self.first_tid.saturating_sub(1), |t| t.tid)
+    }
+
+    /// Whether log position `pos` is at or past the recorded end (interleaved logs).
+    fn is_past_end(&self, pos: u64) -> bool {
+        self.past_end.is_some_and(|(end, _)| self.region.distance(self.start_pos, pos) >= end)
     }
 
     /// Ends the scan at a block that failed its checks.
@@ -310,6 +323,9 @@ impl Scan {
             return self.stop(format!("no journal header at {pos}"));
         };
         let opens = self.cur.is_none() && matches!(kind, JBlockType::Descriptor | JBlockType::Revoke | JBlockType::Commit);
+        if opens && self.is_past_end(pos) && self.past_end.is_some_and(|(_, min)| tid < min) {
+            return self.stop(format!("block at {pos} has tid {tid}, older than every transaction that can follow the log's recorded end (stale)"));
+        }
         if opens && self.increasing.is_some_and(|bound| tid > expected && tid < bound) {
             // Interleaved logs: the next transaction of this log, whatever its tid.
             self.expected = tid;
@@ -451,11 +467,18 @@ impl Probe {
     pub fn after(scan: &Scan, block_size: usize) -> Option<Probe> {
         let start = scan.fail_start?;
         let max_gap = 2 * Descriptor::capacity(block_size) as u64 + 2;
+        // Past an interleaved log's recorded end, only transactions newer than everything
+        // durable then can be committed ones: older headers there are stale, like lower tids
+        // of an earlier pass.
+        let failed_tid = match scan.past_end {
+            Some((_, min)) if scan.is_past_end(start) => scan.expected.max(min),
+            _ => scan.expected,
+        };
         Some(Probe {
             region: scan.region,
             fs_blocks: scan.fs_blocks,
             multiwrite: scan.multiwrite,
-            failed_tid: scan.expected,
+            failed_tid,
             failed_pos: start,
             reason: scan.end_reason.clone(),
             // From the failed block itself: it may be a newer transaction's header, or a

@@ -214,7 +214,7 @@ fn read_copies(copies: &[IoCopy], devs: &Devices, stats: &Stats) -> Result<Vec<I
         let dev = devs.get(first.from.0);
         dev.read_at(first.from.1 * bs as u64, &mut buf)?;
         for (c, data) in order[k..end].iter().zip(buf.chunks(bs)) {
-            if jf::data_hash(c.to.1, 0, data) != c.hash {
+            if !c.check.matches(c.to.1, data) {
                 return Err(DeviceError::Io {
                     device: format!("{:?}", c.from.0),
                     op: "read",
@@ -333,7 +333,7 @@ pub fn recover(
         txs.append(&mut scan.txs);
     }
     if interleaved {
-        let floor = starts[0].tid;
+        let floor = starts[0].interleaved.map_or(starts[0].tid, |i| i.floor);
         let (kept, d) = recovery::merge_interleaved(txs, floor, log_damage);
         txs = kept;
         damage = d;

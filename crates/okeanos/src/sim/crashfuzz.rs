@@ -38,6 +38,8 @@ pub struct RunReport {
     pub overlaps: u64,
     /// Blocks checkpoints copied home from manylogs logs (parked out of the cache).
     pub copied: u64,
+    /// Manylogs log swaps during the workload.
+    pub swaps: u64,
 }
 
 const MB: u64 = 1 << 20;
@@ -88,8 +90,10 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool)
     let mut wc = world_config(cfg, canary, external, manylogs, slow_disk);
     // Half the manylogs runs checkpoint lazily: blocks stay logged until the logs fill, so
     // more of them are parked and copied home from the logs.
-    if manylogs && rng.chance(0.5) {
+    let wc_lazy = manylogs && rng.chance(0.5);
+    if wc_lazy {
         wc.mount.lazy_checkpoint = true;
+        wc.mount.idle_after = Duration::from_millis(500);
     }
     let mkfs = MkfsOptions { journal_blocks: 256, manylogs, blocks_per_group: manylogs.then_some(MANYLOGS_GROUP), log_area_blocks: if manylogs { 256 } else { 0 }, ..Default::default() };
     let (fs0, j0) = World::format(&wc, &mkfs).map_err(|e| e.to_string())?;
@@ -117,7 +121,12 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool)
         files.insert(name.clone(), History { created_at: at, versions: vec![(at, Vec::new())], acks: vec![] });
         inos.push((name, ino));
     }
-    let ops = 15 + rng.below(45) as usize;
+    let mut ops = 15 + rng.below(45) as usize;
+    if wc_lazy {
+        // Long enough for logs to fill past 80%: they are swapped (with a quiet spell, any
+        // crowded one), beside commits.
+        ops += 80;
+    }
     for k in 0..ops {
         if manylogs && rng.chance(0.3) {
             // Large I/O elsewhere: the head moves, and commits go to another group's log.
@@ -174,9 +183,10 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool)
     let events = rec.event_count();
     let overlaps = w.fs.counters().overlaps;
     let copied = w.fs.checkpoint_counts().copied;
+    let swaps = w.fs.near_head().map_or(0, |n| n.swaps);
     drop(w);
     let journal = if external { "external" } else if manylogs { "manylogs" } else { "internal" };
-    let mut report = RunReport { seed, mode: cfg.name(), journal, ops, events, states: 0, violations: Vec::new(), overlaps, copied };
+    let mut report = RunReport { seed, mode: cfg.name(), journal, ops, events, states: 0, violations: Vec::new(), overlaps, copied, swaps };
     for p in 0..points {
         // Crash points: uniform over the run, with some right after flushes and acks.
         let k = if p % 3 == 2 {
@@ -200,7 +210,13 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool)
         let fimg = images.remove(0);
         report.states += 1;
         if let Err(e) = recover_and_check(cfg, &files, &overwritten, k, fimg, jimg) {
-            report.violations.push(format!("seed {seed} ({}, {journal} journal): {}: {e}", cfg.name(), st.label));
+            // Why recovery found damage, if it did: from the crashed image built again (the
+            // failed mount recorded the damage in it).
+            let mut again = rec.build(&st);
+            let j = external.then(|| Arc::new(MemDevice::from_bytes(again.remove(1))) as Arc<dyn Device>);
+            let dump = crate::inspect::dump_journal(Arc::new(MemDevice::from_bytes(again.remove(0))) as Arc<dyn Device>, j);
+            let why = dump.ok().and_then(|d| d.damage).map_or(String::new(), |d| format!(" (damage: {})", d.reason));
+            report.violations.push(format!("seed {seed} ({}, {journal} journal): {}: {e}{why}", cfg.name(), st.label));
         }
     }
     Ok(report)

@@ -27,7 +27,8 @@
 
 use super::{Extent, Kept, LogRegion, Placement, Records, RecoveryStart, RegionKind, Stage};
 use crate::format::logtable::{flags, LogEntry, LogTable};
-use crate::journal::plan::{BlockKind, DevId, IoWrite};
+use crate::journal::checkpoint::COPY_SLICE_BLOCKS;
+use crate::journal::plan::{BlockKind, CopyCheck, DevId, IoCopy, IoStage, IoWrite};
 use crate::journal::transaction::Tid;
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -106,8 +107,40 @@ struct Log {
     /// is an empty log (one block always stays free).
     head: u64,
     tail: u64,
-    /// Its transactions, oldest first: tid, first and past-the-end position.
-    txs: VecDeque<(Tid, u64, u64)>,
+    /// Its transactions, oldest first.
+    txs: VecDeque<Placed>,
+    /// Transactions with lower tids found in this log's space are stale, even at or above the
+    /// table's floor: a swap moved them to another log (recorded as the tail tid of the log
+    /// while it is empty; 0: none).
+    min_tid: Tid,
+    /// Filled by a swap and no commit since: cold, so a quiet spell does not move it again.
+    swapped_in: bool,
+}
+
+/// One transaction in a log.
+#[derive(Debug)]
+struct Placed {
+    tid: Tid,
+    /// First and past-the-end position.
+    start: u64,
+    end: u64,
+    /// CRC32C of each of its blocks as written, in log order: a swap checks what it reads.
+    crcs: Vec<u32>,
+}
+
+/// A swap in flight: `from`'s transactions are being copied to `to` (both logs take no
+/// commits until it completes).
+#[derive(Debug, Clone, Copy)]
+struct Swap {
+    from: usize,
+    to: usize,
+    /// `from`'s tail when planned: position `p` of it goes to `(p - tail) mod length` of `to`.
+    tail: u64,
+    blocks: u64,
+    /// Above every tid in either log: the tail tid both are recorded with while empty.
+    min_tid: Tid,
+    /// The table that completes the swap.
+    seq: u64,
 }
 
 /// Commits placed, and how many landed in the log of the head's group or a neighbour's.
@@ -121,6 +154,9 @@ pub struct NearHead {
     pub wraps: u64,
     /// Transactions that went to another log than the one before.
     pub switches: u64,
+    /// Log swaps completed, and the log blocks they moved.
+    pub swaps: u64,
+    pub swap_blocks: u64,
 }
 
 #[derive(Debug)]
@@ -143,6 +179,8 @@ pub struct Manylogs {
     /// The log the last transaction went to (where the head is when no position is known).
     last_log: usize,
     pub near_head: NearHead,
+    /// The swap in flight.
+    swapping: Option<Swap>,
     /// The in-memory map of logged blocks (the paper's MTL, section III-E): each block whose
     /// newest committed version was logged whole and unescaped, with the device block that
     /// holds it, its transaction and the tag's data hash. The cache may drop such a block's
@@ -157,6 +195,10 @@ pub struct Manylogs {
     /// Canary: a block logged whole again keeps the position of its first logged copy, so a
     /// parked block loads, and a checkpoint copies home, an older version.
     pub fault_keep_first_position: bool,
+    /// Canary: a swap copies into its target log without first recording the target reserved,
+    /// so a crash during the copy leaves copies that the durable table lets recovery take for
+    /// live transactions (torn ones among them).
+    pub fault_swap_unreserved: bool,
 }
 
 /// Where a logged block's newest committed version is.
@@ -174,7 +216,7 @@ impl Manylogs {
     pub fn new(geo: Geometry, table: LogTable) -> Self {
         let logs = (0..geo.log_starts.len()).map(|_| Log::default()).collect();
         let (durable_seq, planned_seq) = (Cell::new(table.seq), Cell::new(table.seq));
-        Manylogs { geo, logs, mounted: table, durable_seq, planned_seq, durable: 0, position: None, last_log: 0, near_head: NearHead::default(), map: Default::default(), fault_reuse_before_table: false, fault_keep_first_position: false }
+        Manylogs { geo, logs, mounted: table, durable_seq, planned_seq, durable: 0, position: None, last_log: 0, near_head: NearHead::default(), swapping: None, map: Default::default(), fault_reuse_before_table: false, fault_keep_first_position: false, fault_swap_unreserved: false }
     }
 
     /// The table's floor as read at mount: after a clean unmount, the next tid.
@@ -191,7 +233,11 @@ impl Manylogs {
         }
     }
 
+    /// Blocks log `i` can take now (none while a swap moves its contents or fills it).
     fn free_in(&self, i: usize) -> u64 {
+        if self.swapping.is_some_and(|s| s.from == i || s.to == i) {
+            return 0;
+        }
         self.geo.log_blocks - 1 - self.used(i)
     }
 
@@ -242,15 +288,47 @@ impl Manylogs {
             .logs
             .iter()
             .map(|l| {
-                let live: Vec<&(Tid, u64, u64)> = l.txs.iter().filter(|t| t.0 >= floor).collect();
-                let (tail, tail_tid) = live.first().map_or((l.head, 0), |t| (t.1, t.0));
-                let end = live.iter().filter(|t| t.0 <= self.durable).last().map_or(tail, |t| t.2);
+                let live: Vec<&Placed> = l.txs.iter().filter(|t| t.tid >= floor).collect();
+                // An empty log names the tid below which what it holds is stale, if a swap
+                // left copies at or above the floor there.
+                let (tail, tail_tid) = live.first().map_or((l.head, if l.min_tid > floor { l.min_tid } else { 0 }), |t| (t.start, t.tid));
+                let end = live.iter().filter(|t| t.tid <= self.durable).last().map_or(tail, |t| t.end);
                 LogEntry { tail: tail as u32, end: end as u32, tail_tid }
             })
             .collect();
         let seq = self.durable_seq.get() + 1;
         self.planned_seq.set(seq);
-        LogTable { flags: if clean { flags::CLEAN } else { 0 }, seq, floor, log_blocks: self.geo.log_blocks as u32, fs_uuid: self.geo.fs_uuid, logs }
+        let durable = self.durable.max(floor - 1);
+        LogTable { flags: if clean { flags::CLEAN } else { 0 }, seq, floor, durable, log_blocks: self.geo.log_blocks as u32, fs_uuid: self.geo.fs_uuid, logs }
+    }
+
+    /// Over 80% full: a log the paper swaps (section III-G).
+    fn crowded(&self, i: usize) -> bool {
+        self.used(i) * 5 > self.geo.log_blocks * 4
+    }
+
+    /// The log to move and the log to move it to, if a swap is due: with `idle`, the fullest
+    /// crowded log that commits filled (not one a swap filled), else the head's if crowded;
+    /// its transactions all durable (a commit in
+    /// flight is not copied). The target is an empty log, the one farthest from the head
+    /// (the paper's cold log). The logs not taking part must keep room for the largest
+    /// transaction and a quarter of a log, so commits go on beside the swap.
+    fn swap_choice(&self, idle: bool, max_tx: u64) -> Option<(usize, usize)> {
+        if self.swapping.is_some() {
+            return None;
+        }
+        let movable = |i: usize| self.crowded(i) && self.logs[i].txs.back().is_some_and(|t| t.tid <= self.durable);
+        let from = if idle {
+            (0..self.logs.len()).filter(|&i| movable(i) && !self.logs[i].swapped_in).max_by_key(|&i| (self.used(i), std::cmp::Reverse(i)))?
+        } else {
+            Some(self.head_log()).filter(|&h| movable(h))?
+        };
+        let b = self.head_block();
+        let to = (0..self.logs.len())
+            .filter(|&i| i != from && self.logs[i].txs.is_empty())
+            .max_by_key(|&i| (self.geo.log_starts[i].abs_diff(b), std::cmp::Reverse(i)))?;
+        let room = (0..self.logs.len()).filter(|&i| i != from && i != to).map(|i| self.free_in(i)).max().unwrap_or(0);
+        (room >= self.geo.log_blocks / 4 + max_tx).then_some((from, to))
     }
 
     /// The write of `table` into the copy its sequence names, then the flush.
@@ -344,7 +422,9 @@ impl Placement for Manylogs {
         let start = log.head;
         let mut pos = start;
         let mut writes = Vec::with_capacity(records.blocks.len());
+        let mut crcs = Vec::with_capacity(records.blocks.len());
         for (data, kind) in records.blocks {
+            crcs.push(crc32c::crc32c(&data));
             writes.push(IoWrite { dev: DevId::Fs, block: region.device_block(pos), data, kind });
             pos = region.next(pos);
         }
@@ -366,7 +446,8 @@ impl Placement for Manylogs {
             self.near_head.wraps += 1;
         }
         log.head = pos;
-        log.txs.push_back((records.tid, start, pos));
+        log.swapped_in = false;
+        log.txs.push_back(Placed { tid: records.tid, start, end: pos, crcs });
         self.near_head.switches += (i != self.last_log) as u64;
         self.last_log = i;
         (Stage { writes, flush: vec![DevId::Fs], remote: Vec::new(), nvm: Vec::new() }, Extent { start: encode(i, start), end: encode(i, pos), blocks: n })
@@ -374,6 +455,95 @@ impl Placement for Manylogs {
 
     fn on_durable(&mut self, tid: Tid) {
         self.durable = self.durable.max(tid);
+    }
+
+    /// A swap moves log `from`'s transactions, block for block, to the start of the empty log
+    /// `to` (the blocks are position-independent), in three steps, each flushed:
+    ///
+    /// 1. a table recording `to` empty with tail tid `min` (above every tid either holds):
+    ///    from then on nothing recovery finds in `to` below `min` counts, so the copies in
+    ///    flight are stale to it, torn or whole;
+    /// 2. the copies, each read checked against the CRC of what was written;
+    /// 3. a table recording `to` holding the transactions and `from` empty with tail tid
+    ///    `min`, so its old contents are stale in turn.
+    ///
+    /// A crash before step 3 is durable leaves `from` as the table names it and `to` ignored;
+    /// after it, the reverse. Neither log takes commits until [`Placement::swapped`], so `from`
+    /// is reused only after the table that moved its transactions is durable.
+    fn swap_begin(&mut self, kept: Kept, idle: bool, max_tx: u64) -> Option<(Vec<IoStage>, u64)> {
+        let (from, to) = self.swap_choice(idle, max_tx)?;
+        let l = &self.logs[from];
+        let blocks = self.used(from);
+        let min_tid = kept.next_tid;
+        let first = l.txs.front().expect("a crowded log holds transactions").tid;
+        assert!(l.txs.iter().all(|t| t.tid >= kept.oldest.map_or(min_tid, |o| o.0) && t.tid < min_tid), "a log holds live tids below the next");
+        let mut reserve = self.table_after(kept, false);
+        reserve.logs[to] = LogEntry { tail: 0, end: 0, tail_tid: min_tid };
+        let mut moved = reserve.clone();
+        if !self.fault_swap_unreserved {
+            moved.seq += 1;
+        }
+        moved.logs[to] = LogEntry { tail: 0, end: blocks as u32, tail_tid: first };
+        moved.logs[from] = LogEntry { tail: l.head as u32, end: l.head as u32, tail_tid: min_tid };
+
+        let (src, dst) = (self.geo.region(from), self.geo.region(to));
+        let mut copies = Vec::with_capacity(blocks as usize);
+        let mut pos = l.tail;
+        for t in &l.txs {
+            assert_eq!(t.start, pos, "a log's transactions are contiguous");
+            for &crc in &t.crcs {
+                copies.push(IoCopy { from: (DevId::Fs, src.device_block(pos)), to: (DevId::Fs, dst.device_block(copies.len() as u64)), check: CopyCheck::Crc(crc), kind: BlockKind::LogSwap });
+                pos = src.next(pos);
+            }
+        }
+        assert_eq!((pos, copies.len() as u64), (l.head, blocks), "the copies cover the log from tail to head");
+
+        let mut stages = Vec::new();
+        if !self.fault_swap_unreserved {
+            let Stage { writes, flush, .. } = self.table_stage(&reserve);
+            stages.push(IoStage { writes, flush, ..Default::default() });
+        }
+        for chunk in copies.chunks(COPY_SLICE_BLOCKS) {
+            stages.push(IoStage { copies: chunk.to_vec(), ..Default::default() });
+        }
+        stages.last_mut().expect("a swap copies something").flush = vec![DevId::Fs];
+        let Stage { writes, flush, .. } = self.table_stage(&moved);
+        stages.push(IoStage { writes, flush, ..Default::default() });
+        self.planned_seq.set(moved.seq);
+        self.swapping = Some(Swap { from, to, tail: l.tail, blocks, min_tid, seq: moved.seq });
+        Some((stages, blocks))
+    }
+
+    fn swapped(&mut self) {
+        let s = self.swapping.take().expect("a swap in flight");
+        self.durable_seq.set(s.seq);
+        let lb = self.geo.log_blocks;
+        let shift = |p: u64| (p + lb - s.tail) % lb;
+        let moved: VecDeque<Placed> = std::mem::take(&mut self.logs[s.from].txs)
+            .into_iter()
+            .map(|t| Placed { start: shift(t.start), end: shift(t.end), ..t })
+            .collect();
+        let from = &mut self.logs[s.from];
+        from.tail = from.head;
+        from.min_tid = from.min_tid.max(s.min_tid);
+        let to = &mut self.logs[s.to];
+        assert!(to.txs.is_empty(), "a swap's target took no commits");
+        to.txs = moved;
+        to.tail = 0;
+        to.head = s.blocks;
+        to.min_tid = to.min_tid.max(s.min_tid);
+        to.swapped_in = true;
+        // Parked blocks are read from their new positions.
+        let (fb, tb) = (self.geo.log_starts[s.from], self.geo.log_starts[s.to]);
+        for m in self.map.values_mut() {
+            if (fb..fb + lb).contains(&m.at) {
+                let k = shift(m.at - fb);
+                assert!(k < s.blocks, "a mapped block lies in its log's live part");
+                m.at = tb + k;
+            }
+        }
+        self.near_head.swaps += 1;
+        self.near_head.swap_blocks += s.blocks;
     }
 
     fn release_stage(&self, kept: Kept) -> Stage {
@@ -387,10 +557,10 @@ impl Placement for Manylogs {
         self.durable_seq.set(self.planned_seq.get());
         let floor = kept.oldest.map_or(kept.next_tid, |(t, _)| t);
         for l in &mut self.logs {
-            while l.txs.front().is_some_and(|t| t.0 < floor) {
+            while l.txs.front().is_some_and(|t| t.tid < floor) {
                 l.txs.pop_front();
             }
-            l.tail = l.txs.front().map_or(l.head, |t| t.1);
+            l.tail = l.txs.front().map_or(l.head, |t| t.start);
         }
         // Their blocks are home (the checkpoint wrote or copied each one there).
         self.map.retain(|_, m| m.tid >= floor);
@@ -433,10 +603,12 @@ impl Placement for Manylogs {
             .map(|(i, e)| RecoveryStart {
                 region: self.geo.region(i),
                 pos: e.tail as u64,
-                tid: self.mounted.floor,
+                // The tid at the tail, or for an empty log the one below which its contents
+                // are stale (a swap's leftovers); the floor otherwise.
+                tid: e.tail_tid.max(self.mounted.floor),
                 multiwrite: true,
                 tid_bound: bound,
-                interleaved: Some(super::Interleaved { end: e.end as u64, tail_tid: e.tail_tid }),
+                interleaved: Some(super::Interleaved { end: e.end as u64, tail_tid: e.tail_tid, floor: self.mounted.floor, past_end_min: self.mounted.durable + 1 }),
             })
             .collect()
     }
@@ -468,7 +640,7 @@ mod tests {
     }
 
     fn empty(logs: usize) -> LogTable {
-        LogTable { flags: flags::CLEAN, seq: 0, floor: 1, log_blocks: 256, fs_uuid: [1; 16], logs: vec![LogEntry::default(); logs] }
+        LogTable { flags: flags::CLEAN, seq: 0, floor: 1, durable: 0, log_blocks: 256, fs_uuid: [1; 16], logs: vec![LogEntry::default(); logs] }
     }
 
     fn records(tid: Tid, n: usize, near: Option<u64>) -> Records {
@@ -489,7 +661,7 @@ mod tests {
         assert_eq!(log_of(&s), 2, "a read or checkpoint moved the head");
         let (s, _) = m.place(records(3, 3, None));
         assert_eq!(log_of(&s), 2, "the head stays until other I/O moves it");
-        assert_eq!(m.near_head, NearHead { commits: 3, near: 3, same: 3, wraps: 0, switches: 2 });
+        assert_eq!(m.near_head, NearHead { commits: 3, near: 3, same: 3, wraps: 0, switches: 2, swaps: 0, swap_blocks: 0 });
     }
 
     #[test]
@@ -551,6 +723,54 @@ mod tests {
         m.on_durable(2);
         let next = m.release_stage(Kept { oldest: None, next_tid: 3 });
         assert_eq!(next.writes[0].block, mount.writes[0].block, "after the release is durable, the copy it did not use");
+    }
+
+    /// A crowded head log moves to the empty log farthest from the head: the reserving table,
+    /// the copies (checked against the CRCs of what was written), the table that moves; the
+    /// moved log is free afterwards, and its old contents are stale to recovery.
+    #[test]
+    fn a_crowded_head_log_swaps_into_the_farthest_empty_log() {
+        let kept = Kept { oldest: Some((1, Extent { start: 0, end: 10, blocks: 10 })), next_tid: 22 };
+        let mut m2 = Manylogs::new(geo(8), empty(8));
+        m2.mount_stage(Kept { oldest: None, next_tid: 1 });
+        m2.note_position(100 + 1000 + 500);
+        // Log 1 takes 21 transactions of 10 blocks (210 of 256: over 80%), then one in flight.
+        for tid in 1..=21 {
+            let (s, _) = m2.place(records(tid, 10, None));
+            assert_eq!(log_of(&s), 1);
+            m2.on_durable(tid);
+        }
+        // Not while a commit in the log is in flight.
+        m2.place(records(22, 10, None));
+        assert!(m2.swap_begin(Kept { next_tid: 23, ..kept }, false, 64).is_none(), "a commit in flight is not copied");
+        m2.on_durable(22);
+        let (stages, blocks) = m2.swap_begin(Kept { next_tid: 23, ..kept }, false, 64).expect("a swap is due");
+        assert_eq!(blocks, 220);
+        // Reserve, copies in slices, move: the first and last stages are tables, each flushed.
+        assert!(stages.len() >= 3);
+        assert!(stages.iter().all(|s| s.flush.is_empty() || s.flush == vec![DevId::Fs]));
+        let table = |st: &IoStage| LogTable::decode(&st.writes.iter().flat_map(|w| w.data.iter().copied()).collect::<Vec<u8>>(), [1; 16], 8, 256).unwrap();
+        let (reserve, moved) = (table(&stages[0]), table(stages.last().unwrap()));
+        assert_eq!(reserve.logs[7], LogEntry { tail: 0, end: 0, tail_tid: 23 }, "the farthest empty log (7) reserved");
+        assert_eq!(reserve.logs[1].tail_tid, 1, "the source still live in the reserving table");
+        assert_eq!(moved.logs[7], LogEntry { tail: 0, end: 220, tail_tid: 1 });
+        assert_eq!(moved.logs[1], LogEntry { tail: 220, end: 220, tail_tid: 23 });
+        assert!(moved.seq == reserve.seq + 1 && stages[0].writes[0].block != stages.last().unwrap().writes[0].block, "the tables go to both copies");
+        let copies: Vec<&IoCopy> = stages.iter().flat_map(|s| &s.copies).collect();
+        assert_eq!(copies.len(), 220);
+        assert_eq!((copies[0].from.1, copies[0].to.1), (100 + 1000 + 10, 100 + 7 * 1000 + 10));
+        // Both logs take no commits meanwhile.
+        assert_eq!((m2.free_in(1), m2.free_in(7)), (0, 0));
+        let (s, _) = m2.place(records(23, 10, None));
+        assert_ne!(log_of(&s), 1);
+        m2.on_durable(23);
+        m2.swapped();
+        assert_eq!(m2.free_in(1), 255, "the moved log is empty");
+        assert_eq!(m2.free_in(7), 255 - 220);
+        assert_eq!(m2.near_head.swaps, 1);
+        let t = m2.table_after(Kept { oldest: Some((1, kept.oldest.unwrap().1)), next_tid: 24 }, false);
+        assert_eq!(t.logs[1], LogEntry { tail: 220, end: 220, tail_tid: 23 }, "the emptied log keeps its stale bound");
+        assert_eq!((t.logs[7].tail, t.logs[7].tail_tid), (0, 1));
     }
 
     #[test]

@@ -121,6 +121,12 @@ pub struct Interleaved {
     pub end: u64,
     /// Tid of the transaction at the scan's start when `end` is past it.
     pub tail_tid: Tid,
+    /// The table's floor: the merged run of every log's transactions starts here (a log's own
+    /// scan may start above it).
+    pub floor: Tid,
+    /// A transaction past `end` has at least this tid (newer than everything durable when the
+    /// table was planned); an older one there is stale, as after a log swap.
+    pub past_end_min: Tid,
 }
 
 /// Where the journal lives (DESIGN.md section 5).
@@ -150,6 +156,20 @@ pub trait Placement: Send + std::fmt::Debug {
     /// How much a checkpoint for space frees (at least; everything it can if more).
     fn checkpoint_target(&self) -> u64 {
         self.capacity() / 2
+    }
+    /// A swap to make now (manylogs, section III-G: a log over 80% full moved to an empty
+    /// one far from the head), as the stages that make it durable and the log blocks it
+    /// moves; None when none is due. `idle`: the file system has been quiet for a while (any
+    /// crowded log may go, else only the head's); `max_tx`: the largest transaction, which
+    /// the logs not taking part must still be able to take. The swap is in flight until
+    /// [`Self::swapped`]: nothing else may plan a table meanwhile (the core runs it in the
+    /// checkpoint's place).
+    fn swap_begin(&mut self, _kept: Kept, _idle: bool, _max_tx: u64) -> Option<(Vec<IoStage>, u64)> {
+        None
+    }
+    /// The swap's stages completed.
+    fn swapped(&mut self) {
+        panic!("{} has no swaps", self.name());
     }
     /// Whether `place` needs [`Records::images`] (the committed blocks whole): only a
     /// placement that keeps block images builds them, off the others' commit path.
