@@ -242,6 +242,16 @@ enum SimCmd {
         /// operations per second (the paper: 20); one run per scheme, instead of --rates.
         #[arg(long)]
         varmail: Option<u64>,
+        /// Fig. 4 (top): the writers are fileserver-like instances (a directory of 50 files of
+        /// 128 KiB each; create-and-write-whole, append 16 KiB, read-whole, delete, stat; no
+        /// syncs), each doing this many operations per second (the paper: 20); the latency
+        /// reported is the writes' and appends'.
+        #[arg(long, conflicts_with = "varmail")]
+        fileserver: Option<u64>,
+        /// Manylogs: no log swapping (`log_swap=off`): commits go farther from the head when
+        /// the logs near it fill.
+        #[arg(long)]
+        no_log_swap: bool,
         /// Also write the results as JSON to this file.
         #[arg(long)]
         json: Option<std::path::PathBuf>,
@@ -431,7 +441,7 @@ pub fn run(a: SimArgs) -> Result<ExitCode, String> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Some(SimCmd::Nearhead { schemes, rates, duration, writer, model, disk_size, large_size, request, device_request, writers, logged_write_size, seed, commit_log, append_rate, durable, varmail, json }) => {
+        Some(SimCmd::Nearhead { schemes, rates, duration, writer, model, disk_size, large_size, request, device_request, writers, logged_write_size, seed, commit_log, append_rate, durable, varmail, fileserver, no_log_swap, json }) => {
             use okeanos::sim::nearhead::{self, Scheme, Spec};
             let schemes: Vec<Scheme> = schemes.split(',').map(|s| Scheme::parse(s.trim())).collect::<Result<_, _>>()?;
             let rates: Vec<u64> = rates.split(',').map(|r| r.trim().parse::<u64>().map_err(|_| format!("--rates: {r:?} is not a number"))).collect::<Result<_, _>>()?;
@@ -443,7 +453,7 @@ pub fn run(a: SimArgs) -> Result<ExitCode, String> {
             let append_rate = crate::parse_size(&append_rate)?;
             let mut specs = Vec::new();
             for &scheme in &schemes {
-                let runs: Vec<(u64, Option<std::time::Duration>)> = match (&periods, varmail) {
+                let runs: Vec<(u64, Option<std::time::Duration>)> = match (&periods, varmail.or(fileserver)) {
                     (Some(p), _) => p.iter().map(|d| ((1e9 / d.as_nanos() as f64).round() as u64, Some(*d))).collect(),
                     (None, Some(ops)) => vec![(ops, None)],
                     (None, None) => rates.iter().map(|&r| (r, None)).collect(),
@@ -452,6 +462,8 @@ pub fn run(a: SimArgs) -> Result<ExitCode, String> {
                     let mut s = Spec::paper(scheme, rate);
                     s.commit_log = period.map(|flush_period| nearhead::CommitLog { flush_period, append_bytes_per_sec: append_rate, durable });
                     s.varmail = varmail.map(|ops_per_sec| nearhead::Varmail { ops_per_sec, mails: 100, append_bytes: 16 << 10 });
+                    s.fileserver = fileserver.map(|ops_per_sec| nearhead::Fileserver { ops_per_sec, files: 50, whole_bytes: 128 << 10, append_bytes: 16 << 10 });
+                    s.log_swap = !no_log_swap;
                     s.duration = okeanos::workload::parse_duration(&duration)?;
                     s.read = !writer;
                     s.disk = model.clone();
@@ -467,7 +479,7 @@ pub fn run(a: SimArgs) -> Result<ExitCode, String> {
             }
             let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
             let results = parallel(&specs, jobs, false, nearhead::run);
-            println!("{:<10} {:>5} {:>10} {:>10} {:>6} {:>7} {:>9} {:>9} {:>9} {:>11} {:>5}", "scheme", "iops", "alone MB/s", "with MB/s", "share", "syncs", "mean ms", "p50 ms", "p99 ms", "near head", "ckpts");
+            println!("{:<10} {:>5} {:>10} {:>10} {:>6} {:>7} {:>9} {:>9} {:>9} {:>11} {:>5} {:>5}", "scheme", "iops", "alone MB/s", "with MB/s", "share", "syncs", "mean ms", "p50 ms", "p99 ms", "near head", "ckpts", "swaps");
             let mut ok = Vec::new();
             let mut failed = false;
             for (s, r) in specs.iter().zip(results) {
@@ -475,9 +487,10 @@ pub fn run(a: SimArgs) -> Result<ExitCode, String> {
                     Ok(o) => {
                         let near = o.near_head.map_or("-".to_string(), |n| format!("{:.1}%", 100.0 * n.near as f64 / n.commits.max(1) as f64));
                         println!(
-                            "{:<10} {:>5} {:>10.1} {:>10.1} {:>5.0}% {:>7} {:>9.1} {:>9.1} {:>9.1} {:>11} {:>5}",
+                            "{:<10} {:>5} {:>10.1} {:>10.1} {:>5.0}% {:>7} {:>9.1} {:>9.1} {:>9.1} {:>11} {:>5} {:>5}",
                             o.scheme, o.rate, o.alone_bps / 1e6, o.shared_bps / 1e6, 100.0 * o.shared_bps / o.alone_bps.max(1.0), o.syncs,
-                            o.sync_mean_ns as f64 / 1e6, o.sync_p50_ns as f64 / 1e6, o.sync_p99_ns as f64 / 1e6, near, o.checkpoints
+                            o.sync_mean_ns as f64 / 1e6, o.sync_p50_ns as f64 / 1e6, o.sync_p99_ns as f64 / 1e6, near, o.checkpoints,
+                            o.near_head.map_or("-".to_string(), |n| n.swaps.to_string())
                         );
                         ok.push(o);
                     }

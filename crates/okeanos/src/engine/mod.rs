@@ -935,10 +935,17 @@ impl Okeanos {
         r
     }
 
+    /// Deletes an unlinked inode now unless a handle holds it open. The name is gone already:
+    /// an eviction that would wait (a mount driven step by step)
+    /// is queued for the next operation instead, so the caller never retries an unlink or a
+    /// rename that took effect.
     fn release_if_unused(&self, ino: u32) -> FsResult<()> {
         let open = self.lock().fs.open_count.get(&ino).copied().unwrap_or(0);
         if open == 0 {
-            self.evict(ino)?;
+            match self.evict(ino) {
+                Err(FsError::WouldBlock) => self.lock().fs.deferred_evict.push(ino),
+                r => r?,
+            }
         }
         Ok(())
     }
@@ -951,8 +958,13 @@ impl Okeanos {
         loop {
             let next = self.lock().fs.deferred_evict.pop();
             match next {
+                // Driven step by step: the operation waits for the journal, and the eviction
+                // goes on when it is tried again (nothing of the operation happened yet).
                 Some(ino) => {
-                    let _ = self.evict(ino);
+                    if let Err(FsError::WouldBlock) = self.evict(ino) {
+                        self.lock().fs.deferred_evict.push(ino);
+                        return Err(FsError::WouldBlock);
+                    }
                 }
                 None => return Ok(()),
             }

@@ -62,6 +62,7 @@
 //! | a log whose scan ends before the end the table records         | **damage** (a durable one is gone) |
 //! | a log whose first transaction is not the tid the table names   | **damage**                 |
 //! | a log's probe finds a committed transaction after a failed one | **damage**                 |
+//! | past a log's recorded end, a tid not above the table's newest durable one | end of that log: stale (an earlier pass, or copies a log swap left); the probe there ignores such tids too |
 //! | the run ends with no higher tid anywhere                       | torn tail: the newest commit was in flight |
 //!
 //! Commits are issued one at a time, each after the previous one's flush, so a crash can leave

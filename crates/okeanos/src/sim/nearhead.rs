@@ -93,6 +93,10 @@ pub struct Spec {
     pub commit_log: Option<CommitLog>,
     /// Fig. 4 instead: each writer is a varmail instance.
     pub varmail: Option<Varmail>,
+    /// Fig. 4 (top) instead: each writer is a fileserver instance.
+    pub fileserver: Option<Fileserver>,
+    /// Manylogs: swap crowded logs (`log_swap=`).
+    pub log_swap: bool,
 }
 
 /// Fig. 4 (bottom): each writer is a varmail-like mail server (Filebench's personality): a
@@ -105,14 +109,87 @@ pub struct Varmail {
     pub append_bytes: usize,
 }
 
-/// One varmail instance's mailbox as the simulation goes.
+/// Fig. 4 (top): each writer is a fileserver-like instance (Filebench's personality, scaled
+/// down): a directory of files, cycling through create-and-write-whole, append, read-whole,
+/// delete and stat, at `ops_per_sec`, without syncs; the latency reported is the write and
+/// append operations', from their first attempt to their return (the paper's wrtfile and
+/// appendfile), which is more than nothing only when the journal makes them wait.
+#[derive(Debug, Clone, Copy)]
+pub struct Fileserver {
+    pub ops_per_sec: u64,
+    pub files: usize,
+    pub whole_bytes: usize,
+    pub append_bytes: usize,
+}
+
+/// One varmail or fileserver instance's directory as the simulation goes.
 struct Mailbox {
     dir: u32,
+    /// Its files: number, inode, size.
     mails: Vec<(u64, u32, u64)>,
     next: u64,
     step: u64,
     /// The mail being created or appended to (and its size before), across retries.
     current: Option<(u32, u64)>,
+    /// When the operation being retried was first attempted.
+    op_started: Option<u64>,
+}
+
+/// The next operation of a fileserver instance, retried as a whole after a would-block as
+/// varmail's. Returns whether it was a write (its latency counts).
+fn fileserver_step(w: &World, b: &mut Mailbox, rng: &mut Rng, whole: &[u8], append: &[u8]) -> Result<bool, FsError> {
+    let pick = |rng: &mut Rng, b: &Mailbox| (!b.mails.is_empty()).then(|| rng.below(b.mails.len() as u64) as usize);
+    let wrote = match b.step % 5 {
+        0 => {
+            let ino = match b.current {
+                Some((ino, _)) => ino,
+                None => {
+                    let ino = w.fs.create(b.dir, &mail_name(b.next), 0o644)?.ino;
+                    b.mails.push((b.next, ino, 0));
+                    b.next += 1;
+                    b.current = Some((ino, 0));
+                    ino
+                }
+            };
+            w.fs.write(ino, 0, whole)?;
+            b.current = None;
+            if let Some(m) = b.mails.iter_mut().find(|m| m.1 == ino) {
+                m.2 = whole.len() as u64;
+            }
+            true
+        }
+        1 => {
+            if let Some(k) = pick(rng, b).or(b.current.and_then(|c| b.mails.iter().position(|m| m.1 == c.0))) {
+                let (_, ino, size) = b.mails[k];
+                b.current = Some((ino, size));
+                w.fs.write(ino, size, append)?;
+                b.current = None;
+                b.mails[k].2 = size + append.len() as u64;
+            }
+            true
+        }
+        2 => {
+            if let Some(k) = pick(rng, b) {
+                w.fs.read(b.mails[k].1, 0, b.mails[k].2 as usize)?;
+            }
+            false
+        }
+        3 => {
+            if let Some(k) = pick(rng, b) {
+                w.fs.unlink(b.dir, &mail_name(b.mails[k].0))?;
+                b.mails.swap_remove(k);
+            }
+            false
+        }
+        _ => {
+            if let Some(k) = pick(rng, b) {
+                w.fs.getattr(b.mails[k].1)?;
+            }
+            false
+        }
+    };
+    b.step += 1;
+    Ok(wrote)
 }
 
 enum MailStep {
@@ -205,6 +282,8 @@ impl Spec {
             seed: 1,
             commit_log: None,
             varmail: None,
+            fileserver: None,
+            log_swap: true,
         }
     }
 }
@@ -223,6 +302,13 @@ pub struct Outcome {
     pub near_head: Option<NearHead>,
     /// Checkpoints during the shared phase.
     pub checkpoints: u64,
+    /// Bytes the journal and the final locations took during the shared phase, and blocks
+    /// read back from manylogs logs (parked out of the cache).
+    pub journal_bytes: u64,
+    pub final_bytes: u64,
+    pub log_reads: u64,
+    /// Commits during the shared phase.
+    pub commits: u64,
     /// Fig. 5: the commit logs' flush period and whether they were O_DUR.
     pub flush_period_ns: Option<u64>,
     pub durable: bool,
@@ -243,6 +329,7 @@ fn mount_options(spec: &Spec) -> MountOptions {
     o.logged_write_size = Some(spec.logged_write_size);
     // The paper's off-hours checkpoint for manylogs; the baselines checkpoint as ext3 does.
     o.lazy_checkpoint = spec.scheme == Scheme::Manylogs;
+    o.log_swap = spec.log_swap;
     // A cache that holds a few large requests, not the big file.
     o.cache_blocks = 16384;
     o
@@ -308,19 +395,22 @@ pub fn run(spec: &Spec) -> Result<Outcome, String> {
         ..Default::default()
     };
     crate::Okeanos::mkfs(fs.as_ref(), journal.as_deref(), &mkfs).map_err(|e| e.to_string())?;
+    // Varmail and fileserver instances: a directory each, of this many files of this size.
+    let dirs = spec.varmail.map(|v| (v.mails, v.append_bytes)).or(spec.fileserver.map(|f| (f.files, f.whole_bytes)));
     // Setup: the big file and the writers' files, scattered (a directory each), then unmount.
     let (big, small) = {
         let mut w = world(spec, fs.clone(), journal.clone(), |_| {})?;
         let big = make_file(&mut w, "large", spec.large_bytes)?;
         let small_bytes = if spec.commit_log.is_some() { 0 } else { spec.file_bytes };
-        let small = match spec.varmail {
-            // The mailboxes: a directory each, spread over the disk, with their first mails.
-            Some(v) => (0..spec.writers)
+        let small = match dirs {
+            // The mailboxes (or file sets): a directory each, spread over the disk, with their
+            // first files.
+            Some((files, bytes)) => (0..spec.writers)
                 .map(|i| {
                     let root = w.fs.root();
                     let dir = w.settle(|fs| fs.mkdir(root, format!("mail{i:02}").as_bytes(), 0o755)).map_err(|e| format!("setup: {e}"))?.ino;
-                    let body = vec![0x4du8; v.append_bytes];
-                    for n in 0..v.mails as u64 {
+                    let body = vec![0x4du8; bytes];
+                    for n in 0..files as u64 {
                         let ino = w.settle(|fs| fs.create(dir, &mail_name(n), 0o644)).map_err(|e| format!("setup: {e}"))?.ino;
                         w.settle(|fs| fs.write(ino, 0, &body)).map_err(|e| format!("setup: {e}"))?;
                     }
@@ -384,23 +474,26 @@ pub fn run(spec: &Spec) -> Result<Outcome, String> {
     moved.set(0);
     let before = w.fs.counters();
     let near_before = w.fs.near_head();
-    let interval = match (spec.commit_log, spec.varmail) {
-        (Some(c), _) => c.flush_period.as_nanos().max(1) as u64,
-        (None, Some(v)) => 1_000_000_000 / v.ops_per_sec.max(1),
-        (None, None) => 1_000_000_000 * spec.writers as u64 / spec.rate.max(1),
+    let interval = match (spec.commit_log, spec.varmail, spec.fileserver) {
+        (Some(c), _, _) => c.flush_period.as_nanos().max(1) as u64,
+        (None, Some(v), _) => 1_000_000_000 / v.ops_per_sec.max(1),
+        (None, None, Some(f)) => 1_000_000_000 / f.ops_per_sec.max(1),
+        (None, None, None) => 1_000_000_000 * spec.writers as u64 / spec.rate.max(1),
     };
-    // Varmail: each instance's mailbox, as setup left it.
+    // Varmail and fileserver: each instance's directory, as setup left it.
     let mail_body = vec![0x6du8; spec.varmail.map_or(0, |v| v.append_bytes)];
-    let mut boxes: Vec<Mailbox> = match spec.varmail {
-        Some(v) => small
+    let whole_body = vec![0x77u8; spec.fileserver.map_or(0, |f| f.whole_bytes)];
+    let append_body = vec![0x61u8; spec.fileserver.map_or(0, |f| f.append_bytes)];
+    let mut boxes: Vec<Mailbox> = match dirs {
+        Some((files, bytes)) => small
             .iter()
             .map(|&dir| -> Result<Mailbox, String> {
-                let mut mails = Vec::with_capacity(v.mails);
-                for n in 0..v.mails as u64 {
+                let mut mails = Vec::with_capacity(files);
+                for n in 0..files as u64 {
                     let a = w.fs.lookup(dir, &mail_name(n)).map_err(|e| format!("mailbox: {e}"))?;
-                    mails.push((n, a.ino, v.append_bytes as u64));
+                    mails.push((n, a.ino, bytes as u64));
                 }
-                Ok(Mailbox { dir, mails, next: v.mails as u64, step: 0, current: None })
+                Ok(Mailbox { dir, mails, next: files as u64, step: 0, current: None, op_started: None })
             })
             .collect::<Result<_, _>>()?,
         None => Vec::new(),
@@ -438,6 +531,25 @@ pub fn run(spec: &Spec) -> Result<Outcome, String> {
         } else {
             if now >= end {
                 return;
+            }
+            if spec.fileserver.is_some() {
+                let first = *boxes[i].op_started.get_or_insert(now);
+                match fileserver_step(w, &mut boxes[i], &mut rngs[i], &whole_body, &append_body) {
+                    Err(FsError::WouldBlock) => return w.wait_journal(wake),
+                    Ok(wrote) => {
+                        boxes[i].op_started = None;
+                        if wrote {
+                            latencies.borrow_mut().push(now - first);
+                        }
+                    }
+                    Err(e) => {
+                        error.borrow_mut().get_or_insert(format!("file server {i}, operation {} of the cycle: {e}", boxes[i].step % 5));
+                        return;
+                    }
+                }
+                let next = (next_at.borrow()[i] + interval).max(now);
+                next_at.borrow_mut()[i] = next;
+                return w.at(next, Wake { client: i, tag: WRITE });
             }
             if spec.varmail.is_some() {
                 match varmail_step(w, &mut boxes[i], &mut rngs[i], &mail_body) {
@@ -511,6 +623,10 @@ pub fn run(spec: &Spec) -> Result<Outcome, String> {
         sync_p99_ns: pct(0.99),
         near_head,
         checkpoints: during.checkpoints,
+        journal_bytes: during.journal_bytes,
+        final_bytes: during.final_bytes,
+        log_reads: during.checkpoint.log_reads,
+        commits: during.commits,
         flush_period_ns: spec.commit_log.map(|c| c.flush_period.as_nanos() as u64),
         durable: spec.commit_log.is_some_and(|c| c.durable),
     })
