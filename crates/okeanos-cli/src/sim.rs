@@ -301,6 +301,9 @@ enum SimCmd {
         /// The buffer cache in blocks (logged blocks beyond it are parked, read back from logs).
         #[arg(long, default_value = "8192")]
         cache_blocks: usize,
+        /// No log swapping in the lazy run (`log_swap=off`).
+        #[arg(long)]
+        no_log_swap: bool,
         #[arg(long, default_value = "cheetah15k5-146")]
         model: String,
         #[arg(long)]
@@ -520,7 +523,7 @@ pub fn run(a: SimArgs) -> Result<ExitCode, String> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Some(SimCmd::LazyCheckpoint { rate, duration, writers, file_size, sequential, hot, hot_blocks, cache_blocks, model, disk_size, seed, json }) => {
+        Some(SimCmd::LazyCheckpoint { rate, duration, writers, file_size, sequential, hot, hot_blocks, cache_blocks, no_log_swap, model, disk_size, seed, json }) => {
             use okeanos::sim::lazyckpt::{self, Spec};
             if !(0.0..=1.0).contains(&sequential) || !(0.0..=1.0).contains(&hot) {
                 return Err("--sequential and --hot are chances between 0 and 1".into());
@@ -536,13 +539,14 @@ pub fn run(a: SimArgs) -> Result<ExitCode, String> {
                 s.hot = hot;
                 s.hot_blocks = hot_blocks;
                 s.cache_blocks = cache_blocks;
+                s.log_swap = !no_log_swap;
                 s.disk = model.clone();
                 s.disk_bytes = disk_size.as_deref().map(crate::parse_size).transpose()?;
                 s.seed = seed;
                 specs.push(s);
             }
             let results = parallel(&specs, 2, false, lazyckpt::run);
-            println!("{:<9} {:>7} {:>8} {:>9} {:>9} {:>9} {:>8} {:>8} {:>10} {:>9} {:>9} {:>8}", "ckpt", "writes", "logged", "home run", "home end", "skipped", "merged", "copied", "end ckpt s", "reads s", "writes s", "sync ms");
+            println!("{:<9} {:>7} {:>8} {:>9} {:>9} {:>9} {:>8} {:>8} {:>10} {:>9} {:>9} {:>8} {:>6}", "ckpt", "writes", "logged", "home run", "home end", "skipped", "merged", "copied", "end ckpt s", "reads s", "writes s", "sync ms", "swaps");
             let mut ok = Vec::new();
             let mut failed = false;
             for (s, r) in specs.iter().zip(results) {
@@ -551,9 +555,9 @@ pub fn run(a: SimArgs) -> Result<ExitCode, String> {
                         let merged = if o.home_final == 0 { 0.0 } else { 100.0 * (o.home_final - o.final_writes) as f64 / o.home_final as f64 };
                         let skipped = 100.0 * o.skipped as f64 / o.logged_blocks.max(1) as f64;
                         println!(
-                            "{:<9} {:>7} {:>8} {:>9} {:>9} {:>8.0}% {:>7.0}% {:>8} {:>10.2} {:>9.2} {:>9.2} {:>8.1}",
+                            "{:<9} {:>7} {:>8} {:>9} {:>9} {:>8.0}% {:>7.0}% {:>8} {:>10.2} {:>9.2} {:>9.2} {:>8.1} {:>6}",
                             o.checkpoint, o.writes, o.logged_blocks, o.home_during, o.home_final, skipped, merged, o.final_copied,
-                            o.final_ns as f64 / 1e9, o.final_read_ns as f64 / 1e9, (o.final_ns - o.final_read_ns.min(o.final_ns)) as f64 / 1e9, o.sync_mean_ns as f64 / 1e6
+                            o.final_ns as f64 / 1e9, o.final_read_ns as f64 / 1e9, (o.final_ns - o.final_read_ns.min(o.final_ns)) as f64 / 1e9, o.sync_mean_ns as f64 / 1e6, o.swaps
                         );
                         ok.push(o);
                     }

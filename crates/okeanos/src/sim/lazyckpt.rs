@@ -41,6 +41,8 @@ pub struct Spec {
     /// The buffer cache, in blocks: smaller than what is logged, so blocks are parked.
     pub cache_blocks: usize,
     pub seed: u64,
+    /// Swap crowded logs (`log_swap=`; only with the lazy checkpoint).
+    pub log_swap: bool,
 }
 
 impl Spec {
@@ -58,6 +60,7 @@ impl Spec {
             hot_blocks: 256,
             cache_blocks: 8192,
             seed: 1,
+            log_swap: true,
         }
     }
 }
@@ -82,6 +85,9 @@ pub struct Outcome {
     pub final_ns: u64,
     pub final_read_ns: u64,
     pub sync_mean_ns: u64,
+    /// Log swaps during the writes, and the log blocks they moved.
+    pub swaps: u64,
+    pub swap_blocks: u64,
 }
 
 fn disk_spec(spec: &Spec) -> DiskSpec {
@@ -115,6 +121,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, String> {
     let mut w = world(&d, fs.clone(), None, |o| {
         o.lazy_checkpoint = spec.lazy;
         o.cache_blocks = spec.cache_blocks;
+        o.log_swap = spec.log_swap;
     })?;
     let before = w.fs.counters();
     let cp_before = w.fs.checkpoint_counts();
@@ -190,5 +197,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, String> {
         final_ns,
         final_read_ns: w.copy_read_ns() - read0,
         sync_mean_ns: if lat.is_empty() { 0 } else { lat.iter().sum::<u64>() / lat.len() as u64 },
+        swaps: during.log_swaps,
+        swap_blocks: during.log_swap.blocks,
     })
 }

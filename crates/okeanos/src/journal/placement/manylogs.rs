@@ -730,47 +730,58 @@ mod tests {
     /// moved log is free afterwards, and its old contents are stale to recovery.
     #[test]
     fn a_crowded_head_log_swaps_into_the_farthest_empty_log() {
-        let kept = Kept { oldest: Some((1, Extent { start: 0, end: 10, blocks: 10 })), next_tid: 22 };
+        let kept = Kept { oldest: Some((1, Extent { start: 0, end: 10, blocks: 10 })), next_tid: 65 };
         let mut m2 = Manylogs::new(geo(8), empty(8));
         m2.mount_stage(Kept { oldest: None, next_tid: 1 });
-        m2.note_position(100 + 1000 + 500);
-        // Log 1 takes 21 transactions of 10 blocks (210 of 256: over 80%), then one in flight.
-        for tid in 1..=21 {
-            let (s, _) = m2.place(records(tid, 10, None));
-            assert_eq!(log_of(&s), 1);
-            m2.on_durable(tid);
+        // Logs 0 and 2 take 21 transactions of 10 blocks each (210 of 256: over 80%), then
+        // log 1 between them, and one more in flight.
+        for (group, tids) in [(0, 1..=21), (2, 22..=42), (1, 43..=63)] {
+            m2.note_position(100 + group * 1000 + 500);
+            for tid in tids {
+                let (s, _) = m2.place(records(tid, 10, None));
+                assert_eq!(log_of(&s), group);
+                m2.on_durable(tid);
+                if group == 1 && tid == 50 {
+                    assert!(m2.swap_begin(Kept { next_tid: 51, ..kept }, false, 64).is_none(), "not crowded yet");
+                }
+            }
         }
         // Not while a commit in the log is in flight.
-        m2.place(records(22, 10, None));
-        assert!(m2.swap_begin(Kept { next_tid: 23, ..kept }, false, 64).is_none(), "a commit in flight is not copied");
-        m2.on_durable(22);
-        let (stages, blocks) = m2.swap_begin(Kept { next_tid: 23, ..kept }, false, 64).expect("a swap is due");
+        m2.place(records(64, 10, None));
+        assert!(m2.swap_begin(kept, false, 64).is_none(), "a commit in flight is not copied");
+        m2.on_durable(64);
+        let (stages, blocks) = m2.swap_begin(kept, false, 64).expect("a swap is due: the head's log and its neighbours' are crowded");
         assert_eq!(blocks, 220);
         // Reserve, copies in slices, move: the first and last stages are tables, each flushed.
         assert!(stages.len() >= 3);
         assert!(stages.iter().all(|s| s.flush.is_empty() || s.flush == vec![DevId::Fs]));
         let table = |st: &IoStage| LogTable::decode(&st.writes.iter().flat_map(|w| w.data.iter().copied()).collect::<Vec<u8>>(), [1; 16], 8, 256).unwrap();
         let (reserve, moved) = (table(&stages[0]), table(stages.last().unwrap()));
-        assert_eq!(reserve.logs[7], LogEntry { tail: 0, end: 0, tail_tid: 23 }, "the farthest empty log (7) reserved");
-        assert_eq!(reserve.logs[1].tail_tid, 1, "the source still live in the reserving table");
-        assert_eq!(moved.logs[7], LogEntry { tail: 0, end: 220, tail_tid: 1 });
-        assert_eq!(moved.logs[1], LogEntry { tail: 220, end: 220, tail_tid: 23 });
+        assert_eq!(reserve.logs[7], LogEntry { tail: 0, end: 0, tail_tid: 65 }, "the farthest empty log (7) reserved");
+        assert_eq!(reserve.logs[1].tail_tid, 43, "the source still live in the reserving table");
+        assert_eq!(moved.logs[7], LogEntry { tail: 0, end: 220, tail_tid: 43 });
+        assert_eq!(moved.logs[1], LogEntry { tail: 220, end: 220, tail_tid: 65 });
+        assert_eq!((reserve.durable, moved.durable), (64, 64), "the tables record the newest durable tid");
         assert!(moved.seq == reserve.seq + 1 && stages[0].writes[0].block != stages.last().unwrap().writes[0].block, "the tables go to both copies");
         let copies: Vec<&IoCopy> = stages.iter().flat_map(|s| &s.copies).collect();
         assert_eq!(copies.len(), 220);
         assert_eq!((copies[0].from.1, copies[0].to.1), (100 + 1000 + 10, 100 + 7 * 1000 + 10));
         // Both logs take no commits meanwhile.
         assert_eq!((m2.free_in(1), m2.free_in(7)), (0, 0));
-        let (s, _) = m2.place(records(23, 10, None));
+        let (s, _) = m2.place(records(65, 10, None));
         assert_ne!(log_of(&s), 1);
-        m2.on_durable(23);
+        m2.on_durable(65);
         m2.swapped();
         assert_eq!(m2.free_in(1), 255, "the moved log is empty");
         assert_eq!(m2.free_in(7), 255 - 220);
         assert_eq!(m2.near_head.swaps, 1);
-        let t = m2.table_after(Kept { oldest: Some((1, kept.oldest.unwrap().1)), next_tid: 24 }, false);
-        assert_eq!(t.logs[1], LogEntry { tail: 220, end: 220, tail_tid: 23 }, "the emptied log keeps its stale bound");
-        assert_eq!((t.logs[7].tail, t.logs[7].tail_tid), (0, 1));
+        let t = m2.table_after(Kept { next_tid: 66, ..kept }, false);
+        assert_eq!(t.logs[1], LogEntry { tail: 220, end: 220, tail_tid: 65 }, "the emptied log keeps its stale bound");
+        assert_eq!((t.logs[7].tail, t.logs[7].tail_tid), (0, 43));
+        // A quiet spell does not move the log a swap filled.
+        let (idle, _) = m2.swap_begin(Kept { next_tid: 66, ..kept }, true, 64).expect("idle: a crowded log moves");
+        let from = (idle.iter().flat_map(|s| &s.copies).next().expect("copies").from.1 - 100) / 1000;
+        assert!(from == 0 || from == 2, "idle: a log commits filled moves, not the one the swap filled (log {from})");
     }
 
     #[test]
