@@ -176,6 +176,35 @@ mod tests {
         assert_eq!(LogTable::decode(&b, [5; 16], 600, 300).unwrap(), t);
     }
 
+    /// A version-1 table (bytes 56..60 reserved, zero) reads as "nothing durable past the
+    /// floor recorded": past a log's end any tid from the floor counts, as version 1 did.
+    #[test]
+    fn version_1_tables_are_read() {
+        let t = LogTable { durable: 41, ..table() };
+        let mut b = vec![0u8; 3 * 4096];
+        t.encode(&mut b);
+        assert_eq!(Le::u32(&b, 56), 0);
+        Le::put_u32(&mut b, 8, 1);
+        let c = LogTable::crc(&b, HEADER_LEN + 600 * ENTRY_LEN);
+        Le::put_u32(&mut b, CRC_AT, c);
+        assert_eq!(LogTable::decode(&b, [5; 16], 600, 300).unwrap(), t);
+        // An unknown later version is refused.
+        Le::put_u32(&mut b, 8, LOG_TABLE_VERSION + 1);
+        let c = LogTable::crc(&b, HEADER_LEN + 600 * ENTRY_LEN);
+        Le::put_u32(&mut b, CRC_AT, c);
+        assert!(matches!(LogTable::decode(&b, [5; 16], 600, 300), Err(FormatError::Unsupported { .. })));
+    }
+
+    #[test]
+    fn a_durable_count_beyond_the_logs_is_corrupt() {
+        let mut b = vec![0u8; 3 * 4096];
+        table().encode(&mut b);
+        Le::put_u32(&mut b, 56, 600 * 300 + 2);
+        let c = LogTable::crc(&b, HEADER_LEN + 600 * ENTRY_LEN);
+        Le::put_u32(&mut b, CRC_AT, c);
+        assert!(LogTable::decode(&b, [5; 16], 600, 300).is_err());
+    }
+
     #[test]
     fn corruption_anywhere_is_an_error() {
         let t = table();
