@@ -203,7 +203,7 @@ enum SimCmd {
         /// Virtual time alone, then beside the writers, such as 20s.
         #[arg(long, default_value = "20s")]
         duration: String,
-        /// The large stream writes instead of reading (Fig. 2b).
+        /// The large stream writes instead of reading (Fig. 2b), each --request synced.
         #[arg(long)]
         writer: bool,
         /// The disk model, and how much of it the file system takes (default: all).

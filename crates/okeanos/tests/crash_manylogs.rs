@@ -89,17 +89,30 @@ fn canary_reuse_before_table_is_caught() {
     }
 }
 
+/// The block workload through a 64-block cache with `checkpoint=lazy`: nothing goes home until
+/// the forced checkpoint at its end (no checkpoint for space: a crowded log is swapped
+/// instead), so blocks are parked whatever the threads' timing. `fault` sets a canary.
+fn lazy_block_run(cfg: ContentConfig, seed: u64, fault: &dyn Fn(&mut MountOptions)) -> harness::Run {
+    block_workload(cfg, LOGS, 300, &|o| {
+        o.cache_blocks = 64;
+        o.lazy_checkpoint = true;
+        fault(o);
+    }, seed, false)
+}
+
+/// A canary's run must fail the crash states.
+fn assert_canary_caught(cfg: ContentConfig, run: &harness::Run, what: &str) {
+    let out = enumerate(cfg, run, 120, 0);
+    eprintln!("canary ({what}): {} states, {} violations, first {:?}", out.states, out.violations.len(), out.violations.first());
+    assert!(!out.violations.is_empty(), "the crash tests did not notice {what} ({} states)", out.states);
+}
+
 /// Whole blocks through a 64-block cache: logged blocks are parked out of the cache (their
 /// data dropped, the log position kept), read back from the log when the file is rewritten,
 /// and copied home from the logs by checkpoints (a read stage in the checkpoint's plan).
 fn parked_crash_test(policy: &str) {
     let cfg = ContentConfig::parse(policy).unwrap();
-    // checkpoint=lazy: nothing goes home until the forced checkpoint at the end (the logs do
-    // not fill), so the blocks are parked whatever the threads' timing, and copied home then.
-    let run = block_workload(cfg, LOGS, 300, &|o| {
-        o.cache_blocks = 64;
-        o.lazy_checkpoint = true;
-    }, 0x5e1 + cfg.mode as u64, false);
+    let run = lazy_block_run(cfg, 0x5e1 + cfg.mode as u64, &|_| {});
     let c = run.checkpoint;
     eprintln!("{policy}: {c:?}");
     assert!(c.copied > 0, "{policy}: no checkpoint copied a parked block home: {c:?}");
@@ -127,10 +140,7 @@ fn manylogs_parked_crash_states_selective() {
 /// and copied home from their new positions afterwards.
 fn swap_crash_test(policy: &str) {
     let cfg = ContentConfig::parse(policy).unwrap();
-    let run = block_workload(cfg, LOGS, 300, &|o| {
-        o.cache_blocks = 64;
-        o.lazy_checkpoint = true;
-    }, 0x5a9 + cfg.mode as u64, false);
+    let run = lazy_block_run(cfg, 0x5a9 + cfg.mode as u64, &|_| {});
     let n = run.near_head.expect("manylogs counts its commits");
     assert!(n.swaps > 0, "{policy}: no log swapped: {n:?}");
     let out = enumerate(cfg, &run, 200, 25);
@@ -159,16 +169,10 @@ fn manylogs_swap_crash_states_wasteless_dmeta() {
 #[test]
 fn canary_swap_without_reserving_the_target_is_caught() {
     let cfg = ContentConfig::parse("data").unwrap();
-    let run = block_workload(cfg, LOGS, 300, &|o| {
-        o.cache_blocks = 64;
-        o.lazy_checkpoint = true;
-        o.fault_manylogs_swap_unreserved = true;
-    }, 0x5a9 + cfg.mode as u64, false);
+    let run = lazy_block_run(cfg, 0x5a9 + cfg.mode as u64, &|o| o.fault_manylogs_swap_unreserved = true);
     let n = run.near_head.expect("manylogs counts its commits");
     assert!(n.swaps > 0, "no swap: {n:?}");
-    let out = enumerate(cfg, &run, 120, 0);
-    eprintln!("canary unreserved swap: {} states, {} violations, first {:?}", out.states, out.violations.len(), out.violations.first());
-    assert!(!out.violations.is_empty(), "the crash tests did not notice a swap that copies into an unreserved log ({} states)", out.states);
+    assert_canary_caught(cfg, &run, "a swap that copies into an unreserved log");
 }
 
 /// The canary of parking: a block logged whole twice keeps its first log position, so a
@@ -176,14 +180,8 @@ fn canary_swap_without_reserving_the_target_is_caught() {
 #[test]
 fn canary_stale_log_position_is_caught() {
     let cfg = ContentConfig::parse("data").unwrap();
-    let run = block_workload(cfg, LOGS, 300, &|o| {
-        o.cache_blocks = 64;
-        o.lazy_checkpoint = true;
-        o.fault_manylogs_keep_first_position = true;
-    }, 0x5e1 + cfg.mode as u64, false);
-    let out = enumerate(cfg, &run, 120, 0);
-    eprintln!("canary stale position: {} states, {} violations, first {:?}", out.states, out.violations.len(), out.violations.first());
-    assert!(!out.violations.is_empty(), "the crash tests did not notice parked blocks loaded from a stale log position ({} states)", out.states);
+    let run = lazy_block_run(cfg, 0x5e1 + cfg.mode as u64, &|o| o.fault_manylogs_keep_first_position = true);
+    assert_canary_caught(cfg, &run, "parked blocks loaded from a stale log position");
 }
 
 /// The canary of every placement: no commit flush.

@@ -74,7 +74,8 @@ pub struct Spec {
     pub log_bytes: u64,
     /// The logged-write-size threshold of selective content (the paper's LoggedWriteSize).
     pub logged_write_size: usize,
-    /// The large stream: reads (true) or writes of a file of `large_bytes`.
+    /// The large stream: reads (true) or writes of a file of `large_bytes` (each application
+    /// request synced before the next, so the writer is paced by the disk).
     pub read: bool,
     pub large_bytes: u64,
     pub app_request: u64,
@@ -451,12 +452,21 @@ pub fn run(spec: &Spec) -> Result<Outcome, String> {
                 return;
             }
         }
+        pos.set(pos.get() + spec.device_request);
+        moved.set(moved.get() + spec.device_request);
+        if !spec.read && pos.get() % spec.app_request == 0 {
+            // The writer is paced by the disk: each application request (128 MB, written in
+            // device requests) is synced before the next (as HDFS closes a block), the next
+            // issued when its commit is durable. Without this its writes would only fill the
+            // cache, at memory speed.
+            if let Some(tid) = w.fs.sync_target(big, true) {
+                return w.wait_commit(tid, Wake { client: LARGE, tag });
+            }
+        }
         // Blocks found in the cache cost a memory copy (5 GB/s), not nothing: a stream that
         // fits the cache must not spin at one instant of virtual time.
         let copy = spec.device_request * 1_000_000_000 / 5_000_000_000;
         let done = w.timed_reads().max(w.now() + copy);
-        pos.set(pos.get() + spec.device_request);
-        moved.set(moved.get() + spec.device_request);
         w.at(done, Wake { client: LARGE, tag });
     };
     // Alone.
