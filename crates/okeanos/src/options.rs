@@ -358,3 +358,17 @@ impl MountOptions {
         Ok(o)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_swap_is_on_by_default_and_parsed() {
+        assert!(MountOptions::default().log_swap);
+        assert!(!MountOptions::parse("checkpoint=lazy,log_swap=off").unwrap().log_swap);
+        assert!(MountOptions::parse("log_swap=on").unwrap().log_swap);
+        let e = MountOptions::parse("log_swap=sometimes").err().expect("refused");
+        assert!(e.contains("log_swap takes on or off"), "{e}");
+    }
+}
