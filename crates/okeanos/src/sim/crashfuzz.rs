@@ -90,8 +90,8 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool)
     let mut wc = world_config(cfg, canary, external, manylogs, slow_disk);
     // Half the manylogs runs checkpoint lazily: blocks stay logged until the logs fill, so
     // more of them are parked and copied home from the logs.
-    let wc_lazy = manylogs && rng.chance(0.5);
-    if wc_lazy {
+    let lazy = manylogs && rng.chance(0.5);
+    if lazy {
         wc.mount.lazy_checkpoint = true;
         wc.mount.idle_after = Duration::from_millis(500);
     }
@@ -122,7 +122,7 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool)
         inos.push((name, ino));
     }
     let mut ops = 15 + rng.below(45) as usize;
-    if wc_lazy {
+    if lazy {
         // Long enough for logs to fill past 80%: they are swapped (with a quiet spell, any
         // crowded one), beside commits.
         ops += 80;
