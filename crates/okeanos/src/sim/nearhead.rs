@@ -618,7 +618,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, String> {
     lat.sort_unstable();
     let pct = |p: f64| lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1))).copied().unwrap_or(0);
     let near_head = match (near_before, near_after) {
-        (Some(a), Some(b)) => Some(NearHead { commits: b.commits - a.commits, near: b.near - a.near, same: b.same - a.same, wraps: b.wraps - a.wraps, switches: b.switches - a.switches, swaps: b.swaps - a.swaps, swap_blocks: b.swap_blocks - a.swap_blocks }),
+        (Some(a), Some(b)) => Some(b.since(&a)),
         _ => None,
     };
     let secs = dur as f64 / 1e9;

@@ -159,6 +159,21 @@ pub struct NearHead {
     pub swap_blocks: u64,
 }
 
+impl NearHead {
+    /// The counts accumulated since `base` (an earlier reading of the same placement).
+    pub fn since(&self, base: &NearHead) -> NearHead {
+        NearHead {
+            commits: self.commits - base.commits,
+            near: self.near - base.near,
+            same: self.same - base.same,
+            wraps: self.wraps - base.wraps,
+            switches: self.switches - base.switches,
+            swaps: self.swaps - base.swaps,
+            swap_blocks: self.swap_blocks - base.swap_blocks,
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct Manylogs {
     geo: Geometry,
