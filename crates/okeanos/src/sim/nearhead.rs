@@ -160,11 +160,9 @@ fn fileserver_step(w: &World, b: &mut Mailbox, rng: &mut Rng, whole: &[u8], appe
             true
         }
         1 => {
-            if let Some(k) = pick(rng, b).or(b.current.and_then(|c| b.mails.iter().position(|m| m.1 == c.0))) {
+            if let Some(k) = pick(rng, b) {
                 let (_, ino, size) = b.mails[k];
-                b.current = Some((ino, size));
                 w.fs.write(ino, size, append)?;
-                b.current = None;
                 b.mails[k].2 = size + append.len() as u64;
             }
             true
