@@ -38,6 +38,9 @@ pub struct MountOptions {
     /// time, within these bounds, while other writers keep joining.
     pub min_batch_time: Duration,
     pub max_batch_time: Duration,
+    /// A sync's commit stops waiting for more writers once its transaction holds this many
+    /// handles (`batch_handles=`, default 32; 0: no bound, the window alone decides).
+    pub batch_handles: u32,
     /// Checkpoints run in a thread of their own beside commits (`checkpoint_thread=1`), as
     /// Linux runs writeback beside kjournald, so a sync never waits behind a checkpoint's home
     /// writes; `checkpoint_thread=0` runs them between commits on the journal thread. The
@@ -157,6 +160,7 @@ impl Default for MountOptions {
             cache_blocks: 65536,
             min_batch_time: Duration::ZERO,
             max_batch_time: Duration::from_micros(15_000),
+            batch_handles: 32,
             checkpoint_thread: None,
             lazy_checkpoint: false,
             idle_checkpoint: false,
@@ -294,6 +298,7 @@ impl MountOptions {
                 "cache_blocks" => o.cache_blocks = num(v)? as usize,
                 "min_batch_time" => o.min_batch_time = Duration::from_micros(num(v)?.min(10_000_000)),
                 "max_batch_time" => o.max_batch_time = Duration::from_micros(num(v)?.min(10_000_000)),
+                "batch_handles" => o.batch_handles = num(v)?.min(u32::MAX as u64) as u32,
                 "max_tx_blocks" => {
                     let n = num(v)?;
                     let min = crate::journal::MIN_TX_BLOCKS;
@@ -362,6 +367,14 @@ impl MountOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batch_handles_bounds_the_batching_wait() {
+        assert_eq!(MountOptions::default().batch_handles, 32);
+        assert_eq!(MountOptions::parse("batch_handles=0").unwrap().batch_handles, 0);
+        assert_eq!(MountOptions::parse("batch_handles=8").unwrap().batch_handles, 8);
+        assert!(MountOptions::parse("batch_handles=many").is_err());
+    }
 
     #[test]
     fn log_swap_is_on_by_default_and_parsed() {

@@ -317,3 +317,24 @@ fn fileserver_instances_run_beside_the_reader() {
     assert!(o.syncs >= 8 * 20 * 8 * 2 / 5 - 16, "{} writes", o.syncs);
     assert!(o.commits > 1 && o.final_bytes > 0 && o.journal_bytes > 0, "{o:?}");
 }
+
+/// Batching ends once a transaction holds `batch_handles` handles (virtual time, so exact):
+/// at 100 closed-loop streams the window alone gathers every writer into each commit; with the
+/// default bound of 32 two groups of 50 alternate and no commit waits for the stragglers.
+#[test]
+fn batching_stops_once_the_transaction_holds_batch_handles() {
+    let spec = Multistream { streams: 100, size: 128, rate: Rate::Closed, sync: SyncKind::Fdatasync, sync_every: 1, duration: Duration::from_secs(1) };
+    let run = |bound: u32| {
+        let mut cfg = world_cfg(ContentConfig::parse("ordered").unwrap(), true);
+        cfg.mount.batch_handles = bound;
+        let w = World::new(cfg, &Default::default()).unwrap();
+        let out = multistream::run(w, &spec, 3).unwrap();
+        assert!(out.error.is_none(), "{:?}", out.error);
+        out.during
+    };
+    let (window, bounded) = (run(0), run(32));
+    eprintln!("syncs per commit: window alone {:.1}, bounded {:.1}", window.syncs_per_commit, bounded.syncs_per_commit);
+    assert!(window.syncs_per_commit > 90.0, "the window alone gathers every writer: {:.1}", window.syncs_per_commit);
+    assert!(bounded.syncs_per_commit < 60.0, "the bound stops the wait: {:.1}", bounded.syncs_per_commit);
+    assert!(bounded.syncs >= 100 && window.syncs >= 100, "both ran: {} and {} syncs", bounded.syncs, window.syncs);
+}

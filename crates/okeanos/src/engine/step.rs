@@ -395,6 +395,11 @@ impl Okeanos {
         }
         let slice = (window / 8).max(20_000);
         let handles = core.fs.journal.running.handles;
+        if opts.batch_handles > 0 && handles >= opts.batch_handles {
+            // Enough syncs to share the commit's flushes: waiting for more idles the device
+            // (docs/BENCHMARKS.md, "Batching").
+            return None;
+        }
         match core.batch {
             None => {
                 core.batch = Some((now, handles, now + slice));
