@@ -5,6 +5,11 @@
 # fusermount3 and a release build of okeanos. Releases every loop device and mount it made.
 #
 #   scripts/fio-compare.sh [jobs] [size-per-job] [okeanos-policy...]
+#
+# FIO_ARGS adds options to every fio run. fio preallocates each file by default
+# (--fallocate=native): on ext4 the writes then overwrite unwritten extents, and most
+# fdatasyncs commit no metadata; FIO_ARGS=--fallocate=none makes them appends on every file
+# system (docs/BENCHMARKS.md, "fio through the mount").
 set -euo pipefail
 jobs=${1:-16}
 size=${2:-256k}
@@ -36,7 +41,7 @@ run_fio() { # label dir devs...
     sync  # the host's dirty pages from the run before are not this run's to wait for
     for d in "$@"; do before+=("$(sectors "$d")"); done
     fio --name=append --directory="$dir" --numjobs="$jobs" --rw=write --bs=1k --size="$size" \
-        --fdatasync=1 --ioengine=sync --group_reporting --output-format=json > "$work/fio.json"
+        --fdatasync=1 --ioengine=sync --group_reporting ${FIO_ARGS:-} --output-format=json > "$work/fio.json"
     sync
     for d in "$@"; do after+=("$(sectors "$d")"); done
     local bytes=()

@@ -91,6 +91,11 @@ enum Cmd {
         /// Overwrite an existing Okeanos file system or journal (never one in use).
         #[arg(long)]
         force: bool,
+        /// Write only the journal's first block, not the whole ring (mke2fs's
+        /// lazy_journal_init): quicker, but on an image file or a loop device over a sparse
+        /// file the host then allocates the ring's space during the first pass of commits.
+        #[arg(long)]
+        lazy_journal_init: bool,
     },
     /// Check every structure; exits 0 when clean, 1 when it cleared the error state of a file
     /// system that checked out, 4 when problems remain. Replays the journal first unless -n.
@@ -425,7 +430,7 @@ fn main() -> ExitCode {
 
 fn run(cmd: Cmd) -> Result<ExitCode, String> {
     match cmd {
-        Cmd::Mkfs { image, size, block_size, journal_size, journal_device, journal, journal_server, jetstream, nvm, nvm_size, bytes_per_inode, mut log_area_blocks, log_group_size, log_size, label, force } => {
+        Cmd::Mkfs { image, size, block_size, journal_size, journal_device, journal, journal_server, jetstream, nvm, nvm_size, bytes_per_inode, mut log_area_blocks, log_group_size, log_size, label, force, lazy_journal_init } => {
             let manylogs = journal.as_deref() == Some("manylogs");
             if !manylogs && (log_group_size.is_some() || log_size.is_some()) {
                 return Err("--log-group-size and --log-size go with --journal manylogs".into());
@@ -442,7 +447,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
                 if journal_device.is_some() || journal_server.is_some() || jetstream.is_some() || nvm.is_some() || journal_size.is_some() {
                     return Err("--journal manylogs keeps its logs in the file system's groups: leave out --journal-size, --journal-device, --journal-server, --jetstream and --nvm".into());
                 }
-                return mkfs(&image, size.as_deref(), block_size, None, None, None, bytes_per_inode, log_area_blocks, label, force, Some(group_blocks));
+                return mkfs(&image, size.as_deref(), block_size, None, None, None, bytes_per_inode, log_area_blocks, label, force, Some(group_blocks), lazy_journal_init);
             }
             let nvm = match (journal.as_deref(), nvm) {
                 (Some("nvm"), Some(p)) => {
@@ -481,7 +486,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             if remote.is_some() && journal_device.is_some() {
                 return Err("a remote journal falls back to the internal journal: leave out --journal-device".into());
             }
-            mkfs(&image, size.as_deref(), block_size, journal_size.as_deref(), journal_device.as_deref(), remote, bytes_per_inode, log_area_blocks, label, force, None)
+            mkfs(&image, size.as_deref(), block_size, journal_size.as_deref(), journal_device.as_deref(), remote, bytes_per_inode, log_area_blocks, label, force, None, lazy_journal_init)
         }
         Cmd::Fsck { img, no_write } => fsck(&img, no_write),
         Cmd::Recover { img } => {
@@ -583,6 +588,7 @@ fn mkfs(
     force: bool,
     // Manylogs, with its group size if given.
     manylogs: Option<Option<u32>>,
+    lazy_journal_init: bool,
 ) -> Result<ExitCode, String> {
     let created: Vec<PathBuf> = [Some(image), journal_device].into_iter().flatten().filter(|p| !p.exists()).map(Path::to_path_buf).collect();
     let made = (|| {
@@ -606,6 +612,7 @@ fn mkfs(
             label,
             remote_server: remote_server.clone(),
             nvm_path: None,
+            zero_journal: !lazy_journal_init,
         };
         let sb = Okeanos::mkfs(dev.as_ref(), jdev.as_deref(), &opts).map_err(|e| e.to_string())?;
         Ok::<_, String>((sb, jdev.is_some()))

@@ -189,6 +189,10 @@ pub struct TargetArgs {
     /// Extra engine mount options (commit=1,max_batch_time=0,...).
     #[arg(long, default_value = "")]
     pub mount_options: String,
+    /// Format the engine's journal without writing its ring (mkfs --lazy-journal-init); by
+    /// default it is written, as the kernel targets' mkfs.ext4 -E lazy_journal_init=0 does.
+    #[arg(long)]
+    pub lazy_journal_init: bool,
 }
 
 impl TargetArgs {
@@ -208,7 +212,7 @@ impl TargetArgs {
         if !self.mount_options.is_empty() {
             okeanos::MountOptions::parse(&self.mount_options)?;
         }
-        Ok(Setup { dir: self.dir.clone().unwrap_or_else(std::env::temp_dir), fs_bytes, journal_bytes, mount_options: self.mount_options.clone() })
+        Ok(Setup { dir: self.dir.clone().unwrap_or_else(std::env::temp_dir), fs_bytes, journal_bytes, mount_options: self.mount_options.clone(), lazy_journal_init: self.lazy_journal_init })
     }
 }
 

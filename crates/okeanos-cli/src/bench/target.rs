@@ -180,6 +180,8 @@ pub struct Setup {
     pub journal_bytes: u64,
     /// Extra engine mount options (`commit=1,max_batch_time=0`).
     pub mount_options: String,
+    /// Leave the engine's journal ring unwritten at mkfs ([`MkfsOptions::zero_journal`] off).
+    pub lazy_journal_init: bool,
 }
 
 /// One prepared target for one mode.
@@ -302,7 +304,7 @@ impl EngineEnv {
     fn new(external: bool, loopdev: bool, remote: bool, tls: bool, nats: Option<NatsSync>, nvm: bool, cfg: ContentConfig, s: &Setup) -> Result<EngineEnv, String> {
         let mut opts = engine_options(cfg, &s.mount_options)?;
         let bs = 4096u64;
-        let mut mkfs = MkfsOptions { journal_blocks: s.journal_bytes / bs, external_journal: external, ..Default::default() };
+        let mut mkfs = MkfsOptions { journal_blocks: s.journal_bytes / bs, external_journal: external, zero_journal: !s.lazy_journal_init, ..Default::default() };
         let mut extra = s.mount_options.clone();
         let mut server = None;
         let mut cluster = None;

@@ -224,10 +224,12 @@ impl Okeanos {
         Ok(sb)
     }
 
-    /// Creates an image file of `size_bytes` and formats it. Refuses to overwrite a file.
+    /// Creates an image file of `size_bytes` and formats it, writing its whole journal so
+    /// that the file's space for it is allocated ([`MkfsOptions::zero_journal`]). Refuses to
+    /// overwrite a file.
     pub fn mkfs_file(path: &Path, size_bytes: u64, opts: &MkfsOptions) -> Result<Superblock, MkfsError> {
         let dev = FileDevice::create(path, size_bytes, false)?;
-        crate::fs::mkfs::mkfs(&dev, None, opts)
+        crate::fs::mkfs::mkfs(&dev, None, &MkfsOptions { zero_journal: true, ..opts.clone() })
     }
 
     /// Mounts an image file or block device (and `opts.journal_path`, if set).

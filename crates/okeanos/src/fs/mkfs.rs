@@ -36,13 +36,23 @@ pub struct MkfsOptions {
     /// Keep the journal in non-volatile memory at this path (the nvm placement, UBJ); the NVM
     /// itself is formatted by [`format_nvm`]. The internal journal stays, unused.
     pub nvm_path: Option<String>,
+    /// Write the whole journal ring (zeros) instead of its first block only, as mke2fs does
+    /// unless `lazy_journal_init`: on an image file or a loop device over a sparse file the
+    /// host then allocates the ring's space now, so that a commit overwrites allocated blocks
+    /// and its flush (an fdatasync of the file) has no allocation of the host's to commit.
+    /// Off by default here, for memory and crash-recording devices; `okeanos mkfs`,
+    /// [`crate::Okeanos::mkfs_file`] and the benchmark's targets turn it on.
+    pub zero_journal: bool,
 }
 
 impl Default for MkfsOptions {
     fn default() -> Self {
-        MkfsOptions { block_size: 4096, journal_blocks: 32768, external_journal: false, bytes_per_inode: 16384, log_area_blocks: 0, blocks_per_group: None, manylogs: false, label: String::new(), remote_server: None, nvm_path: None }
+        MkfsOptions { block_size: 4096, journal_blocks: 32768, external_journal: false, bytes_per_inode: 16384, log_area_blocks: 0, blocks_per_group: None, manylogs: false, label: String::new(), remote_server: None, nvm_path: None, zero_journal: false }
     }
 }
+
+/// Zeros written per request when the whole journal ring is written at mkfs.
+const ZERO_CHUNK_BYTES: u64 = 1 << 20;
 
 /// The fewest NVM slots for blocks of `block_size`: a quarter of them (the largest
 /// transaction) must hold the largest handle, half a transaction of blocks plus a tombstone
@@ -356,8 +366,10 @@ pub fn mkfs(dev: &dyn Device, journal_dev: Option<&dyn Device>, o: &MkfsOptions)
     let mut jb = vec![0u8; bs];
     jsb.encode(&mut jb);
     jdev.write_at(jbase * bsu, &jb)?;
-    // Clear the first log block so an old journal's leftovers never even look plausible.
-    jdev.write_at((jbase + 1) * bsu, &zero)?;
+    // Clear the first log block so an old journal's leftovers never even look plausible; or
+    // the whole ring, so its space is allocated under an image file (`zero_journal`).
+    let cleared = if o.zero_journal && !sb.manylogs() { jblocks - 1 } else { 1 };
+    zero_blocks(jdev, jbase + 1, cleared, bsu)?;
     if sb.manylogs() {
         // Copy A: every log empty, clean; copy B zeroed (invalid), so a mount reads A.
         let per = crate::format::logtable::LogTable::blocks_per_copy(sb.group_count as u64, bs) as usize;
@@ -383,4 +395,45 @@ pub fn mkfs(dev: &dyn Device, journal_dev: Option<&dyn Device>, o: &MkfsOptions)
     dev.write_at(0, &b0)?;
     dev.flush()?;
     Ok(sb)
+}
+
+/// Writes zeros over `count` blocks from `first`, a megabyte at a time.
+fn zero_blocks(dev: &dyn Device, first: u64, count: u64, block_bytes: u64) -> Result<(), DeviceError> {
+    let per = (ZERO_CHUNK_BYTES / block_bytes).max(1);
+    let chunk = vec![0u8; (per.min(count) * block_bytes) as usize];
+    let mut done = 0;
+    while done < count {
+        let n = per.min(count - done);
+        dev.write_at((first + done) * block_bytes, &chunk[..(n * block_bytes) as usize])?;
+        done += n;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::MemDevice;
+
+    /// `zero_journal` writes every block of the ring (an image file's space for it is then
+    /// allocated); without it only the first log block is cleared, and an old journal's
+    /// blocks past it stay as they were.
+    #[test]
+    fn zero_journal_writes_the_whole_ring() {
+        for zero_journal in [false, true] {
+            let dev = MemDevice::from_bytes(vec![0xA5; 64 << 20]);
+            let o = MkfsOptions { journal_blocks: 1024, zero_journal, ..Default::default() };
+            let sb = mkfs(&dev, None, &o).unwrap();
+            let JournalLocation::Internal { start, blocks } = sb.journal else { panic!("an internal journal") };
+            let mut b = vec![0u8; 4096];
+            let mut zeroed = 0;
+            for k in 1..blocks {
+                dev.read_at((start + k) * 4096, &mut b).unwrap();
+                if b.iter().all(|&x| x == 0) {
+                    zeroed += 1;
+                }
+            }
+            assert_eq!(zeroed, if zero_journal { blocks - 1 } else { 1 }, "zero_journal={zero_journal}");
+        }
+    }
 }
