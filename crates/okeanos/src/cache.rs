@@ -12,7 +12,11 @@
 //! - `cp_since_ns`: when it first became owed, for age-based writeback.
 //!
 //! Clean buffers (no `tx`, no `cp_tid`) are evicted least-recently-used when the cache grows
-//! past its capacity. Over an nvm journal a buffer owed to checkpoint whose newest committed
+//! past its capacity. Owed buffers cannot be evicted (their space in the journal waits for
+//! them), so a cache can hold more than its capacity until a checkpoint writes them home; a
+//! scan that could not bring it back within its capacity is not repeated until the cache has
+//! grown by another eighth (each scan looks at every buffer: repeated on every write, under the
+//! engine's state lock, it stalled 100 writers for whole checkpoints; docs/BENCHMARKS.md). Over an nvm journal a buffer owed to checkpoint whose newest committed
 //! version is frozen in NVM may be **parked** as well (UBJ: frozen blocks stay cached, in NVM):
 //! its data is dropped from DRAM and its journaling state kept; whoever needs it again loads it
 //! from NVM first (`Fs::bread`, and the engine before a checkpoint), and a parked buffer's
@@ -60,11 +64,42 @@ pub struct Cache {
     tick: u64,
     block_size: usize,
     parked: usize,
+    /// After a shrink that left the cache over its capacity: no new scan until it holds more
+    /// resident buffers than this (0: scan whenever over capacity).
+    rescan_above: usize,
+    /// Shrinks that looked at every buffer (tests count them).
+    scans: u64,
 }
 
 impl Cache {
     pub fn new(block_size: usize, capacity: usize) -> Self {
-        Cache { map: HashMap::default(), capacity: capacity.max(64), tick: 0, block_size, parked: 0 }
+        Cache { map: HashMap::default(), capacity: capacity.max(64), tick: 0, block_size, parked: 0, rescan_above: 0, scans: 0 }
+    }
+
+    fn resident(&self) -> usize {
+        self.map.len() - self.parked
+    }
+
+    /// Whether a shrink should scan now: over capacity, and grown since a scan that could not
+    /// bring it back within it (forgotten once the cache is within its capacity again).
+    fn shrink_due(&mut self) -> bool {
+        let r = self.resident();
+        if r <= self.capacity {
+            self.rescan_above = 0;
+            return false;
+        }
+        r > self.rescan_above
+    }
+
+    /// Records how a shrink ended: within capacity, or over it (wait for another eighth).
+    fn shrink_done(&mut self) {
+        let r = self.resident();
+        self.rescan_above = if r > self.capacity { r + self.capacity / 8 } else { 0 };
+    }
+
+    /// Shrinks that scanned the whole cache so far.
+    pub fn scans(&self) -> u64 {
+        self.scans
     }
 
     pub fn block_size(&self) -> usize {
@@ -152,13 +187,15 @@ impl Cache {
 
     /// Evicts least-recently-used clean buffers until the cache is within capacity.
     pub fn shrink(&mut self) {
-        if self.map.len() - self.parked <= self.capacity {
+        if !self.shrink_due() {
             return;
         }
         self.evict_clean();
+        self.shrink_done();
     }
 
     fn evict_clean(&mut self) {
+        self.scans += 1;
         let mut clean: Vec<(u64, u64)> = self.map.iter().filter(|(_, b)| b.is_clean()).map(|(&k, b)| (b.last_use, k)).collect();
         clean.sort_unstable();
         let excess = (self.map.len() - self.parked).saturating_sub(self.capacity * 3 / 4);
@@ -172,11 +209,16 @@ impl Cache {
     /// still over, parks least-recently-used owed buffers whose newest committed version
     /// `frozen` says is in NVM (at the offset it returns) and that nothing changed since.
     pub fn shrink_with(&mut self, frozen: &dyn Fn(u64) -> Option<u64>) {
-        let resident = |c: &Cache| c.map.len() - c.parked;
-        if resident(self) <= self.capacity {
+        if !self.shrink_due() {
             return;
         }
         self.evict_clean();
+        self.park_owed(frozen);
+        self.shrink_done();
+    }
+
+    fn park_owed(&mut self, frozen: &dyn Fn(u64) -> Option<u64>) {
+        let resident = |c: &Cache| c.map.len() - c.parked;
         if resident(self) <= self.capacity {
             return;
         }
@@ -200,4 +242,35 @@ impl Cache {
         }
     }
 
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cache full of owed buffers (none can be evicted) scans once, then not again until it
+    /// has grown by an eighth of its capacity; once buffers are clean, the next scan evicts.
+    #[test]
+    fn a_cache_of_owed_buffers_is_not_rescanned_on_every_insert() {
+        let mut c = Cache::new(512, 64);
+        for b in 0..200u64 {
+            let buf = c.insert(b, vec![0; 512], BufKind::Data);
+            buf.cp_tid = Some(1);
+            c.shrink();
+        }
+        // Over 64 from the 65th insert: a scan there, then one every 8 more (64 / 8).
+        assert!(c.scans() <= 1 + (200 - 65) / 8 + 1, "{} scans for 136 inserts over capacity", c.scans());
+        assert!(c.scans() >= 2, "the cache kept growing, so it looked again: {}", c.scans());
+        assert_eq!(c.len(), 200, "owed buffers are never evicted");
+        for b in 0..200u64 {
+            c.get(b).unwrap().cp_tid = None;
+        }
+        let before = c.scans();
+        for b in 200..216u64 {
+            c.insert(b, vec![0; 512], BufKind::Data);
+            c.shrink();
+        }
+        assert!(c.scans() > before, "grown past the mark: scanned again");
+        assert!(c.len() <= 64, "clean buffers evicted once scanned: {}", c.len());
+    }
 }
