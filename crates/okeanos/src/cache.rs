@@ -15,9 +15,10 @@
 //! past its capacity. Owed buffers cannot be evicted (their space in the journal waits for
 //! them), so a cache can hold more than its capacity until a checkpoint writes them home; a
 //! scan that could not bring it back within its capacity is not repeated until the cache has
-//! grown by another eighth (each scan looks at every buffer: repeated on every write, under the
-//! engine's state lock, it stalled 100 writers for whole checkpoints; docs/BENCHMARKS.md). Over an nvm journal a buffer owed to checkpoint whose newest committed
-//! version is frozen in NVM may be **parked** as well (UBJ: frozen blocks stay cached, in NVM):
+//! grown by another eighth (each scan looks at every buffer: repeated on every write, under
+//! the engine's state lock, it stalled 100 writers for whole checkpoints; docs/BENCHMARKS.md).
+//! Over an nvm journal a buffer owed to checkpoint whose newest committed version is frozen in
+//! NVM may be **parked** as well (UBJ: frozen blocks stay cached, in NVM):
 //! its data is dropped from DRAM and its journaling state kept; whoever needs it again loads it
 //! from NVM first (`Fs::bread`, and the engine before a checkpoint), and a parked buffer's
 //! empty data never passes for contents (any use of it fails loudly).
