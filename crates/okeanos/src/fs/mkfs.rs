@@ -41,7 +41,8 @@ pub struct MkfsOptions {
     /// host then allocates the ring's space now, so that a commit overwrites allocated blocks
     /// and its flush (an fdatasync of the file) has no allocation of the host's to commit.
     /// Off by default here, for memory and crash-recording devices; `okeanos mkfs`,
-    /// [`crate::Okeanos::mkfs_file`] and the benchmark's targets turn it on.
+    /// [`crate::Okeanos::mkfs_file`] and the benchmark's targets turn it on. Manylogs' logs
+    /// (a tenth of the device) are not written: only the region of the log table is.
     pub zero_journal: bool,
 }
 
