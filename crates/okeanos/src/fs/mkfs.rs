@@ -42,7 +42,7 @@ pub struct MkfsOptions {
     /// and its flush (an fdatasync of the file) has no allocation of the host's to commit.
     /// Off by default here, for memory and crash-recording devices; `okeanos mkfs`,
     /// [`crate::Okeanos::mkfs_file`] and the benchmark's targets turn it on. Manylogs' logs
-    /// (a tenth of the device) are not written: only the region of the log table is.
+    /// (a tenth of the device) are not written; its log table is, as always.
     pub zero_journal: bool,
 }
 
