@@ -235,6 +235,15 @@ pub fn plan(dev_bytes: u64, o: &MkfsOptions, journal_dev_bytes: Option<u64>) -> 
         }
         groups -= 1;
     }
+    if o.manylogs && groups * o.log_area_blocks as u64 > u32::MAX as u64 {
+        // The log table counts the durable transactions past its floor in 32 bits, and each
+        // takes at least a block of some log (FORMAT.md, "Log table").
+        return Err(MkfsError::Invalid(format!(
+            "{groups} logs of {} blocks hold more than {} blocks in all, more than the log table can count: give larger groups, smaller logs or a smaller device",
+            o.log_area_blocks,
+            u32::MAX
+        )));
+    }
     let block_count = block_count.min(first_group + groups * bpg as u64);
     let mut label = [0u8; 32];
     let lb = o.label.as_bytes();
@@ -415,6 +424,20 @@ fn zero_blocks(dev: &dyn Device, first: u64, count: u64, block_bytes: u64) -> Re
 mod tests {
     use super::*;
     use crate::device::MemDevice;
+
+    /// Logs that together hold more blocks than the log table can count durable transactions
+    /// in (32 bits) are refused at mkfs, with what to change, rather than failing an assertion
+    /// when a table is written.
+    #[test]
+    fn manylogs_beyond_what_the_log_table_counts_are_refused() {
+        let o = MkfsOptions { manylogs: true, ..Default::default() };
+        let ok = plan(1 << 40, &o, None).expect("1 TiB of groups with a tenth in logs");
+        assert!(ok.manylogs());
+        match plan(200 << 40, &o, None) {
+            Err(MkfsError::Invalid(m)) => assert!(m.contains("more than the log table can count"), "{m}"),
+            other => panic!("200 TiB of manylogs must be refused: {:?}", other.map(|sb| sb.group_count)),
+        }
+    }
 
     /// `zero_journal` writes every block of the ring (an image file's space for it is then
     /// allocated); without it only the first log block is cleared, and an old journal's
