@@ -235,11 +235,11 @@ pub fn plan(dev_bytes: u64, o: &MkfsOptions, journal_dev_bytes: Option<u64>) -> 
         }
         groups -= 1;
     }
-    if o.manylogs && groups * o.log_area_blocks as u64 > u32::MAX as u64 {
+    if o.manylogs && groups * o.log_area_blocks as u64 >= u32::MAX as u64 {
         // The log table counts the durable transactions past its floor in 32 bits, and each
-        // takes at least a block of some log (FORMAT.md, "Log table").
+        // takes at least a block of some log (FORMAT.md, "Manylogs log table").
         return Err(MkfsError::Invalid(format!(
-            "{groups} logs of {} blocks hold more than {} blocks in all, more than the log table can count: give larger groups, smaller logs or a smaller device",
+            "{groups} logs of {} blocks hold {} blocks or more in all, more than the log table can count: give larger groups, smaller logs or a smaller device",
             o.log_area_blocks,
             u32::MAX
         )));
