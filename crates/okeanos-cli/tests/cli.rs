@@ -208,9 +208,11 @@ fn a_closed_pipe_ends_output_without_a_panic() {
         let mut c = Command::new(env!("CARGO_BIN_EXE_okeanos")).args(&args).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
         let mut first = [0u8; 16];
         use std::io::Read;
-        c.stdout.take().unwrap().read_exact(&mut first).unwrap();
+        let read = c.stdout.take().unwrap().read_exact(&mut first);
         // The read end is closed now, as `| head -c 16` closes it.
         let o = c.wait_with_output().unwrap();
+        // A command that printed less than that says what it did instead of an unwrap panic.
+        assert!(read.is_ok(), "{args:?} printed fewer than 16 bytes ({read:?}): {:?} {}", o.status, String::from_utf8_lossy(&o.stderr));
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(!err.contains("panicked"), "{args:?}: {err}");
         // Success, fsck's "problems" (the journal needs recovery), or SIGPIPE: never a panic.
