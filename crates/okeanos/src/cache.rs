@@ -199,7 +199,7 @@ impl Cache {
         self.scans += 1;
         let mut clean: Vec<(u64, u64)> = self.map.iter().filter(|(_, b)| b.is_clean()).map(|(&k, b)| (b.last_use, k)).collect();
         clean.sort_unstable();
-        let excess = (self.map.len() - self.parked).saturating_sub(self.capacity * 3 / 4);
+        let excess = self.resident().saturating_sub(self.capacity * 3 / 4);
         for (_, k) in clean.into_iter().take(excess) {
             let b = self.map.remove(&k).expect("listed");
             assert!(b.parked.is_none(), "a clean buffer is never parked");
@@ -219,8 +219,7 @@ impl Cache {
     }
 
     fn park_owed(&mut self, frozen: &dyn Fn(u64) -> Option<u64>) {
-        let resident = |c: &Cache| c.map.len() - c.parked;
-        if resident(self) <= self.capacity {
+        if self.resident() <= self.capacity {
             return;
         }
         let mut owed: Vec<(u64, u64)> = self
@@ -231,7 +230,7 @@ impl Cache {
             .collect();
         owed.sort_unstable();
         for (_, k) in owed.into_iter() {
-            if resident(self) <= self.capacity * 3 / 4 {
+            if self.resident() <= self.capacity * 3 / 4 {
                 break;
             }
             let Some(at) = frozen(k) else { continue };
