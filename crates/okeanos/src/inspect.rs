@@ -57,7 +57,8 @@ pub fn dump_journal(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> R
     Ok(JournalDump { region, jsb, end_reason: scan.end_reason.clone(), transactions: scan.txs, revoked, damage })
 }
 
-/// The manylogs journal: every log scanned from its recorded tail, merged by tid.
+/// The manylogs journal: every log scanned from its snapshot position (its recorded tail for a
+/// table without a map), merged by tid. The blocks the map names are not listed.
 fn dump_manylogs(sb: &Superblock, devs: &Devices, region: LogRegion, jsb: JournalSuperblock) -> Result<JournalDump, FsError> {
     use crate::journal::placement::Placement;
     let placement = crate::runtime::open::open_manylogs(sb, devs)?;
@@ -83,7 +84,7 @@ fn dump_manylogs(sb: &Superblock, devs: &Devices, region: LogRegion, jsb: Journa
         }
         revoked.push(v);
     }
-    let end_reason = format!("{} logs scanned from their recorded tails", starts.len());
+    let end_reason = format!("{} logs scanned from their snapshot positions, {} blocks in the map", starts.len(), placement.recovery_map().len());
     Ok(JournalDump { region, jsb, end_reason, transactions: txs, revoked, damage })
 }
 

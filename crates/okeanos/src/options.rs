@@ -64,6 +64,11 @@ pub struct MountOptions {
     /// How long nothing must happen before `checkpoint=idle` checkpoints (`idle_after=`,
     /// seconds, default 2).
     pub idle_after: Duration,
+    /// Manylogs: how often the map of logged blocks is snapshot (`snapshot_period=`, seconds,
+    /// default 30; 0: only at checkpoints): metadata and data not whole in a log go home, the
+    /// map and each log's recovery start are recorded, and recovery reads the logs only past
+    /// them (docs/JOURNALING.md, "The map on disk").
+    pub snapshot_period: Duration,
     /// Manylogs with `checkpoint=lazy|idle`: move a log over 80% full into an empty log far
     /// from the head (`log_swap=on|off`, default on; the paper's log swapping, section III-G):
     /// at once when it is the head's log, otherwise when the file system is idle.
@@ -125,6 +130,10 @@ pub struct MountOptions {
     /// records the release (its canary). Not accepted by `parse`.
     #[doc(hidden)]
     pub fault_manylogs_reuse_early: bool,
+    /// Test-only fault (canary): a snapshot keeps data blocks logged that are not whole in
+    /// any log (records, escaped copies), so recovery, which reads only past the snapshot,
+    /// loses them.
+    pub fault_manylogs_snapshot_unhomed: bool,
     /// Test-only fault (canary): a block logged whole again keeps the log position of its
     /// first copy, so a block parked out of the cache loads (and a checkpoint copies home)
     /// an older version.
@@ -165,6 +174,7 @@ impl Default for MountOptions {
             lazy_checkpoint: false,
             idle_checkpoint: false,
             idle_after: Duration::from_secs(2),
+            snapshot_period: Duration::from_secs(30),
             log_swap: true,
             max_tx_blocks: None,
             device_model: None,
@@ -186,6 +196,7 @@ impl Default for MountOptions {
             fault_nvm_free_early: false,
             fault_skip_remote_append: false,
             fault_manylogs_reuse_early: false,
+            fault_manylogs_snapshot_unhomed: false,
             fault_manylogs_keep_first_position: false,
             fault_manylogs_swap_unreserved: false,
             manual_journal: false,
@@ -276,6 +287,7 @@ impl MountOptions {
                     }
                 }
                 "idle_after" => o.idle_after = secs(v)?.max(Duration::from_millis(10)),
+                "snapshot_period" => o.snapshot_period = secs(v)?,
                 "log_swap" => o.log_swap = match v {
                     None | Some("1") | Some("on") => true,
                     Some("0") | Some("off") => false,

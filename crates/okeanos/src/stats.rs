@@ -24,6 +24,7 @@ pub struct Stats {
     max_handles_per_commit: AtomicU64,
     checkpoints: AtomicU64,
     idle_checkpoints: AtomicU64,
+    snapshots: AtomicU64,
     log_swaps: AtomicU64,
     overlaps: AtomicU64,
     fallbacks: AtomicU64,
@@ -110,6 +111,8 @@ pub struct Counters {
     pub checkpoints: u64,
     /// Checkpoints of everything that `checkpoint=idle` started after a quiet spell.
     pub idle_checkpoints: u64,
+    /// Periodic snapshots of the manylogs map of logged blocks (`snapshot_period=`).
+    pub snapshots: u64,
     /// Manylogs log swaps completed (the blocks they moved are the `log_swap` kind).
     pub log_swaps: u64,
     /// Commits and checkpoints that were in flight together (each pair counted once, by the
@@ -189,6 +192,9 @@ impl Stats {
     }
     pub fn on_log_swap(&self) {
         self.log_swaps.fetch_add(1, Relaxed);
+    }
+    pub fn on_snapshot(&self) {
+        self.snapshots.fetch_add(1, Relaxed);
     }
     pub fn on_idle_checkpoint(&self) {
         self.idle_checkpoints.fetch_add(1, Relaxed);
@@ -273,6 +279,7 @@ impl Stats {
             syncs_per_commit: per(syncs),
             checkpoints: self.checkpoints.load(Relaxed),
             idle_checkpoints: self.idle_checkpoints.load(Relaxed),
+            snapshots: self.snapshots.load(Relaxed),
             log_swaps: self.log_swaps.load(Relaxed),
             overlaps: self.overlaps.load(Relaxed),
             fallbacks: self.fallbacks.load(Relaxed),
@@ -339,6 +346,7 @@ impl Counters {
             syncs_per_commit: per(syncs as f64),
             checkpoints: self.checkpoints - base.checkpoints,
             idle_checkpoints: self.idle_checkpoints - base.idle_checkpoints,
+            snapshots: self.snapshots - base.snapshots,
             log_swaps: self.log_swaps - base.log_swaps,
             overlaps: self.overlaps - base.overlaps,
             fallbacks: self.fallbacks - base.fallbacks,

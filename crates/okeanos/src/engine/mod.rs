@@ -80,6 +80,8 @@ struct Core {
     batch: Option<(u64, u32, u64)>,
     /// Age-based writeback in progress, in bounded steps: the expiry threshold it works to.
     expiring: Option<u64>,
+    /// When the next periodic snapshot of the map of logged blocks is due (manylogs).
+    next_snapshot_ns: u64,
     /// Driven step by step (the simulator): no journal thread, and operations that would wait
     /// for the journal return [`FsError::WouldBlock`] instead.
     manual: bool,
@@ -311,7 +313,7 @@ impl Okeanos {
         let checkpoint_thread = opts.checkpoint_thread.unwrap_or_else(|| !(devs.journal.is_none() && devs.fs.seeks() == Some(true)));
         let inner = Arc::new(Inner {
             checkpoint_thread,
-            core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, abandoned: false, avg_commit_ns: 0, last_commit_handles: 0, batch: None, expiring: None, pending: None, next_return_ns: now, return_backoff_ns: 2_000_000_000, manual: opts.manual_journal, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64, checkpointing: None, sync_waiters: Vec::new(), force_checkpoint: None, idle_seen: (0, now) }),
+            core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, abandoned: false, avg_commit_ns: 0, last_commit_handles: 0, batch: None, expiring: None, pending: None, next_return_ns: now, return_backoff_ns: 2_000_000_000, manual: opts.manual_journal, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64, next_snapshot_ns: now + opts.snapshot_period.as_nanos() as u64, checkpointing: None, sync_waiters: Vec::new(), force_checkpoint: None, idle_seen: (0, now) }),
             cv: Condvar::new(),
             commit_cv: [Condvar::new(), Condvar::new()],
             sync_lock: Mutex::new(()),

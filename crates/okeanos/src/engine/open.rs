@@ -136,6 +136,7 @@ pub(super) fn journal(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
             m.fault_reuse_before_table = opts.fault_manylogs_reuse_early;
             m.fault_keep_first_position = opts.fault_manylogs_keep_first_position;
             m.fault_swap_unreserved = opts.fault_manylogs_swap_unreserved;
+            m.fault_snapshot_unhomed = opts.fault_manylogs_snapshot_unhomed;
             Box::new(m)
         }
         _ if sb.nvm.is_some() => {

@@ -183,7 +183,7 @@ impl Okeanos {
                 if let Some(step) = self.checkpoint_step(core, now) {
                     return step;
                 }
-                return JournalStep::Idle { wake_ns: core.next_writeback_ns };
+                return JournalStep::Idle { wake_ns: self.next_background_ns(core) };
             }
         }
         if core.stop {
@@ -197,8 +197,15 @@ impl Okeanos {
         }
         let interval = self.inner.opts.commit_interval.as_nanos() as u64;
         let next_commit = core.fs.journal.running.start_ns.map_or(u64::MAX, |s| s.saturating_add(interval));
-        let wake_ns = if beside { next_commit } else { next_commit.min(core.next_writeback_ns) };
+        let wake_ns = if beside { next_commit } else { next_commit.min(self.next_background_ns(core)) };
         JournalStep::Idle { wake_ns }
+    }
+
+    /// When the checkpoint decision must look again with nothing else happening: the next
+    /// write-back period, or the next snapshot of a placement that snapshots its map.
+    fn next_background_ns(&self, core: &Core) -> u64 {
+        let snapshot = if self.inner.opts.snapshot_period.is_zero() || !core.fs.journal.placement.snapshots() { u64::MAX } else { core.next_snapshot_ns };
+        core.next_writeback_ns.min(snapshot)
     }
 
     /// The commit lane's decision: a pending fallback, a commit, or None.
@@ -318,6 +325,23 @@ impl Okeanos {
             // journal's wake-ups).
             if !opts.lazy_checkpoint {
                 core.expiring = Some(now.saturating_sub(opts.expire_or(self.inner.devs.nvm.is_some()).as_nanos() as u64));
+            }
+        }
+        let period = opts.snapshot_period.as_nanos() as u64;
+        if period > 0 && now >= core.next_snapshot_ns && core.fs.journal.placement.snapshots() {
+            // The map of logged blocks, snapshot (manylogs): what is not kept logged goes
+            // home, so that recovery reads the logs only past it.
+            core.next_snapshot_ns = now + period;
+            let goal = CheckpointGoal::Snapshot;
+            if let Some(plan) = core.fs.journal.checkpoint_begin(&core.fs.cache, goal) {
+                let step = self.checkpoint_start(core, plan);
+                if matches!(step, JournalStep::Work(_)) {
+                    self.inner.stats.on_snapshot();
+                    return Some(step);
+                }
+                // It clashed with the commit in flight: planned again after it.
+                core.next_snapshot_ns = now;
+                return Some(step);
             }
         }
         if let Some(owed_since_ns) = core.expiring {

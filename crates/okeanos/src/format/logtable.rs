@@ -11,7 +11,10 @@ use super::{invalid, need, FormatError, Le};
 
 pub const LOG_TABLE_MAGIC: u64 = u64::from_le_bytes(*b"OKMLTAB1");
 /// Version 2 added `durable` (bytes 56..60, zero in version 1, which reads as "floor - 1").
-pub const LOG_TABLE_VERSION: u32 = 2;
+/// Version 3 has the same layout and says that a map copy ([`LogMap`]) with the same sequence
+/// belongs to it: the table is valid only with that copy. Versions 1 and 2 read as a map with
+/// nothing home past the floor and nothing mapped.
+pub const LOG_TABLE_VERSION: u32 = 3;
 /// Bytes before the first entry.
 pub const HEADER_LEN: usize = 64;
 /// Bytes of one log's entry.
@@ -41,6 +44,9 @@ pub struct LogEntry {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogTable {
+    /// 3: a [`LogMap`] of the same sequence completes it; 2 (written where the journal region
+    /// has no room for a map): none.
+    pub version: u32,
     pub flags: u32,
     /// Higher is newer; the copy written is `seq % 2`.
     pub seq: u64,
@@ -75,7 +81,8 @@ impl LogTable {
         assert!(out.len() >= n, "a log table copy holds its entries");
         out.fill(0);
         Le::put_u64(out, 0, LOG_TABLE_MAGIC);
-        Le::put_u32(out, 8, LOG_TABLE_VERSION);
+        assert!((2..=LOG_TABLE_VERSION).contains(&self.version), "a table is written as version 2 or 3");
+        Le::put_u32(out, 8, self.version);
         Le::put_u32(out, 12, self.flags);
         Le::put_u64(out, 16, self.seq);
         Le::put_u64(out, 24, self.floor);
@@ -145,7 +152,158 @@ impl LogTable {
             return Err(invalid(W, format!("{past} durable transactions past the floor do not fit its logs")));
         }
         let durable = floor - 1 + past;
-        Ok(LogTable { flags: fl, seq: Le::u64(b, 16), floor, durable, log_blocks, fs_uuid, logs: out })
+        Ok(LogTable { version, flags: fl, seq: Le::u64(b, 16), floor, durable, log_blocks, fs_uuid, logs: out })
+    }
+}
+
+pub const LOG_MAP_MAGIC: u64 = u64::from_le_bytes(*b"OKMLMAP1");
+pub const LOG_MAP_VERSION: u32 = 1;
+/// Bytes before the per-log snapshot positions.
+pub const MAP_HEADER_LEN: usize = 64;
+/// Bytes of one log's snapshot position.
+pub const MAP_LOG_LEN: usize = 16;
+/// Bytes of one mapped block.
+pub const MAP_ENTRY_LEN: usize = 28;
+const MAP_SEED: u32 = 0x4d4c_0002;
+/// The most blocks mkfs makes room for in a map copy (28 MiB).
+pub const MAP_MOST: u64 = 1 << 20;
+
+/// Where recovery starts reading one log: after its newest transaction at or below the map's
+/// home tid.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SnapPos {
+    pub pos: u32,
+    /// Tid of the transaction at `pos` when one recorded durable follows there (before the
+    /// log's end); for an empty log the tid below which its contents are stale; else 0.
+    pub tid: u64,
+}
+
+/// One logged block whose newest version up to the home tid is whole in a log (the paper's
+/// MTL, section III-E): not at its final location, to be read from `at`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MapEntry {
+    pub block: u64,
+    /// Device block in a log holding it.
+    pub at: u64,
+    pub tid: u64,
+    /// The journal tag's data hash of the copy (format/journal.rs, `data_hash`).
+    pub hash: u32,
+}
+
+/// The map of logged blocks that completes a version-3 log table (byte map: docs/FORMAT.md,
+/// "Manylogs map"). With it, every change of a transaction at or below `home` is at its final
+/// location or in `entries`: recovery reads each log only from its snapshot position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogMap {
+    /// The sequence of the table it belongs to.
+    pub seq: u64,
+    pub home: u64,
+    pub fs_uuid: [u8; 16],
+    /// One per log, in group order.
+    pub snaps: Vec<SnapPos>,
+    pub entries: Vec<MapEntry>,
+}
+
+impl LogMap {
+    /// Bytes a map of `logs` logs and `entries` blocks takes.
+    pub fn bytes(logs: usize, entries: usize) -> usize {
+        MAP_HEADER_LEN + logs * MAP_LOG_LEN + entries * MAP_ENTRY_LEN
+    }
+
+    /// How many blocks a copy of `blocks` blocks maps, for `logs` logs (None: not even the
+    /// snapshot positions fit).
+    pub fn capacity(logs: usize, blocks: u64, block_size: usize) -> Option<usize> {
+        let room = (blocks as usize).checked_mul(block_size)?;
+        room.checked_sub(Self::bytes(logs, 0)).map(|r| r / MAP_ENTRY_LEN)
+    }
+
+    /// The blocks of a copy holding this map.
+    pub fn blocks(&self, block_size: usize) -> usize {
+        Self::bytes(self.snaps.len(), self.entries.len()).div_ceil(block_size)
+    }
+
+    /// Encodes into `out` (at least [`Self::blocks`] blocks; the rest is zeroed).
+    pub fn encode(&self, out: &mut [u8]) {
+        let n = Self::bytes(self.snaps.len(), self.entries.len());
+        assert!(out.len() >= n, "a map copy holds its entries");
+        out.fill(0);
+        Le::put_u64(out, 0, LOG_MAP_MAGIC);
+        Le::put_u32(out, 8, LOG_MAP_VERSION);
+        Le::put_u64(out, 16, self.seq);
+        Le::put_u64(out, 24, self.home);
+        Le::put_u32(out, 32, self.snaps.len() as u32);
+        Le::put_u32(out, 36, u32::try_from(self.entries.len()).expect("a map's entries fit its copy"));
+        out[40..56].copy_from_slice(&self.fs_uuid);
+        let mut at = MAP_HEADER_LEN;
+        for s in &self.snaps {
+            Le::put_u32(out, at, s.pos);
+            Le::put_u64(out, at + 8, s.tid);
+            at += MAP_LOG_LEN;
+        }
+        for e in &self.entries {
+            Le::put_u64(out, at, e.block);
+            Le::put_u64(out, at + 8, e.at);
+            Le::put_u64(out, at + 16, e.tid);
+            Le::put_u32(out, at + 24, e.hash);
+            at += MAP_ENTRY_LEN;
+        }
+        let c = Self::crc(out, n);
+        Le::put_u32(out, CRC_AT, c);
+    }
+
+    fn crc(b: &[u8], n: usize) -> u32 {
+        super::crc(super::crc(MAP_SEED, &b[..CRC_AT]), &b[MAP_HEADER_LEN..n])
+    }
+
+    /// The number of entries a copy's header announces (to know how much to read), if the
+    /// header is a map's.
+    pub fn announced(b: &[u8]) -> Option<(usize, usize)> {
+        (b.len() >= MAP_HEADER_LEN && Le::u64(b, 0) == LOG_MAP_MAGIC).then(|| (Le::u32(b, 32) as usize, Le::u32(b, 36) as usize))
+    }
+
+    /// Decodes a copy of a file system of `fs_uuid` with `logs` logs of `log_blocks` blocks.
+    /// Entries are checked against the logs by the placement, which knows where they are.
+    pub fn decode(b: &[u8], fs_uuid: [u8; 16], logs: u32, log_blocks: u32) -> Result<LogMap, FormatError> {
+        const W: &str = "manylogs map";
+        need(W, b, MAP_HEADER_LEN)?;
+        let magic = Le::u64(b, 0);
+        if magic != LOG_MAP_MAGIC {
+            return Err(FormatError::BadMagic { what: W, found: magic, expected: LOG_MAP_MAGIC });
+        }
+        let version = Le::u32(b, 8);
+        if version != LOG_MAP_VERSION || Le::u32(b, 12) != 0 {
+            return Err(FormatError::Unsupported { what: W, version, features: Le::u32(b, 12) });
+        }
+        let (count, entries) = (Le::u32(b, 32), Le::u32(b, 36) as usize);
+        if count != logs {
+            return Err(invalid(W, format!("describes {count} logs; the file system has {logs}")));
+        }
+        let n = MAP_HEADER_LEN.checked_add(count as usize * MAP_LOG_LEN).and_then(|h| entries.checked_mul(MAP_ENTRY_LEN).and_then(|e| h.checked_add(e))).ok_or_else(|| invalid(W, "size overflows"))?;
+        need(W, b, n)?;
+        let stored = Le::u32(b, CRC_AT);
+        let computed = Self::crc(b, n);
+        if stored != computed {
+            return Err(FormatError::BadChecksum { what: W, stored, computed });
+        }
+        if b[40..56] != fs_uuid {
+            return Err(invalid(W, "belongs to another file system"));
+        }
+        let mut at = MAP_HEADER_LEN;
+        let mut snaps = Vec::with_capacity(count as usize);
+        for i in 0..count {
+            let s = SnapPos { pos: Le::u32(b, at), tid: Le::u64(b, at + 8) };
+            if s.pos >= log_blocks {
+                return Err(invalid(W, format!("log {i}: snapshot position {} is outside its {log_blocks} blocks", s.pos)));
+            }
+            snaps.push(s);
+            at += MAP_LOG_LEN;
+        }
+        let mut out = Vec::with_capacity(entries);
+        for _ in 0..entries {
+            out.push(MapEntry { block: Le::u64(b, at), at: Le::u64(b, at + 8), tid: Le::u64(b, at + 16), hash: Le::u32(b, at + 24) });
+            at += MAP_ENTRY_LEN;
+        }
+        Ok(LogMap { seq: Le::u64(b, 16), home: Le::u64(b, 24), fs_uuid, snaps, entries: out })
     }
 }
 
@@ -155,6 +313,7 @@ mod tests {
 
     fn table() -> LogTable {
         LogTable {
+            version: 3,
             flags: 0,
             seq: 7,
             floor: 42,
@@ -180,9 +339,9 @@ mod tests {
     /// floor recorded": past a log's end any tid from the floor counts, as version 1 did.
     #[test]
     fn version_1_tables_are_read() {
-        let t = LogTable { durable: 41, ..table() };
+        let t = LogTable { durable: 41, version: 1, ..table() };
         let mut b = vec![0u8; 3 * 4096];
-        t.encode(&mut b);
+        LogTable { version: 2, ..t.clone() }.encode(&mut b);
         assert_eq!(Le::u32(&b, 56), 0);
         Le::put_u32(&mut b, 8, 1);
         let c = LogTable::crc(&b, HEADER_LEN + 600 * ENTRY_LEN);
@@ -220,5 +379,42 @@ mod tests {
         assert!(LogTable::decode(&b, [5; 16], 601, 300).is_err(), "another geometry");
         assert!(LogTable::decode(&b[..100], [5; 16], 600, 300).is_err(), "truncated");
         assert!(LogTable::decode(&vec![0u8; 4096], [5; 16], 600, 300).is_err(), "zeros");
+    }
+
+    fn map() -> LogMap {
+        LogMap {
+            seq: 7,
+            home: 48,
+            fs_uuid: [5; 16],
+            snaps: (0..600).map(|i| SnapPos { pos: i % 300, tid: i as u64 }).collect(),
+            entries: (0..1000).map(|i| MapEntry { block: 5000 + i, at: 100 + i * 3, tid: 42 + i % 7, hash: i as u32 * 77 }).collect(),
+        }
+    }
+
+    #[test]
+    fn maps_round_trip_and_corruption_is_an_error() {
+        let m = map();
+        let bs = 4096;
+        let n = m.blocks(bs);
+        assert_eq!(n, (64 + 600 * 16 + 1000 * 28usize).div_ceil(bs));
+        let mut b = vec![0u8; (n + 1) * bs];
+        m.encode(&mut b);
+        assert_eq!(LogMap::announced(&b), Some((600, 1000)));
+        assert_eq!(LogMap::decode(&b, [5; 16], 600, 300).unwrap(), m);
+        for at in [0, 8, 16, 24, 36, 64 + 5, 64 + 600 * 16 + 3, 64 + 600 * 16 + 999 * 28 + 27] {
+            let mut c = b.clone();
+            c[at] ^= 0x04;
+            assert!(LogMap::decode(&c, [5; 16], 600, 300).is_err(), "byte {at}");
+        }
+        assert!(LogMap::decode(&b, [6; 16], 600, 300).is_err(), "another file system");
+        assert!(LogMap::decode(&b, [5; 16], 601, 300).is_err(), "another geometry");
+        assert!(LogMap::decode(&b, [5; 16], 600, 200).is_err(), "a snapshot position outside its log");
+        assert!(LogMap::decode(&b[..5000], [5; 16], 600, 300).is_err(), "truncated");
+        // A count that runs past the copy is an error, not a read out of bounds.
+        let mut c = b.clone();
+        Le::put_u32(&mut c, 36, u32::MAX);
+        assert!(LogMap::decode(&c, [5; 16], 600, 300).is_err());
+        assert_eq!(LogMap::capacity(600, n as u64, bs), Some((n * bs - 64 - 600 * 16) / 28));
+        assert_eq!(LogMap::capacity(600, 1, 1024), None, "not even the positions fit");
     }
 }

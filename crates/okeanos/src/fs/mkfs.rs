@@ -170,9 +170,14 @@ pub fn plan(dev_bytes: u64, o: &MkfsOptions, journal_dev_bytes: Option<u64>) -> 
         if (o.log_area_blocks as u64) < MIN_JOURNAL_BLOCKS || o.log_area_blocks as u64 > bpg as u64 / 2 {
             return Err(MkfsError::Invalid(format!("logs of {} blocks: give at least {MIN_JOURNAL_BLOCKS} blocks and at most half a group ({} blocks)", o.log_area_blocks, bpg / 2)));
         }
-        // The journal region holds the journal superblock and two copies of the log table.
+        // The journal region holds the journal superblock, two copies of the log table and two
+        // of the map of logged blocks, each with room for every log block (at most
+        // `MAP_MOST`; a snapshot writes home what does not fit).
+        use crate::format::logtable::{LogMap, LogTable, MAP_MOST};
         let groups_most = block_count.div_ceil(bpg as u64) + 1;
-        o.journal_blocks = (1 + 2 * crate::format::logtable::LogTable::blocks_per_copy(groups_most, bs as usize)).max(MIN_JOURNAL_BLOCKS);
+        let entries = (groups_most * o.log_area_blocks as u64).min(MAP_MOST) as usize;
+        let map_blocks = LogMap::bytes(groups_most as usize, entries).div_ceil(bs as usize) as u64;
+        o.journal_blocks = (1 + 2 * LogTable::blocks_per_copy(groups_most, bs as usize) + 2 * map_blocks).max(MIN_JOURNAL_BLOCKS);
     }
     let o = &o;
     let journal_blocks = if o.external_journal {
@@ -384,7 +389,9 @@ pub fn mkfs(dev: &dyn Device, journal_dev: Option<&dyn Device>, o: &MkfsOptions)
         // Copy A: every log empty, clean; copy B zeroed (invalid), so a mount reads A.
         let per = crate::format::logtable::LogTable::blocks_per_copy(sb.group_count as u64, bs) as usize;
         let mut t = vec![0u8; per * bs];
+        // A clean table needs no map (version 2): every log is empty.
         crate::format::logtable::LogTable {
+            version: 2,
             flags: crate::format::logtable::flags::CLEAN,
             seq: 0,
             floor: 1,

@@ -38,6 +38,11 @@ pub enum CheckpointGoal {
     Expired { owed_since_ns: u64, max_blocks: usize },
     /// Write everything; the log becomes empty.
     All,
+    /// A snapshot of the map of logged blocks (manylogs, [`super::placement::Placement::snapshots`]):
+    /// write home every owed block except data whose newest committed copy is whole in a log
+    /// (as many as the map holds), then record the map, so that recovery reads the logs only
+    /// past it (manylogs paper, section III-E: the MTL; docs/JOURNALING.md).
+    Snapshot,
 }
 
 #[derive(Debug)]
@@ -52,6 +57,11 @@ pub struct CheckpointPlan {
     pub runs: u64,
     /// Transactions at the front of the log released by this checkpoint.
     pub release: usize,
+    /// The placement records the release or a new snapshot ([`Self::keep`]) durably at the
+    /// end of the plan.
+    pub table: bool,
+    /// Blocks left logged by a snapshot (`kept.home` is then set).
+    pub keep: Vec<u64>,
     /// What the placement keeps afterwards.
     pub kept: Kept,
     /// Tell the placement it may reuse the released space (false when a fallback decides
@@ -67,8 +77,12 @@ impl Journal {
     pub fn checkpoint_begin(&self, cache: &Cache, goal: CheckpointGoal) -> Option<CheckpointPlan> {
         assert!(self.committing.is_none() || self.placement.checkpoint_beside_commit(), "this placement checkpoints only between commits");
         let mut plan = self.checkpoint_writes(cache, goal)?;
-        if plan.release > 0 {
+        if plan.kept.home.is_some() {
+            self.placement.snapshot_stage(plan.kept, &plan.keep).push_to(&mut plan.io);
+            plan.table = true;
+        } else if plan.release > 0 {
             self.placement.release_stage(plan.kept).push_to(&mut plan.io);
+            plan.table = true;
         }
         Some(plan)
     }
@@ -99,6 +113,18 @@ impl Journal {
                     free += t.at.blocks;
                 }
             }
+            CheckpointGoal::Snapshot => {
+                let mut room = self.placement.map_room();
+                for t in &self.log {
+                    for &b in &t.checkpoint {
+                        if room > 0 && self.stays_logged(cache, b, t.tid) {
+                            room -= 1;
+                        } else {
+                            chosen.insert(b);
+                        }
+                    }
+                }
+            }
             CheckpointGoal::Expired { owed_since_ns, max_blocks } => {
                 'log: for t in &self.log {
                     for &b in &t.checkpoint {
@@ -117,12 +143,56 @@ impl Journal {
         chosen
     }
 
-    fn checkpoint_build(&self, cache: &Cache, chosen: BTreeSet<u64>) -> Option<CheckpointPlan> {
-        let release = self.log.iter().take_while(|t| t.checkpoint.is_subset(&chosen)).count();
-        if chosen.is_empty() && release == 0 {
+    /// Whether owed block `b` of transaction `tid` may stay logged across a snapshot: data
+    /// whose copy in `tid` is whole in the placement's map. Metadata always goes home.
+    fn stays_logged(&self, cache: &Cache, b: u64, tid: Tid) -> bool {
+        cache.peek(b).is_some_and(|buf| buf.kind == BufKind::Data) && self.placement.keeps_logged(b, tid)
+    }
+
+    /// The home tid a checkpoint writing `chosen` reaches (placements that snapshot): the
+    /// newest tid up to which every owed block is chosen or stays logged (at most as many as
+    /// the map holds, listed in the second value). None: no further than the last snapshot.
+    fn home_point(&self, cache: &Cache, chosen: &BTreeSet<u64>) -> Option<(Tid, Vec<u64>)> {
+        if !self.placement.snapshots() {
             return None;
         }
-        let kept = self.kept(release);
+        let room = self.placement.map_room();
+        let mut keep = Vec::new();
+        let mut home = self.log.front().map_or(self.committed_tid, |t| t.tid - 1);
+        'log: for t in &self.log {
+            let mut kept_here = Vec::new();
+            for &b in &t.checkpoint {
+                if chosen.contains(&b) {
+                    continue;
+                }
+                if keep.len() + kept_here.len() >= room || !self.stays_logged(cache, b, t.tid) {
+                    break 'log;
+                }
+                kept_here.push(b);
+            }
+            keep.extend(kept_here);
+            home = t.tid;
+        }
+        if self.log.back().is_none_or(|t| t.tid == home) {
+            home = home.max(self.committed_tid);
+        }
+        (home > self.placement.home()).then_some((home, keep))
+    }
+
+    fn checkpoint_build(&self, cache: &Cache, chosen: BTreeSet<u64>) -> Option<CheckpointPlan> {
+        let release = self.log.iter().take_while(|t| t.checkpoint.is_subset(&chosen)).count();
+        let snapshot = self.home_point(cache, &chosen);
+        if chosen.is_empty() && release == 0 && snapshot.is_none() {
+            return None;
+        }
+        let mut kept = self.kept(release);
+        let keep = match snapshot {
+            Some((home, keep)) => {
+                kept.home = Some(home);
+                keep
+            }
+            None => Vec::new(),
+        };
 
         // Blocks in the cache are written from it; blocks parked in a log (manylogs) are
         // copied home from there, in larger stages: the runtime reads a stage's sources in
@@ -183,7 +253,7 @@ impl Journal {
         }
         // `chosen` is in block order: a run is a stretch of consecutive blocks.
         let runs = chosen.iter().zip(chosen.iter().skip(1)).filter(|(a, b)| **b != **a + 1).count() as u64 + (!chosen.is_empty()) as u64;
-        Some(CheckpointPlan { io, written, data, runs, release, kept, release_placement: true, committed_at_begin: self.committed_tid })
+        Some(CheckpointPlan { io, written, data, runs, release, table: false, keep, kept, release_placement: true, committed_at_begin: self.committed_tid })
     }
 
     /// The checkpoint's I/O completed.
@@ -246,6 +316,7 @@ impl Journal {
                 if let Some(t) = self.logged_tx_mut(tid) {
                     t.checkpoint.remove(&b);
                 }
+                self.placement.went_home(b, tid);
                 if parked {
                     // Parked (before the checkpoint and copied home, or while its home write
                     // was in flight): its slot or log space may be reused once released, and
@@ -266,7 +337,7 @@ impl Journal {
                 }
             }
         }
-        if plan.release > 0 && plan.release_placement {
+        if plan.table && plan.release_placement {
             self.placement.released(plan.kept);
         }
     }

@@ -61,7 +61,7 @@ impl Journal {
         if !ordered.is_empty() {
             io.push(ordered, vec![DevId::Fs]);
         }
-        let kept = Kept { oldest: Some((tid, at)), next_tid: self.running.tid };
+        let kept = Kept { oldest: Some((tid, at)), next_tid: self.running.tid, home: None };
         let jsb = self.placement.mount_stage(kept);
         batch.extend(stage.writes);
         batch.extend(jsb.writes);

@@ -190,7 +190,7 @@ impl Journal {
     /// (its blocks are being written, and the tail must not pass them).
     pub fn kept(&self, released: usize) -> Kept {
         let oldest = self.log.get(released).map(|t| (t.tid, t.at)).or_else(|| self.committing.as_ref().map(|c| (c.tx.tid, c.at)));
-        Kept { oldest, next_tid: self.running.tid }
+        Kept { oldest, next_tid: self.running.tid, home: None }
     }
 
     /// The largest credits one handle may ask for.

@@ -636,6 +636,29 @@ pub fn revoke_feed(table: &mut RevokeTable, tid: Tid, block: &[u8]) -> Result<()
     Ok(())
 }
 
+/// Pass 3 with a snapshot's map (manylogs; docs/JOURNALING.md, "The map on disk"): every
+/// change up to the snapshot's home tid is at its final location or in a mapped block, and the
+/// scanned transactions all follow it. A mapped block is written home from its log unless a
+/// scanned transaction revoked it (freed since: its copy must not return) or logged it whole
+/// (the newer copy wins); records on it replay over the mapped copy, not over home, which
+/// holds an older version.
+pub fn with_map(mut plan: Vec<ReplayBlock>, mapped: &[(u64, u64, Tid, u32)], revoked: &RevokeTable) -> Vec<ReplayBlock> {
+    let at: HashMap<u64, usize> = plan.iter().enumerate().map(|(k, r)| (r.fs_block, k)).collect();
+    for &(block, dev_block, tid, hash) in mapped {
+        if revoked.is_revoked(block, tid) {
+            continue;
+        }
+        let base = ReplayBase::Mapped { block: dev_block, hash };
+        match at.get(&block) {
+            Some(&k) if plan[k].base == ReplayBase::Disk => plan[k].base = base,
+            Some(_) => {}
+            None => plan.push(ReplayBlock { fs_block: block, base, patches: Vec::new(), kind: BlockKind::FinalData }),
+        }
+    }
+    plan.sort_by_key(|c| c.fs_block);
+    plan
+}
+
 /// Where replay of one block starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplayBase {
@@ -645,6 +668,9 @@ pub enum ReplayBase {
     Zero,
     /// A whole logged copy at a log position.
     Journal { dev: super::plan::DevId, block: u64, escaped: bool },
+    /// A block a snapshot's map names (manylogs): the copy at device block `block` of the
+    /// file-system device, checked against the journal tag's data hash.
+    Mapped { block: u64, hash: u32 },
 }
 
 /// Replay of one block: start from `base`, apply the records in order, write the result.

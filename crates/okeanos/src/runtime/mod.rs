@@ -338,7 +338,7 @@ pub fn recover(
         txs = kept;
         damage = d;
         first_tid = Some(floor);
-        end_reason = format!("{} logs scanned from their recorded tails ({scanned} blocks), {} transactions from tid {floor}", starts.len(), txs.len());
+        end_reason = format!("{} logs scanned from their snapshot positions ({scanned} blocks), {} transactions from tid {floor}, {} blocks from the map", starts.len(), txs.len(), placement.recovery_map().len());
     }
     let t1 = now_ns();
     let mut table = RevokeTable::default();
@@ -347,8 +347,21 @@ pub fn recover(
         recovery::revoke_feed(&mut table, tid, log.read(pos)?)?;
     }
     let t2 = now_ns();
-    let copies = recovery::replay_plan(&txs, &table);
-    replay(devs, &copies, stats)?;
+    let mapped = placement.recovery_map();
+    let copies = recovery::with_map(recovery::replay_plan(&txs, &table), &mapped, &table);
+    let bad = replay(devs, &copies, stats)?;
+    if !bad.is_empty() && damage.is_none() {
+        // A mapped block that does not match its tag: the file system keeps its older version
+        // at home, and the mount says so (ERRORS), as for any damaged log.
+        let (b, at) = bad[0];
+        damage = Some(recovery::Damage {
+            tid: 0,
+            pos: at,
+            reason: format!("{} mapped block(s) fail their journal checksum, first block {b} at device block {at}", bad.len()),
+            following: 0,
+            following_tids: (0, 0),
+        });
+    }
     if let Some(d) = &damage {
         // Durable before the journal is marked clean: a crash in between finds the same
         // damage again, and never a clean journal without the error state.
@@ -389,10 +402,21 @@ fn mark_errors(devs: &Devices, damage: &Damage, wall_ns: i64) -> Result<(), Reco
     Ok(())
 }
 
-fn replay(devs: &Devices, blocks: &[ReplayBlock], stats: &Stats) -> Result<(), DeviceError> {
+/// Writes the replayed blocks home. Returns the mapped blocks (and where they were) that
+/// failed their check and were left as home has them.
+fn replay(devs: &Devices, blocks: &[ReplayBlock], stats: &Stats) -> Result<Vec<(u64, u64)>, DeviceError> {
     let bs = devs.block_size as u64;
+    let mut bad = Vec::new();
     for r in blocks {
         let mut b = match r.base {
+            ReplayBase::Mapped { block, hash } => {
+                let b = devs.read_block(DevId::Fs, block)?;
+                if jf::data_hash(r.fs_block, 0, &b) != hash {
+                    bad.push((r.fs_block, block));
+                    continue;
+                }
+                b
+            }
             ReplayBase::Journal { dev, block, escaped } => {
                 let mut b = devs.read_block(dev, block)?;
                 if escaped {
@@ -413,5 +437,5 @@ fn replay(devs: &Devices, blocks: &[ReplayBlock], stats: &Stats) -> Result<(), D
     if !blocks.is_empty() {
         devs.fs.flush()?;
     }
-    Ok(())
+    Ok(bad)
 }

@@ -40,6 +40,8 @@ pub struct Run {
     pub near_head: Option<okeanos::journal::placement::manylogs::NearHead>,
     /// What the checkpoints wrote, copied from logs and skipped, and parked blocks read back.
     pub checkpoint: okeanos::stats::CheckpointCounts,
+    /// Manylogs: periodic snapshots of the map of logged blocks.
+    pub snapshots: u64,
 }
 
 /// Checks the guarantee of `mode` on a recovered file system, for a crash after `k` events.
@@ -211,9 +213,10 @@ fn end(recorder: Arc<CrashRecorder>, fs: Okeanos, files: HashMap<String, History
     fs.sync().unwrap();
     let near_head = fs.near_head();
     let checkpoint = fs.counters().checkpoint;
+    let snapshots = fs.counters().snapshots;
     let end_events = recorder.event_count();
     drop(fs);
-    Run { recorder, files, end_events, overwritten: vec![OW.to_string()], nvm: matches!(journal, Journal::Nvm { .. }), near_head, checkpoint }
+    Run { recorder, files, end_events, overwritten: vec![OW.to_string()], nvm: matches!(journal, Journal::Nvm { .. }), near_head, checkpoint, snapshots }
 }
 
 /// A recorded workload: appends with syncs on a few streams, in-place overwrites, metadata

@@ -26,11 +26,11 @@
 //! admission never accepts a transaction no log can take.
 
 use super::{Extent, Kept, LogRegion, Placement, Records, RecoveryStart, RegionKind, Stage};
-use crate::format::logtable::{flags, LogEntry, LogTable};
+use crate::format::logtable::{flags, LogEntry, LogMap, LogTable, MapEntry, SnapPos};
 use crate::journal::checkpoint::COPY_SLICE_BLOCKS;
 use crate::journal::plan::{BlockKind, CopyCheck, DevId, IoCopy, IoStage, IoWrite};
 use crate::journal::transaction::Tid;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -48,13 +48,21 @@ pub struct Geometry {
     /// Device block of copy A of the log table; copy B follows it.
     pub table_at: u64,
     pub table_blocks: u64,
+    /// Device block of copy A of the map (after both table copies); copy B follows it. Each
+    /// is `map_blocks` long: the rest of the journal region, halved (0: no room for a map;
+    /// tables are then written as version 2).
+    pub map_at: u64,
+    pub map_blocks: u64,
+    /// Blocks of the file system (a mapped block lies below).
+    pub fs_blocks: u64,
 }
 
 impl Geometry {
     pub fn of(sb: &crate::format::Superblock) -> Geometry {
-        let crate::format::JournalLocation::Internal { start, .. } = sb.journal else {
+        let crate::format::JournalLocation::Internal { start, blocks } = sb.journal else {
             panic!("a manylogs superblock validates with an internal journal region");
         };
+        let table_blocks = LogTable::blocks_per_copy(sb.group_count as u64, sb.block_size as usize);
         Geometry {
             block_size: sb.block_size as usize,
             fs_uuid: sb.uuid,
@@ -63,8 +71,26 @@ impl Geometry {
             log_starts: (0..sb.group_count).map(|g| sb.log_area_start(g)).collect(),
             log_blocks: sb.log_area_blocks as u64,
             table_at: start + 1,
-            table_blocks: LogTable::blocks_per_copy(sb.group_count as u64, sb.block_size as usize),
+            table_blocks,
+            map_at: start + 1 + 2 * table_blocks,
+            map_blocks: blocks.saturating_sub(1 + 2 * table_blocks) / 2,
+            fs_blocks: sb.block_count,
         }
+    }
+
+    /// Device block of the first block of map copy `slot`.
+    pub fn map_copy_at(&self, slot: u64) -> u64 {
+        self.map_at + slot * self.map_blocks
+    }
+
+    /// How many blocks a map copy can name (None: not even the logs' positions fit).
+    pub fn map_capacity(&self) -> Option<usize> {
+        LogMap::capacity(self.log_starts.len(), self.map_blocks, self.block_size)
+    }
+
+    /// Whether device block `at` lies inside log `i`.
+    fn in_log(&self, i: usize, at: u64) -> bool {
+        (self.log_starts[i]..self.log_starts[i] + self.log_blocks).contains(&at)
     }
 
     pub fn region(&self, log: usize) -> LogRegion {
@@ -83,22 +109,86 @@ impl Geometry {
     }
 }
 
-/// Reads both copies of the log table; the valid one with the higher sequence wins.
-pub fn read_table(geo: &Geometry, read: &mut dyn FnMut(u64) -> Result<Vec<u8>, crate::device::DeviceError>) -> Result<LogTable, crate::fs::FsError> {
-    let mut best: Option<LogTable> = None;
+type ReadBlock<'a> = dyn FnMut(u64) -> Result<Vec<u8>, crate::device::DeviceError> + 'a;
+
+/// Reads both copies of the log table, each with its map (version 3); the valid pair with the
+/// higher sequence wins. A table whose map is torn or stale is invalid as a whole: its write
+/// was not durable, and the other copy is the newest durable one.
+pub fn read_table(geo: &Geometry, read: &mut ReadBlock) -> Result<(LogTable, LogMap), crate::fs::FsError> {
+    let mut best: Option<(LogTable, LogMap)> = None;
     let mut errors = Vec::new();
     for slot in 0..2 {
         let mut bytes = Vec::with_capacity((geo.table_blocks as usize) * geo.block_size);
         for k in 0..geo.table_blocks {
             bytes.extend_from_slice(&read(geo.copy_at(slot) + k)?);
         }
-        match LogTable::decode(&bytes, geo.fs_uuid, geo.log_starts.len() as u32, geo.log_blocks as u32) {
-            Ok(t) if best.as_ref().is_none_or(|b| t.seq > b.seq) => best = Some(t),
-            Ok(_) => {}
-            Err(e) => errors.push(format!("copy {}: {e}", ["A", "B"][slot as usize])),
+        let name = ["A", "B"][slot as usize];
+        let t = match LogTable::decode(&bytes, geo.fs_uuid, geo.log_starts.len() as u32, geo.log_blocks as u32) {
+            Ok(t) => t,
+            Err(e) => {
+                errors.push(format!("copy {name}: {e}"));
+                continue;
+            }
+        };
+        let m = if t.version >= 3 {
+            match read_map(geo, slot, &t, read)? {
+                Ok(m) => m,
+                Err(e) => {
+                    errors.push(format!("copy {name}: its map: {e}"));
+                    continue;
+                }
+            }
+        } else {
+            legacy_map(&t)
+        };
+        if best.as_ref().is_none_or(|b| t.seq > b.0.seq) {
+            best = Some((t, m));
         }
     }
     best.ok_or_else(|| crate::fs::FsError::Corrupt(format!("no valid manylogs log table ({})", errors.join("; "))))
+}
+
+/// A table of version 1 or 2 has no map: nothing is home past its floor, and recovery reads
+/// each log from its tail.
+fn legacy_map(t: &LogTable) -> LogMap {
+    LogMap { seq: t.seq, home: t.floor - 1, fs_uuid: t.fs_uuid, snaps: t.logs.iter().map(|e| SnapPos { pos: e.tail, tid: e.tail_tid }).collect(), entries: Vec::new() }
+}
+
+/// Reads and checks the map copy `slot` that completes table `t`. The outer error is a device
+/// error; the inner one a map that does not belong (torn, stale, or damaged).
+fn read_map(geo: &Geometry, slot: u64, t: &LogTable, read: &mut ReadBlock) -> Result<Result<LogMap, String>, crate::fs::FsError> {
+    if geo.map_capacity().is_none() {
+        return Ok(Err("the journal region has no room for a map".into()));
+    }
+    let at = geo.map_copy_at(slot);
+    let mut bytes = read(at)?;
+    let Some((logs, entries)) = LogMap::announced(&bytes) else {
+        return Ok(Err("no map header".into()));
+    };
+    let need = LogMap::bytes(logs.min(geo.log_starts.len()), entries);
+    if logs != geo.log_starts.len() || need > geo.map_blocks as usize * geo.block_size {
+        return Ok(Err(format!("announces {logs} logs and {entries} blocks, more than its {} blocks hold", geo.map_blocks)));
+    }
+    for k in 1..need.div_ceil(geo.block_size) as u64 {
+        bytes.extend_from_slice(&read(at + k)?);
+    }
+    let m = match LogMap::decode(&bytes, geo.fs_uuid, logs as u32, geo.log_blocks as u32) {
+        Ok(m) => m,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    if m.seq != t.seq {
+        return Ok(Err(format!("sequence {} is not the table's {}", m.seq, t.seq)));
+    }
+    if m.home + 1 < t.floor || m.home > t.durable.max(t.floor - 1) {
+        return Ok(Err(format!("home tid {} is outside the table's floor {} and newest durable tid {}", m.home, t.floor, t.durable)));
+    }
+    for e in &m.entries {
+        let log = geo.group_of(e.at);
+        if e.tid < t.floor || e.tid > m.home || e.block >= geo.fs_blocks || !geo.in_log(log, e.at) {
+            return Ok(Err(format!("block {} at {} of transaction {} is not a live logged block of this file system", e.block, e.at, e.tid)));
+        }
+    }
+    Ok(Ok(m))
 }
 
 #[derive(Debug, Default)]
@@ -178,8 +268,9 @@ impl NearHead {
 pub struct Manylogs {
     geo: Geometry,
     logs: Vec<Log>,
-    /// The table read at mount (what recovery starts from).
+    /// The table read at mount (what recovery starts from), and its map.
     mounted: LogTable,
+    mounted_map: LogMap,
     /// Sequence of the newest table known durable, and of the table last planned. A table is
     /// planned with the sequence after the newest durable one, so it goes to the other copy;
     /// a checkpoint planned and then dropped (it clashed with a commit's in-place writes and is
@@ -203,6 +294,13 @@ pub struct Manylogs {
     /// copies it from the log home. An entry goes when the block is logged again (a newer
     /// position, or none if as records), revoked, or its transaction's space is released.
     map: crate::det::HashMap<u64, Mapped>,
+    /// Changes to `map` by transactions placed but not yet durable, oldest first: the map is
+    /// what is durable, so that a snapshot of it never names a copy a crash may tear.
+    pending: VecDeque<(Tid, Vec<(u64, Option<Mapped>)>)>,
+    /// The snapshot of the newest durable table (its home tid and the blocks it keeps
+    /// logged), and that of the table last planned, which becomes it once durable.
+    snap: RefCell<Snap>,
+    planned_snap: RefCell<Option<Snap>>,
     /// Canary for the crash tests: releases log space without writing the table that records
     /// the release, so space is reused while the durable table still names it live. Recovery
     /// must then miss committed transactions.
@@ -214,6 +312,17 @@ pub struct Manylogs {
     /// so a crash during the copy leaves copies that the durable table lets recovery take for
     /// live transactions (torn ones among them).
     pub fault_swap_unreserved: bool,
+    /// Canary: a snapshot keeps any data block logged, mapped or not (records, escaped
+    /// copies), and names only the mapped ones: recovery, reading only past the snapshot,
+    /// must then miss changes.
+    pub fault_snapshot_unhomed: bool,
+}
+
+/// A snapshot of the map: every change up to `home` is home or in `entries`.
+#[derive(Debug, Clone, Default)]
+struct Snap {
+    home: Tid,
+    entries: Vec<MapEntry>,
 }
 
 /// Where a logged block's newest committed version is.
@@ -228,10 +337,31 @@ impl Manylogs {
     /// The placement over the logs `table` describes (read at mount). Every log starts empty
     /// at position 0: after recovery or a clean unmount nothing in them is live, and what is
     /// left there carries tids below the next one.
-    pub fn new(geo: Geometry, table: LogTable) -> Self {
+    pub fn new(geo: Geometry, (table, map): (LogTable, LogMap)) -> Self {
         let logs = (0..geo.log_starts.len()).map(|_| Log::default()).collect();
         let (durable_seq, planned_seq) = (Cell::new(table.seq), Cell::new(table.seq));
-        Manylogs { geo, logs, mounted: table, durable_seq, planned_seq, durable: 0, position: None, last_log: 0, near_head: NearHead::default(), swapping: None, map: Default::default(), fault_reuse_before_table: false, fault_keep_first_position: false, fault_swap_unreserved: false }
+        let snap = RefCell::new(Snap { home: map.home, entries: Vec::new() });
+        Manylogs {
+            geo,
+            logs,
+            mounted: table,
+            mounted_map: map,
+            durable_seq,
+            planned_seq,
+            durable: 0,
+            position: None,
+            last_log: 0,
+            near_head: NearHead::default(),
+            swapping: None,
+            map: Default::default(),
+            pending: VecDeque::new(),
+            snap,
+            planned_snap: RefCell::new(None),
+            fault_reuse_before_table: false,
+            fault_keep_first_position: false,
+            fault_swap_unreserved: false,
+            fault_snapshot_unhomed: false,
+        }
     }
 
     /// The table's floor as read at mount: after a clean unmount, the next tid.
@@ -296,9 +426,38 @@ impl Manylogs {
     }
 
     /// The table after a checkpoint that keeps `kept`: each log's new tail, and its end of
-    /// durable transactions.
-    fn table_after(&self, kept: Kept, clean: bool) -> LogTable {
+    /// durable transactions. With `keep` (the core's [`Kept::home`] and the blocks it leaves
+    /// logged), a new snapshot: each log's snapshot position after its newest transaction at
+    /// or below the home tid, and the map of the kept blocks. Without, the last durable
+    /// snapshot's, less what the new floor released.
+    fn table_after(&self, kept: Kept, keep: Option<&[u64]>, clean: bool) -> (LogTable, LogMap) {
         let floor = kept.oldest.map_or(kept.next_tid, |(t, _)| t);
+        let durable = self.durable.max(floor - 1);
+        let new = kept.home.zip(keep).filter(|(h, _)| *h > self.snap.borrow().home);
+        let mut snap = match new {
+            Some((home, keep)) => {
+                assert!(home <= durable, "a snapshot's home tid ({home}) is durable ({durable})");
+                let entries = keep
+                    .iter()
+                    .filter_map(|&b| {
+                        let m = self.map.get(&b);
+                        assert!(m.is_some() || self.fault_snapshot_unhomed, "a block kept logged is mapped");
+                        m.map(|m| MapEntry { block: b, at: m.at, tid: m.tid, hash: m.hash })
+                    })
+                    .collect();
+                Snap { home, entries }
+            }
+            None => self.snap.borrow().clone(),
+        };
+        snap.home = snap.home.max(floor - 1);
+        snap.entries.retain(|e| e.tid >= floor);
+        if self.geo.map_capacity().is_none_or(|c| c < snap.entries.len()) {
+            // No room for a map: a version-2 table, read from the tails.
+            assert!(snap.entries.is_empty(), "the core keeps no more blocks logged than a map holds");
+            snap.home = floor - 1;
+        }
+        let home = snap.home;
+        let mut snaps = Vec::with_capacity(self.logs.len());
         let logs = self
             .logs
             .iter()
@@ -308,13 +467,30 @@ impl Manylogs {
                 // left copies at or above the floor there.
                 let (tail, tail_tid) = live.first().map_or((l.head, if l.min_tid > floor { l.min_tid } else { 0 }), |t| (t.start, t.tid));
                 let end = live.iter().filter(|t| t.tid <= self.durable).last().map_or(tail, |t| t.end);
+                // Recovery reads from the first transaction above the home tid.
+                let snap = match live.iter().find(|t| t.tid > home) {
+                    Some(t) => SnapPos { pos: t.start as u32, tid: if t.tid <= self.durable { t.tid } else { 0 } },
+                    None if live.is_empty() => SnapPos { pos: tail as u32, tid: tail_tid },
+                    None => SnapPos { pos: l.head as u32, tid: 0 },
+                };
+                snaps.push(snap);
                 LogEntry { tail: tail as u32, end: end as u32, tail_tid }
             })
             .collect();
         let seq = self.durable_seq.get() + 1;
         self.planned_seq.set(seq);
-        let durable = self.durable.max(floor - 1);
-        LogTable { flags: if clean { flags::CLEAN } else { 0 }, seq, floor, durable, log_blocks: self.geo.log_blocks as u32, fs_uuid: self.geo.fs_uuid, logs }
+        let version = if self.geo.map_capacity().is_some() { 3 } else { 2 };
+        let table = LogTable { version, flags: if clean { flags::CLEAN } else { 0 }, seq, floor, durable, log_blocks: self.geo.log_blocks as u32, fs_uuid: self.geo.fs_uuid, logs };
+        let map = LogMap { seq, home, fs_uuid: self.geo.fs_uuid, snaps, entries: snap.entries.clone() };
+        *self.planned_snap.borrow_mut() = Some(snap);
+        (table, map)
+    }
+
+    /// The planned snapshot is durable now.
+    fn snapshot_durable(&self) {
+        if let Some(s) = self.planned_snap.borrow_mut().take() {
+            *self.snap.borrow_mut() = s;
+        }
     }
 
     /// Over 80% full: a log the paper swaps (section III-G).
@@ -346,30 +522,41 @@ impl Manylogs {
         (room >= self.geo.log_blocks / 4 + max_tx).then_some((from, to))
     }
 
-    /// The write of `table` into the copy its sequence names, then the flush.
-    fn table_stage(&self, table: &LogTable) -> Stage {
+    /// The write of `table` into the copy its sequence names, with its map (version 3) into
+    /// the map copy of the same parity, then the flush: a torn write of either leaves a copy
+    /// pair that does not validate, and the other pair is the newest durable one.
+    fn table_stage(&self, (table, map): &(LogTable, LogMap)) -> Stage {
         let bs = self.geo.block_size;
+        let slot = table.seq % 2;
         let mut bytes = vec![0u8; self.geo.table_blocks as usize * bs];
         table.encode(&mut bytes);
-        let at = self.geo.copy_at(table.seq % 2);
-        let writes = bytes
-            .chunks(bs)
-            .enumerate()
-            .map(|(k, b)| IoWrite { dev: DevId::Fs, block: at + k as u64, data: Arc::new(b.to_vec()), kind: BlockKind::JournalSuper })
-            .collect();
+        let mut writes: Vec<IoWrite> = Vec::new();
+        let mut put = |at: u64, bytes: &[u8]| {
+            for (k, b) in bytes.chunks(bs).enumerate() {
+                writes.push(IoWrite { dev: DevId::Fs, block: at + k as u64, data: Arc::new(b.to_vec()), kind: BlockKind::JournalSuper });
+            }
+        };
+        put(self.geo.copy_at(slot), &bytes);
+        if table.version >= 3 {
+            let mut m = vec![0u8; map.blocks(bs) * bs];
+            map.encode(&mut m);
+            assert!(m.len() as u64 <= self.geo.map_blocks * bs as u64, "a map fits its copy");
+            put(self.geo.map_copy_at(slot), &m);
+        }
         Stage { writes, flush: vec![DevId::Fs], remote: Vec::new(), nvm: Vec::new() }
     }
 
     fn empty_table_stage(&self, next_tid: Tid, clean: bool) -> Stage {
         assert!(self.logs.iter().all(|l| l.txs.is_empty()), "only empty logs are recorded empty");
-        self.executed_at_once(self.table_after(Kept { oldest: None, next_tid }, clean))
+        self.executed_at_once(self.table_after(Kept { oldest: None, next_tid, home: None }, None, clean))
     }
 
     /// The stage of a table that is executed as soon as planned (mount, recovery, unmount):
     /// the next table goes to the other copy.
-    fn executed_at_once(&self, table: LogTable) -> Stage {
+    fn executed_at_once(&self, table: (LogTable, LogMap)) -> Stage {
         let stage = self.table_stage(&table);
-        self.durable_seq.set(table.seq);
+        self.durable_seq.set(table.0.seq);
+        self.snapshot_durable();
         stage
     }
 }
@@ -443,20 +630,10 @@ impl Placement for Manylogs {
             writes.push(IoWrite { dev: DevId::Fs, block: region.device_block(pos), data, kind });
             pos = region.next(pos);
         }
-        for &b in &records.revoked {
-            self.map.remove(&b);
-        }
-        for (b, whole) in records.logged {
-            match whole {
-                Some(_) if self.fault_keep_first_position && self.map.contains_key(&b) => {}
-                Some((k, hash)) => {
-                    self.map.insert(b, Mapped { at: writes[k].block, tid: records.tid, hash });
-                }
-                None => {
-                    self.map.remove(&b);
-                }
-            }
-        }
+        // The map changes once the commit is durable (`on_durable`).
+        let mut changes: Vec<(u64, Option<Mapped>)> = records.revoked.iter().map(|&b| (b, None)).collect();
+        changes.extend(records.logged.into_iter().map(|(b, whole)| (b, whole.map(|(k, hash)| Mapped { at: writes[k].block, tid: records.tid, hash }))));
+        self.pending.push_back((records.tid, changes));
         if pos < start || pos == 0 {
             self.near_head.wraps += 1;
         }
@@ -470,6 +647,49 @@ impl Placement for Manylogs {
 
     fn on_durable(&mut self, tid: Tid) {
         self.durable = self.durable.max(tid);
+        while self.pending.front().is_some_and(|(t, _)| *t <= tid) {
+            let (_, changes) = self.pending.pop_front().expect("checked");
+            for (b, m) in changes {
+                match m {
+                    Some(_) if self.fault_keep_first_position && self.map.contains_key(&b) => {}
+                    Some(m) => {
+                        self.map.insert(b, m);
+                    }
+                    None => {
+                        self.map.remove(&b);
+                    }
+                }
+            }
+        }
+    }
+
+    fn snapshots(&self) -> bool {
+        self.geo.map_capacity().is_some()
+    }
+
+    fn keeps_logged(&self, block: u64, tid: Tid) -> bool {
+        self.fault_snapshot_unhomed || self.map.get(&block).is_some_and(|m| m.tid == tid)
+    }
+
+    fn map_room(&self) -> usize {
+        self.geo.map_capacity().unwrap_or(0)
+    }
+
+    fn home(&self) -> Tid {
+        self.snap.borrow().home
+    }
+
+    fn went_home(&mut self, block: u64, tid: Tid) {
+        if self.map.get(&block).is_some_and(|m| m.tid == tid) {
+            self.map.remove(&block);
+        }
+    }
+
+    fn recovery_map(&self) -> Vec<(u64, u64, Tid, u32)> {
+        if self.mounted.is_clean() {
+            return Vec::new();
+        }
+        self.mounted_map.entries.iter().map(|e| (e.block, e.at, e.tid, e.hash)).collect()
     }
 
     /// A swap moves log `from`'s transactions, block for block, to the start of the empty log
@@ -492,14 +712,29 @@ impl Placement for Manylogs {
         let min_tid = kept.next_tid;
         let first = l.txs.front().expect("a crowded log holds transactions").tid;
         assert!(l.txs.iter().all(|t| t.tid >= kept.oldest.map_or(min_tid, |o| o.0) && t.tid < min_tid), "a log holds live tids below the next");
-        let mut reserve = self.table_after(kept, false);
-        reserve.logs[to] = LogEntry { tail: 0, end: 0, tail_tid: min_tid };
+        // Both tables carry the last durable snapshot (a swap writes nothing home); the second
+        // one with the moved log's positions shifted to the target.
+        let mut reserve = self.table_after(Kept { home: None, ..kept }, None, false);
+        reserve.0.logs[to] = LogEntry { tail: 0, end: 0, tail_tid: min_tid };
+        reserve.1.snaps[to] = SnapPos { pos: 0, tid: min_tid };
         let mut moved = reserve.clone();
         if !self.fault_swap_unreserved {
-            moved.seq += 1;
+            moved.0.seq += 1;
+            moved.1.seq += 1;
         }
-        moved.logs[to] = LogEntry { tail: 0, end: blocks as u32, tail_tid: first };
-        moved.logs[from] = LogEntry { tail: l.head as u32, end: l.head as u32, tail_tid: min_tid };
+        let lb = self.geo.log_blocks;
+        let shift = |p: u64| (p + lb - l.tail) % lb;
+        moved.0.logs[to] = LogEntry { tail: 0, end: blocks as u32, tail_tid: first };
+        let s = reserve.1.snaps[from];
+        moved.1.snaps[to] = SnapPos { pos: shift(s.pos as u64) as u32, tid: s.tid };
+        moved.0.logs[from] = LogEntry { tail: l.head as u32, end: l.head as u32, tail_tid: min_tid };
+        moved.1.snaps[from] = SnapPos { pos: l.head as u32, tid: min_tid };
+        let (fb, tb) = (self.geo.log_starts[from], self.geo.log_starts[to]);
+        for e in &mut moved.1.entries {
+            if self.geo.in_log(from, e.at) {
+                e.at = tb + shift(e.at - fb);
+            }
+        }
 
         let (src, dst) = (self.geo.region(from), self.geo.region(to));
         let mut copies = Vec::with_capacity(blocks as usize);
@@ -524,8 +759,9 @@ impl Placement for Manylogs {
         stages.last_mut().expect("a swap copies something").flush = vec![DevId::Fs];
         let Stage { writes, flush, .. } = self.table_stage(&moved);
         stages.push(IoStage { writes, flush, ..Default::default() });
-        self.planned_seq.set(moved.seq);
-        self.swapping = Some(Swap { from, to, tail: l.tail, blocks, min_tid, seq: moved.seq });
+        self.planned_seq.set(moved.0.seq);
+        self.planned_snap.borrow_mut().take();
+        self.swapping = Some(Swap { from, to, tail: l.tail, blocks, min_tid, seq: moved.0.seq });
         Some((stages, blocks))
     }
 
@@ -548,7 +784,7 @@ impl Placement for Manylogs {
         to.head = s.blocks;
         to.min_tid = to.min_tid.max(s.min_tid);
         to.swapped_in = true;
-        // Parked blocks are read from their new positions.
+        // Parked blocks are read from their new positions, and the snapshot names them there.
         let (fb, tb) = (self.geo.log_starts[s.from], self.geo.log_starts[s.to]);
         for m in self.map.values_mut() {
             if (fb..fb + lb).contains(&m.at) {
@@ -557,19 +793,30 @@ impl Placement for Manylogs {
                 m.at = tb + k;
             }
         }
+        assert!(self.pending.iter().flat_map(|(_, c)| c).all(|(_, m)| m.is_none_or(|m| !(fb..fb + lb).contains(&m.at))), "a swapped log has no commit in flight");
+        for e in &mut self.snap.get_mut().entries {
+            if (fb..fb + lb).contains(&e.at) {
+                e.at = tb + shift(e.at - fb);
+            }
+        }
         self.near_head.swaps += 1;
         self.near_head.swap_blocks += s.blocks;
     }
 
     fn release_stage(&self, kept: Kept) -> Stage {
+        self.snapshot_stage(kept, &[])
+    }
+
+    fn snapshot_stage(&self, kept: Kept, keep: &[u64]) -> Stage {
         if self.fault_reuse_before_table {
             return Stage::default();
         }
-        self.table_stage(&self.table_after(kept, false))
+        self.table_stage(&self.table_after(kept, Some(keep), false))
     }
 
     fn released(&mut self, kept: Kept) {
         self.durable_seq.set(self.planned_seq.get());
+        self.snapshot_durable();
         let floor = kept.oldest.map_or(kept.next_tid, |(t, _)| t);
         for l in &mut self.logs {
             while l.txs.front().is_some_and(|t| t.tid < floor) {
@@ -595,7 +842,7 @@ impl Placement for Manylogs {
     }
 
     fn mount_stage(&self, kept: Kept) -> Stage {
-        self.executed_at_once(self.table_after(kept, false))
+        self.executed_at_once(self.table_after(kept, None, false))
     }
 
     fn clean_stage(&self, next_tid: Tid) -> Stage {
@@ -611,19 +858,24 @@ impl Placement for Manylogs {
             return Vec::new();
         }
         let bound = self.mounted.floor + self.geo.log_blocks * self.logs.len() as u64 + 1;
+        // Everything up to the map's home tid is home or mapped: each log is read from its
+        // snapshot position, the first transaction above it (its tail for a table without a
+        // map).
+        let home = self.mounted_map.home;
         self.mounted
             .logs
             .iter()
+            .zip(&self.mounted_map.snaps)
             .enumerate()
-            .map(|(i, e)| RecoveryStart {
+            .map(|(i, (e, s))| RecoveryStart {
                 region: self.geo.region(i),
-                pos: e.tail as u64,
-                // The tid at the tail, or for an empty log the one below which its contents
-                // are stale (a swap's leftovers); the floor otherwise.
-                tid: e.tail_tid.max(self.mounted.floor),
+                pos: s.pos as u64,
+                // The tid there, or for an empty log the one below which its contents are
+                // stale (a swap's leftovers); the first above home otherwise.
+                tid: s.tid.max(home + 1),
                 multiwrite: true,
                 tid_bound: bound,
-                interleaved: Some(super::Interleaved { end: e.end as u64, tail_tid: e.tail_tid, floor: self.mounted.floor, past_end_min: self.mounted.durable + 1 }),
+                interleaved: Some(super::Interleaved { end: e.end as u64, tail_tid: s.tid, floor: home + 1, past_end_min: self.mounted.durable + 1 }),
             })
             .collect()
     }
@@ -651,11 +903,16 @@ mod tests {
             log_blocks: 256,
             table_at: 5,
             table_blocks: 1,
+            map_at: 7,
+            map_blocks: 40,
+            fs_blocks: 100 + logs as u64 * 1000,
         }
     }
 
-    fn empty(logs: usize) -> LogTable {
-        LogTable { flags: flags::CLEAN, seq: 0, floor: 1, durable: 0, log_blocks: 256, fs_uuid: [1; 16], logs: vec![LogEntry::default(); logs] }
+    fn empty(logs: usize) -> (LogTable, LogMap) {
+        let t = LogTable { version: 2, flags: flags::CLEAN, seq: 0, floor: 1, durable: 0, log_blocks: 256, fs_uuid: [1; 16], logs: vec![LogEntry::default(); logs] };
+        let m = legacy_map(&t);
+        (t, m)
     }
 
     fn records(tid: Tid, n: usize, near: Option<u64>) -> Records {
@@ -707,8 +964,8 @@ mod tests {
         m.on_durable(2);
         m.note_position(100 + 3 * 1000);
         m.place(records(3, 10, None)); // in flight: not durable
-        let kept = Kept { oldest: Some((2, Extent { start: 10, end: 20, blocks: 10 })), next_tid: 4 };
-        let t = m.table_after(kept, false);
+        let kept = Kept { oldest: Some((2, Extent { start: 10, end: 20, blocks: 10 })), next_tid: 4, home: None };
+        let (t, _) = m.table_after(kept, None, false);
         assert_eq!(t.floor, 2);
         assert_eq!(t.logs[0], LogEntry { tail: 10, end: 20, tail_tid: 2 });
         assert_eq!(t.logs[3], LogEntry { tail: 0, end: 0, tail_tid: 3 }, "a commit in flight is live but not yet recorded durable");
@@ -724,10 +981,10 @@ mod tests {
     #[test]
     fn a_dropped_release_leaves_the_durable_copy_alone() {
         let mut m = Manylogs::new(geo(4), empty(4));
-        let mount = m.mount_stage(Kept { oldest: None, next_tid: 1 });
+        let mount = m.mount_stage(Kept { oldest: None, next_tid: 1, home: None });
         m.place(records(1, 5, None));
         m.on_durable(1);
-        let kept = Kept { oldest: None, next_tid: 2 };
+        let kept = Kept { oldest: None, next_tid: 2, home: None };
         let first = m.release_stage(kept);
         assert_ne!(first.writes[0].block, mount.writes[0].block, "the other copy than the mount's");
         // Dropped (a clash) and planned again: still the other copy, not the mount's.
@@ -736,7 +993,7 @@ mod tests {
         m.released(kept);
         m.place(records(2, 5, None));
         m.on_durable(2);
-        let next = m.release_stage(Kept { oldest: None, next_tid: 3 });
+        let next = m.release_stage(Kept { oldest: None, next_tid: 3, home: None });
         assert_eq!(next.writes[0].block, mount.writes[0].block, "after the release is durable, the copy it did not use");
     }
 
@@ -745,9 +1002,9 @@ mod tests {
     /// moved log is free afterwards, and its old contents are stale to recovery.
     #[test]
     fn a_crowded_head_log_swaps_into_the_farthest_empty_log() {
-        let kept = Kept { oldest: Some((1, Extent { start: 0, end: 10, blocks: 10 })), next_tid: 65 };
+        let kept = Kept { oldest: Some((1, Extent { start: 0, end: 10, blocks: 10 })), next_tid: 65, home: None };
         let mut m2 = Manylogs::new(geo(8), empty(8));
-        m2.mount_stage(Kept { oldest: None, next_tid: 1 });
+        m2.mount_stage(Kept { oldest: None, next_tid: 1, home: None });
         // Logs 0 and 2 take 21 transactions of 10 blocks each (210 of 256: over 80%), then
         // log 1 between them, and one more in flight.
         for (group, tids) in [(0, 1..=21), (2, 22..=42), (1, 43..=63)] {
@@ -790,7 +1047,7 @@ mod tests {
         assert_eq!(m2.free_in(1), 255, "the moved log is empty");
         assert_eq!(m2.free_in(7), 255 - 220);
         assert_eq!(m2.near_head.swaps, 1);
-        let t = m2.table_after(Kept { next_tid: 66, ..kept }, false);
+        let (t, _) = m2.table_after(Kept { next_tid: 66, ..kept }, None, false);
         assert_eq!(t.logs[1], LogEntry { tail: 220, end: 220, tail_tid: 65 }, "the emptied log keeps its stale bound");
         assert_eq!((t.logs[7].tail, t.logs[7].tail_tid), (0, 43));
         // A quiet spell does not move the log a swap filled.
@@ -802,7 +1059,7 @@ mod tests {
     #[test]
     fn table_copies_alternate() {
         let m = Manylogs::new(geo(4), empty(4));
-        let a = m.mount_stage(Kept { oldest: None, next_tid: 1 });
+        let a = m.mount_stage(Kept { oldest: None, next_tid: 1, home: None });
         let b = m.clean_stage(1);
         assert_ne!(a.writes[0].block, b.writes[0].block, "consecutive tables go to different copies");
     }

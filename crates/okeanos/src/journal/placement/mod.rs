@@ -92,6 +92,11 @@ pub struct Kept {
     pub oldest: Option<(Tid, Extent)>,
     /// The tid the next transaction gets.
     pub next_tid: Tid,
+    /// For a placement that snapshots its map of logged blocks ([`Placement::snapshots`]):
+    /// the newest tid up to which every change is at its final location once the checkpoint's
+    /// writes are durable, or in a block [`Placement::keeps_logged`] (None: no new snapshot,
+    /// keep the last one's).
+    pub home: Option<Tid>,
 }
 
 /// Where recovery's scan begins in a placement's log.
@@ -219,9 +224,46 @@ pub trait Placement: Send + std::fmt::Debug {
     fn place(&mut self, records: Records) -> (Stage, Extent);
     /// The commit point of `tid` passed: its stage was flushed, syncs may return.
     fn on_durable(&mut self, _tid: Tid) {}
+
+    /// Whether the placement's tables record a map of logged blocks, so that a checkpoint may
+    /// leave blocks logged ([`Self::keeps_logged`]) and still advance what recovery can skip
+    /// (manylogs; [`Kept::home`]).
+    fn snapshots(&self) -> bool {
+        false
+    }
+
+    /// Whether data block `block`, owed by committed transaction `tid`, may stay logged across
+    /// a snapshot: its copy in `tid` is whole in the placement's map.
+    fn keeps_logged(&self, _block: u64, _tid: Tid) -> bool {
+        false
+    }
+
+    /// How many blocks a snapshot can keep logged.
+    fn map_room(&self) -> usize {
+        0
+    }
+
+    /// The home tid of the newest durable snapshot (0 without snapshots).
+    fn home(&self) -> Tid {
+        0
+    }
+
+    /// A checkpoint wrote `block`'s copy of transaction `tid` home.
+    fn went_home(&mut self, _block: u64, _tid: Tid) {}
+
+    /// The blocks recovery reads from the snapshot's map instead of a log scan:
+    /// (file-system block, device block in a log, tid, tag data hash).
+    fn recovery_map(&self) -> Vec<(u64, u64, Tid, u32)> {
+        Vec::new()
+    }
     /// The stage that records, durably, that every transaction older than `kept.oldest` is at
     /// its final location, so that their space may be reused once it is flushed.
     fn release_stage(&self, kept: Kept) -> Stage;
+    /// The release stage of a checkpoint that leaves the blocks `keep` logged and advances
+    /// the home tid to [`Kept::home`] (placements that [`Self::snapshots`]).
+    fn snapshot_stage(&self, kept: Kept, _keep: &[u64]) -> Stage {
+        self.release_stage(kept)
+    }
     /// The release stage completed: reuse the space.
     fn released(&mut self, kept: Kept);
     /// At mount: the journal is in use from the current tail (recovery after a crash starts

@@ -493,7 +493,7 @@ mod tests {
         let (h, mut p, mut img) = setup(8);
         commit(&mut p, &mut img, 1, &[(100, 1)], &[]);
         commit(&mut p, &mut img, 2, &[(100, 2)], &[]);
-        let kept = Kept { oldest: None, next_tid: 3 };
+        let kept = Kept { oldest: None, next_tid: 3, home: None };
         let stage = p.release_stage(kept);
         apply(&mut img, &stage.nvm);
         p.released(kept);
