@@ -850,6 +850,7 @@ fn crash_fuzz(a: &SimArgs) -> Result<ExitCode, String> {
     let mut overlaps = 0;
     let mut copied = 0;
     let mut swaps = 0;
+    let mut snapshots = 0;
     let mut journals: std::collections::BTreeMap<&'static str, usize> = Default::default();
     for (seed, r) in seeds.iter().zip(results) {
         match r {
@@ -857,6 +858,7 @@ fn crash_fuzz(a: &SimArgs) -> Result<ExitCode, String> {
                 overlaps += r.overlaps;
                 copied += r.copied;
                 swaps += r.swaps;
+                snapshots += r.snapshots;
                 *journals.entry(r.journal).or_default() += 1;
                 let e = per_mode.entry(r.mode.clone()).or_default();
                 e.0 += 1;
@@ -873,7 +875,7 @@ fn crash_fuzz(a: &SimArgs) -> Result<ExitCode, String> {
     }
     let states: usize = per_mode.values().map(|x| x.1).sum();
     println!("runs by journal: {}", journals.iter().map(|(j, n)| format!("{j} {n}")).collect::<Vec<_>>().join(", "));
-    println!("{} runs, {states} crash states, {} violations, {} errors in {:.1} s{}; {overlaps} commits beside a checkpoint, {copied} blocks copied home from manylogs logs, {swaps} log swaps", a.runs, violations.len(), errors.len(), t0.elapsed().as_secs_f64(), if a.canary { " (canary: commit flush skipped)" } else { "" });
+    println!("{} runs, {states} crash states, {} violations, {} errors in {:.1} s{}; {overlaps} commits beside a checkpoint, {copied} blocks copied home from manylogs logs, {swaps} log swaps, {snapshots} map snapshots", a.runs, violations.len(), errors.len(), t0.elapsed().as_secs_f64(), if a.canary { " (canary: commit flush skipped)" } else { "" });
     for v in violations.iter().take(20) {
         println!("VIOLATION {v}");
     }

@@ -132,6 +132,16 @@ impl Cache {
         self.map.contains_key(&block)
     }
 
+    /// Inserts a buffer owed by committed transaction `owner` whose data is not in memory but
+    /// at log block `at` (a block a manylogs recovery kept logged): parked from the start.
+    pub fn insert_parked(&mut self, block: u64, at: u64, owner: Tid, kind: BufKind, since_ns: u64) {
+        assert!(!self.map.contains_key(&block), "a kept block is cached once");
+        self.tick += 1;
+        let buf = Buffer { data: Arc::new(Vec::new()), kind, tx: None, cp_tid: Some(owner), cp_data: None, cp_since_ns: since_ns, seq: None, parked: Some(at), durable: false, last_use: self.tick };
+        self.map.insert(block, buf);
+        self.parked += 1;
+    }
+
     /// Inserts a clean buffer read from (or known to equal) the device.
     pub fn insert(&mut self, block: u64, data: Vec<u8>, kind: BufKind) -> &mut Buffer {
         assert_eq!(data.len(), self.block_size);

@@ -11,7 +11,7 @@ mod harness;
 use common::*;
 use harness::{block_workload, enumerate, workload, Journal};
 use okeanos::journal::content::ContentConfig;
-use okeanos::{Device, MemDevice, MkfsOptions, MountOptions, Okeanos};
+use okeanos::{CrashRecorder, Device, MemDevice, MkfsOptions, MountOptions, Okeanos};
 use std::sync::Arc;
 
 const LOGS: Journal = Journal::Manylogs { group_blocks: 512, log_blocks: 256 };
@@ -315,7 +315,8 @@ fn crashed_image(dev: &Arc<MemDevice>) -> Vec<u8> {
 }
 
 /// A crash after a snapshot: recovery reads each log only past the snapshot (a few blocks,
-/// not the logs' live contents) and takes the blocks the map names from their logs.
+/// not the logs' live contents), and the data the map names stays logged: the mount reads it
+/// from the logs, and its checkpoint (here, the unmount's) copies it home.
 #[test]
 fn recovery_reads_the_map_and_only_what_follows_the_snapshot() {
     let (dev, _) = manylogs_fs();
@@ -356,11 +357,111 @@ fn recovery_reads_the_map_and_only_what_follows_the_snapshot() {
     let mapped: u64 = report.end_reason.split(", ").find_map(|p| p.strip_suffix(" blocks from the map")).and_then(|n| n.parse().ok()).expect("the report counts mapped blocks");
     assert!(mapped >= 50, "the 60 logged data blocks before the snapshot stay in the map: {report:?}");
     assert!(report.transactions <= 8 && report.blocks_scanned < 40, "only what follows the snapshot is read: {report:?}");
+    let kept: u64 = report.end_reason.rsplit(", ").find_map(|p| p.strip_suffix(" of them kept logged")).and_then(|n| n.parse().ok()).expect("the report counts kept blocks");
+    assert!(kept >= 50 && report.blocks_replayed < 20, "data stays logged, not replayed home: {report:?}");
+    assert!(okeanos::inspect::recover_image(crashed.clone() as Arc<dyn Device>, None).unwrap().is_none(), "recovered once: the table says so");
+    // The data is not at home: the kept blocks are read from their logs.
     let fs = Okeanos::mount(crashed.clone() as Arc<dyn Device>, None, MountOptions::default()).unwrap();
-    assert_eq!(fs.read_path("/log").unwrap(), expect, "every synced record, from the map and from the logs");
+    assert_eq!(fs.read_path("/log").unwrap(), expect, "every synced record, from the logs and from home");
+    assert!(fs.checkpoint_counts().log_reads >= 50, "{:?}", fs.checkpoint_counts());
+    fs.unmount().unwrap();
+    // The unmount checkpointed them home: a mount that reads only home has them.
+    let fs = Okeanos::mount(crashed.clone() as Arc<dyn Device>, None, MountOptions::default()).unwrap();
+    assert_eq!(fs.read_path("/log").unwrap(), expect);
+    assert_eq!(fs.checkpoint_counts().log_reads, 0);
     fs.unmount().unwrap();
     let r = okeanos::fsck(crashed as Arc<dyn Device>, None);
     assert!(r.is_clean(), "{:?}", r.problems);
+}
+
+/// A second life after a recovery that kept data logged: the mount takes the kept blocks
+/// over (owed, parked in their logs), appends and syncs, snapshots, checkpoints them home
+/// (forced) and appends more. A crash at every flush of all of it, with the unflushed writes
+/// kept, lost, lost alone and torn, must recover every acknowledged record and nothing else.
+#[test]
+fn crash_states_after_a_recovery_that_kept_data_logged() {
+    let (dev, _) = manylogs_fs();
+    let mut o = MountOptions::default().data(okeanos::DataMode::Data);
+    o.lazy_checkpoint = true;
+    o.snapshot_period = std::time::Duration::from_millis(2);
+    let mut expect = Vec::new();
+    let image = {
+        let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o.clone()).unwrap();
+        let f = fs.create_file("/log").unwrap();
+        for k in 0..40 {
+            fs.hint_position(2048 + (k as u64 % 4) * 1024);
+            let r = record(4, k, 4096);
+            f.append(&r).unwrap();
+            f.fsync().unwrap();
+            expect.extend_from_slice(&r);
+        }
+        let mut waited = 0;
+        while fs.counters().snapshots == 0 && waited < 400 {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            waited += 1;
+        }
+        assert!(fs.counters().snapshots > 0, "no snapshot within 2 s");
+        dev.snapshot()
+    };
+    let first = Arc::new(MemDevice::from_bytes(image));
+    let report = okeanos::inspect::recover_image(first.clone() as Arc<dyn Device>, None).unwrap().expect("needs recovery");
+    assert!(report.end_reason.contains("kept logged") && !report.end_reason.contains(" 0 of them kept"), "{report:?}");
+
+    let rec = CrashRecorder::new();
+    let d = Arc::new(rec.device("fs", first.snapshot()));
+    let fs = Okeanos::mount(d as Arc<dyn Device>, None, o).unwrap();
+    let f = fs.open_file("/log").unwrap();
+    // (event count when acknowledged, bytes acknowledged)
+    let mut acks = vec![(rec.event_count(), expect.len())];
+    for k in 40..70 {
+        fs.hint_position(2048 + (k as u64 % 4) * 1024);
+        let r = record(4, k, 4096);
+        f.append(&r).unwrap();
+        f.fsync().unwrap();
+        expect.extend_from_slice(&r);
+        acks.push((rec.event_count(), expect.len()));
+        if k == 55 {
+            let c = fs.checkpoint().unwrap();
+            assert!(c.copied > 0, "the forced checkpoint copies kept blocks home from their logs: {c:?}");
+        }
+    }
+    drop(f);
+    drop(fs);
+
+    let events = rec.events();
+    // Just before each flush (its writes unflushed: kept, lost, torn) and just after it.
+    let flushes: Vec<usize> = events.iter().enumerate().filter(|(_, e)| matches!(e, okeanos::device::CrashEvent::Flush { .. })).flat_map(|(i, _)| [i, i + 1]).collect();
+    let step = flushes.len().div_ceil(160).max(1);
+    let (mut states, mut violations) = (0, Vec::new());
+    for &j in flushes.iter().step_by(step).chain([events.len()].iter()) {
+        let acked = acks.iter().filter(|(at, _)| *at <= j).map(|(_, n)| *n).max().unwrap_or(0);
+        for st in rec.states(j, 2, 1, 11) {
+            states += 1;
+            let img = Arc::new(MemDevice::from_bytes(rec.build(&st).remove(0)));
+            let fs = match Okeanos::mount(img.clone() as Arc<dyn Device>, None, MountOptions::default()) {
+                Ok(fs) => fs,
+                Err(e) => {
+                    let again = Arc::new(MemDevice::from_bytes(rec.build(&st).remove(0)));
+                    let why = okeanos::inspect::recover_image(again as Arc<dyn Device>, None).map(|r| r.map(|r| format!("{:?} {}", r.damage, r.end_reason)));
+                    violations.push(format!("after {j} events, {}: mount: {e} ({why:?})", st.label));
+                    continue;
+                }
+            };
+            match fs.read_path("/log") {
+                Ok(data) if data.len() >= acked && data.len() <= expect.len() && data[..] == expect[..data.len()] => {}
+                Ok(data) => violations.push(format!("after {j} events, {}: {} bytes, {acked} acknowledged, prefix {}", st.label, data.len(), data.len() <= expect.len() && data[..] == expect[..data.len()])),
+                Err(e) => violations.push(format!("after {j} events, {}: read: {e}", st.label)),
+            }
+            fs.unmount().unwrap();
+            let r = okeanos::fsck(img as Arc<dyn Device>, None);
+            if !r.is_clean() {
+                violations.push(format!("after {j} events, {}: fsck: {:?}", st.label, r.problems));
+            }
+        }
+    }
+    assert!(violations.is_empty(), "{} violations in {states} states, first: {:#?}", violations.len(), &violations[..violations.len().min(4)]);
+    assert!(states > 100, "only {states} crash states");
+    eprintln!("after a recovery that kept data logged: {states} crash states over {} events, no violation", events.len());
 }
 
 #[test]

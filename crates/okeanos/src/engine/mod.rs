@@ -283,7 +283,11 @@ impl Okeanos {
             }
             opts.read_only = true;
         }
-        let journal = open::journal(&mut devs, &sb, region, jsb, &opts, next_tid, remote)?;
+        let mut journal = open::journal(&mut devs, &sb, region, jsb, &opts, next_tid, remote)?;
+        // Blocks a manylogs recovery kept logged: owed by their transactions (which the mount's
+        // table keeps live), parked in their logs.
+        let kept = journal.placement.recovered_kept();
+        journal.adopt_logged(&kept);
         if devs.nvm.is_some() {
             stats.on_nvm_slots(journal.placement.capacity(), journal.placement.capacity() - journal.placement.free_blocks(), 0);
         }
@@ -309,6 +313,9 @@ impl Okeanos {
             (None, false) => None,
         };
         let now = clock.now_ns();
+        for &(block, at, tid) in &kept {
+            fs.cache.insert_parked(block, at, tid, crate::cache::BufKind::Data, now);
+        }
         let committed_at_mount = fs.journal.committed_tid;
         let checkpoint_thread = opts.checkpoint_thread.unwrap_or_else(|| !(devs.journal.is_none() && devs.fs.seeks() == Some(true)));
         let inner = Arc::new(Inner {

@@ -26,7 +26,10 @@ const SEED: u32 = 0x4d4c_0001;
 pub mod flags {
     /// Unmounted cleanly: every log is empty and nothing needs recovery.
     pub const CLEAN: u32 = 1 << 0;
-    pub const KNOWN: u32 = CLEAN;
+    /// Written by recovery, which kept the blocks its map names logged: nothing in the logs
+    /// past the snapshot positions counts, and a mount takes the map over without recovery.
+    pub const RECOVERED: u32 = 1 << 1;
+    pub const KNOWN: u32 = CLEAN | RECOVERED;
 }
 
 /// One log's extent of live transactions at the time the table was written.
@@ -75,6 +78,11 @@ impl LogTable {
         self.flags & flags::CLEAN != 0
     }
 
+    /// Nothing to recover: clean, or written by a recovery that kept blocks logged.
+    pub fn needs_no_recovery(&self) -> bool {
+        self.flags & (flags::CLEAN | flags::RECOVERED) != 0
+    }
+
     /// Encodes into `out`, which must be `blocks_per_copy` blocks long.
     pub fn encode(&self, out: &mut [u8]) {
         let n = HEADER_LEN + self.logs.len() * ENTRY_LEN;
@@ -87,7 +95,11 @@ impl LogTable {
         Le::put_u64(out, 16, self.seq);
         Le::put_u64(out, 24, self.floor);
         assert!(self.durable + 1 >= self.floor, "everything below the floor is durable");
-        Le::put_u32(out, 56, u32::try_from(self.durable + 1 - self.floor).expect("live tids fit the logs' blocks"));
+        if self.version < 3 {
+            Le::put_u32(out, 56, u32::try_from(self.durable + 1 - self.floor).expect("live tids fit the logs' blocks"));
+        }
+        // Version 3: zero here, the map holds it (blocks kept logged hold the floor back, so
+        // the distance to the newest durable tid has no bound).
         Le::put_u32(out, 32, self.logs.len() as u32);
         Le::put_u32(out, 36, self.log_blocks);
         out[40..56].copy_from_slice(&self.fs_uuid);
@@ -146,8 +158,11 @@ impl LogTable {
         if floor == 0 {
             return Err(invalid(W, "floor tid 0"));
         }
-        // At most one live transaction per log block.
+        // At most one live transaction per log block. (Version 3: the map says.)
         let past = Le::u32(b, 56) as u64;
+        if version >= 3 && past != 0 {
+            return Err(invalid(W, "version 3 keeps the newest durable tid in its map"));
+        }
         if past > logs as u64 * log_blocks as u64 + 1 {
             return Err(invalid(W, format!("{past} durable transactions past the floor do not fit its logs")));
         }
@@ -198,6 +213,8 @@ pub struct LogMap {
     /// The sequence of the table it belongs to.
     pub seq: u64,
     pub home: u64,
+    /// The newest transaction durable when the table was planned (the table's `durable`).
+    pub durable: u64,
     pub fs_uuid: [u8; 16],
     /// One per log, in group order.
     pub snaps: Vec<SnapPos>,
@@ -229,11 +246,12 @@ impl LogMap {
         out.fill(0);
         Le::put_u64(out, 0, LOG_MAP_MAGIC);
         Le::put_u32(out, 8, LOG_MAP_VERSION);
+        Le::put_u32(out, 12, self.snaps.len() as u32);
         Le::put_u64(out, 16, self.seq);
         Le::put_u64(out, 24, self.home);
-        Le::put_u32(out, 32, self.snaps.len() as u32);
-        Le::put_u32(out, 36, u32::try_from(self.entries.len()).expect("a map's entries fit its copy"));
+        Le::put_u64(out, 32, self.durable);
         out[40..56].copy_from_slice(&self.fs_uuid);
+        Le::put_u32(out, 56, u32::try_from(self.entries.len()).expect("a map's entries fit its copy"));
         let mut at = MAP_HEADER_LEN;
         for s in &self.snaps {
             Le::put_u32(out, at, s.pos);
@@ -258,7 +276,7 @@ impl LogMap {
     /// The number of entries a copy's header announces (to know how much to read), if the
     /// header is a map's.
     pub fn announced(b: &[u8]) -> Option<(usize, usize)> {
-        (b.len() >= MAP_HEADER_LEN && Le::u64(b, 0) == LOG_MAP_MAGIC).then(|| (Le::u32(b, 32) as usize, Le::u32(b, 36) as usize))
+        (b.len() >= MAP_HEADER_LEN && Le::u64(b, 0) == LOG_MAP_MAGIC).then(|| (Le::u32(b, 12) as usize, Le::u32(b, 56) as usize))
     }
 
     /// Decodes a copy of a file system of `fs_uuid` with `logs` logs of `log_blocks` blocks.
@@ -271,10 +289,10 @@ impl LogMap {
             return Err(FormatError::BadMagic { what: W, found: magic, expected: LOG_MAP_MAGIC });
         }
         let version = Le::u32(b, 8);
-        if version != LOG_MAP_VERSION || Le::u32(b, 12) != 0 {
-            return Err(FormatError::Unsupported { what: W, version, features: Le::u32(b, 12) });
+        if version != LOG_MAP_VERSION {
+            return Err(FormatError::Unsupported { what: W, version, features: 0 });
         }
-        let (count, entries) = (Le::u32(b, 32), Le::u32(b, 36) as usize);
+        let (count, entries) = (Le::u32(b, 12), Le::u32(b, 56) as usize);
         if count != logs {
             return Err(invalid(W, format!("describes {count} logs; the file system has {logs}")));
         }
@@ -303,7 +321,11 @@ impl LogMap {
             out.push(MapEntry { block: Le::u64(b, at), at: Le::u64(b, at + 8), tid: Le::u64(b, at + 16), hash: Le::u32(b, at + 24) });
             at += MAP_ENTRY_LEN;
         }
-        Ok(LogMap { seq: Le::u64(b, 16), home: Le::u64(b, 24), fs_uuid, snaps, entries: out })
+        let (home, durable) = (Le::u64(b, 24), Le::u64(b, 32));
+        if home > durable {
+            return Err(invalid(W, format!("home tid {home} is past the newest durable one {durable}")));
+        }
+        Ok(LogMap { seq: Le::u64(b, 16), home, durable, fs_uuid, snaps, entries: out })
     }
 }
 
@@ -326,13 +348,18 @@ mod tests {
 
     #[test]
     fn round_trip_across_blocks() {
-        let t = table();
+        let t = LogTable { version: 2, ..table() };
         let bs = 4096;
         let n = LogTable::blocks_per_copy(600, bs) as usize;
         assert_eq!(n, 3);
         let mut b = vec![0u8; n * bs];
         t.encode(&mut b);
         assert_eq!(LogTable::decode(&b, [5; 16], 600, 300).unwrap(), t);
+        // Version 3 leaves the newest durable tid to its map: any distance from the floor.
+        let t3 = LogTable { durable: 42 + (1 << 40), ..table() };
+        t3.encode(&mut b);
+        assert_eq!(Le::u32(&b, 56), 0);
+        assert_eq!(LogTable::decode(&b, [5; 16], 600, 300).unwrap(), LogTable { durable: 41, ..t3 });
     }
 
     /// A version-1 table (bytes 56..60 reserved, zero) reads as "nothing durable past the
@@ -385,6 +412,7 @@ mod tests {
         LogMap {
             seq: 7,
             home: 48,
+            durable: 50,
             fs_uuid: [5; 16],
             snaps: (0..600).map(|i| SnapPos { pos: i % 300, tid: i as u64 }).collect(),
             entries: (0..1000).map(|i| MapEntry { block: 5000 + i, at: 100 + i * 3, tid: 42 + i % 7, hash: i as u32 * 77 }).collect(),
@@ -401,7 +429,7 @@ mod tests {
         m.encode(&mut b);
         assert_eq!(LogMap::announced(&b), Some((600, 1000)));
         assert_eq!(LogMap::decode(&b, [5; 16], 600, 300).unwrap(), m);
-        for at in [0, 8, 16, 24, 36, 64 + 5, 64 + 600 * 16 + 3, 64 + 600 * 16 + 999 * 28 + 27] {
+        for at in [0, 8, 12, 16, 24, 32, 56, 64 + 5, 64 + 600 * 16 + 3, 64 + 600 * 16 + 999 * 28 + 27] {
             let mut c = b.clone();
             c[at] ^= 0x04;
             assert!(LogMap::decode(&c, [5; 16], 600, 300).is_err(), "byte {at}");

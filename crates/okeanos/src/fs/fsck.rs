@@ -90,7 +90,13 @@ pub fn fsck(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> FsckRepor
     };
     report.journal = if sb.manylogs() {
         match crate::runtime::open::open_manylogs(&sb, &devs) {
-            Ok(m) if crate::journal::placement::Placement::recovery(&m).is_empty() => format!("manylogs, {} logs of {} blocks, clean, next transaction {}", sb.group_count, sb.log_area_blocks, m.floor()),
+            Ok(m) if crate::journal::placement::Placement::recovery(&m).is_empty() => {
+                // After a recovery that kept mapped data logged, those blocks are read from their
+                // logs (a mount takes them over); fsck checks metadata, which is home.
+                let kept = crate::journal::placement::Placement::recovered_kept(&m).len();
+                let state = if kept == 0 { "clean".to_string() } else { format!("recovered, {kept} data blocks kept in their logs") };
+                format!("manylogs, {} logs of {} blocks, {state}, next transaction {}", sb.group_count, sb.log_area_blocks, m.floor())
+            }
             Ok(m) => {
                 report.problems.push("manylogs journal needs recovery: mount the file system or run `okeanos recover`".to_string());
                 format!("manylogs, needs recovery from transaction {}", m.floor())

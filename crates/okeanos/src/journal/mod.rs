@@ -152,6 +152,23 @@ impl Journal {
         }
     }
 
+    /// Takes over the blocks a recovery kept logged (manylogs, [`Placement::recovered_kept`]):
+    /// each owed by its transaction, which stays in the log until a checkpoint copies them
+    /// home; freeing one needs a revoke. Before the first transaction of the mount.
+    pub fn adopt_logged(&mut self, kept: &[(u64, u64, Tid)]) {
+        assert!(self.log.is_empty() && self.running.is_empty() && self.committing.is_none(), "blocks kept logged are taken over at mount");
+        let mut by_tid: std::collections::BTreeMap<Tid, Vec<u64>> = Default::default();
+        for &(block, _, tid) in kept {
+            assert!(tid < self.running.tid, "a kept block's transaction is older than the next");
+            by_tid.entry(tid).or_default().push(block);
+            self.logged_copies.insert(block, tid);
+        }
+        for (tid, blocks) in by_tid {
+            let checkpoint = blocks.iter().copied().collect();
+            self.log.push_back(LoggedTx { tid, state: TxState::Committed, at: Extent { start: 0, end: 0, blocks: 0 }, checkpoint, logged: blocks, home: 0 });
+        }
+    }
+
     /// The committed transaction `tid` still in the log (the log is in tid order).
     pub fn logged_tx_mut(&mut self, tid: Tid) -> Option<&mut LoggedTx> {
         let i = self.log.binary_search_by_key(&tid, |t| t.tid).ok()?;

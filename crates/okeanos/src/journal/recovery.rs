@@ -642,21 +642,24 @@ pub fn revoke_feed(table: &mut RevokeTable, tid: Tid, block: &[u8]) -> Result<()
 /// scanned transaction revoked it (freed since: its copy must not return) or logged it whole
 /// (the newer copy wins); records on it replay over the mapped copy, not over home, which
 /// holds an older version.
-pub fn with_map(mut plan: Vec<ReplayBlock>, mapped: &[(u64, u64, Tid, u32)], revoked: &RevokeTable) -> Vec<ReplayBlock> {
+///
+/// Returns the plan and the mapped blocks no scanned transaction touched: they stay logged
+/// (the paper keeps data under the MTL, section III-E), and the placement's recovered table
+/// names them again.
+pub fn with_map(mut plan: Vec<ReplayBlock>, mapped: &[(u64, u64, Tid, u32)], revoked: &RevokeTable) -> (Vec<ReplayBlock>, Vec<(u64, u64, Tid, u32)>) {
     let at: HashMap<u64, usize> = plan.iter().enumerate().map(|(k, r)| (r.fs_block, k)).collect();
+    let mut kept = Vec::new();
     for &(block, dev_block, tid, hash) in mapped {
         if revoked.is_revoked(block, tid) {
             continue;
         }
-        let base = ReplayBase::Mapped { block: dev_block, hash };
         match at.get(&block) {
-            Some(&k) if plan[k].base == ReplayBase::Disk => plan[k].base = base,
+            Some(&k) if plan[k].base == ReplayBase::Disk => plan[k].base = ReplayBase::Mapped { block: dev_block, hash },
             Some(_) => {}
-            None => plan.push(ReplayBlock { fs_block: block, base, patches: Vec::new(), kind: BlockKind::FinalData }),
+            None => kept.push((block, dev_block, tid, hash)),
         }
     }
-    plan.sort_by_key(|c| c.fs_block);
-    plan
+    (plan, kept)
 }
 
 /// Where replay of one block starts.

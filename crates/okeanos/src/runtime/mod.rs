@@ -348,7 +348,10 @@ pub fn recover(
     }
     let t2 = now_ns();
     let mapped = placement.recovery_map();
-    let copies = recovery::with_map(recovery::replay_plan(&txs, &table), &mapped, &table);
+    let (copies, kept) = recovery::with_map(recovery::replay_plan(&txs, &table), &mapped, &table);
+    if !mapped.is_empty() {
+        end_reason.push_str(&format!(", {} of them kept logged", kept.len()));
+    }
     let bad = replay(devs, &copies, stats)?;
     if !bad.is_empty() && damage.is_none() {
         // A mapped block that does not match its tag: the file system keeps its older version
@@ -368,7 +371,7 @@ pub fn recover(
         mark_errors(devs, d, wall_ns)?;
     }
     let mut finish = IoPlan::default();
-    placement.recovered_stage(next_tid).push_to(&mut finish);
+    placement.recovered_keeping(next_tid, &kept).push_to(&mut finish);
     execute(&finish, devs, stats)?;
     let t3 = now_ns();
     let report = RecoveryReport {

@@ -130,9 +130,13 @@ pub fn read_table(geo: &Geometry, read: &mut ReadBlock) -> Result<(LogTable, Log
                 continue;
             }
         };
+        let mut t = t;
         let m = if t.version >= 3 {
             match read_map(geo, slot, &t, read)? {
-                Ok(m) => m,
+                Ok(m) => {
+                    t.durable = m.durable;
+                    m
+                }
                 Err(e) => {
                     errors.push(format!("copy {name}: its map: {e}"));
                     continue;
@@ -151,7 +155,7 @@ pub fn read_table(geo: &Geometry, read: &mut ReadBlock) -> Result<(LogTable, Log
 /// A table of version 1 or 2 has no map: nothing is home past its floor, and recovery reads
 /// each log from its tail.
 fn legacy_map(t: &LogTable) -> LogMap {
-    LogMap { seq: t.seq, home: t.floor - 1, fs_uuid: t.fs_uuid, snaps: t.logs.iter().map(|e| SnapPos { pos: e.tail, tid: e.tail_tid }).collect(), entries: Vec::new() }
+    LogMap { seq: t.seq, home: t.floor - 1, durable: t.durable, fs_uuid: t.fs_uuid, snaps: t.logs.iter().map(|e| SnapPos { pos: e.tail, tid: e.tail_tid }).collect(), entries: Vec::new() }
 }
 
 /// Reads and checks the map copy `slot` that completes table `t`. The outer error is a device
@@ -179,8 +183,8 @@ fn read_map(geo: &Geometry, slot: u64, t: &LogTable, read: &mut ReadBlock) -> Re
     if m.seq != t.seq {
         return Ok(Err(format!("sequence {} is not the table's {}", m.seq, t.seq)));
     }
-    if m.home + 1 < t.floor || m.home > t.durable.max(t.floor - 1) {
-        return Ok(Err(format!("home tid {} is outside the table's floor {} and newest durable tid {}", m.home, t.floor, t.durable)));
+    if m.home + 1 < t.floor || m.durable + 1 < t.floor {
+        return Ok(Err(format!("home tid {} or newest durable tid {} is below the table's floor {}", m.home, m.durable, t.floor)));
     }
     for e in &m.entries {
         let log = geo.group_of(e.at);
@@ -207,10 +211,17 @@ struct Log {
     swapped_in: bool,
 }
 
-/// One transaction in a log.
+/// One transaction in a log, or the part of a log kept across recovery.
 #[derive(Debug)]
 struct Placed {
+    /// Its tid; for a kept part, the newest tid of a block kept there (it is released with
+    /// that transaction).
     tid: Tid,
+    /// The tid of the transaction at `start` (the log table's tail tid).
+    first: Tid,
+    /// A part of a log kept across recovery (blocks the map named stay logged): its
+    /// transactions' boundaries and CRCs are not known, so it is never swapped.
+    recovered: bool,
     /// First and past-the-end position.
     start: u64,
     end: u64,
@@ -337,10 +348,30 @@ impl Manylogs {
     /// The placement over the logs `table` describes (read at mount). Every log starts empty
     /// at position 0: after recovery or a clean unmount nothing in them is live, and what is
     /// left there carries tids below the next one.
+    ///
+    /// A table written by recovery that kept mapped blocks logged names, per log, the part
+    /// that holds them ([`Placement::recovered_keeping`]): that part stays live, as one
+    /// [`Placed`] released with the newest transaction of a block kept there, the map names
+    /// them again, and the next commit of that log goes after it.
     pub fn new(geo: Geometry, (table, map): (LogTable, LogMap)) -> Self {
-        let logs = (0..geo.log_starts.len()).map(|_| Log::default()).collect();
+        let mut logs: Vec<Log> = (0..geo.log_starts.len()).map(|_| Log::default()).collect();
         let (durable_seq, planned_seq) = (Cell::new(table.seq), Cell::new(table.seq));
-        let snap = RefCell::new(Snap { home: map.home, entries: Vec::new() });
+        let kept = if table.is_clean() { &[][..] } else { &map.entries[..] };
+        let mut mapped = crate::det::HashMap::default();
+        for e in kept {
+            let i = geo.group_of(e.at);
+            let (entry, snap) = (table.logs[i], map.snaps[i]);
+            let l = &mut logs[i];
+            if l.txs.is_empty() {
+                l.txs.push_back(Placed { tid: e.tid, first: entry.tail_tid, recovered: true, start: entry.tail as u64, end: snap.pos as u64, crcs: Vec::new() });
+                (l.tail, l.head) = (entry.tail as u64, snap.pos as u64);
+            }
+            let p = l.txs.back_mut().expect("just placed");
+            p.tid = p.tid.max(e.tid);
+            mapped.insert(e.block, Mapped { at: e.at, tid: e.tid, hash: e.hash });
+        }
+        let snap = RefCell::new(Snap { home: map.home, entries: kept.to_vec() });
+        let durable = if kept.is_empty() { 0 } else { table.durable };
         Manylogs {
             geo,
             logs,
@@ -348,12 +379,12 @@ impl Manylogs {
             mounted_map: map,
             durable_seq,
             planned_seq,
-            durable: 0,
+            durable,
             position: None,
             last_log: 0,
             near_head: NearHead::default(),
             swapping: None,
-            map: Default::default(),
+            map: mapped,
             pending: VecDeque::new(),
             snap,
             planned_snap: RefCell::new(None),
@@ -364,9 +395,15 @@ impl Manylogs {
         }
     }
 
-    /// The table's floor as read at mount: after a clean unmount, the next tid.
+    /// The lowest tid the journal may continue with, from the table read at mount: after a
+    /// clean unmount its floor; after a recovery that kept blocks logged, the tid after its
+    /// newest durable one (the kept blocks' transactions are older).
     pub fn floor(&self) -> Tid {
-        self.mounted.floor
+        if self.mounted.flags & flags::RECOVERED != 0 {
+            self.mounted.durable + 1
+        } else {
+            self.mounted.floor
+        }
     }
 
     fn used(&self, i: usize) -> u64 {
@@ -465,7 +502,7 @@ impl Manylogs {
                 let live: Vec<&Placed> = l.txs.iter().filter(|t| t.tid >= floor).collect();
                 // An empty log names the tid below which what it holds is stale, if a swap
                 // left copies at or above the floor there.
-                let (tail, tail_tid) = live.first().map_or((l.head, if l.min_tid > floor { l.min_tid } else { 0 }), |t| (t.start, t.tid));
+                let (tail, tail_tid) = live.first().map_or((l.head, if l.min_tid > floor { l.min_tid } else { 0 }), |t| (t.start, t.first));
                 let end = live.iter().filter(|t| t.tid <= self.durable).last().map_or(tail, |t| t.end);
                 // Recovery reads from the first transaction above the home tid.
                 let snap = match live.iter().find(|t| t.tid > home) {
@@ -481,7 +518,7 @@ impl Manylogs {
         self.planned_seq.set(seq);
         let version = if self.geo.map_capacity().is_some() { 3 } else { 2 };
         let table = LogTable { version, flags: if clean { flags::CLEAN } else { 0 }, seq, floor, durable, log_blocks: self.geo.log_blocks as u32, fs_uuid: self.geo.fs_uuid, logs };
-        let map = LogMap { seq, home, fs_uuid: self.geo.fs_uuid, snaps, entries: snap.entries.clone() };
+        let map = LogMap { seq, home, durable, fs_uuid: self.geo.fs_uuid, snaps, entries: snap.entries.clone() };
         *self.planned_snap.borrow_mut() = Some(snap);
         (table, map)
     }
@@ -508,7 +545,7 @@ impl Manylogs {
         if self.swapping.is_some() {
             return None;
         }
-        let movable = |i: usize| self.crowded(i) && self.logs[i].txs.back().is_some_and(|t| t.tid <= self.durable);
+        let movable = |i: usize| self.crowded(i) && self.logs[i].txs.back().is_some_and(|t| t.tid <= self.durable) && self.logs[i].txs.iter().all(|t| !t.recovered);
         let from = if idle {
             (0..self.logs.len()).filter(|&i| movable(i) && !self.logs[i].swapped_in).max_by_key(|&i| (self.used(i), std::cmp::Reverse(i)))?
         } else {
@@ -639,7 +676,7 @@ impl Placement for Manylogs {
         }
         log.head = pos;
         log.swapped_in = false;
-        log.txs.push_back(Placed { tid: records.tid, start, end: pos, crcs });
+        log.txs.push_back(Placed { tid: records.tid, first: records.tid, recovered: false, start, end: pos, crcs });
         self.near_head.switches += (i != self.last_log) as u64;
         self.last_log = i;
         (Stage { writes, flush: vec![DevId::Fs], remote: Vec::new(), nvm: Vec::new() }, Extent { start: encode(i, start), end: encode(i, pos), blocks: n })
@@ -686,7 +723,7 @@ impl Placement for Manylogs {
     }
 
     fn recovery_map(&self) -> Vec<(u64, u64, Tid, u32)> {
-        if self.mounted.is_clean() {
+        if self.mounted.needs_no_recovery() {
             return Vec::new();
         }
         self.mounted_map.entries.iter().map(|e| (e.block, e.at, e.tid, e.hash)).collect()
@@ -854,14 +891,16 @@ impl Placement for Manylogs {
     /// space holding a transaction at or above the floor is reused before a newer table
     /// (whose floor is higher) is durable.
     fn recovery(&self) -> Vec<RecoveryStart> {
-        if self.mounted.is_clean() {
+        if self.mounted.needs_no_recovery() {
             return Vec::new();
         }
-        let bound = self.mounted.floor + self.geo.log_blocks * self.logs.len() as u64 + 1;
         // Everything up to the map's home tid is home or mapped: each log is read from its
         // snapshot position, the first transaction above it (its tail for a table without a
-        // map).
+        // map). Every transaction above the home tid holds log space that no durable table
+        // released, one block at least: the logs hold none at or beyond this bound. (Blocks
+        // kept logged hold the floor back, so the bound counts from home, not the floor.)
         let home = self.mounted_map.home;
+        let bound = home.max(self.mounted.floor - 1) + self.geo.log_blocks * self.logs.len() as u64 + 2;
         self.mounted
             .logs
             .iter()
@@ -881,7 +920,39 @@ impl Placement for Manylogs {
     }
 
     fn recovered_stage(&self, next_tid: Tid) -> Stage {
-        self.empty_table_stage(next_tid, true)
+        self.recovered_keeping(next_tid, &[])
+    }
+
+    /// The table recovery ends with. Blocks the map named that no later transaction touched
+    /// stay logged (`kept`): each log holding one keeps its recorded tail up to its snapshot
+    /// position, the map names them, and everything else is home (the home tid is the last
+    /// one). Every other log starts again at position 0. Nothing kept: the table is clean.
+    fn recovered_keeping(&self, next_tid: Tid, kept: &[(u64, u64, Tid, u32)]) -> Stage {
+        let n = self.logs.len();
+        let (mut logs, mut snaps) = (vec![LogEntry::default(); n], vec![SnapPos::default(); n]);
+        for &(_, at, _, _) in kept {
+            let i = self.geo.group_of(at);
+            let (e, s) = (self.mounted.logs[i], self.mounted_map.snaps[i]);
+            logs[i] = LogEntry { tail: e.tail, end: s.pos, tail_tid: e.tail_tid };
+            snaps[i] = SnapPos { pos: s.pos, tid: 0 };
+        }
+        let floor = kept.iter().map(|e| e.2).min().unwrap_or(next_tid);
+        let seq = self.durable_seq.get() + 1;
+        self.planned_seq.set(seq);
+        let clean = kept.is_empty();
+        let version = if self.geo.map_capacity().is_some() { 3 } else { 2 };
+        assert!(version == 3 || clean, "blocks stay logged only with a map");
+        let table = LogTable { version, flags: if clean { flags::CLEAN } else { flags::RECOVERED }, seq, floor, durable: next_tid - 1, log_blocks: self.geo.log_blocks as u32, fs_uuid: self.geo.fs_uuid, logs };
+        let entries = kept.iter().map(|&(block, at, tid, hash)| MapEntry { block, at, tid, hash }).collect();
+        let map = LogMap { seq, home: next_tid - 1, durable: next_tid - 1, fs_uuid: self.geo.fs_uuid, snaps, entries };
+        self.executed_at_once((table, map))
+    }
+
+    fn recovered_kept(&self) -> Vec<(u64, u64, Tid)> {
+        if self.mounted.is_clean() {
+            return Vec::new();
+        }
+        self.mounted_map.entries.iter().map(|e| (e.block, e.at, e.tid)).collect()
     }
 
     fn near_head(&self) -> Option<NearHead> {
@@ -1028,12 +1099,14 @@ mod tests {
         assert!(stages.len() >= 3);
         assert!(stages.iter().all(|s| s.flush.is_empty() || s.flush == vec![DevId::Fs]));
         let table = |st: &IoStage| LogTable::decode(&st.writes.iter().flat_map(|w| w.data.iter().copied()).collect::<Vec<u8>>(), [1; 16], 8, 256).unwrap();
+        let map = |st: &IoStage| LogMap::decode(&st.writes[1..].iter().flat_map(|w| w.data.iter().copied()).collect::<Vec<u8>>(), [1; 16], 8, 256).unwrap();
         let (reserve, moved) = (table(&stages[0]), table(stages.last().unwrap()));
         assert_eq!(reserve.logs[7], LogEntry { tail: 0, end: 0, tail_tid: 65 }, "the farthest empty log (7) reserved");
         assert_eq!(reserve.logs[1].tail_tid, 43, "the source still live in the reserving table");
         assert_eq!(moved.logs[7], LogEntry { tail: 0, end: 220, tail_tid: 43 });
         assert_eq!(moved.logs[1], LogEntry { tail: 220, end: 220, tail_tid: 65 });
-        assert_eq!((reserve.durable, moved.durable), (64, 64), "the tables record the newest durable tid");
+        assert_eq!((map(&stages[0]).durable, map(stages.last().unwrap()).durable), (64, 64), "the tables record the newest durable tid");
+        assert_eq!(map(stages.last().unwrap()).snaps[7], SnapPos { pos: 0, tid: 43 }, "the moved log is read from its start (nothing is home past the floor)");
         assert!(moved.seq == reserve.seq + 1 && stages[0].writes[0].block != stages.last().unwrap().writes[0].block, "the tables go to both copies");
         let copies: Vec<&IoCopy> = stages.iter().flat_map(|s| &s.copies).collect();
         assert_eq!(copies.len(), 220);

@@ -294,4 +294,17 @@ pub trait Placement: Send + std::fmt::Debug {
     /// (empty) and the journal continues with `next_tid`. Until this stage is durable, a crash
     /// just means recovery runs again.
     fn recovered_stage(&self, next_tid: Tid) -> Stage;
+
+    /// [`Self::recovered_stage`] for a recovery that left the mapped blocks `kept` logged
+    /// (file-system block, device block, tid, tag hash; placements that [`Self::snapshots`]).
+    fn recovered_keeping(&self, next_tid: Tid, kept: &[(u64, u64, Tid, u32)]) -> Stage {
+        assert!(kept.is_empty(), "only a placement with a map keeps blocks logged across recovery");
+        self.recovered_stage(next_tid)
+    }
+
+    /// After a recovery that kept blocks logged: each (file-system block, device block, tid),
+    /// for the mount to take over as owed blocks parked in their logs.
+    fn recovered_kept(&self) -> Vec<(u64, u64, Tid)> {
+        Vec::new()
+    }
 }
