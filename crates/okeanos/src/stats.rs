@@ -391,6 +391,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("okeanos_checkpoint_skipped_total", "counter", "logged copies of released transactions that no checkpoint wrote: superseded by a newer copy, or the block freed"),
     ("okeanos_log_reads_total", "counter", "blocks parked in a log read back for a read or a change (manylogs)"),
     ("okeanos_log_swaps_total", "counter", "logs moved whole to an empty log (manylogs log swapping)"),
+    ("okeanos_map_snapshots_total", "counter", "periodic snapshots of the manylogs map of logged blocks (snapshot_period=)"),
     ("okeanos_block_bytes_total", "counter", "bytes written, by kind of block (label kind)"),
     ("okeanos_blocks_total", "counter", "blocks written, by kind (label kind)"),
     ("okeanos_device_bytes_written_total", "counter", "bytes the engine wrote to a device (label device: fs or journal)"),
@@ -431,6 +432,7 @@ impl Counters {
             ("okeanos_checkpoint_skipped_total", self.checkpoint.skipped),
             ("okeanos_log_reads_total", self.checkpoint.log_reads),
             ("okeanos_log_swaps_total", self.log_swaps),
+            ("okeanos_map_snapshots_total", self.snapshots),
         ] {
             help(&mut o, name);
             let _ = writeln!(o, "{name} {v}");

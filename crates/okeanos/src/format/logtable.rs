@@ -1,5 +1,5 @@
 //! The manylogs log table: where each group's log begins and ends, and the oldest transaction
-//! recovery must find. Byte map: docs/FORMAT.md, "Manylogs log table".
+//! recovery must find. Byte map: docs/FORMAT.md, "Manylogs log table and map".
 //!
 //! Two copies (A and B) sit in the file system's journal region after its journal superblock;
 //! a table write goes to the copy the newest durable table is not in (sequence parity), so a

@@ -50,14 +50,15 @@
 //! **Interleaved logs** (manylogs, `RecoveryStart::interleaved`). Each log's transactions
 //! have increasing tids, but consecutive tids may be in different logs. The log table records,
 //! per log, its tail (where the oldest transaction at or above the table's floor tid begins),
-//! the tid there, and its end of durable transactions; no space holding a transaction at or
-//! above the floor is reused before a newer table is durable. Each log is scanned from its
-//! tail as above, except that at a transaction boundary the scan accepts any tid above the
+//! its end of durable transactions, and (its map) the position after its newest transaction at
+//! or below the home tid, with the tid there; no space holding a transaction at or above the
+//! floor is reused before a newer table is durable. Each log is scanned from that position as
+//! above, except that at a transaction boundary the scan accepts any tid above the
 //! last one (and below the bound): leftovers of an earlier pass carry lower tids. Then:
 //!
 //! | found                                                          | decision                   |
 //! |----------------------------------------------------------------|----------------------------|
-//! | every log's transactions, merged by tid, run floor, floor+1, .. | replay them all            |
+//! | every log's transactions, merged by tid, run home+1, home+2, .. | replay them all (and the map's blocks: `with_map`) |
 //! | a tid missing from the run with a higher one found after it    | **damage**: replay the run before it |
 //! | a log whose scan ends before the end the table records         | **damage** (a durable one is gone) |
 //! | a log whose first transaction is not the tid the table names   | **damage**                 |

@@ -18,8 +18,11 @@
 //! table (MTL) in capacitor-backed RAM (section III-E); this one is on the disk.
 //!
 //! Transactions of one log have increasing tids, but consecutive tids may sit in different
-//! logs: recovery scans every log from its recorded tail, accepting any higher tid at a
-//! transaction boundary, and merges what it finds by tid (journal/recovery.rs, "Manylogs").
+//! logs: recovery scans every log from the position its table's map records (after its
+//! newest transaction at or below the map's home tid), accepting any higher tid at a
+//! transaction boundary, and merges what it finds by tid (journal/recovery.rs, "Interleaved
+//! logs"). The map names the logged blocks up to the home tid that are not home: recovery
+//! keeps them logged, and the mount takes them over (docs/JOURNALING.md, "The map on disk").
 //!
 //! Space: a transaction must fit one log (the transaction limits are fractions of one log's
 //! length, [`Placement::capacity`]); free space is the largest free run of any log, so
