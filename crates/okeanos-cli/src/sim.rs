@@ -55,9 +55,14 @@ pub struct ModelArgs {
     /// --server-model disk, acknowledged by a majority), nvm (UBJ: commits frozen in a
     /// --nvm-size region of non-volatile memory on the nvm model, checkpoints to --model), or
     /// dropped (the remote placement sending nothing: the thesis' no-journal upper bound, for
-    /// comparison only).
+    /// comparison only); `sim recovery` also takes manylogs (a log in every 100 MB group; with
+    /// --mount-options snapshot_period=<s> its map is snapshot, checkpoint=lazy keeps data
+    /// logged).
     #[arg(long, default_value = "external")]
     pub journal: String,
+    /// Set by the commands that format manylogs (`sim recovery`).
+    #[arg(skip)]
+    pub manylogs_ok: bool,
     /// The NVM of an nvm journal (--journal nvm), such as 256M.
     #[arg(long, default_value = "256M")]
     pub nvm_size: String,
@@ -326,6 +331,7 @@ impl ModelArgs {
         let (external, remote) = match self.journal.as_str() {
             "external" => (true, None),
             "internal" | "nvm" => (false, None),
+            "manylogs" if self.manylogs_ok => (false, None),
             "remote" | "dropped" => (false, Some(okeanos::sim::world::RemoteConfig::single(model::preset(&self.net)?, model::preset(&self.server_model)?, self.journal == "dropped"))),
             "replicated" => {
                 if self.replicas < 3 || self.replicas % 2 == 0 {
@@ -806,13 +812,15 @@ fn print_postmark(runs: &[Run]) {
 
 fn recovery(c: &Common, m: &ModelArgs, records: usize) -> Result<Vec<Run>, String> {
     let g = c.grid()?;
+    let m = &ModelArgs { manylogs_ok: true, ..m.clone() };
+    let mkfs = okeanos::MkfsOptions { manylogs: m.journal == "manylogs", ..Default::default() };
     m.world(g.modes[0])?;
     let plan: Vec<(ContentConfig, usize, usize)> = g.cells(false).into_iter().flat_map(|(size, _, n)| g.modes.iter().map(move |&mode| (mode, n, size))).collect();
     Ok(parallel(&plan, m.jobs(), c.quiet, |&(mode, n, size)| {
         let mut r = m.run_of("recovery", mode, n, size, okeanos::workload::Rate::Closed, "fsync", 1);
         let t0 = Instant::now();
         let make = || m.world(mode).expect("checked");
-        match okeanos::sim::recovery::run(&make, n, size, records) {
+        match okeanos::sim::recovery::run(&make, &mkfs, n, size, records) {
             Ok(o) => {
                 let rep = &o.report;
                 r.ops = o.writes;
@@ -822,7 +830,11 @@ fn recovery(c: &Common, m: &ModelArgs, records: usize) -> Result<Vec<Run>, Strin
                 r.final_bytes = Some(o.before.final_bytes);
                 r.commits = Some(o.before.commits);
                 r.extra = crate::report::recovery_extra(rep, records, o.before.checkpoints);
-                r.error = crate::report::checkpoints_error(o.before.checkpoints);
+                r.extra["map_snapshots"] = o.before.snapshots.into();
+                r.extra["end_reason"] = rep.end_reason.clone().into();
+                // Snapshots of a manylogs map are checkpoints by design: what they leave is the
+                // point of the run.
+                r.error = if o.before.snapshots > 0 { None } else { crate::report::checkpoints_error(o.before.checkpoints) };
             }
             Err(e) => r.error = Some(e),
         }

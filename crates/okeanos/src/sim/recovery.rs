@@ -27,8 +27,9 @@ pub struct Outcome {
     pub write_s: f64,
 }
 
-/// `make` builds a fresh configuration (with fresh device models) for each mount.
-pub fn run(make: &dyn Fn() -> WorldConfig, streams: usize, size: usize, records: usize) -> Result<Outcome, String> {
+/// `make` builds a fresh configuration (with fresh device models) for each mount; `mkfs`
+/// formats the file system (manylogs: a log in every group).
+pub fn run(make: &dyn Fn() -> WorldConfig, mkfs: &MkfsOptions, streams: usize, size: usize, records: usize) -> Result<Outcome, String> {
     if streams == 0 || size == 0 || records == 0 {
         return Err("streams, size and records must be positive".into());
     }
@@ -38,7 +39,7 @@ pub fn run(make: &dyn Fn() -> WorldConfig, streams: usize, size: usize, records:
         c.mount.commit_interval = Duration::from_secs(86_400);
         c
     };
-    let (fs_dev, j_dev) = World::format(&make(), &MkfsOptions::default()).map_err(|e| e.to_string())?;
+    let (fs_dev, j_dev) = World::format(&make(), mkfs).map_err(|e| e.to_string())?;
     let mut w = World::mount(fs_dev.clone(), j_dev.clone(), hold(make())).map_err(|e| e.to_string())?;
     let root = w.fs.root();
     let mut inos = Vec::new();
