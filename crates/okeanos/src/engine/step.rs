@@ -167,6 +167,13 @@ impl Okeanos {
         let beside = self.beside(core);
         match lane {
             Lane::Commit => {
+                if !beside && core.checkpointing.is_none() {
+                    // Between commits, a due snapshot of the map goes first: a busy commit lane
+                    // would otherwise put it off for as long as writers keep coming.
+                    if let Some(step) = self.snapshot_step(core, now) {
+                        return step;
+                    }
+                }
                 if let Some(step) = self.commit_step(core, now, beside) {
                     return step;
                 }
@@ -327,22 +334,8 @@ impl Okeanos {
                 core.expiring = Some(now.saturating_sub(opts.expire_or(self.inner.devs.nvm.is_some()).as_nanos() as u64));
             }
         }
-        let period = opts.snapshot_period.as_nanos() as u64;
-        if period > 0 && now >= core.next_snapshot_ns && core.fs.journal.placement.snapshots() {
-            // The map of logged blocks, snapshot (manylogs): what is not kept logged goes
-            // home, so that recovery reads the logs only past it.
-            core.next_snapshot_ns = now + period;
-            let goal = CheckpointGoal::Snapshot;
-            if let Some(plan) = core.fs.journal.checkpoint_begin(&core.fs.cache, goal) {
-                let step = self.checkpoint_start(core, plan);
-                if matches!(step, JournalStep::Work(_)) {
-                    self.inner.stats.on_snapshot();
-                    return Some(step);
-                }
-                // It clashed with the commit in flight: planned again after it.
-                core.next_snapshot_ns = now;
-                return Some(step);
-            }
+        if let Some(step) = self.snapshot_step(core, now) {
+            return Some(step);
         }
         if let Some(owed_since_ns) = core.expiring {
             // Bounded steps (as pdflush writes back in chunks beside kjournald), with the
@@ -364,6 +357,25 @@ impl Okeanos {
             }
         }
         None
+    }
+
+    /// A snapshot of the map of logged blocks when one is due (manylogs, `snapshot_period=`):
+    /// what is not kept logged goes home, so that recovery reads the logs only past it.
+    fn snapshot_step(&self, core: &mut Core, now: u64) -> Option<JournalStep> {
+        let period = self.inner.opts.snapshot_period.as_nanos() as u64;
+        if period == 0 || now < core.next_snapshot_ns || !core.fs.journal.placement.snapshots() {
+            return None;
+        }
+        core.next_snapshot_ns = now + period;
+        let plan = core.fs.journal.checkpoint_begin(&core.fs.cache, CheckpointGoal::Snapshot)?;
+        let step = self.checkpoint_start(core, plan);
+        if matches!(step, JournalStep::Work(_)) {
+            self.inner.stats.on_snapshot();
+        } else {
+            // It clashed with the commit in flight: planned again after it.
+            core.next_snapshot_ns = now;
+        }
+        Some(step)
     }
 
     /// Hands out a planned checkpoint, unless the commit in flight writes one of its blocks in
