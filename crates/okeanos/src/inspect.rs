@@ -64,7 +64,9 @@ fn dump_manylogs(sb: &Superblock, devs: &Devices, region: LogRegion, jsb: Journa
     let placement = crate::runtime::open::open_manylogs(sb, devs)?;
     let starts = placement.recovery();
     if starts.is_empty() {
-        return Ok(JournalDump { region, jsb, end_reason: "log table is clean".into(), transactions: Vec::new(), revoked: Vec::new(), damage: None });
+        let kept = placement.recovered_kept().len();
+        let end_reason = if kept == 0 { "log table is clean".to_string() } else { format!("log table written by recovery: nothing to replay, {kept} data blocks kept in their logs") };
+        return Ok(JournalDump { region, jsb, end_reason, transactions: Vec::new(), revoked: Vec::new(), damage: None });
     }
     let (mut txs, mut log_damage) = (Vec::new(), Vec::new());
     for start in &starts {
