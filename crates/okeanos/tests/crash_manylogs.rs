@@ -518,6 +518,56 @@ fn a_bad_older_table_copy_is_ignored_and_both_bad_is_an_error() {
     assert!(r.problems.iter().any(|p| p.contains("log table")), "{:?}", r.problems);
 }
 
+/// A table is valid only with its map: a damaged map copy of the newer table (what a torn
+/// write of the pair leaves) makes recovery use the older pair, with every synced record; both
+/// maps damaged is a clear error, as both tables damaged is.
+#[test]
+fn a_damaged_map_copy_invalidates_its_table() {
+    let (dev, sb) = manylogs_fs();
+    // Both table copies written by the engine (version 3): the mount's, then a checkpoint's.
+    let image = {
+        let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, MountOptions::default().data(okeanos::DataMode::Data)).unwrap();
+        let f = fs.create_file("/log").unwrap();
+        for k in 0..40 {
+            fs.hint_position(2048 + (k % 4) * 1024);
+            f.append(&record(2, k as usize, 300)).unwrap();
+            f.fsync().unwrap();
+            if k == 19 {
+                fs.checkpoint().unwrap();
+            }
+        }
+        dev.snapshot()
+    };
+    let okeanos::format::JournalLocation::Internal { start, blocks } = sb.journal else { unreachable!() };
+    let bs = sb.block_size as usize;
+    let table_blocks = okeanos::format::logtable::LogTable::blocks_per_copy(sb.group_count as u64, bs) as usize;
+    let map_blocks = (blocks as usize - 1 - 2 * table_blocks) / 2;
+    let map_at = |slot: usize| (start as usize + 1 + 2 * table_blocks + slot * map_blocks) * bs;
+    let table = |img: &Vec<u8>, slot: usize| {
+        let at = (start as usize + 1 + slot * table_blocks) * bs;
+        okeanos::format::logtable::LogTable::decode(&img[at..at + table_blocks * bs], sb.uuid, sb.group_count, sb.log_area_blocks).expect("both copies written")
+    };
+    let (a, b) = (table(&image, 0), table(&image, 1));
+    let newer = if a.seq > b.seq { 0 } else { 1 };
+    for (slot, t) in [a, b].iter().enumerate() {
+        assert_eq!(t.version, 3, "{t:?}");
+        let m = okeanos::format::logtable::LogMap::decode(&image[map_at(slot)..map_at(slot) + map_blocks * bs], sb.uuid, sb.group_count, sb.log_area_blocks).expect("a map beside the table");
+        assert_eq!(m.seq, t.seq, "each map belongs to the table of its slot");
+    }
+    let mut torn = image.clone();
+    torn[map_at(newer) + 30] ^= 0xff;
+    let fs = Okeanos::mount(Arc::new(MemDevice::from_bytes(torn)) as Arc<dyn Device>, None, MountOptions::default()).unwrap();
+    assert_eq!(fs.read_path("/log").unwrap().len(), 40 * 300);
+    fs.unmount().unwrap();
+    // The older table damaged too: nothing valid, a clear error, no panic.
+    let older = 1 - newer;
+    torn = image.clone();
+    torn[map_at(newer) + 30] ^= 0xff;
+    torn[(start as usize + 1 + older * table_blocks) * bs + 20] ^= 0xff;
+    let e = Okeanos::mount(Arc::new(MemDevice::from_bytes(torn)) as Arc<dyn Device>, None, MountOptions::default()).err().expect("refused");
+    assert!(e.to_string().contains("no valid manylogs log table") && e.to_string().contains("map"), "{e}");
+}
+
 /// Logged blocks leave the cache (parked: the log position kept, the data dropped), reads
 /// load them back from the log, unmount copies them home, and every byte survives. A logged
 /// copy damaged under the mount is an I/O error on the read that needs it, never other data.
