@@ -69,6 +69,11 @@ pub struct MountOptions {
     /// map and each log's recovery start are recorded, and recovery reads the logs only past
     /// them (docs/JOURNALING.md, "The map on disk").
     pub snapshot_period: Duration,
+    /// Background writeback of ordered in-place data (`dirty_background_bytes=`): once the
+    /// running transaction holds more than this not yet written, it is written before its
+    /// commit, and writers wait past twice as much (journal/writeback.rs). None: 1 MiB on
+    /// manylogs, off (0) otherwise.
+    pub dirty_background_bytes: Option<u64>,
     /// Manylogs with `checkpoint=lazy|idle`: move a log over 80% full into an empty log far
     /// from the head (`log_swap=on|off`, default on; the paper's log swapping, section III-G):
     /// at once when it is the head's log, otherwise when the file system is idle.
@@ -134,6 +139,9 @@ pub struct MountOptions {
     /// any log (records, escaped copies), so recovery, which reads only past the snapshot,
     /// loses them.
     pub fault_manylogs_snapshot_unhomed: bool,
+    /// Test-only fault (canary): background writeback records its blocks as written without
+    /// writing them, so commits leave them out.
+    pub fault_early_unwritten: bool,
     /// Test-only fault (canary): a block logged whole again keeps the log position of its
     /// first copy, so a block parked out of the cache loads (and a checkpoint copies home)
     /// an older version.
@@ -175,6 +183,7 @@ impl Default for MountOptions {
             idle_checkpoint: false,
             idle_after: Duration::from_secs(2),
             snapshot_period: Duration::from_secs(30),
+            dirty_background_bytes: None,
             log_swap: true,
             max_tx_blocks: None,
             device_model: None,
@@ -197,6 +206,7 @@ impl Default for MountOptions {
             fault_skip_remote_append: false,
             fault_manylogs_reuse_early: false,
             fault_manylogs_snapshot_unhomed: false,
+            fault_early_unwritten: false,
             fault_manylogs_keep_first_position: false,
             fault_manylogs_swap_unreserved: false,
             manual_journal: false,
@@ -288,6 +298,7 @@ impl MountOptions {
                 }
                 "idle_after" => o.idle_after = secs(v)?.max(Duration::from_millis(10)),
                 "snapshot_period" => o.snapshot_period = secs(v)?,
+                "dirty_background_bytes" => o.dirty_background_bytes = Some(num(v)?),
                 "log_swap" => o.log_swap = match v {
                     None | Some("1") | Some("on") => true,
                     Some("0") | Some("off") => false,

@@ -25,6 +25,7 @@ pub struct Stats {
     checkpoints: AtomicU64,
     idle_checkpoints: AtomicU64,
     snapshots: AtomicU64,
+    early_writes: AtomicU64,
     log_swaps: AtomicU64,
     overlaps: AtomicU64,
     fallbacks: AtomicU64,
@@ -113,6 +114,8 @@ pub struct Counters {
     pub idle_checkpoints: u64,
     /// Periodic snapshots of the manylogs map of logged blocks (`snapshot_period=`).
     pub snapshots: u64,
+    /// In-place data blocks written before their commit (`dirty_background_bytes=`).
+    pub early_writes: u64,
     /// Manylogs log swaps completed (the blocks they moved are the `log_swap` kind).
     pub log_swaps: u64,
     /// Commits and checkpoints that were in flight together (each pair counted once, by the
@@ -192,6 +195,9 @@ impl Stats {
     }
     pub fn on_log_swap(&self) {
         self.log_swaps.fetch_add(1, Relaxed);
+    }
+    pub fn on_early_writes(&self, blocks: u64) {
+        self.early_writes.fetch_add(blocks, Relaxed);
     }
     pub fn on_snapshot(&self) {
         self.snapshots.fetch_add(1, Relaxed);
@@ -280,6 +286,7 @@ impl Stats {
             checkpoints: self.checkpoints.load(Relaxed),
             idle_checkpoints: self.idle_checkpoints.load(Relaxed),
             snapshots: self.snapshots.load(Relaxed),
+            early_writes: self.early_writes.load(Relaxed),
             log_swaps: self.log_swaps.load(Relaxed),
             overlaps: self.overlaps.load(Relaxed),
             fallbacks: self.fallbacks.load(Relaxed),
@@ -347,6 +354,7 @@ impl Counters {
             checkpoints: self.checkpoints - base.checkpoints,
             idle_checkpoints: self.idle_checkpoints - base.idle_checkpoints,
             snapshots: self.snapshots - base.snapshots,
+            early_writes: self.early_writes - base.early_writes,
             log_swaps: self.log_swaps - base.log_swaps,
             overlaps: self.overlaps - base.overlaps,
             fallbacks: self.fallbacks - base.fallbacks,
@@ -392,6 +400,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("okeanos_log_reads_total", "counter", "blocks parked in a log read back for a read or a change (manylogs)"),
     ("okeanos_log_swaps_total", "counter", "logs moved whole to an empty log (manylogs log swapping)"),
     ("okeanos_map_snapshots_total", "counter", "periodic snapshots of the manylogs map of logged blocks (snapshot_period=)"),
+    ("okeanos_early_writes_total", "counter", "in-place data blocks written before their commit (dirty_background_bytes=)"),
     ("okeanos_block_bytes_total", "counter", "bytes written, by kind of block (label kind)"),
     ("okeanos_blocks_total", "counter", "blocks written, by kind (label kind)"),
     ("okeanos_device_bytes_written_total", "counter", "bytes the engine wrote to a device (label device: fs or journal)"),
@@ -433,6 +442,7 @@ impl Counters {
             ("okeanos_log_reads_total", self.checkpoint.log_reads),
             ("okeanos_log_swaps_total", self.log_swaps),
             ("okeanos_map_snapshots_total", self.snapshots),
+            ("okeanos_early_writes_total", self.early_writes),
         ] {
             help(&mut o, name);
             let _ = writeln!(o, "{name} {v}");

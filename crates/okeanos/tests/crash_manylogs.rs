@@ -255,6 +255,19 @@ fn canary_snapshot_without_writing_records_home_is_caught() {
     assert_canary_caught(cfg, &run, "a snapshot that kept unmapped data logged");
 }
 
+/// Background writeback on manylogs (on by default there; here with a threshold of two
+/// blocks so that this small workload uses it): ordered data written before its commit, the
+/// commit's records in the log near it.
+#[test]
+fn manylogs_early_writeback_crash_states_ordered() {
+    let cfg = ContentConfig::parse("ordered").unwrap();
+    let run = workload(cfg, LOGS, 240, &|o| o.dirty_background_bytes = Some(8192), 0xea3);
+    assert!(run.early_writes > 0, "no early write");
+    let out = enumerate(cfg, &run, 200, 25);
+    out.assert_clean(300);
+    eprintln!("manylogs early writeback: {} early writes, {} crash states, no violation", run.early_writes, out.states);
+}
+
 /// The canary of every placement: no commit flush.
 #[test]
 fn canary_skipped_commit_flush_is_caught() {

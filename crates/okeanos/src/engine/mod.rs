@@ -435,6 +435,11 @@ impl Okeanos {
                     core.want_space = true;
                     self.inner.ccv.notify_one();
                 }
+                Err(Admit::NeedWriteback) => {
+                    // Background writeback drains the running transaction's in-place data;
+                    // either lane may take its step.
+                    self.inner.ccv.notify_one();
+                }
             }
             if core.manual {
                 return Err(FsError::WouldBlock);

@@ -94,6 +94,9 @@ pub(super) fn recover(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
     Ok((next_tid, remote))
 }
 
+/// `dirty_background_bytes=` on a manylogs file system unless given.
+pub const MANYLOGS_DIRTY_BACKGROUND: u64 = 1 << 20;
+
 /// The logged-write-size of selective content on a manylogs file system unless
 /// `logged_write_size=` says otherwise.
 pub const MANYLOGS_LOGGED_WRITE_SIZE: usize = 32 << 10;
@@ -174,6 +177,11 @@ pub(super) fn journal(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
     }
     cfg.fault_skip_commit_flush = opts.fault_skip_commit_flush;
     cfg.lazy_checkpoint = opts.lazy_checkpoint;
+    // Background writeback: on manylogs by default (the paper's Fig. 2b small syncs beside a
+    // large writer, docs/SIMULATION.md), elsewhere when asked.
+    let background = opts.dirty_background_bytes.unwrap_or(if sb.manylogs() { MANYLOGS_DIRTY_BACKGROUND } else { 0 });
+    cfg.dirty_background_blocks = usize::try_from(background / sb.block_size as u64).unwrap_or(usize::MAX);
+    cfg.fault_early_unwritten = opts.fault_early_unwritten;
     let journal = Journal::new(cfg, content.policy(), placement, next_tid);
     Ok(journal)
 }

@@ -24,6 +24,9 @@ pub enum JournalWork {
     Return { io: crate::journal::plan::IoPlan, epoch: u64 },
     /// A manylogs log swap (in a checkpoint's place).
     Swap(crate::journal::swap::SwapPlan),
+    /// Early writes of the running transaction's in-place data (journal/writeback.rs), in a
+    /// checkpoint's place.
+    Early(crate::journal::writeback::EarlyPlan),
 }
 
 /// How often a host that fell back tries to return to its server (when its local journal is
@@ -41,6 +44,7 @@ impl JournalWork {
             JournalWork::Fallback { fallback, .. } => &fallback.io,
             JournalWork::Return { io, .. } => io,
             JournalWork::Swap(p) => &p.io,
+            JournalWork::Early(p) => &p.io,
         }
     }
 }
@@ -168,9 +172,14 @@ impl Okeanos {
         match lane {
             Lane::Commit => {
                 if !beside && core.checkpointing.is_none() {
-                    // Between commits, a due snapshot of the map goes first: a busy commit lane
-                    // would otherwise put it off for as long as writers keep coming.
+                    // Between commits, a due snapshot of the map goes first, and early writes
+                    // past the background threshold: a busy commit lane would otherwise put
+                    // them off for as long as writers keep coming (and a commit would write
+                    // the in-place data itself, which is what a small sync must not wait for).
                     if let Some(step) = self.snapshot_step(core, now) {
+                        return step;
+                    }
+                    if let Some(step) = self.early_step(core) {
                         return step;
                     }
                 }
@@ -334,6 +343,9 @@ impl Okeanos {
                 core.expiring = Some(now.saturating_sub(opts.expire_or(self.inner.devs.nvm.is_some()).as_nanos() as u64));
             }
         }
+        if let Some(step) = self.early_step(core) {
+            return Some(step);
+        }
         if let Some(step) = self.snapshot_step(core, now) {
             return Some(step);
         }
@@ -357,6 +369,15 @@ impl Okeanos {
             }
         }
         None
+    }
+
+    /// Early writes of the running transaction's in-place data, when past the background
+    /// threshold (journal/writeback.rs). The blocks are the lane's busy set: a commit that
+    /// writes one of them in place waits for the step.
+    fn early_step(&self, core: &mut Core) -> Option<JournalStep> {
+        let plan = core.fs.journal.early_begin(&core.fs.cache)?;
+        core.checkpointing = Some(plan.blocks.iter().map(|(b, _)| *b).collect());
+        Some(JournalStep::Work(JournalWork::Early(plan)))
     }
 
     /// A snapshot of the map of logged blocks when one is due (manylogs, `snapshot_period=`):
@@ -459,9 +480,10 @@ impl Okeanos {
         let now = inner.clock.now_ns();
         // The other lane may be waiting for this step (a clash, or space held by a commit).
         match &work {
-            JournalWork::Checkpoint(_) | JournalWork::Swap(_) => {
+            JournalWork::Checkpoint(_) | JournalWork::Swap(_) | JournalWork::Early(_) => {
                 core.checkpointing = None;
                 inner.jcv.notify_one();
+                inner.ccv.notify_one();
             }
             _ => inner.ccv.notify_one(),
         }
@@ -499,6 +521,10 @@ impl Okeanos {
                 core.fs.journal.swap_finish(plan);
                 inner.stats.on_log_swap();
             }
+            (JournalWork::Early(plan), Ok(())) => {
+                inner.stats.on_early_writes(plan.blocks.len() as u64);
+                core.fs.journal.early_finish(plan);
+            }
             (JournalWork::Checkpoint(plan), Ok(())) => {
                 let Core { fs, .. } = &mut *core;
                 fs.journal.checkpoint_finish(&mut fs.cache, plan);
@@ -534,6 +560,7 @@ impl Okeanos {
                     JournalWork::Checkpoint(_) => format!("checkpoint failed: {e}"),
                     JournalWork::Return { .. } => format!("returning to the journal server failed: {e}"),
                     JournalWork::Swap(_) => format!("log swap failed: {e}"),
+                    JournalWork::Early(_) => format!("background writeback failed: {e}"),
                 };
                 self.abort(core, why);
             }

@@ -276,6 +276,8 @@ impl Journal {
         self.cp.copied += plan.data.iter().filter(|d| d.is_none()).count() as u64;
         let began = plan.committed_at_begin;
         for ((b, tid), written) in plan.written.into_iter().zip(plan.data) {
+            // The committed version is home now, not a running one written early.
+            self.early.remove(&b);
             // Whether the version written is still the newest committed one: unless a commit
             // since the checkpoint began logged the block (the same Arc is the quick answer;
             // a copy from a log, or a buffer parked and loaded again meanwhile, asks the log).

@@ -213,7 +213,12 @@ impl Journal {
                 .map(|&b| IoWrite { dev: DevId::Fs, block: b, data: cache.peek(b).expect("in-place data stays cached").data.clone(), kind: BlockKind::FinalData })
                 .collect()
         };
-        let ordered = in_place(&tx.final_data);
+        // Blocks written early (journal/writeback.rs) and unchanged since are not written again:
+        // the ordered stage's flush makes them durable.
+        let ordered: Vec<IoWrite> = in_place(&tx.final_data).into_iter().filter(|w| !self.written_early(cache, w.block)).collect();
+        let early_written = tx.final_data.len() > ordered.len();
+        let mut batch = Vec::new();
+        self.early.clear();
         let unordered = in_place(&tx.final_unordered);
         let mut commit_flush = stage.flush;
         if !unordered.is_empty() && !commit_flush.contains(&DevId::Fs) {
@@ -224,10 +229,10 @@ impl Journal {
         }
         let mut io = IoPlan::default();
         // Ordered data reaches its final location, durably, before anything of the commit.
-        if !ordered.is_empty() {
+        if !ordered.is_empty() || early_written {
             io.push(ordered, vec![DevId::Fs]);
         }
-        let mut batch = unordered;
+        batch.extend(unordered);
         batch.extend(stage.writes);
         io.push_stage(super::plan::IoStage { copies: Vec::new(), writes: batch, flush: commit_flush, remote: stage.remote, nvm: stage.nvm });
 

@@ -20,6 +20,7 @@ pub mod recovery;
 pub mod revoke;
 pub mod swap;
 pub mod transaction;
+pub mod writeback;
 
 #[cfg(test)]
 mod tests;
@@ -45,13 +46,20 @@ pub struct JournalConfig {
     pub fault_skip_commit_flush: bool,
     /// Checkpoint for space only when the placement as a whole runs low (`checkpoint=lazy`).
     pub lazy_checkpoint: bool,
+    /// Background writeback of ordered in-place data (journal/writeback.rs): early writes start
+    /// past this many blocks of the running transaction, and handles wait past twice as many
+    /// (0: off).
+    pub dirty_background_blocks: usize,
+    /// Test-only fault (canary): background writeback records its blocks as written without
+    /// writing them, so commits leave them out.
+    pub fault_early_unwritten: bool,
 }
 
 impl JournalConfig {
     /// The configuration for a placement of `capacity` journal blocks.
     pub fn new(capacity: u64, block_size: usize) -> Self {
         let max_tx_blocks = (capacity / 4).max(8);
-        JournalConfig { block_size, max_tx_blocks, fault_skip_commit_flush: false, lazy_checkpoint: false }
+        JournalConfig { block_size, max_tx_blocks, fault_skip_commit_flush: false, lazy_checkpoint: false, dirty_background_blocks: 0, fault_early_unwritten: false }
     }
 }
 
@@ -79,6 +87,9 @@ pub enum Admit {
     NeedCommit,
     /// The log has no room: checkpoint (or let the in-flight commit finish) first.
     NeedSpace,
+    /// The running transaction holds too much in-place data not yet written: let background
+    /// writeback drain it first (journal/writeback.rs).
+    NeedWriteback,
 }
 
 pub struct Journal {
@@ -101,6 +112,9 @@ pub struct Journal {
     pub aborted: Option<String>,
     /// Checkpoint accounting (manylogs paper, Fig. 7b): what checkpoints did not have to write.
     pub cp: CheckpointCounts,
+    /// The running transaction's in-place blocks written early, with the version written
+    /// (journal/writeback.rs).
+    pub early: HashMap<u64, std::sync::Arc<Vec<u8>>>,
 }
 
 /// What the checkpoints of a mount wrote and what they were spared.
@@ -149,6 +163,7 @@ impl Journal {
             logged_copies: HashMap::default(),
             aborted: None,
             cp: CheckpointCounts::default(),
+            early: HashMap::default(),
         }
     }
 
@@ -232,6 +247,10 @@ impl Journal {
         }
         if !self.placement.admit(after) {
             return Err(Admit::NeedSpace);
+        }
+        let limit = self.cfg.dirty_background_blocks * 2;
+        if limit > 0 && self.unwritten_in_place() > limit {
+            return Err(Admit::NeedWriteback);
         }
         if self.running.start_ns.is_none() {
             self.running.start_ns = Some(now_ns);

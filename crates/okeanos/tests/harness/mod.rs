@@ -42,6 +42,8 @@ pub struct Run {
     pub checkpoint: okeanos::stats::CheckpointCounts,
     /// Manylogs: periodic snapshots of the map of logged blocks.
     pub snapshots: u64,
+    /// In-place data blocks written before their commit (background writeback).
+    pub early_writes: u64,
 }
 
 /// Checks the guarantee of `mode` on a recovered file system, for a crash after `k` events.
@@ -214,9 +216,10 @@ fn end(recorder: Arc<CrashRecorder>, fs: Okeanos, files: HashMap<String, History
     let near_head = fs.near_head();
     let checkpoint = fs.counters().checkpoint;
     let snapshots = fs.counters().snapshots;
+    let early_writes = fs.counters().early_writes;
     let end_events = recorder.event_count();
     drop(fs);
-    Run { recorder, files, end_events, overwritten: vec![OW.to_string()], nvm: matches!(journal, Journal::Nvm { .. }), near_head, checkpoint, snapshots }
+    Run { recorder, files, end_events, overwritten: vec![OW.to_string()], nvm: matches!(journal, Journal::Nvm { .. }), near_head, checkpoint, snapshots, early_writes }
 }
 
 /// A recorded workload: appends with syncs on a few streams, in-place overwrites, metadata
