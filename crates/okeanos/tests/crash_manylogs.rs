@@ -327,38 +327,50 @@ fn crashed_image(dev: &Arc<MemDevice>) -> Vec<u8> {
     image
 }
 
-/// A crash after a snapshot: recovery reads each log only past the snapshot (a few blocks,
-/// not the logs' live contents), and the data the map names stays logged: the mount reads it
-/// from the logs, and its checkpoint (here, the unmount's) copies it home.
-#[test]
-fn recovery_reads_the_map_and_only_what_follows_the_snapshot() {
-    let (dev, _) = manylogs_fs();
+/// Mount options of the map tests: data journaling, the lazy checkpoint (data stays logged),
+/// a snapshot every `every`.
+fn snapshotting(every: std::time::Duration) -> MountOptions {
     let mut o = MountOptions::default().data(okeanos::DataMode::Data);
     o.lazy_checkpoint = true;
-    o.snapshot_period = std::time::Duration::from_millis(5);
-    let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
-    let f = fs.create_file("/log").unwrap();
-    let mut expect = Vec::new();
-    let mut write = |k: usize| {
-        fs.hint_position(2048 + (k as u64 % 4) * 1024);
-        let r = record(3, k, 4096);
-        f.append(&r).unwrap();
-        f.fsync().unwrap();
-        expect.extend_from_slice(&r);
-    };
-    for k in 0..60 {
-        write(k);
-    }
-    // Bounded wait for a snapshot after the writes (the journal thread takes it when due).
-    let before = fs.counters().snapshots;
+    o.snapshot_period = every;
+    o
+}
+
+/// Appends record `k` (a whole block) to `f` near group `k % 4`'s log and syncs it.
+fn append_block(fs: &Okeanos, f: &okeanos::File, expect: &mut Vec<u8>, tag: usize, k: usize) {
+    fs.hint_position(2048 + (k as u64 % 4) * 1024);
+    let r = record(tag, k, 4096);
+    f.append(&r).unwrap();
+    f.fsync().unwrap();
+    expect.extend_from_slice(&r);
+}
+
+/// Waits (boundedly: 2 s) until the journal thread has taken a snapshot after `before`.
+fn wait_for_snapshot(fs: &Okeanos, before: u64) {
     let mut waited = 0;
     while fs.counters().snapshots == before && waited < 400 {
         std::thread::sleep(std::time::Duration::from_millis(5));
         waited += 1;
     }
     assert!(fs.counters().snapshots > before, "no snapshot within 2 s");
+}
+
+/// A crash after a snapshot: recovery reads each log only past the snapshot (a few blocks,
+/// not the logs' live contents), and the data the map names stays logged: the mount reads it
+/// from the logs, and its checkpoint (here, the unmount's) copies it home.
+#[test]
+fn recovery_reads_the_map_and_only_what_follows_the_snapshot() {
+    let (dev, _) = manylogs_fs();
+    let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, snapshotting(std::time::Duration::from_millis(5))).unwrap();
+    let f = fs.create_file("/log").unwrap();
+    let mut expect = Vec::new();
+    for k in 0..60 {
+        append_block(&fs, &f, &mut expect, 3, k);
+    }
+    // A snapshot after the writes (the journal thread takes it when due), then a few more.
+    wait_for_snapshot(&fs, fs.counters().snapshots);
     for k in 60..63 {
-        write(k);
+        append_block(&fs, &f, &mut expect, 3, k);
     }
     let image = dev.snapshot();
     drop(f);
@@ -394,26 +406,15 @@ fn recovery_reads_the_map_and_only_what_follows_the_snapshot() {
 #[test]
 fn crash_states_after_a_recovery_that_kept_data_logged() {
     let (dev, _) = manylogs_fs();
-    let mut o = MountOptions::default().data(okeanos::DataMode::Data);
-    o.lazy_checkpoint = true;
-    o.snapshot_period = std::time::Duration::from_millis(2);
+    let o = snapshotting(std::time::Duration::from_millis(2));
     let mut expect = Vec::new();
     let image = {
         let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o.clone()).unwrap();
         let f = fs.create_file("/log").unwrap();
         for k in 0..40 {
-            fs.hint_position(2048 + (k as u64 % 4) * 1024);
-            let r = record(4, k, 4096);
-            f.append(&r).unwrap();
-            f.fsync().unwrap();
-            expect.extend_from_slice(&r);
+            append_block(&fs, &f, &mut expect, 4, k);
         }
-        let mut waited = 0;
-        while fs.counters().snapshots == 0 && waited < 400 {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-            waited += 1;
-        }
-        assert!(fs.counters().snapshots > 0, "no snapshot within 2 s");
+        wait_for_snapshot(&fs, 0);
         dev.snapshot()
     };
     let first = Arc::new(MemDevice::from_bytes(image));
@@ -427,11 +428,7 @@ fn crash_states_after_a_recovery_that_kept_data_logged() {
     // (event count when acknowledged, bytes acknowledged)
     let mut acks = vec![(rec.event_count(), expect.len())];
     for k in 40..70 {
-        fs.hint_position(2048 + (k as u64 % 4) * 1024);
-        let r = record(4, k, 4096);
-        f.append(&r).unwrap();
-        f.fsync().unwrap();
-        expect.extend_from_slice(&r);
+        append_block(&fs, &f, &mut expect, 4, k);
         acks.push((rec.event_count(), expect.len()));
         if k == 55 {
             let c = fs.checkpoint().unwrap();

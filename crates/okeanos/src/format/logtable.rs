@@ -121,11 +121,7 @@ impl LogTable {
     /// `log_blocks` blocks each.
     pub fn decode(b: &[u8], fs_uuid: [u8; 16], logs: u32, log_blocks: u32) -> Result<LogTable, FormatError> {
         const W: &str = "manylogs log table";
-        need(W, b, HEADER_LEN)?;
-        let magic = Le::u64(b, 0);
-        if magic != LOG_TABLE_MAGIC {
-            return Err(FormatError::BadMagic { what: W, found: magic, expected: LOG_TABLE_MAGIC });
-        }
+        header(W, b, HEADER_LEN, LOG_TABLE_MAGIC)?;
         let version = Le::u32(b, 8);
         let fl = Le::u32(b, 12);
         if !(1..=LOG_TABLE_VERSION).contains(&version) || fl & !flags::KNOWN != 0 {
@@ -169,6 +165,16 @@ impl LogTable {
         let durable = floor - 1 + past;
         Ok(LogTable { version, flags: fl, seq: Le::u64(b, 16), floor, durable, log_blocks, fs_uuid, logs: out })
     }
+}
+
+/// A table's or map's header is there and starts with `magic`.
+fn header(what: &'static str, b: &[u8], len: usize, magic: u64) -> Result<(), FormatError> {
+    need(what, b, len)?;
+    let found = Le::u64(b, 0);
+    if found != magic {
+        return Err(FormatError::BadMagic { what, found, expected: magic });
+    }
+    Ok(())
 }
 
 pub const LOG_MAP_MAGIC: u64 = u64::from_le_bytes(*b"OKMLMAP1");
@@ -283,11 +289,7 @@ impl LogMap {
     /// Entries are checked against the logs by the placement, which knows where they are.
     pub fn decode(b: &[u8], fs_uuid: [u8; 16], logs: u32, log_blocks: u32) -> Result<LogMap, FormatError> {
         const W: &str = "manylogs map";
-        need(W, b, MAP_HEADER_LEN)?;
-        let magic = Le::u64(b, 0);
-        if magic != LOG_MAP_MAGIC {
-            return Err(FormatError::BadMagic { what: W, found: magic, expected: LOG_MAP_MAGIC });
-        }
+        header(W, b, MAP_HEADER_LEN, LOG_MAP_MAGIC)?;
         let version = Le::u32(b, 8);
         if version != LOG_MAP_VERSION {
             return Err(FormatError::Unsupported { what: W, version, features: 0 });

@@ -648,6 +648,9 @@ pub fn revoke_feed(table: &mut RevokeTable, tid: Tid, block: &[u8]) -> Result<()
 /// (the paper keeps data under the MTL, section III-E), and the placement's recovered table
 /// names them again.
 pub fn with_map(mut plan: Vec<ReplayBlock>, mapped: &[(u64, u64, Tid, u32)], revoked: &RevokeTable) -> (Vec<ReplayBlock>, Vec<(u64, u64, Tid, u32)>) {
+    if mapped.is_empty() {
+        return (plan, Vec::new());
+    }
     let at: HashMap<u64, usize> = plan.iter().enumerate().map(|(k, r)| (r.fs_block, k)).collect();
     let mut kept = Vec::new();
     for &(block, dev_block, tid, hash) in mapped {

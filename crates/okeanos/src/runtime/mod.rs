@@ -310,6 +310,7 @@ pub fn recover(
     let (mut scanned, mut probed, mut end_reason, mut first_tid) = (0, 0, String::new(), None);
     let mut readers: Vec<LogReader> = starts.iter().map(|s| LogReader::new(devs, s.region)).collect();
     let interleaved = starts.iter().any(|s| s.interleaved.is_some());
+    let mapped = placement.recovery_map();
     let mut log_damage: Vec<Damage> = Vec::new();
     for (start, log) in starts.iter().zip(readers.iter_mut()) {
         next_tid = next_tid.max(start.tid_bound);
@@ -338,7 +339,7 @@ pub fn recover(
         txs = kept;
         damage = d;
         first_tid = Some(floor);
-        end_reason = format!("{} logs scanned from their snapshot positions ({scanned} blocks), {} transactions from tid {floor}, {} blocks from the map", starts.len(), txs.len(), placement.recovery_map().len());
+        end_reason = format!("{} logs scanned from their snapshot positions ({scanned} blocks), {} transactions from tid {floor}, {} blocks from the map", starts.len(), txs.len(), mapped.len());
     }
     let t1 = now_ns();
     let mut table = RevokeTable::default();
@@ -347,7 +348,6 @@ pub fn recover(
         recovery::revoke_feed(&mut table, tid, log.read(pos)?)?;
     }
     let t2 = now_ns();
-    let mapped = placement.recovery_map();
     let (copies, kept) = recovery::with_map(recovery::replay_plan(&txs, &table), &mapped, &table);
     if !mapped.is_empty() {
         end_reason.push_str(&format!(", {} of them kept logged", kept.len()));
