@@ -174,6 +174,7 @@ impl OkeanosFuse {
         v["mode"] = mode.into();
         v["guarantee"] = guarantee.into();
         v["placement"] = self.fs.placement().into();
+        v["read_only"] = self.fs.read_only_reason().into();
         let mut s = serde_json::to_string_pretty(&v).unwrap_or_default().into_bytes();
         s.push(b'\n');
         s
@@ -570,16 +571,23 @@ impl Filesystem for OkeanosFuse {
         reply.statfs(s.blocks, s.blocks_free, s.blocks_free, s.inodes, s.inodes_free, s.block_size, s.name_max, s.block_size);
     }
 
-    /// fallocate mode 0 (what posix_fallocate asks for: allocate, zero-fill holes, extend) and
-    /// FALLOC_FL_KEEP_SIZE (allocate without extending). Other modes (PUNCH_HOLE,
-    /// COLLAPSE_RANGE, ZERO_RANGE, ...) are EOPNOTSUPP, so programs fall back.
+    /// fallocate: mode 0 (what posix_fallocate asks for: allocate, zero-fill holes, extend),
+    /// FALLOC_FL_KEEP_SIZE (allocate without extending), PUNCH_HOLE (with KEEP_SIZE, as Linux
+    /// requires: free the range's blocks) and ZERO_RANGE (with or without KEEP_SIZE). The
+    /// others (COLLAPSE_RANGE, INSERT_RANGE, UNSHARE_RANGE) are EOPNOTSUPP, so programs fall back.
     fn fallocate(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
-        let keep_size = match mode {
-            0 => false,
-            libc::FALLOC_FL_KEEP_SIZE => true,
-            _ => return reply.error(Errno::from_i32(libc::EOPNOTSUPP)),
-        };
-        match ino32(ino).map(|i| self.fs.fallocate(i, offset, length, keep_size)) {
+        const KEEP: i32 = libc::FALLOC_FL_KEEP_SIZE;
+        const PUNCH: i32 = libc::FALLOC_FL_PUNCH_HOLE;
+        const ZERO: i32 = libc::FALLOC_FL_ZERO_RANGE;
+        let r = ino32(ino).map(|i| match mode {
+            0 => self.fs.fallocate(i, offset, length, false),
+            KEEP => self.fs.fallocate(i, offset, length, true),
+            m if m == PUNCH | KEEP => self.fs.punch_hole(i, offset, length),
+            ZERO => self.fs.zero_range(i, offset, length, false),
+            m if m == ZERO | KEEP => self.fs.zero_range(i, offset, length, true),
+            _ => Err(FsError::Unsupported),
+        });
+        match r {
             Ok(Ok(())) => reply.ok(),
             Ok(Err(e)) => reply.error(errno(&e)),
             Err(e) => reply.error(e),

@@ -395,6 +395,14 @@ fn summary(v: &serde_json::Value) -> String {
     use std::fmt::Write;
     let _ = writeln!(o, "mode          {} — {}", v["mode"].as_str().unwrap_or("?"), v["guarantee"].as_str().unwrap_or(""));
     let _ = writeln!(o, "journal       {}", v["placement"].as_str().unwrap_or("?"));
+    match v["read_only"].as_str() {
+        Some(why) => {
+            let _ = writeln!(o, "state         READ-ONLY: {why}");
+        }
+        None => {
+            let _ = writeln!(o, "state         read-write");
+        }
+    }
     let _ = writeln!(o, "syncs         {:.0}, {:.1} per commit; latency p50 {}, p99 {}, p99.9 {}, max {}", n("syncs"), n("syncs_per_commit"), dur(lat("p50_us")), dur(lat("p99_us")), dur(lat("p999_us")), dur(lat("max_us")));
     let _ = writeln!(o, "commits       {:.0} ({:.1} journal blocks each), checkpoints {:.0}", n("commits"), n("journal_blocks_per_commit"), n("checkpoints"));
     let _ = writeln!(o, "written       {} by programs; journal {}{}; final location {}{}", human(payload), human(n("journal_bytes")), per(n("journal_bytes")), human(n("final_bytes")), per(n("final_bytes")));

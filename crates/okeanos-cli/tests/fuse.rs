@@ -821,8 +821,9 @@ print(",".join(sorted(os.listxattr(f))))
 }
 
 /// posix_fallocate on the mount allocates and extends (a database preallocating its log);
-/// KEEP_SIZE allocates past the end without growing the file; PUNCH_HOLE is refused with
-/// EOPNOTSUPP.
+/// KEEP_SIZE allocates past the end without growing the file; PUNCH_HOLE frees whole blocks
+/// and zeroes partial ones without changing the size; ZERO_RANGE zeroes (and extends without
+/// KEEP_SIZE); COLLAPSE_RANGE is refused with EOPNOTSUPP; `fallocate -d` digs holes.
 #[test]
 fn posix_fallocate_on_the_mount() {
     if !fuse_usable() || !have("python3") {
@@ -847,13 +848,44 @@ try:
     assert r == 0, ctypes.get_errno()
     st = os.fstat(fd)
     assert st.st_size == 1 << 20 and st.st_blocks >= blocks + 2048, (st.st_size, st.st_blocks, blocks)
-    r = libc.fallocate(fd, 2 | 1, ctypes.c_long(0), ctypes.c_long(4096))  # PUNCH_HOLE | KEEP_SIZE
+    os.pwrite(fd, b"a" * 5 * 4096, 8192)
+    blocks = os.fstat(fd).st_blocks
+    r = libc.fallocate(fd, 2 | 1, ctypes.c_long(8192 + 100), ctypes.c_long(3 * 4096))  # PUNCH_HOLE | KEEP_SIZE
+    assert r == 0, ctypes.get_errno()
+    st = os.fstat(fd)
+    assert st.st_size == 1 << 20 and st.st_blocks == blocks - 2 * 8, (st.st_size, st.st_blocks, blocks)
+    want = b"a" * 100 + b"\0" * 3 * 4096 + b"a" * (2 * 4096 - 100)
+    assert os.pread(fd, 5 * 4096, 8192) == want
+    r = libc.fallocate(fd, 2, ctypes.c_long(0), ctypes.c_long(4096))  # PUNCH_HOLE alone: Linux refuses it
+    assert r != 0 and ctypes.get_errno() == errno.EOPNOTSUPP, (r, ctypes.get_errno())
+    r = libc.fallocate(fd, 0x10, ctypes.c_long((1 << 20) - 10), ctypes.c_long(4106))  # ZERO_RANGE, past the end
+    assert r == 0, ctypes.get_errno()
+    assert os.fstat(fd).st_size == (1 << 20) + 4096
+    assert os.pread(fd, 4 * 4096, 8192 + 4 * 4096)[:100] == b"a" * 100
+    r = libc.fallocate(fd, 0x10 | 1, ctypes.c_long(8192), ctypes.c_long(4 * 4096 + 50))  # ZERO_RANGE | KEEP_SIZE
+    assert r == 0, ctypes.get_errno()
+    assert os.pread(fd, 5 * 4096, 8192) == b"\0" * (4 * 4096 + 50) + b"a" * (4096 - 50)
+    r = libc.fallocate(fd, 8, ctypes.c_long(0), ctypes.c_long(4096))  # COLLAPSE_RANGE
     assert r != 0 and ctypes.get_errno() == errno.EOPNOTSUPP, (r, ctypes.get_errno())
 finally:
     os.close(fd)
 "#;
     let o = Command::new("python3").args(["-c", script]).arg(mnt.join("wal")).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    if have("fallocate") {
+        // `fallocate -d` finds the zero blocks and punches them out.
+        use std::os::unix::fs::MetadataExt;
+        let sparse = mnt.join("sparse");
+        let mut content = vec![0u8; 64 * 4096];
+        content[..4096].fill(1);
+        content[40 * 4096..41 * 4096].fill(2);
+        std::fs::write(&sparse, &content).unwrap();
+        assert_eq!(std::fs::metadata(&sparse).unwrap().blocks(), 64 * 8);
+        let o = Command::new("fallocate").arg("-d").arg(&sparse).output().unwrap();
+        assert!(o.status.success(), "fallocate -d: {}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(std::fs::metadata(&sparse).unwrap().blocks(), 2 * 8, "only the two non-zero blocks stay");
+        assert_eq!(std::fs::read(&sparse).unwrap(), content);
+    }
     m.unmount();
     fsck_clean(&img);
 }
@@ -935,6 +967,67 @@ fn posix_acls_on_the_mount() {
     let facl = run(&["getfacl", "-cpn", &format!("{ds}/f")]);
     assert!(facl.contains("user:65534:rwx") && facl.contains("mask::---"), "after a remount: {facl}");
     assert_eq!(std::fs::read_to_string(d.join("f")).unwrap(), "root\nuser\n");
+    m.unmount();
+    fsck_clean(&img);
+}
+
+/// A broken invariant inside one request (a test fault that panics half-way through a write of
+/// 777 bytes) does not take the mount down: that write fails with EIO, the journal stops, the
+/// mount stays up read-only (reads work, writes get EROFS), `okeanos stat` and the log say why,
+/// `okeanos umount` still unmounts, and the next mount recovers every synced record.
+#[test]
+fn a_broken_invariant_in_a_request_stops_the_journal_not_the_mount() {
+    if !fuse_usable() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = small_image(dir.path());
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let log = dir.path().join("daemon.log");
+    let child = Command::new(BIN)
+        .arg("mount")
+        .arg(&img)
+        .arg(&mnt)
+        .args(["-f", "-o", "data=selective,fault_panic_write_len=777"])
+        .env("OKEANOS_TEST_FAULTS", "1")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let m = Mount { child: Some(child), mnt: mnt.clone() };
+    let t0 = Instant::now();
+    while !mounted(&mnt) {
+        assert!(t0.elapsed() < Duration::from_secs(30), "mount did not appear");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut f = std::fs::OpenOptions::new().append(true).create(true).open(mnt.join("log")).unwrap();
+    let mut want = Vec::new();
+    for k in 0..50 {
+        let rec = format!("record {k:04}\n");
+        f.write_all(rec.as_bytes()).unwrap();
+        f.sync_data().unwrap();
+        want.extend_from_slice(rec.as_bytes());
+    }
+    let err = f.write_all(&[b'x'; 777]).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
+    // The mount answers: reads work, writes are refused as on a read-only file system.
+    assert_eq!(std::fs::read(mnt.join("log")).unwrap()[..want.len()], want[..]);
+    let e = std::fs::write(mnt.join("new"), b"x").unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EROFS), "{e}");
+    let out = Command::new(BIN).arg("stat").arg(&mnt).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("READ-ONLY") && text.contains("broken invariant"), "{text}");
+    drop(f);
+    let out = Command::new(BIN).arg("umount").arg(&mnt).output().unwrap();
+    assert!(out.status.success(), "umount: {}", String::from_utf8_lossy(&out.stderr));
+    let mut m = m;
+    let status = m.child.take().unwrap().wait().unwrap();
+    assert!(!status.success(), "the daemon says the engine could not unmount cleanly");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("journal stopped") && logged.contains("test fault"), "{logged}");
+    let m = Mount::new(&img, &mnt, "data=selective");
+    assert_eq!(std::fs::read(mnt.join("log")).unwrap()[..want.len()], want[..], "every synced record is back");
     m.unmount();
     fsck_clean(&img);
 }

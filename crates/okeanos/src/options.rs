@@ -159,6 +159,12 @@ pub struct MountOptions {
     /// proves the crash tests can fail). Not accepted by [`MountOptions::parse`].
     #[doc(hidden)]
     pub fault_skip_commit_flush: bool,
+    /// Test-only fault: a write of exactly this many bytes panics inside its handle, after it
+    /// changed blocks (a broken invariant, to test that the journal stops and nothing synced is
+    /// lost). `parse` accepts `fault_panic_write_len=N` only with OKEANOS_TEST_FAULTS=1 in the
+    /// environment, for the mount's test.
+    #[doc(hidden)]
+    pub fault_panic_write_len: Option<usize>,
 }
 
 impl Default for MountOptions {
@@ -211,6 +217,7 @@ impl Default for MountOptions {
             fault_manylogs_swap_unreserved: false,
             manual_journal: false,
             fault_skip_commit_flush: false,
+            fault_panic_write_len: None,
         }
     }
 }
@@ -335,6 +342,7 @@ impl MountOptions {
                     other => return Err(format!("option errors={}: only errors=remount-ro is supported", other.unwrap_or(""))),
                 },
                 "direct_io" => o.direct_io = true,
+                "fault_panic_write_len" if std::env::var_os("OKEANOS_TEST_FAULTS").is_some_and(|v| v == "1") => o.fault_panic_write_len = Some(num(v)? as usize),
                 "device_model" => {
                     let m = v.ok_or("option device_model needs a value")?;
                     crate::models::preset(m)?;

@@ -196,3 +196,44 @@ fn a_sync_without_a_thread_hears_of_the_failed_commit() {
     assert_eq!(fs.read_path("/a").unwrap(), b"synced");
     fs.unmount().unwrap();
 }
+
+/// A broken invariant inside one operation (here a test fault that panics half-way through a
+/// write's handle) stops the journal as jbd2's abort does: that operation fails with a clear
+/// error instead of unwinding into the caller, nothing commits after it (its half-done
+/// transaction never reaches the disk), the file system turns read-only with the reason, reads
+/// go on, and the next mount recovers everything synced before.
+#[test]
+fn a_broken_invariant_stops_the_journal_and_keeps_what_was_synced() {
+    for mode in DataMode::ALL {
+        let dev = mem_fs(16 * MB, 512);
+        let mut o = opts(mode);
+        o.fault_panic_write_len = Some(777);
+        let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
+        let f = fs.create_file("/log").unwrap();
+        for k in 0..20 {
+            f.append(&record(1, k, 100)).unwrap();
+            f.fdatasync().unwrap();
+        }
+        f.append(b"written, never synced").unwrap();
+        let err = f.append(&[9u8; 777]).unwrap_err();
+        assert!(matches!(&err, FsError::Broken(why) if why.contains("test fault")), "{mode}: {err}");
+        assert_eq!(err.errno(), libc::EIO);
+        let why = fs.read_only_reason().unwrap_or_else(|| panic!("{mode}: not read-only after a broken invariant"));
+        assert!(why.contains("broken invariant"), "{mode}: {why}");
+        assert!(matches!(f.append(b"more"), Err(FsError::ReadOnly(_))), "{mode}");
+        assert!(f.fdatasync().is_err(), "{mode}: a sync after the stop cannot be acknowledged");
+        assert!(fs.create_file("/other").is_err(), "{mode}");
+        // Reads still work (the state was not left locked or poisoned).
+        assert!(fs.read_path("/log").unwrap().len() >= 2000, "{mode}");
+        assert!(fs.clone().unmount().is_err(), "{mode}: an aborted journal is left for recovery, not marked clean");
+        drop(f);
+        drop(fs);
+        let fs = mount(&dev, mode);
+        let want: Vec<u8> = (0..20).flat_map(|k| record(1, k, 100)).collect();
+        let got = fs.read_path("/log").unwrap();
+        assert_eq!(&got[..2000], &want[..], "{mode}: every synced record is back");
+        assert!(got.len() <= 2000 + 21, "{mode}: the half-done write did not commit ({} bytes)", got.len());
+        fs.unmount().unwrap();
+        assert_fsck_clean(dev, None);
+    }
+}

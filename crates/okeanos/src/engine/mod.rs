@@ -105,6 +105,22 @@ struct Core {
 
 impl Inner {
     /// Wakes every waiter: handles and syncs of both transactions (errors, unmount).
+    /// Stops the journal, as jbd2's abort: nothing commits after this (the running
+    /// transaction, which may hold half of a change, is never written), the file system turns
+    /// read-only with the reason, every waiting sync fails, and one line says so in the log.
+    /// What committed before stays in the journal: the next mount recovers it.
+    fn stop_journal(&self, core: &mut Core, why: String) {
+        if core.fs.journal.aborted.is_none() {
+            eprintln!("okeanos: journal stopped, file system read-only: {why}; what was synced is kept and the next mount recovers it");
+        }
+        core.fs.journal.commit_failed(why.clone());
+        core.fs.read_only.get_or_insert(why);
+        self.deliver_syncs(core, false);
+        self.wake_all();
+        self.jcv.notify_all();
+        self.ccv.notify_all();
+    }
+
     fn wake_all(&self) {
         self.cv.notify_all();
         self.wake_gen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -366,16 +382,44 @@ impl Okeanos {
         Ok(me)
     }
 
+    /// The state's lock. A thread that panicked holding it (a broken invariant outside the
+    /// guarded calls below) may have left the state half-changed: the journal is stopped before
+    /// anyone goes on with it.
     fn lock(&self) -> MutexGuard<'_, Core> {
-        self.inner.core.lock().unwrap_or_else(|e| e.into_inner())
+        match self.inner.core.lock() {
+            Ok(g) => g,
+            Err(poisoned) => {
+                let mut core = poisoned.into_inner();
+                self.inner.core.clear_poison();
+                self.inner.stop_journal(&mut core, "a thread panicked while it held the file system's state (a bug: see the log)".into());
+                core
+            }
+        }
+    }
+
+    /// Runs `f` on the state, catching a panic: a broken invariant inside one operation stops
+    /// the journal and fails that operation with [`FsError::Broken`], instead of unwinding
+    /// through the caller (a FUSE request thread, a foreign-language caller) and leaving the
+    /// state to whoever comes next.
+    fn guarded<R>(&self, core: &mut Core, f: impl FnOnce(&mut Fs) -> FsResult<R>) -> FsResult<R> {
+        let now = self.inner.clock.wall_ns();
+        let dev = self.inner.devs.fs.as_ref();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut fs = Fs { st: &mut core.fs, dev, now_ns: now };
+            f(&mut fs)
+        }));
+        r.unwrap_or_else(|payload| {
+            let what = payload.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| payload.downcast_ref::<String>().cloned()).unwrap_or_else(|| "a panic".into());
+            let why = format!("broken invariant: {what}");
+            self.inner.stop_journal(core, why.clone());
+            Err(FsError::Broken(why))
+        })
     }
 
     /// Read-only access to the state (no handle).
     fn with_fs<R>(&self, f: impl FnOnce(&mut Fs) -> FsResult<R>) -> FsResult<R> {
         let mut core = self.lock();
-        let now = self.inner.clock.wall_ns();
-        let mut fs = Fs { st: &mut core.fs, dev: self.inner.devs.fs.as_ref(), now_ns: now };
-        let r = f(&mut fs);
+        let r = self.guarded(&mut core, f);
         core.fs.shrink_cache();
         r
     }
@@ -448,21 +492,19 @@ impl Okeanos {
             core = self.inner.cv.wait(core).unwrap_or_else(|e| e.into_inner());
         };
         let epoch = core.fs.dirty_epoch;
-        let now = self.inner.clock.wall_ns();
-        let r = {
-            let mut fs = Fs { st: &mut core.fs, dev: self.inner.devs.fs.as_ref(), now_ns: now };
-            op(&mut fs)
-        };
-        core.fs.journal.handle_stop(token);
+        let r = self.guarded(&mut core, |fs| op(fs));
+        let stopped = core.fs.journal.handle_stop(token);
         self.inner.stats.on_handle();
+        if let Err(why) = stopped {
+            // Over its credits, the transaction may not fit the room it was admitted to.
+            let why = format!("broken invariant: {why}");
+            self.inner.stop_journal(&mut core, why.clone());
+            return Err(FsError::Broken(why));
+        }
         if let Err(e) = &r {
-            if core.fs.dirty_epoch != epoch {
+            if core.fs.dirty_epoch != epoch && !matches!(e, FsError::Broken(_)) {
                 // The handle changed blocks before failing: its transaction must never commit.
-                let why = format!("operation failed half-way: {e}");
-                core.fs.journal.commit_failed(why.clone());
-                core.fs.read_only = Some(why);
-                self.inner.wake_all();
-                self.inner.jcv.notify_one();
+                self.inner.stop_journal(&mut core, format!("operation failed half-way: {e}"));
             }
         }
         core.fs.shrink_cache();
@@ -740,8 +782,6 @@ impl Okeanos {
         self.with_fs(|fs| fs.read(ino, off, len))
     }
 
-    /// Writes `data` at `off`. Writes of up to one handle's size (1 MiB with the default
-    /// journal) are atomic; larger ones are split into several handles.
     /// fallocate(2) mode 0 (posix_fallocate), or with `keep_size` FALLOC_FL_KEEP_SIZE: every
     /// block of `[offset, offset + len)` is allocated (holes get zero-filled blocks, written as
     /// any write is under the policy); mode 0 grows the size to cover the range, KEEP_SIZE
@@ -749,14 +789,8 @@ impl Okeanos {
     /// as they are. Not atomic as a whole (neither is posix_fallocate's fallback); each run of
     /// holes is one write.
     pub fn fallocate(&self, ino: u32, offset: u64, len: u64, keep_size: bool) -> FsResult<()> {
-        if len == 0 {
-            return Err(FsError::Invalid("fallocate of length 0".into()));
-        }
-        let end = offset.checked_add(len).ok_or(FsError::TooBig)?;
+        let end = self.fallocate_range(offset, len)?;
         let bs = self.lock().fs.block_size() as u64;
-        if end.div_ceil(bs) > crate::fs::file::MAX_FILE_BLOCKS {
-            return Err(FsError::TooBig);
-        }
         let holes: Vec<u64> = self.with_fs(|fs| {
             let mi = fs.load(ino)?;
             if !mi.inode.is_reg() {
@@ -773,7 +807,7 @@ impl Okeanos {
                 j += 1;
             }
             let (from, to) = if keep_size { (holes[i] * bs, (holes[j - 1] + 1) * bs) } else { ((holes[i] * bs).max(offset), ((holes[j - 1] + 1) * bs).min(end)) };
-            self.write_keeping(ino, from, &vec![0u8; (to - from) as usize], keep_size)?;
+            self.write_zeros(ino, from, to, keep_size)?;
             i = j;
         }
         // The range's last block was mapped already (inside the file): the size may still be
@@ -784,8 +818,96 @@ impl Okeanos {
         Ok(())
     }
 
+    /// fallocate(2) FALLOC_FL_PUNCH_HOLE (Linux requires KEEP_SIZE with it): afterwards
+    /// `[offset, offset + len)` reads as zeros and its whole blocks are freed; partial blocks at
+    /// its edges are zeroed in place; the size never changes. A range of up to 256 blocks (and
+    /// as many as one handle may revoke) is one atomic handle; a larger one goes in steps, each
+    /// atomic, from its end towards its start, the edges zeroed in the last.
+    pub fn punch_hole(&self, ino: u32, offset: u64, len: u64) -> FsResult<()> {
+        let end = self.fallocate_range(offset, len)?;
+        self.drain_evictions()?;
+        loop {
+            let done = self.handle(
+                |fs| Ok(Self::punch_step_blocks(fs, ino)?.1),
+                |fs| {
+                    let (k, _) = Self::punch_step_blocks(fs, ino)?;
+                    fs.punch_step(ino, offset, end, k)
+                },
+            )?;
+            if done {
+                return Ok(());
+            }
+        }
+    }
+
+    /// fallocate(2) FALLOC_FL_ZERO_RANGE, with `keep_size` also FALLOC_FL_KEEP_SIZE: afterwards
+    /// `[offset, offset + len)` reads as zeros with every block allocated; without `keep_size`
+    /// the size grows to cover the range. Done as a write of zeros over the range (Okeanos has
+    /// no unwritten extents), so it costs what that write costs under the policy and is atomic
+    /// as writes are, per handle of about 1 MiB.
+    pub fn zero_range(&self, ino: u32, offset: u64, len: u64, keep_size: bool) -> FsResult<()> {
+        let end = self.fallocate_range(offset, len)?;
+        let mi = self.getattr(ino)?;
+        match mi.kind {
+            crate::format::FileType::Regular => {}
+            crate::format::FileType::Directory => return Err(FsError::IsDir),
+            _ => return Err(FsError::Invalid("fallocate of a special file".into())),
+        }
+        let bs = self.lock().fs.block_size() as u64;
+        // With KEEP_SIZE, the blocks past the end are allocated whole, as fallocate does.
+        let to = if keep_size && end > mi.size { end.div_ceil(bs) * bs } else { end };
+        self.write_zeros(ino, offset, to, keep_size)
+    }
+
+    /// The end of a fallocate range, checked: a length of zero, an overflow and a file larger
+    /// than an inode maps are errors, as Linux's.
+    fn fallocate_range(&self, offset: u64, len: u64) -> FsResult<u64> {
+        if len == 0 {
+            return Err(FsError::Invalid("fallocate of length 0".into()));
+        }
+        let end = offset.checked_add(len).ok_or(FsError::TooBig)?;
+        let bs = self.lock().fs.block_size() as u64;
+        if end.div_ceil(bs) > crate::fs::file::MAX_FILE_BLOCKS {
+            return Err(FsError::TooBig);
+        }
+        Ok(end)
+    }
+
+    /// Credits of one step of a hole punch, and how many blocks it may free: the inode, the
+    /// extent chain (which may grow by a block when an extent is cut in two, or shrink), the
+    /// bitmaps and descriptors, and the two partial edge blocks (logged under data journaling;
+    /// revoked under selective when older logged copies remain).
+    fn punch_step_blocks(fs: &mut Fs, ino: u32) -> FsResult<(usize, Credits)> {
+        let max = fs.st.journal.max_handle_credits();
+        let chain = fs.load(ino)?.chain.len() as u64 + 1;
+        let edges = if Self::data_journaled(fs, ino) { 2 } else { 0 };
+        let mut k: u64 = 256.min(max.revokes.saturating_sub(chain + 2)).max(1);
+        loop {
+            let c = Credits { blocks: 4 + chain + edges + Self::alloc_credits(fs, k + chain), revokes: k + chain + 2 };
+            if (c.blocks <= max.blocks && c.revokes <= max.revokes) || k == 1 {
+                return Ok((k as usize, c));
+            }
+            k = k * 3 / 4;
+        }
+    }
+
+    /// Writes zeros over `[from, to)`, 1 MiB at a time (fallocate's zero-filled blocks; not
+    /// counted as payload).
+    fn write_zeros(&self, ino: u32, from: u64, to: u64, keep_size: bool) -> FsResult<()> {
+        const CHUNK: u64 = 1 << 20;
+        let zeros = vec![0u8; CHUNK.min(to.saturating_sub(from)) as usize];
+        let mut pos = from;
+        while pos < to {
+            let n = (to - pos).min(CHUNK) as usize;
+            self.write_inner(ino, Some(pos), &zeros[..n], keep_size, false)?;
+            pos += n as u64;
+        }
+        Ok(())
+    }
+
     pub fn write(&self, ino: u32, off: u64, data: &[u8]) -> FsResult<usize> {
-        self.write_keeping(ino, off, data, false)
+        self.write_inner(ino, Some(off), data, false, true)?;
+        Ok(data.len())
     }
 
     /// Appends `data` at the end of the file, as O_APPEND: the offset is the file's size when
@@ -793,20 +915,16 @@ impl Okeanos {
     /// write at one offset). A write larger than one handle (about 1 MiB) appends in pieces,
     /// and another appender's piece may fall between them. Returns where the data begins.
     pub fn append(&self, ino: u32, data: &[u8]) -> FsResult<u64> {
-        self.write_inner(ino, None, data, false)
-    }
-
-    /// A write that, with `keep_size`, does not grow the file (fallocate KEEP_SIZE).
-    fn write_keeping(&self, ino: u32, off: u64, data: &[u8], keep_size: bool) -> FsResult<usize> {
-        self.write_inner(ino, Some(off), data, keep_size)?;
-        Ok(data.len())
+        self.write_inner(ino, None, data, false, true)
     }
 
     /// Writes `data` at `off`, or at the end of the file (`None`), in handles of at most
     /// [`Self::write_chunk_blocks`] blocks; returns where the data begins. A small write takes
     /// the lock twice: once to size its piece (and see that no eviction is pending), once for
     /// its handle.
-    fn write_inner(&self, ino: u32, off: Option<u64>, data: &[u8], keep_size: bool) -> FsResult<u64> {
+    /// With `keep_size` the size does not grow (fallocate KEEP_SIZE); `payload`: count the
+    /// bytes as written by the program (not fallocate's zeros).
+    fn write_inner(&self, ino: u32, off: Option<u64>, data: &[u8], keep_size: bool, payload: bool) -> FsResult<u64> {
         let end = match off {
             Some(o) => Some(o.checked_add(data.len() as u64).ok_or(FsError::TooBig)?),
             None => None,
@@ -860,20 +978,27 @@ impl Okeanos {
                     let journaled = Self::data_journaled(fs, ino);
                     let mut c = Self::write_credits(fs, spanned, journaled);
                     // A hole filled before the last extent shifts every extent after it: each
-                    // chain block from there to the end may change.
-                    c.blocks += fs.write_shift_blocks(ino, pos, len)?;
+                    // chain block from there to the end may change, and when the filled hole
+                    // joins two extents the chain may shrink, freeing (revoking) its blocks.
+                    let shift = fs.write_shift_blocks(ino, pos, len)?;
+                    c.blocks += shift;
+                    c.revokes += shift;
                     Ok(c)
                 },
                 |fs| {
                     let (pos, len) = chosen.get();
-                    fs.write_keeping(ino, pos, &rest[..len], keep_size)
+                    fs.write_keeping(ino, pos, &rest[..len], keep_size)?;
+                    if self.inner.opts.fault_panic_write_len == Some(len) {
+                        panic!("test fault: a write of {len} bytes broke an invariant half-way");
+                    }
+                    Ok(())
                 },
             )?;
             let (pos, len) = chosen.get();
             first.get_or_insert(pos);
             done += len;
         }
-        if !keep_size {
+        if payload {
             self.inner.stats.on_payload(data.len());
         }
         Ok(first.unwrap_or(0))

@@ -137,6 +137,47 @@ impl<'a> Fs<'a> {
         Ok(out)
     }
 
+    /// One step of punching a hole in `[off, end)` (fallocate PUNCH_HOLE): unmaps at most
+    /// `max_blocks` of the whole blocks inside the range, last ones first; the step that
+    /// unmaps the last of them also zeroes the range's parts of the partial blocks at its
+    /// edges (those mapped, below the size). The size never changes. Returns true when done.
+    pub fn punch_step(&mut self, ino: u32, off: u64, end: u64, max_blocks: usize) -> FsResult<bool> {
+        let bs = self.bs() as u64;
+        let now = self.now_ns;
+        let mi = self.load(ino)?;
+        if !mi.inode.is_reg() {
+            return Err(if mi.inode.is_dir() { FsError::IsDir } else { FsError::Invalid("fallocate of a special file".into()) });
+        }
+        let (first, last) = (off.div_ceil(bs), end / bs);
+        let freed = if first < last { mi.unmap_range(first as u32, last as u32, max_blocks) } else { Vec::new() };
+        let done = first >= last || !mi.maps_any(first as u32, last as u32);
+        let size = mi.inode.size;
+        let durable = mi.inode.flags & crate::format::inode::FLAG_DURABLE != 0;
+        if !mi.extents.last().is_some_and(|e| e.end() as u64 > size.div_ceil(bs)) {
+            mi.inode.flags &= !crate::format::inode::FLAG_EOFBLOCKS;
+        }
+        mi.inode.mtime_ns = now;
+        mi.inode.ctime_ns = now;
+        for b in freed {
+            self.free_block(b)?;
+        }
+        if done {
+            for (a, b) in partial_edges(off, end, bs) {
+                let b = b.min(size);
+                if a >= b {
+                    continue;
+                }
+                if let Some(p) = self.st.inodes[&ino].bmap((a / bs) as u32) {
+                    let zeros = vec![0u8; (b - a) as usize];
+                    self.write_file_block(p, (a % bs) as usize, &zeros, zeros.len(), false, BufKind::Data, durable)?;
+                }
+            }
+        }
+        self.store(ino)?;
+        self.st.touch(ino, true);
+        Ok(done)
+    }
+
     /// One step of a truncate to `new_size`: frees at most `max_blocks` blocks from the end.
     /// Returns true when the file has reached `new_size`. Every step leaves a consistent file:
     /// the size shrinks with the blocks released.
@@ -179,4 +220,23 @@ impl<'a> Fs<'a> {
         self.st.touch(ino, true);
         Ok(done)
     }
+}
+
+/// The parts of `[off, end)` that cover blocks only partly: none, one (the range inside one
+/// block) or two (its first and last blocks).
+fn partial_edges(off: u64, end: u64, bs: u64) -> Vec<(u64, u64)> {
+    if off >= end {
+        return Vec::new();
+    }
+    if off / bs == (end - 1) / bs {
+        return if end - off == bs { Vec::new() } else { vec![(off, end)] };
+    }
+    let mut v = Vec::new();
+    if off % bs != 0 {
+        v.push((off, (off / bs + 1) * bs));
+    }
+    if end % bs != 0 {
+        v.push((end / bs * bs, end));
+    }
+    v
 }

@@ -85,6 +85,46 @@ impl MemInode {
         out
     }
 
+    /// Unmaps the file blocks in `[from, to)`, at most `max`, last ones first (a hole punched
+    /// in steps keeps its front until the last step). An extent straddling the range is cut in
+    /// two, so one call adds at most one extent. Returns the device blocks released.
+    pub fn unmap_range(&mut self, from: u32, to: u32, max: usize) -> Vec<u64> {
+        let mut out = Vec::new();
+        let mut i = self.extents.partition_point(|e| e.logical < to);
+        while i > 0 && out.len() < max {
+            i -= 1;
+            let e = self.extents[i];
+            if e.end() <= from {
+                break;
+            }
+            let hi = e.end().min(to);
+            let n = ((hi - from.max(e.logical)) as usize).min(max - out.len()) as u32;
+            let lo = hi - n;
+            let first_phys = e.physical + (lo - e.logical) as u64;
+            out.extend((0..n as u64).map(|k| first_phys + k).rev());
+            let head = Extent { logical: e.logical, len: lo - e.logical, physical: e.physical };
+            let tail = Extent { logical: hi, len: e.end() - hi, physical: e.physical + (hi - e.logical) as u64 };
+            match (head.len > 0, tail.len > 0) {
+                (true, true) => {
+                    self.extents[i] = head;
+                    self.extents.insert(i + 1, tail);
+                }
+                (true, false) => self.extents[i] = head,
+                (false, true) => self.extents[i] = tail,
+                (false, false) => {
+                    self.extents.remove(i);
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether any file block in `[from, to)` is mapped.
+    pub fn maps_any(&self, from: u32, to: u32) -> bool {
+        let i = self.extents.partition_point(|e| e.end() <= from);
+        self.extents.get(i).is_some_and(|e| e.logical < to)
+    }
+
     /// Blocks mapped.
     pub fn mapped_blocks(&self) -> u64 {
         self.extents.iter().map(|e| e.len as u64).sum()

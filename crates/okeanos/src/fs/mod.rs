@@ -74,6 +74,13 @@ pub enum FsError {
     /// journal (a commit or log space); nothing was changed, retry after the next step.
     #[error("operation must wait for the journal")]
     WouldBlock,
+    /// The operation (a fallocate mode, say) is not supported (EOPNOTSUPP).
+    #[error("operation not supported")]
+    Unsupported,
+    /// A broken invariant (a bug) inside the operation: the journal was stopped, the file
+    /// system is read-only, and what was synced before is kept for the next mount (EIO).
+    #[error("internal error, journal stopped: {0}")]
+    Broken(String),
 }
 
 impl FsError {
@@ -93,10 +100,11 @@ impl FsError {
             FsError::TooBig => 27,
             FsError::NoAttribute => 61,
             FsError::ValueTooBig => 7,
-            FsError::Io(_) => 5,
+            FsError::Io(_) | FsError::Broken(_) => 5,
             FsError::Corrupt(_) | FsError::HasErrors(_) => 117,
             FsError::InUse(_) => 16,
             FsError::WouldBlock => 11,
+            FsError::Unsupported => 95,
         }
     }
 }

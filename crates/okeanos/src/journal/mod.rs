@@ -259,14 +259,23 @@ impl Journal {
         Ok(HandleToken { tid: self.running.tid, credits, units_before: self.running.units(), revoked_before: self.running.revoked.len() })
     }
 
-    /// Ends a handle; checks it stayed within its credits (a broken estimate is a bug).
-    pub fn handle_stop(&mut self, token: HandleToken) {
-        assert_eq!(token.tid, self.running.tid, "a handle ends in the transaction it started in");
+    /// Ends a handle; checks it stayed within its credits. A handle over its credits is a broken
+    /// estimate (a bug): its transaction may not fit the room it was admitted to, so the caller
+    /// must stop the journal ([`Self::commit_failed`]) instead of committing it.
+    pub fn handle_stop(&mut self, token: HandleToken) -> Result<(), String> {
+        if token.tid != self.running.tid {
+            return Err(format!("a handle of transaction {} ended in transaction {}", token.tid, self.running.tid));
+        }
         let added = self.running.units().saturating_sub(token.units_before);
         let revoked = self.running.revoked.len().saturating_sub(token.revoked_before) as u64;
-        assert!(added <= token.credits.blocks, "handle logged {added} blocks with {} credits", token.credits.blocks);
-        assert!(revoked <= token.credits.revokes, "handle revoked {revoked} blocks with {} credits", token.credits.revokes);
+        if added > token.credits.blocks {
+            return Err(format!("a handle logged {added} blocks with {} credits", token.credits.blocks));
+        }
+        if revoked > token.credits.revokes {
+            return Err(format!("a handle revoked {revoked} blocks with {} credits", token.credits.revokes));
+        }
         debug_assert!(self.running_blocks() <= self.free_blocks() + 1);
+        Ok(())
     }
 
     /// A handle changed metadata block `block` (already cached): it is logged by this

@@ -47,13 +47,13 @@ fn in_place_after_journaled_sequence_revokes_older_copies() {
     // T1: a small update starts a journaled sequence for b.
     let t = j.handle_start(super::transaction::Credits::blocks(4), 0).unwrap();
     j.dirty_data(&mut c, b, 0, 100, 100, false, false);
-    j.handle_stop(t);
+    j.handle_stop(t).unwrap();
     commit(&mut j, &mut c);
     // T2: another record of b (T1 keeps owning b) and a metadata block owned by T2.
     let t = j.handle_start(super::transaction::Credits::blocks(4), 0).unwrap();
     j.dirty_data(&mut c, b, 100, 100, 100, false, false);
     j.dirty_metadata(&mut c, m, false);
-    j.handle_stop(t);
+    j.handle_stop(t).unwrap();
     commit(&mut j, &mut c);
     // Checkpoint only T1: b reaches its final location; T2 and its record of b stay.
     let plan = j.checkpoint_begin(&c, CheckpointGoal::Space { target_free: j.free_blocks() + 1 }).unwrap();
@@ -64,7 +64,7 @@ fn in_place_after_journaled_sequence_revokes_older_copies() {
     // T3: a whole-block update starts an in-place sequence for b.
     let t = j.handle_start(super::transaction::Credits { blocks: 4, revokes: 1 }, 0).unwrap();
     j.dirty_data(&mut c, b, 0, BS, BS, false, false);
-    j.handle_stop(t);
+    j.handle_stop(t).unwrap();
     assert!(j.running.final_data.contains(&b), "in place, ordered");
     assert!(j.running.revoked.contains(&b), "T2's record of b must not replay over the in-place data");
 }
@@ -81,7 +81,7 @@ fn a_record_committed_during_a_checkpoint_stays_owed_by_its_transaction() {
     c.insert(b, vec![0; BS], BufKind::Data);
     let t = j.handle_start(super::transaction::Credits::blocks(4), 0).unwrap();
     j.dirty_data(&mut c, b, 0, 100, 100, false, false);
-    j.handle_stop(t);
+    j.handle_stop(t).unwrap();
     let t1 = j.running.tid;
     commit(&mut j, &mut c);
     assert_eq!(c.peek(b).unwrap().cp_tid, Some(t1));
@@ -93,7 +93,7 @@ fn a_record_committed_during_a_checkpoint_stays_owed_by_its_transaction() {
     j.dirty_data(&mut c, b, 100, 100, 100, false, false);
     // The write's bytes (the file layer's part): a new version of the buffer.
     std::sync::Arc::make_mut(&mut c.get(b).unwrap().data)[100..200].fill(7);
-    j.handle_stop(t);
+    j.handle_stop(t).unwrap();
     let t2 = j.running.tid;
     commit(&mut j, &mut c);
     j.checkpoint_finish(&mut c, plan);
@@ -119,7 +119,7 @@ fn a_checkpoint_beside_a_commit_keeps_the_tail_before_it() {
     for _ in 0..2 {
         let t = j.handle_start(super::transaction::Credits::blocks(4), 0).unwrap();
         j.dirty_metadata(&mut c, m, false);
-        j.handle_stop(t);
+        j.handle_stop(t).unwrap();
         if j.log.is_empty() {
             commit(&mut j, &mut c);
         }
