@@ -971,6 +971,64 @@ fn posix_acls_on_the_mount() {
     fsck_clean(&img);
 }
 
+/// Setting an access ACL keeps the mode in step, as ext4 does: `cp -a` and `cp -p` (which set
+/// the mode through system.posix_acl_access) keep 644 and 755 with no ACL left behind (no `+`
+/// in ls); `setfacl -m o::r,g::r` on a 600 file makes it 644 and lets another user read it; an
+/// ACL with a named user keeps it and sets the group bits from the mask; removing it leaves the
+/// mode.
+#[test]
+fn setting_an_acl_updates_the_mode_as_ext4_does() {
+    if !fuse_usable() || unsafe { libc::geteuid() } != 0 || !have("setfacl") || !have("getfacl") || !have("setpriv") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), PermissionsExt::from_mode(0o755)).unwrap();
+    let img = small_image(dir.path());
+    let mnt = dir.path().join("mnt");
+    let m = Mount::new(&img, &mnt, "data=ordered,allow_other");
+    std::fs::set_permissions(&mnt, PermissionsExt::from_mode(0o755)).unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    let run = |args: &[&str]| {
+        let o = Command::new(args[0]).args(&args[1..]).output().unwrap();
+        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    // A tree outside the mount, copied in with cp -a and cp -p.
+    let src = dir.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::set_permissions(&src, PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::write(src.join("f"), b"hello").unwrap();
+    std::fs::set_permissions(src.join("f"), PermissionsExt::from_mode(0o644)).unwrap();
+    std::fs::write(src.join("x"), b"#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(src.join("x"), PermissionsExt::from_mode(0o755)).unwrap();
+    run(&["cp", "-a", src.to_str().unwrap(), mnt.join("a").to_str().unwrap()]);
+    run(&["cp", "-p", src.join("f").to_str().unwrap(), mnt.join("p").to_str().unwrap()]);
+    for (p, want) in [("a", 0o755), ("a/f", 0o644), ("a/x", 0o755), ("p", 0o644)] {
+        assert_eq!(mode(&mnt.join(p)), want, "{p}: mode after cp");
+        let ls = run(&["ls", "-ld", mnt.join(p).to_str().unwrap()]);
+        assert!(!ls.split_whitespace().next().unwrap().ends_with('+'), "{p}: an ACL was left behind: {ls}");
+    }
+    let as_user = |cmd: &str| Command::new("setpriv").args(["--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", cmd]).output().unwrap();
+    let f = mnt.join("secret");
+    std::fs::write(&f, b"now public").unwrap();
+    std::fs::set_permissions(&f, PermissionsExt::from_mode(0o600)).unwrap();
+    assert!(!as_user(&format!("cat {}", f.display())).status.success());
+    run(&["setfacl", "-m", "o::r,g::r", f.to_str().unwrap()]);
+    assert_eq!(mode(&f), 0o644, "setfacl o::r,g::r on 600");
+    let o = as_user(&format!("cat {}", f.display()));
+    assert!(o.status.success() && o.stdout == b"now public", "another user reads it: {}", String::from_utf8_lossy(&o.stderr));
+    // A named user's entry: the ACL stays, the group bits follow the mask.
+    run(&["setfacl", "-m", "u:65534:rw", f.to_str().unwrap()]);
+    assert_eq!(mode(&f), 0o664, "mask rw-");
+    assert!(run(&["getfacl", "-cpn", f.to_str().unwrap()]).contains("user:65534:rw-"));
+    run(&["setfacl", "-b", f.to_str().unwrap()]);
+    assert_eq!(mode(&f) & 0o700, 0o600, "removing the ACL leaves the mode's owner bits");
+    assert!(!run(&["getfacl", "-cpn", f.to_str().unwrap()]).contains("user:65534"));
+    m.unmount();
+    fsck_clean(&img);
+}
+
 /// A broken invariant inside one request (a test fault that panics half-way through a write of
 /// 777 bytes) does not take the mount down: that write fails with EIO, the journal stops, the
 /// mount stays up read-only (reads work, writes get EROFS), `okeanos stat` and the log say why,

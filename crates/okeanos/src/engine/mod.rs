@@ -679,6 +679,9 @@ impl Okeanos {
     /// Sets extended attribute `name` of `ino` (one atomic handle, journaled as metadata).
     pub fn setxattr(&self, ino: u32, name: &[u8], value: &[u8], mode: crate::fs::xattr::SetMode) -> FsResult<()> {
         self.drain_evictions()?;
+        if name == crate::fs::acl::ACCESS {
+            return self.handle(Self::xattr_credits, |fs| fs.set_access_acl(ino, value, mode));
+        }
         self.handle(Self::xattr_credits, |fs| fs.set_xattr(ino, name, Some(value), mode))
     }
 

@@ -46,6 +46,22 @@ impl Acl {
         self.0.iter().all(|e| matches!(e.0, USER_OBJ | GROUP_OBJ | OTHER))
     }
 
+    /// The permission bits this ACL means (owner entry, mask or else group entry, other
+    /// entry); an ACL without the three required entries, or with named entries but no mask,
+    /// is invalid (EINVAL, as Linux's posix_acl_valid).
+    pub fn mode_bits(&self) -> FsResult<u32> {
+        let find = |tag: u16| self.0.iter().find(|e| e.0 == tag).map(|e| e.1 as u32 & 7);
+        let named = self.0.iter().any(|e| matches!(e.0, 0x02 | 0x08));
+        let (Some(u), Some(g), Some(o)) = (find(USER_OBJ), find(GROUP_OBJ), find(OTHER)) else {
+            return Err(FsError::Invalid("an access ACL needs owner, group and other entries".into()));
+        };
+        let m = find(MASK);
+        if named && m.is_none() {
+            return Err(FsError::Invalid("an ACL with named entries needs a mask entry".into()));
+        }
+        Ok(u << 6 | m.unwrap_or(g) << 3 | o)
+    }
+
     /// Sets (`Some`) or limits the owner, mask-or-group and other entries from `mode`'s
     /// permission bits; returns the permission bits the ACL now means.
     fn apply_mode(&mut self, mode: u32, limit: bool) -> u32 {
@@ -103,6 +119,37 @@ impl Fs<'_> {
         Ok(())
     }
 
+    /// Sets the access ACL of `ino` (setfacl, or cp -p through fsetxattr), keeping the mode in
+    /// step as Linux's posix_acl_update_mode and ext4 do: an ACL the mode can say alone (owner,
+    /// group and other entries only) becomes the mode and no attribute is kept; otherwise the
+    /// mode's owner, group and other bits take the owner, mask and other entries. With FUSE's
+    /// POSIX ACL support the kernel leaves this to the file system.
+    pub fn set_access_acl(&mut self, ino: u32, value: &[u8], mode: SetMode) -> FsResult<()> {
+        let acl = Acl::decode(value)?;
+        let perm = acl.mode_bits()?;
+        let exists = self.acl(ino, ACCESS)?.is_some();
+        match mode {
+            SetMode::Create if exists => return Err(FsError::Exists),
+            SetMode::Replace if !exists => return Err(FsError::NoAttribute),
+            _ => {}
+        }
+        let now = self.now_ns;
+        {
+            let i = &mut self.load(ino)?.inode;
+            i.mode = (i.mode & !0o777) | perm;
+            i.ctime_ns = now;
+        }
+        self.store(ino)?;
+        if acl.is_minimal() {
+            if exists {
+                self.set_xattr(ino, ACCESS, None, SetMode::Any)?;
+            }
+            Ok(())
+        } else {
+            self.set_xattr(ino, ACCESS, Some(value), SetMode::Any)
+        }
+    }
+
     /// After a mode change: the access ACL's owner, mask-or-group and other entries follow it.
     pub fn chmod_acl(&mut self, ino: u32, mode: u32) -> FsResult<()> {
         if let Some(mut a) = self.acl(ino, ACCESS)? {
@@ -139,5 +186,17 @@ mod tests {
         assert_eq!(m.apply_mode(0o751, true), 0o751);
         assert!(m.is_minimal());
         assert!(Acl::decode(&[1, 0, 0, 0]).is_err() && Acl::decode(&[2, 0, 0, 0, 1]).is_err());
+    }
+
+    #[test]
+    fn the_mode_an_acl_means() {
+        // user::rw- group::r-- other::r--: 0644, minimal.
+        let a = acl(&[(USER_OBJ, 6, 0), (GROUP_OBJ, 4, 0), (OTHER, 4, 0)]);
+        assert_eq!(a.mode_bits().unwrap(), 0o644);
+        // With a named user and a mask, the group bits are the mask's.
+        let b = acl(&[(USER_OBJ, 7, 0), (0x02, 7, 1000), (GROUP_OBJ, 4, 0), (MASK, 5, 0), (OTHER, 0, 0)]);
+        assert_eq!(b.mode_bits().unwrap(), 0o750);
+        assert!(acl(&[(USER_OBJ, 7, 0), (0x02, 7, 1000), (GROUP_OBJ, 4, 0), (OTHER, 0, 0)]).mode_bits().is_err(), "named entry without a mask");
+        assert!(acl(&[(USER_OBJ, 7, 0), (OTHER, 0, 0)]).mode_bits().is_err(), "no group entry");
     }
 }
