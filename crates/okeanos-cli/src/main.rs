@@ -779,14 +779,10 @@ fn journal_dump(dev: Arc<dyn Device>, jdev: Option<Arc<dyn Device>>) -> Result<E
         return Ok(ExitCode::SUCCESS);
     }
     let d = okeanos::inspect::dump_journal(dev, jdev).map_err(|e| e.to_string())?;
-    outln!(
-        "journal: {} blocks ({}), start {}, sequence {}, {}",
-        d.jsb.total_blocks,
-        d.region.name(),
-        d.jsb.start,
-        d.jsb.sequence,
-        if d.jsb.start == 0 { "clean" } else { "needs recovery" }
-    );
+    outln!("journal: {}", d.state.summary);
+    if d.state.kind != "manylogs" {
+        outln!("ring: {} blocks ({}), start {}, sequence {}", d.jsb.total_blocks, d.region.name(), d.jsb.start, d.jsb.sequence);
+    }
     use okeanos::format::journal::tag_flags;
     use okeanos::journal::recovery::ScanItem;
     for (t, rev) in d.transactions.iter().zip(&d.revoked) {
@@ -833,13 +829,12 @@ pub fn print_checkpoint(c: &okeanos::stats::CheckpointCounts, json: bool) {
 }
 
 fn stat(img: &ImageArg, dev: Arc<dyn Device>, jdev: Option<Arc<dyn Device>>, json: bool) -> Result<ExitCode, String> {
-    let (sb, gdt, jsb) = okeanos::inspect::describe(dev.clone(), jdev).map_err(|e| e.to_string())?;
+    let (sb, gdt, jsb, js) = okeanos::inspect::describe(dev.clone(), jdev).map_err(|e| e.to_string())?;
     let free_blocks: u64 = gdt.iter().map(|g| g.free_blocks as u64).sum();
     let free_inodes: u64 = gdt.iter().map(|g| g.free_inodes as u64).sum();
     let st = state::describe(sb.state);
-    let (jkind, jblocks) = match sb.journal {
-        JournalLocation::Internal { blocks, .. } => ("internal", blocks),
-        JournalLocation::External { blocks, .. } => ("external", blocks),
+    let jblocks = match sb.journal {
+        JournalLocation::Internal { blocks, .. } | JournalLocation::External { blocks, .. } => blocks,
     };
     let in_use = okeanos::device::lock::holder(&img.image);
     if json {
@@ -847,8 +842,8 @@ fn stat(img: &ImageArg, dev: Arc<dyn Device>, jdev: Option<Arc<dyn Device>>, jso
             "block_size": sb.block_size, "blocks": sb.block_count, "blocks_free": free_blocks,
             "inodes": sb.inode_count, "inodes_free": free_inodes, "groups": sb.group_count,
             "state": st, "errors": sb.state & state::ERRORS != 0, "error": sb.error, "in_use_by": in_use,
-            "mount_count": sb.mount_count, "journal": jkind, "journal_blocks": jblocks,
-            "journal_clean": jsb.start == 0, "mkfs_time_ns": sb.mkfs_time_ns, "journal_sequence": jsb.sequence,
+            "mount_count": sb.mount_count, "journal": js.kind, "journal_blocks": jblocks, "journal_state": js.summary,
+            "journal_clean": !js.needs_recovery && js.problem.is_none(), "mkfs_time_ns": sb.mkfs_time_ns, "journal_sequence": js.next_tid,
             "remote_server": sb.remote.as_ref().map(|r| r.server.clone()),
             "remote_fallen_back": sb.remote.as_ref().map(|_| jsb.remote.local), "remote_epoch": sb.remote.as_ref().map(|_| jsb.remote.epoch),
             "lifetime": sb.lifetime,
@@ -874,7 +869,7 @@ fn stat(img: &ImageArg, dev: Arc<dyn Device>, jdev: Option<Arc<dyn Device>>, jso
             Err(e) => outln!("journal         nvm: {e}"),
         }
     } else {
-        outln!("journal         {jkind}, {jblocks} blocks, {}, next transaction {}", if jsb.start == 0 { "clean" } else { "needs recovery" }, jsb.sequence);
+        outln!("journal         {}", js.summary);
     }
     if let Some(r) = &sb.remote {
         if jsb.remote.local {

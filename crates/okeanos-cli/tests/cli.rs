@@ -445,9 +445,14 @@ fn mkfs_manylogs_and_every_command_on_it() {
     assert!(okeanos(&["put", p, src.to_str().unwrap(), "/a"]).status.success());
     assert_eq!(okeanos(&["cat", p, "/a"]).stdout, b"near the head\n");
     assert_eq!(okeanos(&["fsck", p]).status.code(), Some(0));
+    // Every read-only command describes the placement as it is (not as an internal ring).
     let o = okeanos(&["journal", "dump", p]);
-    assert!(o.status.success(), "{}", text(&o));
-    assert!(okeanos(&["stat", p]).status.success());
+    assert!(o.status.success() && text(&o).contains("journal: manylogs, 8 logs of 256 blocks, clean"), "{}", text(&o));
+    let o = okeanos(&["stat", p]);
+    assert!(o.status.success() && text(&o).contains("manylogs, 8 logs of 256 blocks, clean") && !text(&o).contains("internal"), "{}", text(&o));
+    let st = stat_json(&img);
+    assert_eq!((st["journal"].as_str(), st["journal_clean"].as_bool()), (Some("manylogs"), Some(true)), "{st:#}");
+    assert!(text(&okeanos(&["fsck", p])).contains("manylogs, 8 logs of 256 blocks"));
     // Bad geometry and mixed options are refused with the reason, and leave no file behind.
     for (args, why) in [
         (vec!["--log-size", "100K"], "at least 256 blocks"),

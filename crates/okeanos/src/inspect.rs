@@ -22,6 +22,56 @@ pub struct JournalDump {
     pub end_reason: String,
     /// A damaged transaction with committed ones after it, as recovery's probe finds it.
     pub damage: Option<crate::journal::recovery::Damage>,
+    /// What the journal is (every placement alike).
+    pub state: JournalState,
+}
+
+/// What the journal of an unmounted file system is and whether it needs recovery: one account
+/// that every read-only command (`stat`, `journal dump`, `fsck`) gives alike, for every
+/// placement.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct JournalState {
+    /// `internal`, `external`, `manylogs` or `nvm`.
+    pub kind: String,
+    /// One line: the placement, its size, its state and the next transaction.
+    pub summary: String,
+    pub needs_recovery: bool,
+    pub next_tid: u64,
+    /// Why the journal cannot be read, where it cannot.
+    pub problem: Option<String>,
+}
+
+/// Describes the journal of the file system whose superblock is `sb` (see [`JournalState`]).
+pub fn journal_state(sb: &Superblock, devs: &Devices, jsb: &JournalSuperblock) -> JournalState {
+    use crate::format::superblock::JournalLocation;
+    use crate::journal::placement::Placement;
+    let ring = |kind: &str, blocks: u64| {
+        let needs = jsb.start != 0;
+        let state = if needs { format!("needs recovery from block {}, transaction {}", jsb.start, jsb.sequence) } else { format!("clean, next transaction {}", jsb.sequence) };
+        JournalState { kind: kind.into(), summary: format!("{kind}, {blocks} blocks, {state}"), needs_recovery: needs, next_tid: jsb.sequence, problem: None }
+    };
+    if sb.manylogs() {
+        return match crate::runtime::open::open_manylogs(sb, devs) {
+            Ok(m) => {
+                let needs = !m.recovery().is_empty();
+                let kept = m.recovered_kept().len();
+                let state = match (needs, kept) {
+                    (true, _) => format!("needs recovery from transaction {}", m.floor()),
+                    (false, 0) => format!("clean, next transaction {}", m.floor()),
+                    (false, k) => format!("recovered, {k} data blocks kept in their logs, next transaction {}", m.floor()),
+                };
+                JournalState { kind: "manylogs".into(), summary: format!("manylogs, {} logs of {} blocks, {state}", sb.group_count, sb.log_area_blocks), needs_recovery: needs, next_tid: m.floor(), problem: None }
+            }
+            Err(e) => JournalState { kind: "manylogs".into(), summary: format!("manylogs, log table unreadable: {e}"), needs_recovery: false, next_tid: 0, problem: Some(format!("manylogs log table: {e}")) },
+        };
+    }
+    if let Some(n) = &sb.nvm {
+        return JournalState { kind: "nvm".into(), summary: format!("nvm, in {}", n.path), needs_recovery: false, next_tid: jsb.sequence, problem: None };
+    }
+    match sb.journal {
+        JournalLocation::Internal { blocks, .. } => ring("internal", blocks),
+        JournalLocation::External { blocks, .. } => ring("external", blocks),
+    }
 }
 
 fn open(dev: &Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> Result<(Superblock, Devices, LogRegion, JournalSuperblock), FsError> {
@@ -37,11 +87,12 @@ fn open(dev: &Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> Result<(Supe
 pub fn dump_journal(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> Result<JournalDump, FsError> {
     let (sb, devs, region, jsb) = open(&dev, journal)?;
     let bs = sb.block_size as u64;
+    let state = journal_state(&sb, &devs, &jsb);
     if sb.manylogs() {
-        return dump_manylogs(&sb, &devs, region, jsb);
+        return dump_manylogs(&sb, &devs, region, jsb, state);
     }
     let Some(start) = Ring::new(region, jsb.clone()).scan_start() else {
-        return Ok(JournalDump { region, jsb, end_reason: "journal is clean".into(), transactions: Vec::new(), revoked: Vec::new(), damage: None });
+        return Ok(JournalDump { region, jsb, end_reason: "journal is clean".into(), transactions: Vec::new(), revoked: Vec::new(), damage: None, state });
     };
     let mut log = runtime::LogReader::new(&devs, region);
     let (scan, probe) = runtime::scan_log(&mut log, &start, sb.block_count, bs as usize)?;
@@ -54,19 +105,19 @@ pub fn dump_journal(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> R
         }
         revoked.push(v);
     }
-    Ok(JournalDump { region, jsb, end_reason: scan.end_reason.clone(), transactions: scan.txs, revoked, damage })
+    Ok(JournalDump { region, jsb, end_reason: scan.end_reason.clone(), transactions: scan.txs, revoked, damage, state })
 }
 
 /// The manylogs journal: every log scanned from its snapshot position (its recorded tail for a
 /// table without a map), merged by tid. The blocks the map names are not listed.
-fn dump_manylogs(sb: &Superblock, devs: &Devices, region: LogRegion, jsb: JournalSuperblock) -> Result<JournalDump, FsError> {
+fn dump_manylogs(sb: &Superblock, devs: &Devices, region: LogRegion, jsb: JournalSuperblock, state: JournalState) -> Result<JournalDump, FsError> {
     use crate::journal::placement::Placement;
     let placement = crate::runtime::open::open_manylogs(sb, devs)?;
     let starts = placement.recovery();
     if starts.is_empty() {
         let kept = placement.recovered_kept().len();
         let end_reason = if kept == 0 { "log table is clean".to_string() } else { format!("log table written by recovery: nothing to replay, {kept} data blocks kept in their logs") };
-        return Ok(JournalDump { region, jsb, end_reason, transactions: Vec::new(), revoked: Vec::new(), damage: None });
+        return Ok(JournalDump { region, jsb, end_reason, transactions: Vec::new(), revoked: Vec::new(), damage: None, state });
     }
     let (mut txs, mut log_damage) = (Vec::new(), Vec::new());
     for start in &starts {
@@ -87,7 +138,7 @@ fn dump_manylogs(sb: &Superblock, devs: &Devices, region: LogRegion, jsb: Journa
         revoked.push(v);
     }
     let end_reason = format!("{} logs scanned from their snapshot positions, {} blocks in the map", starts.len(), placement.recovery_map().len());
-    Ok(JournalDump { region, jsb, end_reason, transactions: txs, revoked, damage })
+    Ok(JournalDump { region, jsb, end_reason, transactions: txs, revoked, damage, state })
 }
 
 /// Replays the journal if it needs it (as mount would), leaving the file system unmounted and
@@ -163,11 +214,13 @@ pub fn clear_errors(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> R
     Ok(())
 }
 
-/// The superblock and the journal superblock of an unmounted file system.
-pub fn describe(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> Result<(Superblock, Vec<crate::format::GroupDesc>, JournalSuperblock), FsError> {
+/// The superblock, the group descriptors, the journal superblock and the journal's state of an
+/// unmounted file system.
+pub fn describe(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> Result<(Superblock, Vec<crate::format::GroupDesc>, JournalSuperblock, JournalState), FsError> {
     let (sb, gdt) = crate::runtime::open::read_meta(dev.as_ref())?;
-    let (_, _, _, jsb) = open(&dev, journal)?;
-    Ok((sb, gdt, jsb))
+    let (_, devs, _, jsb) = open(&dev, journal)?;
+    let state = journal_state(&sb, &devs, &jsb);
+    Ok((sb, gdt, jsb, state))
 }
 
 /// What an nvm journal's table holds, as recovery would read it (nothing is written).

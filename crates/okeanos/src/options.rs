@@ -165,6 +165,9 @@ pub struct MountOptions {
     /// environment, for the mount's test.
     #[doc(hidden)]
     pub fault_panic_write_len: Option<usize>,
+    /// Canary (crash tests only): ordered data is written after its commit instead of before.
+    #[doc(hidden)]
+    pub fault_ordered_after_commit: bool,
 }
 
 impl Default for MountOptions {
@@ -218,6 +221,7 @@ impl Default for MountOptions {
             manual_journal: false,
             fault_skip_commit_flush: false,
             fault_panic_write_len: None,
+            fault_ordered_after_commit: false,
         }
     }
 }

@@ -42,7 +42,7 @@ fn run_ops(cfg: ContentConfig, ops: &[Op]) -> Run {
         let name = format!("/f{f}");
         let at = recorder.event_count();
         handles.push(fs.create_file(&name).unwrap());
-        files.insert(name, History { created_at: at, versions: vec![(at, Vec::new())], acks: vec![] });
+        files.insert(name, History::new(at));
     }
     for (k, op) in ops.iter().enumerate() {
         match *op {

@@ -39,7 +39,7 @@ fn workload(fs: &Okeanos, recorder: &CrashRecorder, ops: usize, seed: u64, mut b
         let name = format!("/stream{s}");
         let at = recorder.event_count();
         handles.push(fs.create_file(&name).unwrap());
-        files.insert(name, History { created_at: at, versions: vec![(at, Vec::new())], acks: vec![] });
+        files.insert(name, History::new(at));
     }
     let mut rng = seed | 1;
     for k in 0..ops {

@@ -182,6 +182,7 @@ pub(super) fn journal(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
     let background = opts.dirty_background_bytes.unwrap_or(if sb.manylogs() { MANYLOGS_DIRTY_BACKGROUND } else { 0 });
     cfg.dirty_background_blocks = usize::try_from(background / sb.block_size as u64).unwrap_or(usize::MAX);
     cfg.fault_early_unwritten = opts.fault_early_unwritten;
+    cfg.fault_ordered_after_commit = opts.fault_ordered_after_commit;
     let journal = Journal::new(cfg, content.policy(), placement, next_tid);
     Ok(journal)
 }

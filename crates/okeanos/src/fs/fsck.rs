@@ -88,30 +88,13 @@ pub fn fsck(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> FsckRepor
             return report;
         }
     };
-    report.journal = if sb.manylogs() {
-        match crate::runtime::open::open_manylogs(&sb, &devs) {
-            Ok(m) if crate::journal::placement::Placement::recovery(&m).is_empty() => {
-                // After a recovery that kept mapped data logged, those blocks are read from their
-                // logs (a mount takes them over); fsck checks metadata, which is home.
-                let kept = crate::journal::placement::Placement::recovered_kept(&m).len();
-                let state = if kept == 0 { "clean".to_string() } else { format!("recovered, {kept} data blocks kept in their logs") };
-                format!("manylogs, {} logs of {} blocks, {state}, next transaction {}", sb.group_count, sb.log_area_blocks, m.floor())
-            }
-            Ok(m) => {
-                report.problems.push("manylogs journal needs recovery: mount the file system or run `okeanos recover`".to_string());
-                format!("manylogs, needs recovery from transaction {}", m.floor())
-            }
-            Err(e) => {
-                report.problems.push(format!("manylogs log table: {e}"));
-                format!("manylogs, log table unreadable: {e}")
-            }
-        }
-    } else if jsb.start == 0 {
-        format!("clean, next transaction {}", jsb.sequence)
-    } else {
-        report.problems.push(format!("journal needs recovery (log starts at block {}, transaction {}): mount the file system or run `okeanos recover`", jsb.start, jsb.sequence));
-        format!("needs recovery from block {}, transaction {}", jsb.start, jsb.sequence)
-    };
+    let js = crate::inspect::journal_state(&sb, &devs, &jsb);
+    if let Some(p) = &js.problem {
+        report.problems.push(p.clone());
+    } else if js.needs_recovery {
+        report.problems.push(format!("journal needs recovery ({}): mount the file system or run `okeanos recover`", js.summary));
+    }
+    report.journal = js.summary;
     let bs = sb.block_size as usize;
     let cfg = JournalConfig::new(region.ring_len(), bs);
     let journal = Journal::new(cfg, DataMode::Ordered.policy(), Box::new(crate::journal::placement::Ring::new(region, jsb)), 1);

@@ -215,7 +215,8 @@ impl Journal {
         };
         // Blocks written early (journal/writeback.rs) and unchanged since are not written again:
         // the ordered stage's flush makes them durable.
-        let ordered: Vec<IoWrite> = in_place(&tx.final_data).into_iter().filter(|w| !self.written_early(cache, w.block)).collect();
+        let mut ordered: Vec<IoWrite> = in_place(&tx.final_data).into_iter().filter(|w| !self.written_early(cache, w.block)).collect();
+        let late = if self.cfg.fault_ordered_after_commit { std::mem::take(&mut ordered) } else { Vec::new() };
         let early_written = tx.final_data.len() > ordered.len();
         let mut batch = Vec::new();
         self.early.clear();
@@ -235,6 +236,9 @@ impl Journal {
         batch.extend(unordered);
         batch.extend(stage.writes);
         io.push_stage(super::plan::IoStage { copies: Vec::new(), writes: batch, flush: commit_flush, remote: stage.remote, nvm: stage.nvm });
+        if !late.is_empty() {
+            io.push(late, vec![DevId::Fs]);
+        }
 
         let plan = CommitPlan { tid: tx.tid, io, journal_blocks: at.blocks, handles: tx.handles, records: stats };
         self.committing = Some(Committing { tx, at, journaled, partial, whole, records });

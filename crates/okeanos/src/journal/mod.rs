@@ -53,13 +53,16 @@ pub struct JournalConfig {
     /// Test-only fault (canary): background writeback records its blocks as written without
     /// writing them, so commits leave them out.
     pub fault_early_unwritten: bool,
+    /// Test-only fault (canary): ordered data is written after its commit instead of before,
+    /// so a crash between them leaves committed metadata over data never written.
+    pub fault_ordered_after_commit: bool,
 }
 
 impl JournalConfig {
     /// The configuration for a placement of `capacity` journal blocks.
     pub fn new(capacity: u64, block_size: usize) -> Self {
         let max_tx_blocks = (capacity / 4).max(8);
-        JournalConfig { block_size, max_tx_blocks, fault_skip_commit_flush: false, lazy_checkpoint: false, dirty_background_blocks: 0, fault_early_unwritten: false }
+        JournalConfig { block_size, max_tx_blocks, fault_skip_commit_flush: false, lazy_checkpoint: false, dirty_background_blocks: 0, fault_early_unwritten: false, fault_ordered_after_commit: false }
     }
 }
 

@@ -14,9 +14,17 @@ pub struct History {
     pub created_at: usize,
     pub versions: Vec<(usize, Vec<u8>)>,
     pub acks: Vec<(usize, usize)>,
+    /// Every write of the file was below selective journaling's write threshold (each starts
+    /// a journaled sequence): under selective it must recover as under data journaling.
+    pub journaled: bool,
 }
 
 impl History {
+    /// A file created (empty) after `at` events.
+    pub fn new(at: usize) -> Self {
+        History { created_at: at, versions: vec![(at, Vec::new())], acks: Vec::new(), journaled: false }
+    }
+
     /// An append of `data` that started after `at` events.
     pub fn appended(&mut self, at: usize, data: &[u8]) {
         let mut v = self.versions.last().expect("a file has a first version").1.clone();
@@ -70,14 +78,24 @@ pub fn check(mode: DataMode, files: &HashMap<String, History>, overwritten: &[St
                     return Err(format!("{name}: {} bytes recovered match no version at or after the synced one", content.len()));
                 }
             }
-            // No stale data: every byte was written by one of the possible versions (or is a
-            // hole's zero), and the size is one of theirs.
+            // Selective journals every write of a file whose writes all start sequences below
+            // its threshold: such a file recovers as under data journaling.
+            DataMode::Selective if h.journaled => {
+                if !possible.iter().any(|v| **v == content) {
+                    return Err(format!("{name}: {} bytes recovered match no version at or after the synced one (every write of it was journaled)", content.len()));
+                }
+            }
+            // No stale data and no lost data: the size is one of the possible versions', and
+            // every byte is what one of them holds at that offset — a zero only where a version
+            // has a zero (a hole, a truncate up), never where all of them hold data (a commit
+            // that went before its ordered data).
             DataMode::Ordered | DataMode::Selective => {
                 if !possible.iter().any(|v| v.len() == content.len()) {
                     return Err(format!("{name}: recovered size {} is no version's size", content.len()));
                 }
-                if let Some(i) = (0..content.len()).find(|&i| content[i] != 0 && !possible.iter().any(|v| v.get(i) == Some(&content[i]))) {
-                    return Err(format!("{name}: byte {i} ({}) was never written there", content[i]));
+                if let Some(i) = (0..content.len()).find(|&i| !possible.iter().any(|v| v.get(i) == Some(&content[i]))) {
+                    let what = if content[i] == 0 { "a zero where every possible version holds data (written data lost)" } else { "never written there" };
+                    return Err(format!("{name}: byte {i} ({}) is {what}", content[i]));
                 }
             }
             DataMode::Writeback => {

@@ -125,7 +125,7 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool)
         let name = if i == nfiles { "/ow".to_string() } else { format!("/s{i}") };
         let at = rec.event_count();
         let ino = w.settle(|fs| fs.create(root, &name.as_bytes()[1..], 0o644)).map_err(|e| format!("create: {e}"))?.ino;
-        files.insert(name.clone(), History { created_at: at, versions: vec![(at, Vec::new())], acks: vec![] });
+        files.insert(name.clone(), History::new(at));
         inos.push((name, ino));
     }
     let mut ops = 15 + rng.below(45) as usize;

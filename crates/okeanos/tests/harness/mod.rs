@@ -205,7 +205,7 @@ fn start(cfg: ContentConfig, journal: Journal, faults: &dyn Fn(&mut MountOptions
         let name = format!("/s/stream{s}");
         let at = recorder.event_count();
         handles.push(fs.create_file(&name).unwrap());
-        files.insert(name, History { created_at: at, versions: vec![(at, Vec::new())], acks: vec![] });
+        files.insert(name, History::new(at));
     }
     (recorder, fs, files, handles)
 }
@@ -226,10 +226,11 @@ fn end(recorder: Arc<CrashRecorder>, fs: Okeanos, files: HashMap<String, History
 /// churn, truncation; `faults` sets a canary's fault in the mount options.
 pub fn workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: &dyn Fn(&mut MountOptions), seed: u64) -> Run {
     let (recorder, fs, mut files, handles) = start(cfg, journal, faults);
+    files.get_mut("/s/stream0").expect("stream 0").journaled = true;
     // A file overwritten in place at random offsets (partial and whole blocks).
     let at = recorder.event_count();
     let ow = fs.create_file(OW).unwrap();
-    files.insert(OW.to_string(), History { created_at: at, versions: vec![(at, Vec::new())], acks: vec![] });
+    files.insert(OW.to_string(), History::new(at));
     let mut rng = seed | 1;
     let mut next = || {
         rng ^= rng << 13;
@@ -270,9 +271,11 @@ pub fn workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: &dyn F
                     h.acks.push((recorder.event_count(), h.versions.len() - 1));
                 }
             }
-            // Appends of varied sizes, most followed by an fsync or fdatasync.
+            // Appends of varied sizes, most followed by an fsync or fdatasync. Stream 0 takes
+            // only writes below selective's threshold: selective journals all of it.
             0..=6 => {
-                let len = [100, 128, 700, 3000, 4096, 6000][((r >> 16) % 6) as usize];
+                let sizes = [100, 128, 700, 3000, 4096, 6000];
+                let len = if s == 0 { sizes[((r >> 16) % 4) as usize] } else { sizes[((r >> 16) % 6) as usize] };
                 let data = record(s, k, len);
                 let at = recorder.event_count();
                 handles[s].append(&data).unwrap();
@@ -326,7 +329,7 @@ pub fn block_workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: 
     if durable {
         fs.set_durable(ow.ino(), true).unwrap();
     }
-    files.insert(OW.to_string(), History { created_at: at, versions: vec![(at, Vec::new())], acks: vec![] });
+    files.insert(OW.to_string(), History::new(at));
     // Written 8 blocks per synced call (a transaction each, so each call is atomic in data mode).
     for part in 0..OW_BLOCKS as usize / 8 {
         let data = record(7, part, 8 * 4096);
