@@ -138,8 +138,11 @@ pub fn mount(image: &Path, mnt: &Path, options: &str, foreground: bool, log: Opt
             mnt.display()
         ));
     }
-    if !mnt.is_dir() {
-        return Err(format!("mount point {} is not a directory", mnt.display()));
+    match std::fs::metadata(mnt) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(format!("mount point {} does not exist (create it with mkdir)", mnt.display())),
+        Err(e) => return Err(format!("mount point {}: {e}", mnt.display())),
+        Ok(m) if !m.is_dir() => return Err(format!("mount point {} is not a directory", mnt.display())),
+        Ok(_) => {}
     }
     if is_mounted(mnt) {
         return Err(format!("{} is already a mount point", mnt.display()));
@@ -318,15 +321,24 @@ fn detach(image: &Path, mnt: &Path, options: &str, log: Option<PathBuf>) -> Resu
 /// cleared (lazily) and the user is told the image will recover at its next mount.
 pub fn umount(mnt: &Path) -> Result<ExitCode, String> {
     let stale = is_stale(mnt);
+    if !stale && !is_mounted(mnt) {
+        return Err(if mnt.exists() { format!("{} is not mounted", mnt.display()) } else { format!("{} does not exist", mnt.display()) });
+    }
     let pid = std::fs::read_to_string(pid_file(mnt)).ok().and_then(|s| s.trim().parse::<i32>().ok());
     let mut args = vec!["-u"];
     if stale {
         args.push("-z");
     }
-    let ok = Command::new("fusermount3").args(&args).arg(mnt).status().is_ok_and(|s| s.success())
-        || Command::new("umount").args(if stale { vec!["-l"] } else { vec![] }).arg(mnt).status().is_ok_and(|s| s.success());
-    if !ok {
-        return Err(format!("could not unmount {}", mnt.display()));
+    // fusermount3 for an unprivileged mount, umount(8) as root; their messages are kept and
+    // shown only when both fail.
+    let fm = Command::new("fusermount3").args(&args).arg(mnt).output();
+    if !fm.as_ref().is_ok_and(|o| o.status.success()) {
+        let um = Command::new("umount").args(if stale { vec!["-l"] } else { vec![] }).arg(mnt).output();
+        if !um.as_ref().is_ok_and(|o| o.status.success()) {
+            let said = |o: &std::io::Result<std::process::Output>| o.as_ref().map_or_else(|e| e.to_string(), |o| String::from_utf8_lossy(&o.stderr).lines().next().unwrap_or("").to_string());
+            let why = [said(&um), said(&fm)].into_iter().find(|w| !w.is_empty()).unwrap_or_default();
+            return Err(format!("could not unmount {}: {why}", mnt.display()));
+        }
     }
     if stale {
         let _ = std::fs::remove_file(pid_file(mnt));

@@ -470,3 +470,56 @@ fn mkfs_manylogs_and_every_command_on_it() {
     let o = okeanos(&["mkfs", dir.path().join("x").to_str().unwrap(), "--size", "64M", "--log-size", "1M"]);
     assert!(!o.status.success() && text(&o).contains("go with --journal manylogs"), "{}", text(&o));
 }
+
+/// fsck exits as e2fsck does: 8 when it could check nothing (a random file, a truncated image,
+/// a missing external journal, an image in use without -n); and the messages a new user meets
+/// name the right thing: an external journal given as the image, `--journal` (not
+/// `journal_path=`) for the command, a missing image, a missing mount point, a directory that
+/// is not mounted.
+#[test]
+fn fsck_exit_codes_and_the_messages_a_new_user_meets() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    std::fs::write(d("random"), (0..1u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect::<Vec<u8>>()).unwrap();
+    let o = okeanos(&["fsck", &d("random")]);
+    assert_eq!(o.status.code(), Some(8), "random file: {}", text(&o));
+    assert!(text(&o).contains("not an Okeanos"), "{}", text(&o));
+    mkfs(Path::new(&d("img")));
+    let bytes = std::fs::read(d("img")).unwrap();
+    std::fs::write(d("short"), &bytes[..bytes.len() / 2]).unwrap();
+    let o = okeanos(&["fsck", &d("short")]);
+    assert_eq!(o.status.code(), Some(8), "truncated image: {}", text(&o));
+    assert!(text(&o).contains("truncated"), "{}", text(&o));
+    // An external journal.
+    let o = okeanos(&["mkfs", &d("ext"), "--size", "32M", "--journal-device", &d("j"), "--journal-size", "4M"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = okeanos(&["fsck", &d("ext")]);
+    assert_eq!(o.status.code(), Some(8), "journal not given: {}", text(&o));
+    assert!(text(&o).contains("--journal FILE"), "{}", text(&o));
+    let o = okeanos(&["fsck", &d("ext"), "--journal", &d("missing")]);
+    assert_eq!(o.status.code(), Some(8), "missing journal: {}", text(&o));
+    assert!(text(&o).contains("no such file"), "{}", text(&o));
+    let src = dir.path().join("src");
+    std::fs::write(&src, b"x").unwrap();
+    let o = okeanos(&["put", &d("ext"), src.to_str().unwrap(), "/a"]);
+    assert!(!o.status.success() && text(&o).contains("--journal FILE"), "{}", text(&o));
+    let o = okeanos(&["journal", "dump", &d("j")]);
+    assert!(!o.status.success() && text(&o).contains("is the external journal of file system"), "{}", text(&o));
+    assert!(!text(&o).contains("bad magic"), "{}", text(&o));
+    // A missing image; an image in use without -n.
+    let o = okeanos(&["stat", &d("nonexistent")]);
+    assert!(!o.status.success() && text(&o).contains("no such file") && !text(&o).contains("I/O error"), "{}", text(&o));
+    let fs = Okeanos::open(Path::new(&d("img")), MountOptions::default()).unwrap();
+    let o = okeanos(&["fsck", &d("img")]);
+    assert_eq!(o.status.code(), Some(8), "in use: {}", text(&o));
+    assert!(text(&o).contains("in use by") && text(&o).contains("fsck -n"), "{}", text(&o));
+    drop(fs);
+    // Mount points.
+    let o = okeanos(&["mount", &d("img"), &d("nowhere")]);
+    assert!(!o.status.success() && text(&o).contains("does not exist"), "{}", text(&o));
+    std::fs::create_dir(d("plain")).unwrap();
+    let o = okeanos(&["umount", &d("plain")]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert_eq!(text(&o).trim().lines().count(), 1, "one line: {}", text(&o));
+    assert!(text(&o).contains("is not mounted"), "{}", text(&o));
+}

@@ -1089,3 +1089,31 @@ fn a_broken_invariant_in_a_request_stops_the_journal_not_the_mount() {
     m.unmount();
     fsck_clean(&img);
 }
+
+/// `fsck -n` of a healthy image that is mounted and busy: a live journal is not a problem. It
+/// says the image is mounted, replays the journal into memory, checks the result and exits 0;
+/// fsck without -n refuses the image in use with e2fsck's operational code 8.
+#[test]
+fn fsck_n_of_a_mounted_image_checks_what_it_can() {
+    if !fuse_usable() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = small_image(dir.path());
+    let mnt = dir.path().join("mnt");
+    let m = Mount::new(&img, &mnt, "data=wasteless+dmeta,commit=60");
+    for k in 0..20 {
+        let mut f = std::fs::File::create(mnt.join(format!("f{k}"))).unwrap();
+        f.write_all(&vec![k as u8 + 1; 3000]).unwrap();
+        f.sync_all().unwrap();
+    }
+    let o = Command::new(BIN).args(["fsck", "-n"]).arg(&img).output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(text.contains("is mounted") && text.contains("clean") && !text.contains("PROBLEM"), "{text}");
+    assert!(text.contains("replayed in memory"), "the journal was live: {text}");
+    let o = Command::new(BIN).arg("fsck").arg(&img).output().unwrap();
+    assert_eq!(o.status.code(), Some(8), "{}", String::from_utf8_lossy(&o.stderr));
+    m.unmount();
+    fsck_clean(&img);
+}

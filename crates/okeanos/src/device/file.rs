@@ -99,7 +99,13 @@ impl FileDevice {
             if e.raw_os_error() == Some(libc::EBUSY) {
                 DeviceError::InUse { device: name.clone(), holder: "the kernel or another program (mounted, or opened exclusively)".into() }
             } else {
-                io("open", e)
+                let message = match e.kind() {
+                    std::io::ErrorKind::NotFound => "no such file or device".to_string(),
+                    std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+                    _ if path.is_dir() => "is a directory, not an image or a block device (for a mounted file system, give its mount point to `okeanos stat`)".to_string(),
+                    _ => format!("cannot open: {e}"),
+                };
+                DeviceError::Open { device: name.clone(), message }
             }
         })?;
         super::lock::lock(&file, path, lock)?;

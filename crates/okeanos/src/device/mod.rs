@@ -53,6 +53,9 @@ pub enum DeviceError {
     Remote(crate::remote::client::RemoteError),
     #[error("{device} is in use by {holder}")]
     InUse { device: String, holder: String },
+    /// The device could not be opened (missing, not permitted, a directory).
+    #[error("{device}: {message}")]
+    Open { device: String, message: String },
     #[error("{device} refused the request: an earlier I/O error poisoned it ({first})")]
     Poisoned { device: String, first: String },
 }

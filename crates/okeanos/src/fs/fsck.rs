@@ -28,6 +28,9 @@ pub struct FsckReport {
     pub blocks_used: u64,
     pub inodes_used: u64,
     pub journal: String,
+    /// Why nothing could be checked (no readable file system, no readable journal): an
+    /// operational error rather than a problem found (e2fsck's exit code 8). Also in `problems`.
+    pub unreadable: Option<String>,
     /// Why the superblock forbids a read-write mount (the ERRORS state, an unknown state); also
     /// listed in `problems`.
     pub error_state: Option<String>,
@@ -72,7 +75,9 @@ pub fn fsck(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> FsckRepor
     let (sb, gdt) = match crate::runtime::open::read_meta(dev.as_ref()) {
         Ok(x) => x,
         Err(e) => {
-            report.problems.push(format!("cannot read the file system: {e}"));
+            let why = format!("cannot read the file system: {e}");
+            report.problems.push(why.clone());
+            report.unreadable = Some(why);
             return report;
         }
     };
@@ -84,7 +89,9 @@ pub fn fsck(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> FsckRepor
     let (region, jsb) = match crate::runtime::open::open_journal(&sb, &devs) {
         Ok(x) => x,
         Err(e) => {
-            report.problems.push(format!("journal: {e}"));
+            let why = format!("journal: {e}");
+            report.problems.push(why.clone());
+            report.unreadable = Some(why);
             return report;
         }
     };

@@ -17,7 +17,21 @@ pub fn read_meta(dev: &dyn Device) -> FsResult<(Superblock, Vec<GroupDesc>)> {
     }
     let mut s0 = vec![0u8; 512];
     dev.read_at(0, &mut s0)?;
-    let sb = Superblock::decode(&s0)?;
+    let sb = match Superblock::decode(&s0) {
+        Ok(sb) => sb,
+        Err(e) => {
+            // An external journal given where the file system was expected: say so.
+            if let Ok(j) = crate::format::journal::JournalSuperblock::decode(&s0) {
+                let uuid: String = j.fs_uuid.iter().map(|b| format!("{b:02x}")).collect();
+                return Err(FsError::Invalid(format!(
+                    "{} is the external journal of file system {uuid}, not a file system: give that file system's image, with --journal {}",
+                    dev.name(),
+                    dev.name()
+                )));
+            }
+            return Err(e.into());
+        }
+    };
     let bs = sb.block_size as u64;
     if dev.len_bytes() < sb.block_count * bs {
         return Err(FsError::Corrupt(format!(
@@ -79,7 +93,7 @@ pub fn open_journal(sb: &Superblock, devs: &Devices) -> FsResult<(LogRegion, Jou
     let region = match sb.journal {
         JournalLocation::Internal { start, blocks } => LogRegion::internal(start, blocks),
         JournalLocation::External { blocks, .. } => {
-            let j = devs.journal.as_ref().ok_or_else(|| FsError::Invalid("this file system has an external journal: give its device with journal_path=".into()))?;
+            let j = devs.journal.as_ref().ok_or_else(|| FsError::Invalid("this file system has an external journal: name it (`--journal FILE` to the okeanos command, `-o journal_path=FILE` to mount and the library)".into()))?;
             if j.len_bytes() < blocks * bs {
                 return Err(FsError::Corrupt(format!("journal device {} is smaller than the journal ({blocks} blocks)", j.name())));
             }
@@ -87,7 +101,7 @@ pub fn open_journal(sb: &Superblock, devs: &Devices) -> FsResult<(LogRegion, Jou
         }
     };
     if matches!(sb.journal, JournalLocation::Internal { .. }) && devs.journal.is_some() {
-        return Err(FsError::Invalid("this file system has an internal journal; journal_path= does not apply".into()));
+        return Err(FsError::Invalid("this file system has an internal journal: leave out --journal (journal_path=)".into()));
     }
     let mut b = vec![0u8; bs as usize];
     devs.get(region.dev()).read_at(region.device_block(0) * bs, &mut b)?;
