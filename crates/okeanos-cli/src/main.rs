@@ -347,6 +347,12 @@ fn devices(img: &ImageArg, write: bool) -> Result<(Arc<dyn Device>, Option<Arc<d
     Ok((dev, jdev))
 }
 
+/// The image and journal opened without a lock and without a word (the caller said why).
+fn devices_inspect_quiet(img: &ImageArg) -> Result<(Arc<dyn Device>, Option<Arc<dyn Device>>), String> {
+    let open = |p: &Path| FileDevice::open_unlocked(p).map(|d| Arc::new(d) as Arc<dyn Device>).map_err(|e| e.to_string());
+    Ok((open(&img.image)?, img.journal.as_deref().map(open).transpose()?))
+}
+
 fn devices_inspect(img: &ImageArg) -> Result<(Arc<dyn Device>, Option<Arc<dyn Device>>), String> {
     let dev = open_inspect(&img.image)?;
     let jdev = img.journal.as_deref().map(open_inspect).transpose()?;
@@ -365,9 +371,21 @@ fn mount_options(img: &ImageArg, options: &str, read_only: bool) -> Result<Mount
 
 /// Mounts the image, runs `op`, and unmounts cleanly whether `op` succeeded or not, so that a
 /// failed command (a missing path, an existing name, ENOSPC) leaves the image clean.
+/// A read-only command (`ls`, `cat`) on an image that is mounted reads what is on disk, with
+/// the live journal replayed into memory, as debugfs reads a mounted ext4: a view as of the last
+/// commit that reached the disk, said on stderr.
 fn with_mount<R>(img: &ImageArg, options: &str, read_only: bool, op: impl FnOnce(&Okeanos) -> Result<R, String>) -> Result<R, String> {
     let opts = mount_options(img, options, read_only)?;
-    let fs = Okeanos::open(&img.image, opts).map_err(|e| in_use_hint(format!("{}: {e}", img.image.display())))?;
+    let holder = if read_only { okeanos::device::lock::holder(&img.image) } else { None };
+    let fs = match holder {
+        Some(h) => {
+            eprintln!("okeanos: {} is mounted (by {h}): reading what is on disk with its journal replayed in memory; it may lag behind the live file system", img.image.display());
+            let (dev, jdev) = devices_inspect_quiet(img)?;
+            Okeanos::mount(dev, jdev, opts)
+        }
+        None => Okeanos::open(&img.image, opts),
+    };
+    let fs = fs.map_err(|e| in_use_hint(format!("{}: {e}", img.image.display())))?;
     let r = op(&fs);
     let u = fs.unmount().map_err(|e| format!("unmount: {e}"));
     let r = r?;
