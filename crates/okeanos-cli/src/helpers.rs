@@ -67,15 +67,29 @@ pub fn completions(shell: clap_complete::Shell) -> Result<ExitCode, String> {
 }
 
 /// The man page (roff) on stdout.
+/// The man page, in section 8 (system administration: mkfs, fsck and mount helpers live
+/// there), as `okeanos man` prints it and install-helpers installs it.
+fn man_page() -> std::io::Result<Vec<u8>> {
+    let mut v = Vec::new();
+    clap_mangen::Man::new(crate::Cli::command()).section("8").render(&mut v)?;
+    Ok(v)
+}
+
 pub fn man() -> Result<ExitCode, String> {
-    clap_mangen::Man::new(crate::Cli::command()).render(&mut std::io::stdout()).map_err(|e| e.to_string())?;
+    use std::io::Write;
+    std::io::stdout().write_all(&man_page().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// Installs the mount(8) helpers (symlinks to this binary), bash and zsh completions and the
 /// man page under `root` (default /). Prints what it did.
-pub fn install(root: &Path) -> Result<ExitCode, String> {
-    let exe = std::env::current_exe().and_then(|e| e.canonicalize()).map_err(|e| format!("this binary: {e}"))?;
+pub fn install(root: &Path, bin: Option<PathBuf>) -> Result<ExitCode, String> {
+    let exe = match bin {
+        Some(b) if !b.is_absolute() => return Err(format!("--bin {}: give the absolute path the binary has on the installed system", b.display())),
+        Some(b) => b,
+        None if root != Path::new("/") => PathBuf::from("/usr/bin/okeanos"),
+        None => std::env::current_exe().and_then(|e| e.canonicalize()).map_err(|e| format!("this binary: {e}"))?,
+    };
     let put = |rel: &str, write: &dyn Fn(&Path) -> std::io::Result<()>| -> Result<PathBuf, String> {
         let p = root.join(rel);
         if let Some(d) = p.parent() {
@@ -98,11 +112,7 @@ pub fn install(root: &Path) -> Result<ExitCode, String> {
     };
     put("usr/share/bash-completion/completions/okeanos", &|p| std::fs::write(p, render(clap_complete::Shell::Bash)))?;
     put("usr/share/zsh/vendor-completions/_okeanos", &|p| std::fs::write(p, render(clap_complete::Shell::Zsh)))?;
-    put("usr/share/man/man8/okeanos.8", &|p| {
-        let mut v = Vec::new();
-        clap_mangen::Man::new(crate::Cli::command()).section("8").render(&mut v)?;
-        std::fs::write(p, v)
-    })?;
+    put("usr/share/man/man8/okeanos.8", &|p| std::fs::write(p, man_page()?))?;
     println!("mount with: mount -t fuse.okeanos IMAGE MOUNTPOINT -o data=wasteless,dmeta");
     println!("or in /etc/fstab: /path/to/image.okfs /mnt/okeanos fuse.okeanos data=wasteless,dmeta,nofail 0 0");
     Ok(ExitCode::SUCCESS)

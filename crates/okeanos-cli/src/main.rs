@@ -259,6 +259,11 @@ enum Cmd {
         /// Install under this directory instead of / (for packaging).
         #[arg(long, default_value = "/")]
         root: PathBuf,
+        /// Where the okeanos binary is on the installed system, which the mount helpers link
+        /// to. Default: this binary without --root, /usr/bin/okeanos with it (a package's
+        /// path, not the build tree's).
+        #[arg(long)]
+        bin: Option<PathBuf>,
     },
     /// Print shell completions (bash, zsh, fish, elvish, powershell).
     Completions {
@@ -571,7 +576,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             journal_server(&listen, dir, secrets.as_deref(), no_auth, &quota, max_connections, tls)
         }
         Cmd::Bench(args) => bench::run(args),
-        Cmd::InstallHelpers { root } => helpers::install(&root),
+        Cmd::InstallHelpers { root, bin } => helpers::install(&root, bin),
         Cmd::Completions { shell } => helpers::completions(shell),
         Cmd::Man => helpers::man(),
         Cmd::Sim(args) => sim::run(args),

@@ -184,14 +184,26 @@ fn serve(image: &Path, mnt: &Path, opts: MountOptions, fopts: FuseOpts) -> Resul
     config.n_threads = Some(fopts.threads);
     config.clone_fd = true;
     let engine = fs.clone();
-    let mut session = fuser::Session::new(OkeanosFuse::new(fs, fopts.writeback_cache, fopts.page_cache), mnt, &config).map_err(|e| format!("mounting {}: {e}", mnt.display()))?;
-    let mut unmounter = session.unmount_callable();
+    let front = OkeanosFuse::new(fs, fopts.writeback_cache, fopts.page_cache);
+    let source = format!("okeanos:{}", image.display());
+    let (session, mut unmount): (_, Box<dyn FnMut() + Send>) = match mount_typed(mnt, &source, ro, fopts.allow_other) {
+        Some(fd) => {
+            let session = fuser::Session::from_fd(front, fd, config.acl, config.clone()).map_err(|e| format!("mounting {}: {e}", mnt.display()))?;
+            let m = mnt.to_path_buf();
+            (session, Box::new(move || unmount_typed(&m)))
+        }
+        None => {
+            let mut session = fuser::Session::new(front, mnt, &config).map_err(|e| format!("mounting {}: {e}", mnt.display()))?;
+            let mut unmounter = session.unmount_callable();
+            (session, Box::new(move || drop(unmounter.unmount())))
+        }
+    };
     let _ = std::fs::write(pid_file(mnt), std::process::id().to_string());
     let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT]).map_err(|e| e.to_string())?;
     std::thread::spawn(move || {
         if signals.forever().next().is_some() {
             say("signal received, unmounting");
-            let _ = unmounter.unmount();
+            unmount();
         }
     });
     say(&format!("{} mounted on {}", image.display(), mnt.display()));
@@ -225,6 +237,46 @@ fn serve(image: &Path, mnt: &Path, opts: MountOptions, fopts: FuseOpts) -> Resul
     unmounted.map_err(|e| format!("unmounting the engine: {e}"))?;
     say(&format!("{} unmounted cleanly", mnt.display()));
     Ok(ExitCode::SUCCESS)
+}
+
+/// Mounts /dev/fuse on `mnt` as libfuse does for root, with the type `fuse.okeanos` (fuser's
+/// own mount(2) says `fuse`), so that /proc/mounts, `findmnt -t fuse.okeanos` and systemd see
+/// an Okeanos mount. None when not root or the kernel refuses: fuser then mounts (through
+/// fusermount3, which sets the subtype too).
+fn mount_typed(mnt: &Path, source: &str, ro: bool, allow_other: bool) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return None;
+    }
+    let dev = std::fs::OpenOptions::new().read(true).write(true).open("/dev/fuse").ok()?;
+    let mut data = format!("fd={},rootmode=40000,user_id=0,group_id=0,default_permissions", dev.as_raw_fd());
+    if allow_other {
+        data.push_str(",allow_other");
+    }
+    let c = |s: &[u8]| std::ffi::CString::new(s).ok();
+    let (src, target, fstype, data) = (c(source.as_bytes())?, c(mnt.as_os_str().as_bytes())?, c(b"fuse.okeanos")?, c(data.as_bytes())?);
+    let mut flags = libc::MS_NOSUID | libc::MS_NODEV;
+    if ro {
+        flags |= libc::MS_RDONLY;
+    }
+    // SAFETY: valid C strings; the kernel reads them during the call.
+    let r = unsafe { libc::mount(src.as_ptr(), target.as_ptr(), fstype.as_ptr(), flags, data.as_ptr().cast()) };
+    (r == 0).then(|| OwnedFd::from(dev))
+}
+
+/// Unmounts what [`mount_typed`] mounted (the kernel then ends the session).
+fn unmount_typed(mnt: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    if let Ok(target) = std::ffi::CString::new(mnt.as_os_str().as_bytes()) {
+        // SAFETY: a valid C string.
+        if unsafe { libc::umount2(target.as_ptr(), 0) } != 0 {
+            // Busy: detach it, as umount -l; the session ends when the last user lets go.
+            // SAFETY: as above.
+            unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+        }
+    }
 }
 
 /// Replaces the metrics file atomically (a reader never sees half of it).

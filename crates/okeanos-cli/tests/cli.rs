@@ -397,17 +397,21 @@ fn completions_man_page_and_install_helpers() {
     let text = String::from_utf8_lossy(&bash.stdout);
     assert!(bash.status.success() && text.contains("journal-server") && text.contains("mkfs"), "{text}");
     let man = Command::new(BIN).arg("man").output().unwrap();
-    assert!(man.status.success() && String::from_utf8_lossy(&man.stdout).contains(".TH okeanos"));
+    assert!(man.status.success() && String::from_utf8_lossy(&man.stdout).contains(".TH okeanos 8"), "the man page is in section 8, where it is installed");
     let root = tempfile::tempdir().unwrap();
     let o = Command::new(BIN).args(["install-helpers", "--root"]).arg(root.path()).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     for name in ["mount.fuse.okeanos", "mount.okeanos"] {
         let link = std::fs::read_link(root.path().join("sbin").join(name)).unwrap();
-        assert_eq!(link, std::fs::canonicalize(BIN).unwrap(), "{name}");
+        assert_eq!(link, Path::new("/usr/bin/okeanos"), "{name}: a package links to the installed path, not the build tree");
     }
     for f in ["usr/share/bash-completion/completions/okeanos", "usr/share/zsh/vendor-completions/_okeanos", "usr/share/man/man8/okeanos.8"] {
         assert!(std::fs::metadata(root.path().join(f)).unwrap().len() > 100, "{f}");
     }
+    assert_eq!(std::fs::read(root.path().join("usr/share/man/man8/okeanos.8")).unwrap(), man.stdout);
+    let o = Command::new(BIN).args(["install-helpers", "--bin", "/opt/okeanos/bin/okeanos", "--root"]).arg(root.path()).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read_link(root.path().join("sbin/mount.okeanos")).unwrap(), Path::new("/opt/okeanos/bin/okeanos"));
 }
 
 /// `mkfs --journal nvm`: the NVM file made beside the image, used by every command (its path

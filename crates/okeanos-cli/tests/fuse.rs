@@ -111,6 +111,11 @@ fn posix_operations_through_the_mount() {
     let img = image(dir.path());
     let mnt = dir.path().join("mnt");
     let m = Mount::new(&img, &mnt, "data=wasteless+dmeta");
+    // The kernel knows the mount as fuse.okeanos (findmnt -t, systemd), as libfuse's mounts.
+    let canon = std::fs::canonicalize(&mnt).unwrap();
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let line = info.lines().find(|l| l.split(' ').nth(4) == canon.to_str()).unwrap();
+    assert_eq!(line.split(" - ").nth(1).and_then(|r| r.split(' ').next()), Some("fuse.okeanos"), "{line}");
     std::fs::create_dir(mnt.join("logs")).unwrap();
     std::fs::write(mnt.join("logs/a"), b"first").unwrap();
     assert_eq!(std::fs::read(mnt.join("logs/a")).unwrap(), b"first");
