@@ -910,7 +910,7 @@ fn stat(img: &ImageArg, dev: Arc<dyn Device>, jdev: Option<Arc<dyn Device>>, jso
             "journal_clean": !js.needs_recovery && js.problem.is_none(), "mkfs_time_ns": sb.mkfs_time_ns, "journal_sequence": js.next_tid,
             "remote_server": sb.remote.as_ref().map(|r| r.server.clone()),
             "remote_fallen_back": sb.remote.as_ref().map(|_| jsb.remote.local), "remote_epoch": sb.remote.as_ref().map(|_| jsb.remote.epoch),
-            "lifetime": sb.lifetime,
+            "lifetime": sb.lifetime, "lifetime_as_of": "the last clean unmount",
         });
         outln!("{v:#}");
         return Ok(ExitCode::SUCCESS);
@@ -943,7 +943,10 @@ fn stat(img: &ImageArg, dev: Arc<dyn Device>, jdev: Option<Arc<dyn Device>>, jso
         }
     }
     let l = &sb.lifetime;
-    outln!("lifetime        {} commits, {} syncs", l.commits, l.syncs);
+    // Kept in the superblock at each clean unmount: a mount that crashed is not counted.
+    let crashed = if js.needs_recovery || sb.state & state::CLEAN == 0 { ", not counting the mount that did not unmount cleanly" } else { "" };
+    outln!("lifetime        to the last clean unmount{crashed}:");
+    outln!("                {} commits, {} syncs", l.commits, l.syncs);
     outln!("                {} payload bytes, {} journal bytes, {} final-location bytes", l.payload_bytes, l.journal_bytes, l.final_bytes);
     if l.payload_bytes > 0 {
         outln!("                {:.2} journal and {:.2} final-location bytes per payload byte", l.journal_bytes as f64 / l.payload_bytes as f64, l.final_bytes as f64 / l.payload_bytes as f64);

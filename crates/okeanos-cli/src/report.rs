@@ -308,7 +308,8 @@ pub fn print_table(runs: &[Run]) {
 /// What the table's columns mean.
 pub const LEGEND: &str = "N streams; R bytes per write; rate per stream (closed: as fast as syncs return); ops/s writes per second; \
 sync/c syncs served per commit (group commit); jrnl B/B and final B/B journal and final-location bytes written per payload byte, \
-counted through unmount (every byte the run caused, the last checkpoint included); jrnl MB/s and final MB/s during the measured \
+counted through unmount (every byte the run caused, the last checkpoint included; on a mount:PATH target through a forced \
+checkpoint, the mount staying up, and n/a where PATH is not an Okeanos mount); jrnl MB/s and final MB/s during the measured \
 period only (writeback still owed at its end is not in them); p50/p99 us sync latency percentiles in microseconds.";
 
 /// The same as a markdown table (for docs/BENCHMARKS.md and docs/SIMULATION.md).
