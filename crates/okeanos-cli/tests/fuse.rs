@@ -1122,3 +1122,33 @@ fn fsck_n_of_a_mounted_image_checks_what_it_can() {
     m.unmount();
     fsck_clean(&img);
 }
+
+/// The model-based exerciser (okeanos::exercise) through the mount, with the system calls
+/// programs use (pwrite at holes, O_APPEND, ftruncate, every fallocate mode, copy_file_range,
+/// mmap writes with msync, rename, link, unlink, fsync), under several policies, direct I/O and
+/// the page cache; then unmount, fsck, mount again and the same contents. The seed is printed on
+/// failure (`okeanos exercise DIR --seed N --ops N` repeats a run on any directory).
+#[test]
+fn the_exerciser_through_the_mount() {
+    if !fuse_usable() {
+        return;
+    }
+    use okeanos::exercise::{self, DirTarget};
+    let seed = std::env::var("OKEANOS_EXERCISE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0xf05e_u64);
+    let ops = std::env::var("OKEANOS_EXERCISE_OPS").ok().and_then(|s| s.parse().ok()).unwrap_or(500);
+    for (k, opts) in ["data=ordered", "data=data", "data=wasteless+dmeta", "data=selective+dmeta", "data=selective,page_cache"].into_iter().enumerate() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = small_image(dir.path());
+        let mnt = dir.path().join("mnt");
+        let m = Mount::new(&img, &mnt, opts);
+        std::fs::create_dir(mnt.join("x")).unwrap();
+        let mut t = DirTarget { dir: mnt.join("x") };
+        exercise::run(&mut t, seed + k as u64, ops, true).unwrap_or_else(|e| panic!("-o {opts}: {e}"));
+        let before = exercise::snapshot(&mut t).unwrap();
+        m.unmount();
+        fsck_clean(&img);
+        let m = Mount::new(&img, &mnt, opts);
+        exercise::recheck(&mut t, &before).unwrap_or_else(|e| panic!("-o {opts}, seed {}: {e}", seed + k as u64));
+        m.unmount();
+    }
+}

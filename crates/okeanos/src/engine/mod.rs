@@ -970,23 +970,33 @@ impl Okeanos {
                         Some(o) => o + done as u64,
                         None => fs.attr(ino)?.size,
                     };
-                    let len = (max_chunk * bs - pos % bs).min(rest.len() as u64) as usize;
+                    let max = fs.st.journal.max_handle_credits();
+                    let mut len = (max_chunk * bs - pos % bs).min(rest.len() as u64) as usize;
                     let end = pos.checked_add(len as u64).ok_or(FsError::TooBig)?;
                     if end.div_ceil(bs) > crate::fs::file::MAX_FILE_BLOCKS {
                         return Err(FsError::TooBig);
                     }
-                    chosen.set((pos, len));
-                    let spanned = (pos + len as u64 - 1) / bs - pos / bs + 1;
                     let _ = fs.load(ino)?;
                     let journaled = Self::data_journaled(fs, ino);
-                    let mut c = Self::write_credits(fs, spanned, journaled);
-                    // A hole filled before the last extent shifts every extent after it: each
-                    // chain block from there to the end may change, and when the filled hole
-                    // joins two extents the chain may shrink, freeing (revoking) its blocks.
-                    let shift = fs.write_shift_blocks(ino, pos, len)?;
-                    c.blocks += shift;
-                    c.revokes += shift;
-                    Ok(c)
+                    loop {
+                        let spanned = (pos + len as u64 - 1) / bs - pos / bs + 1;
+                        let mut c = Self::write_credits(fs, spanned, journaled);
+                        // A hole filled before the last extent shifts every extent after it:
+                        // each chain block from there to the end may change, and when the
+                        // filled hole joins two extents the chain may shrink, freeing
+                        // (revoking) its blocks.
+                        let shift = fs.write_shift_blocks(ino, pos, len)?;
+                        c.blocks += shift;
+                        c.revokes += shift;
+                        // The chain's share can push a piece sized without it over the limit
+                        // (a small journal, a file of many extents): a smaller piece then.
+                        if (c.blocks > max.blocks || c.revokes > max.revokes) && spanned > 1 {
+                            len = (((spanned * 3 / 4).max(1)) * bs - pos % bs).min(len as u64) as usize;
+                            continue;
+                        }
+                        chosen.set((pos, len));
+                        return Ok(c);
+                    }
                 },
                 |fs| {
                     let (pos, len) = chosen.get();
