@@ -794,7 +794,8 @@ fn fsck_checked(img: &ImageArg, no_write: bool) -> Result<ExitCode, String> {
         // live) is replayed into memory, as `ls` and `mount -o ro` do, and what it would give is
         // checked; nothing is written. Not for nvm and remote journals, whose recovery reaches
         // outside the image.
-        if let Some(h) = okeanos::device::lock::holder(&img.image) {
+        let mounted = okeanos::device::lock::holder(&img.image);
+        if let Some(h) = &mounted {
             outln!("{} is mounted (by {h}): checking what is on disk with its live journal replayed in memory", img.image.display());
         }
         let (sb, _) = okeanos::runtime::open::read_meta(dev.as_ref()).map_err(|e| e.to_string())?;
@@ -802,7 +803,8 @@ fn fsck_checked(img: &ImageArg, no_write: bool) -> Result<ExitCode, String> {
             let ov: Arc<dyn Device> = Arc::new(okeanos::device::OverlayDevice::new(dev.clone()));
             let jov = jdev.clone().map(|j| Arc::new(okeanos::device::OverlayDevice::new(j)) as Arc<dyn Device>);
             if let Some(r) = okeanos::inspect::recover_image(ov.clone(), jov.clone()).map_err(|e| e.to_string())? {
-                outln!("journal replayed in memory (nothing written): {} transactions, {} blocks", r.transactions, r.blocks_replayed);
+                let what = if mounted.is_some() { "the live journal" } else { "the journal needs recovery:" };
+                outln!("{what} replayed in memory, nothing written ({} transactions, {} blocks)", r.transactions, r.blocks_replayed);
                 if let Some(d) = &r.damage {
                     outln!("DAMAGE: {d}");
                 }

@@ -510,7 +510,7 @@ fn fsck_exit_codes_and_the_messages_a_new_user_meets() {
     assert!(text(&o).contains("--journal FILE"), "{}", text(&o));
     let o = okeanos(&["fsck", &d("ext"), "--journal", &d("missing")]);
     assert_eq!(o.status.code(), Some(8), "missing journal: {}", text(&o));
-    assert!(text(&o).contains("no such file"), "{}", text(&o));
+    assert!(text(&o).contains("No such file"), "{}", text(&o));
     let src = dir.path().join("src");
     std::fs::write(&src, b"x").unwrap();
     let o = okeanos(&["put", &d("ext"), src.to_str().unwrap(), "/a"]);
@@ -520,7 +520,7 @@ fn fsck_exit_codes_and_the_messages_a_new_user_meets() {
     assert!(!text(&o).contains("bad magic"), "{}", text(&o));
     // A missing image; an image in use without -n.
     let o = okeanos(&["stat", &d("nonexistent")]);
-    assert!(!o.status.success() && text(&o).contains("no such file") && !text(&o).contains("I/O error"), "{}", text(&o));
+    assert!(!o.status.success() && text(&o).contains("No such file") && !text(&o).contains("I/O error"), "{}", text(&o));
     let fs = Okeanos::open(Path::new(&d("img")), MountOptions::default()).unwrap();
     let o = okeanos(&["fsck", &d("img")]);
     assert_eq!(o.status.code(), Some(8), "in use: {}", text(&o));

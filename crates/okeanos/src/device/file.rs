@@ -100,8 +100,8 @@ impl FileDevice {
                 DeviceError::InUse { device: name.clone(), holder: "the kernel or another program (mounted, or opened exclusively)".into() }
             } else {
                 let message = match e.kind() {
-                    std::io::ErrorKind::NotFound => "no such file or device".to_string(),
-                    std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+                    std::io::ErrorKind::NotFound => "No such file or directory".to_string(),
+                    std::io::ErrorKind::PermissionDenied => "Permission denied".to_string(),
                     _ if path.is_dir() => "is a directory, not an image or a block device (for a mounted file system, give its mount point to `okeanos stat`)".to_string(),
                     _ => format!("cannot open: {e}"),
                 };

@@ -74,6 +74,9 @@ pub enum FsError {
     /// journal (a commit or log space); nothing was changed, retry after the next step.
     #[error("operation must wait for the journal")]
     WouldBlock,
+    /// A device or file could not be opened (missing, not permitted); the message says which.
+    #[error("{0}")]
+    Unavailable(String),
     /// The operation (a fallocate mode, say) is not supported (EOPNOTSUPP).
     #[error("operation not supported")]
     Unsupported,
@@ -105,6 +108,7 @@ impl FsError {
             FsError::InUse(_) => 16,
             FsError::WouldBlock => 11,
             FsError::Unsupported => 95,
+            FsError::Unavailable(_) => 2,
         }
     }
 }
@@ -113,6 +117,7 @@ impl From<DeviceError> for FsError {
     fn from(e: DeviceError) -> Self {
         match e {
             DeviceError::InUse { .. } => FsError::InUse(e.to_string()),
+            DeviceError::Open { .. } => FsError::Unavailable(e.to_string()),
             e => FsError::Io(e.to_string()),
         }
     }
