@@ -46,6 +46,23 @@ if [ -z "${OKEANOS_NATS_SERVER:-}" ]; then
     fi
 fi
 
+# What this machine offers the tests, promised to them: a test that needs it fails instead of
+# skipping (a skip here would hide a test that should have run).
+require=()
+if [ "$(id -u)" = 0 ]; then
+    require+=(root)
+    if [ -c /dev/fuse ] && command -v fusermount3 >/dev/null 2>&1; then require+=(fuse); fi
+fi
+have_all=1
+for t in fio postmark sqlite3 setfacl getfacl setpriv python3 fallocate; do
+    command -v "$t" >/dev/null 2>&1 || have_all=0
+done
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || have_all=0
+[ "$have_all" = 1 ] && require+=(tools)
+OKEANOS_TESTS_REQUIRE=$(IFS=,; echo "${require[*]}")
+export OKEANOS_TESTS_REQUIRE
+echo "the tests may rely on: ${OKEANOS_TESTS_REQUIRE:-nothing beyond cargo}"
+
 # Build everything first so that compile errors are reported on their own.
 cargo build --workspace --all-targets --locked
 cargo test --workspace --locked -- --test-threads=2

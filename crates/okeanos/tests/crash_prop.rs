@@ -74,7 +74,7 @@ fn run_ops(cfg: ContentConfig, ops: &[Op]) -> Run {
     fs.sync().unwrap();
     let end_events = recorder.event_count();
     drop(fs);
-    Run { recorder, files, end_events, overwritten: vec![], nvm: false, near_head: None, checkpoint: Default::default(), snapshots: 0, early_writes: 0 }
+    Run { recorder, files, end_events, overwritten: vec![], nvm: false, external: false, near_head: None, checkpoint: Default::default(), snapshots: 0, early_writes: 0 }
 }
 
 proptest! {
@@ -84,6 +84,9 @@ proptest! {
         let cfg = ContentConfig::parse(POLICIES[policy]).unwrap();
         let run = run_ops(cfg, &ops);
         let out = enumerate(cfg, &run, 40, 0);
+        // At least one crash state at every acknowledged sync, and the run's start and end.
+        let acks: usize = run.files.values().map(|h| h.acks.len()).sum();
+        prop_assert!(out.states > acks + 1, "{}: only {} crash states for {} acknowledged syncs", POLICIES[policy], out.states, acks);
         prop_assert!(out.violations.is_empty(), "{}: {} violations in {} states, first: {:?}", POLICIES[policy], out.violations.len(), out.states, out.violations.first());
     }
 }

@@ -127,7 +127,7 @@ fn crash_test_with(policy: &str, canary: bool, server: MemLog, revive_at: Option
 
 #[test]
 fn remote_crash_states_keep_every_guarantee() {
-    for policy in ["ordered", "data", "wasteless+dmeta", "selective"] {
+    for policy in ["writeback", "ordered", "data", "wasteless", "wasteless+dmeta", "selective", "selective+dmeta"] {
         let (states, v) = crash_test(policy, false);
         assert!(states > 300, "{policy}: {states} states");
         assert!(v.is_empty(), "{} violations in {states} states, first: {:#?}", v.len(), &v[..v.len().min(3)]);

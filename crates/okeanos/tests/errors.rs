@@ -237,3 +237,34 @@ fn a_broken_invariant_stops_the_journal_and_keeps_what_was_synced() {
         assert_fsck_clean(dev, None);
     }
 }
+
+/// A failed flush is never retried blindly (fsyncgate: after a failed flush the kernel may
+/// have dropped the dirty pages, so a retry that succeeds proves nothing). The fault here fails
+/// one flush and then lets every later one succeed, so a retry would succeed and be seen: the
+/// sync fails, the file system turns read-only, and no flush is attempted after the failed
+/// one — not by later syncs, not by unmount. What was synced before recovers at the next mount.
+#[test]
+fn a_transient_flush_error_is_not_retried() {
+    for mode in DataMode::ALL {
+        let mem = mem_fs(16 * MB, 256);
+        let fault = Arc::new(FaultDevice::new(mem.clone() as Arc<dyn Device>));
+        let fs = Okeanos::mount(fault.clone() as Arc<dyn Device>, None, opts(mode)).unwrap();
+        let f = fs.create_file("/log").unwrap();
+        f.append(b"synced before\n").unwrap();
+        f.fsync().unwrap();
+        fault.fail_one_flush_after(0);
+        f.append(b"the flush of this fails\n").unwrap();
+        assert!(f.fsync().is_err(), "{mode}: a failed flush acknowledged a sync");
+        let attempts = fault.flush_attempts();
+        assert!(fs.read_only_reason().is_some(), "{mode}: not read-only after a failed flush");
+        assert!(f.fsync().is_err(), "{mode}: a later sync succeeded after the failed flush (a blind retry)");
+        assert!(f.append(b"more").is_err(), "{mode}");
+        drop(f);
+        let _ = fs.unmount();
+        assert_eq!(fault.flush_attempts(), attempts, "{mode}: {} flushes after the failed one", fault.flush_attempts() - attempts);
+        let fs = mount(&mem, mode);
+        assert!(fs.read_path("/log").unwrap().starts_with(b"synced before\n"), "{mode}");
+        fs.unmount().unwrap();
+        assert_fsck_clean(mem, None);
+    }
+}

@@ -173,7 +173,7 @@ fn damaged_middle_transaction_of_every_block_kind() {
             assert!(matches!(err, FsError::HasErrors(_)), "{ctx}: {msg}");
             assert!(msg.contains(&format!("transaction {} damaged", run.mid)) && msg.contains("2 committed transactions"), "{ctx}: {msg}");
             let img = dev.snapshot();
-            let (sb, _, jsb) = okeanos::inspect::describe(Arc::new(MemDevice::from_bytes(img.clone())), None).unwrap();
+            let (sb, _, jsb, _) = okeanos::inspect::describe(Arc::new(MemDevice::from_bytes(img.clone())), None).unwrap();
             assert_ne!(sb.state & state::ERRORS, 0, "{ctx}");
             assert_eq!((sb.error.tid, sb.error.following), (run.mid, 2), "{ctx}");
             // No transaction left in the log can ever match a tid the journal will use.

@@ -1,6 +1,7 @@
 //! A device that fails on command: after a given number of writes or flushes, every operation
-//! returns an I/O error. Used to check that the engine turns read-only on an I/O error and never
-//! retries a failed flush.
+//! returns an I/O error — or only one flush fails and the device works again after it, so that a
+//! test can tell a blind retry (which would then succeed) from none. Used to check that the
+//! engine turns read-only on an I/O error and never retries a failed flush.
 
 use super::{Device, DeviceError, DeviceStats};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -10,11 +11,24 @@ pub struct FaultDevice {
     inner: Arc<dyn Device>,
     /// Operations (writes and flushes) left before failure; negative means never fail.
     ops_left: AtomicI64,
+    /// Flushes left before the one that fails once; negative means none.
+    flush_fails_once: AtomicI64,
+    /// Every flush asked of this device, failed ones included.
+    flush_attempts: std::sync::atomic::AtomicU64,
 }
 
 impl FaultDevice {
     pub fn new(inner: Arc<dyn Device>) -> Self {
-        FaultDevice { inner, ops_left: AtomicI64::new(-1) }
+        FaultDevice { inner, ops_left: AtomicI64::new(-1), flush_fails_once: AtomicI64::new(-1), flush_attempts: Default::default() }
+    }
+    /// The flush after `n` more succeed fails; every operation after it succeeds again (a
+    /// transient error: a retry would hide it).
+    pub fn fail_one_flush_after(&self, n: i64) {
+        self.flush_fails_once.store(n, Ordering::SeqCst);
+    }
+    /// Flushes asked of the device so far, failed ones included.
+    pub fn flush_attempts(&self) -> u64 {
+        self.flush_attempts.load(Ordering::SeqCst)
     }
     /// Fail every write and flush after `n` more of them succeed.
     pub fn fail_after(&self, n: i64) {
@@ -48,6 +62,15 @@ impl Device for FaultDevice {
         self.inner.write_at(offset, data)
     }
     fn flush(&self) -> Result<(), DeviceError> {
+        self.flush_attempts.fetch_add(1, Ordering::SeqCst);
+        match self.flush_fails_once.load(Ordering::SeqCst) {
+            0 => {
+                self.flush_fails_once.store(-1, Ordering::SeqCst);
+                return Err(DeviceError::Io { device: self.name(), op: "flush", offset: 0, message: "injected transient fault".into() });
+            }
+            n if n > 0 => drop(self.flush_fails_once.fetch_sub(1, Ordering::SeqCst)),
+            _ => {}
+        }
         self.tick("flush", 0)?;
         self.inner.flush()
     }

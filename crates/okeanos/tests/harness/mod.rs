@@ -18,6 +18,9 @@ pub use okeanos::sim::check::History;
 pub enum Journal {
     /// The internal ring of this many blocks.
     Internal { blocks: u64 },
+    /// An external journal device of this many blocks (recorded as a second device, so its
+    /// writes and flushes are crashed independently of the file system's).
+    External { blocks: u64 },
     /// An nvm journal in a region of this many bytes, on a file system of 1 KiB blocks (the
     /// smallest NVM journal is then about 1 MiB, so that thousands of crash states of both
     /// media stay cheap to build; the placement's logic does not depend on the block size).
@@ -36,6 +39,8 @@ pub struct Run {
     pub overwritten: Vec<String>,
     /// The journal is in NVM (recorded as region 0 of the recorder).
     pub nvm: bool,
+    /// The journal is on an external device (the recorder's second device).
+    pub external: bool,
     /// Manylogs: where the commits went (how many wrapped a log's end).
     pub near_head: Option<okeanos::journal::placement::manylogs::NearHead>,
     /// What the checkpoints wrote, copied from logs and skipped, and parked blocks read back.
@@ -58,13 +63,14 @@ fn mount_opts(cfg: ContentConfig, nvm: Option<Arc<dyn okeanos::nvm::Nvm>>) -> Mo
 }
 
 /// Mounts a crash image (recovery), checks the guarantee, unmounts and runs fsck.
-pub fn recover_and_check(cfg: ContentConfig, run: &Run, k: usize, image: Vec<u8>, nvm: Option<Vec<u8>>) -> Result<(), String> {
-    let dev = Arc::new(MemDevice::from_bytes(image));
+pub fn recover_and_check(cfg: ContentConfig, run: &Run, k: usize, mut images: Vec<Vec<u8>>, nvm: Option<Vec<u8>>) -> Result<(), String> {
+    let dev = Arc::new(MemDevice::from_bytes(images.remove(0)));
+    let jdev = run.external.then(|| Arc::new(MemDevice::from_bytes(images.remove(0))) as Arc<dyn Device>);
     let nvm = nvm.map(|b| Arc::new(MemNvm::from_bytes(b)) as Arc<dyn okeanos::nvm::Nvm>);
-    let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, mount_opts(cfg, nvm.clone())).map_err(|e| format!("mount: {e}"))?;
+    let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, jdev.clone(), mount_opts(cfg, nvm.clone())).map_err(|e| format!("mount: {e}"))?;
     check(cfg.mode, run, k, &fs)?;
     fs.unmount().map_err(|e| format!("unmount: {e}"))?;
-    let r = okeanos::fsck(dev, None);
+    let r = okeanos::fsck(dev, jdev);
     if !r.is_clean() {
         return Err(format!("fsck: {:?}", r.problems));
     }
@@ -73,11 +79,12 @@ pub fn recover_and_check(cfg: ContentConfig, run: &Run, k: usize, image: Vec<u8>
 
 /// Crashes in the middle of recovering `image` at every event of that recovery, then recovers
 /// again and checks.
-pub fn crash_during_recovery(cfg: ContentConfig, run: &Run, k: usize, image: Vec<u8>, nvm: Option<Vec<u8>>) -> Result<usize, String> {
+pub fn crash_during_recovery(cfg: ContentConfig, run: &Run, k: usize, mut images: Vec<Vec<u8>>, nvm: Option<Vec<u8>>) -> Result<usize, String> {
     let rec = CrashRecorder::new();
-    let dev = Arc::new(rec.device("fs", image));
+    let dev = Arc::new(rec.device("fs", images.remove(0)));
+    let jdev = run.external.then(|| Arc::new(rec.device("journal", images.remove(0))) as Arc<dyn Device>);
     let region = nvm.map(|b| Arc::new(rec.nvm("nvm", b)) as Arc<dyn okeanos::nvm::Nvm>);
-    let fs = Okeanos::mount(dev as Arc<dyn Device>, None, mount_opts(cfg, region.clone())).map_err(|e| format!("first recovery: {e}"))?;
+    let fs = Okeanos::mount(dev as Arc<dyn Device>, jdev, mount_opts(cfg, region.clone())).map_err(|e| format!("first recovery: {e}"))?;
     drop(fs);
     let mut n = 0;
     for j in 0..=rec.event_count() {
@@ -91,7 +98,7 @@ pub fn crash_during_recovery(cfg: ContentConfig, run: &Run, k: usize, image: Vec
             }
         }
         for st in states {
-            let img = rec.build(&st).remove(0);
+            let img = rec.build(&st);
             let nvm_img = region.as_ref().map(|_| rec.build_nvm(&st).remove(0));
             recover_and_check(cfg, run, k, img, nvm_img).map_err(|e| format!("second crash {}: {e}", st.label))?;
             n += 1;
@@ -151,7 +158,7 @@ pub fn enumerate(cfg: ContentConfig, run: &Run, max_points: usize, second_crash_
             }
         }
         for (si, st) in states.into_iter().enumerate() {
-            let image = run.recorder.build(&st).remove(0);
+            let image = run.recorder.build(&st);
             let nvm = run.nvm.then(|| run.recorder.build_nvm(&st).remove(0));
             out.states += 1;
             let res = if second_crash_every > 0 && si == 1 && pi % second_crash_every == 0 {
@@ -171,9 +178,16 @@ const STREAMS: usize = 3;
 const OW: &str = "/s/overwritten";
 
 /// The recorded device of `journal`, formatted (and the NVM handle in `o` for an nvm journal).
-fn recorded_device(journal: Journal, recorder: &Arc<CrashRecorder>, o: &mut MountOptions) -> Arc<dyn Device> {
-    match journal {
+fn recorded_device(journal: Journal, recorder: &Arc<CrashRecorder>, o: &mut MountOptions) -> (Arc<dyn Device>, Option<Arc<dyn Device>>) {
+    let dev = match journal {
         Journal::Internal { blocks } => Arc::new(recorder.device("fs", mem_fs(8 * MB, blocks).snapshot())),
+        Journal::External { blocks } => {
+            let base = MemDevice::new(8 * MB);
+            let j = MemDevice::new(blocks * 4096);
+            Okeanos::mkfs(&base, Some(&j as &dyn Device), &MkfsOptions { external_journal: true, journal_blocks: blocks, ..Default::default() }).expect("mkfs");
+            let fs: Arc<dyn Device> = Arc::new(recorder.device("fs", base.snapshot()));
+            return (fs, Some(Arc::new(recorder.device("journal", j.snapshot()))));
+        }
         Journal::Nvm { bytes } => {
             let base = MemDevice::new(8 * MB);
             let region = MemNvm::new(bytes);
@@ -187,7 +201,8 @@ fn recorded_device(journal: Journal, recorder: &Arc<CrashRecorder>, o: &mut Moun
             Okeanos::mkfs(&base, None, &MkfsOptions { manylogs: true, blocks_per_group: Some(group_blocks), log_area_blocks: log_blocks, ..Default::default() }).expect("mkfs");
             Arc::new(recorder.device("fs", base.snapshot()))
         }
-    }
+    };
+    (dev, None)
 }
 
 /// A recorded mount of `journal` with the stream files created: the recorder, the file system,
@@ -196,8 +211,8 @@ fn start(cfg: ContentConfig, journal: Journal, faults: &dyn Fn(&mut MountOptions
     let recorder = CrashRecorder::new();
     let mut o = MountOptions::default().content_config(cfg);
     faults(&mut o);
-    let dev = recorded_device(journal, &recorder, &mut o);
-    let fs = Okeanos::mount(dev as Arc<dyn Device>, None, o).unwrap();
+    let (dev, jdev) = recorded_device(journal, &recorder, &mut o);
+    let fs = Okeanos::mount(dev, jdev, o).unwrap();
     let mut files: HashMap<String, History> = HashMap::new();
     let mut handles = Vec::new();
     fs.mkdir_path("/s").unwrap();
@@ -219,7 +234,7 @@ fn end(recorder: Arc<CrashRecorder>, fs: Okeanos, files: HashMap<String, History
     let early_writes = fs.counters().early_writes;
     let end_events = recorder.event_count();
     drop(fs);
-    Run { recorder, files, end_events, overwritten: vec![OW.to_string()], nvm: matches!(journal, Journal::Nvm { .. }), near_head, checkpoint, snapshots, early_writes }
+    Run { recorder, files, end_events, overwritten: vec![OW.to_string()], nvm: matches!(journal, Journal::Nvm { .. }), external: matches!(journal, Journal::External { .. }), near_head, checkpoint, snapshots, early_writes }
 }
 
 /// A recorded workload: appends with syncs on a few streams, in-place overwrites, metadata
