@@ -345,14 +345,14 @@ fn append_block(fs: &Okeanos, f: &okeanos::File, expect: &mut Vec<u8>, tag: usiz
     expect.extend_from_slice(&r);
 }
 
-/// Waits (boundedly: 2 s) until the journal thread has taken a snapshot after `before`.
+/// Waits until the journal thread has taken a snapshot after `before` (bounded at 60 s, far
+/// beyond the period, so that a loaded machine does not fail it; timing is for benchmarks).
 fn wait_for_snapshot(fs: &Okeanos, before: u64) {
-    let mut waited = 0;
-    while fs.counters().snapshots == before && waited < 400 {
+    let t0 = std::time::Instant::now();
+    while fs.counters().snapshots == before && t0.elapsed() < std::time::Duration::from_secs(60) {
         std::thread::sleep(std::time::Duration::from_millis(5));
-        waited += 1;
     }
-    assert!(fs.counters().snapshots > before, "no snapshot within 2 s");
+    assert!(fs.counters().snapshots > before, "no snapshot within 60 s");
 }
 
 /// A crash after a snapshot: recovery reads each log only past the snapshot (a few blocks,
