@@ -1,6 +1,6 @@
 //! Deterministic hash maps. The state the journal iterates (cache buffers, inodes, revokes)
 //! lives in maps whose iteration order must not depend on a per-process random seed: the
-//! simulator promises the same results bit for bit for the same seed (DESIGN.md section 3),
+//! simulator promises the same results bit for bit for the same seed (docs/DESIGN.md section 3),
 //! and a journal's contents must not change from one run of a workload to the next.
 
 use std::collections::hash_map::DefaultHasher;

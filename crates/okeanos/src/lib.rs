@@ -1,9 +1,15 @@
 //! # Okeanos
 //!
 //! A user-space journaling file system and storage engine for many concurrent streams of small
-//! synchronous writes. One engine offers the journaling schemes of the ext3 family —
-//! `writeback`, `ordered` and `data` — selectable at mount time, over a journal that is
-//! internal (a region of the file-system device) or external (a device or file of its own).
+//! synchronous writes. One engine offers every journaling scheme of its papers, selectable at
+//! mount time along two axes (docs/DESIGN.md section 1):
+//! - what is journaled ([`DataMode`], [`journal::content`]): `writeback`, `ordered` and `data`
+//!   (the ext3 family), `wasteless` (only the changed bytes of partly written blocks, packed into
+//!   multiwrite blocks) and `selective` (sequences that start small journaled, the rest in
+//!   place), the last two also with `+dmeta` (metadata logged as changed byte ranges);
+//! - where the journal lives ([`journal::placement`]): internal or external rings, a remote
+//!   journal server or a replicated JetStream stream, non-volatile memory (`nvm`, commit in
+//!   place) and scattered logs near the disk head (`manylogs`).
 //!
 //! ```
 //! use okeanos::{Okeanos, MkfsOptions, MountOptions, DataMode, MemDevice};
@@ -26,7 +32,7 @@
 //! fs.unmount().unwrap();
 //! ```
 //!
-//! Layers (DESIGN.md section 2): [`device`] (storage back ends) · [`format`] (on-disk
+//! Layers (docs/DESIGN.md section 2): [`device`] (storage back ends) · [`format`] (on-disk
 //! structures, pure) · [`cache`] (buffers with journaling state) · [`journal`] (transactions,
 //! commit, checkpoint, revoke, recovery; content policies; placements; no I/O) · [`fs`]
 //! (namespace and files) · [`runtime`] and [`engine`] (threads, locks, executing plans).

@@ -1,5 +1,5 @@
 //! Counters: bytes and blocks written per block kind, commits, handles and blocks per commit,
-//! syncs and a sync-latency histogram (DESIGN.md section 4). Updated by the runtime as it
+//! syncs and a sync-latency histogram (docs/DESIGN.md section 4). Updated by the runtime as it
 //! executes plans, so they count exactly what reached the devices.
 
 use crate::device::DeviceStats;

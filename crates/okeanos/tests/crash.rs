@@ -1,4 +1,4 @@
-//! Crash tests: every crash state the model allows (DESIGN.md section 3), recovered and
+//! Crash tests: every crash state the model allows (docs/DESIGN.md section 3), recovered and
 //! checked against the content policy's guarantee and fsck.
 //!
 //! A workload runs on recording devices. After each operation the test notes how many device

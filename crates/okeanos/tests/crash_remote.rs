@@ -1,4 +1,4 @@
-//! Crash tests of the remote placement (DESIGN.md sections 3 and 5): the host's devices are
+//! Crash tests of the remote placement (docs/DESIGN.md sections 3 and 5): the host's devices are
 //! recorded, the journal server (an in-memory stand-in) records when it acknowledged each
 //! append and completed each trim on the same clock, and every crash state combines a state of
 //! the host's devices with what the server held durably then — every acknowledged append, with

@@ -1,4 +1,4 @@
-//! `okeanos bench`: the papers' benchmarks on Okeanos and on Linux file systems (DESIGN.md
+//! `okeanos bench`: the papers' benchmarks on Okeanos and on Linux file systems (docs/DESIGN.md
 //! section 4). `multistream` (N streams appending and syncing), `recovery` (crash with
 //! everything committed and nothing checkpointed; time of each recovery pass) and `mixed`
 //! (a large sequential stream beside small synced writers). Each prints a table and can write

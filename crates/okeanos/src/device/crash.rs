@@ -1,5 +1,5 @@
 //! Crash recording: a device that logs every write and flush, and the construction of the crash
-//! states that the crash model of DESIGN.md section 3 allows.
+//! states that the crash model of docs/DESIGN.md section 3 allows.
 //!
 //! Several devices (the file-system device and an external journal) share one [`CrashRecorder`],
 //! so the log keeps the global order of their events. A crash after event `k` leaves, on each

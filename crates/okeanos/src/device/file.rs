@@ -125,7 +125,10 @@ impl FileDevice {
         } else {
             opts.create_new(true);
         }
-        let file = opts.open(path).map_err(|e| io("create", e))?;
+        let file = opts.open(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => DeviceError::Open { device: name.clone(), message: "exists already; mkfs does not overwrite a file (open it instead, or remove it first)".into() },
+            _ => io("create", e),
+        })?;
         // Lock before truncating, so that a file in use is never cut under its holder.
         super::lock::lock(&file, path, LockMode::Exclusive)?;
         if overwrite {

@@ -1,7 +1,7 @@
 //! Devices: the only place where Okeanos touches storage.
 //!
 //! A [`Device`] is a byte-addressed store with sector-aligned reads and writes, a flush, and a
-//! length. Its contract follows the crash model of DESIGN.md section 3:
+//! length. Its contract follows the crash model of docs/DESIGN.md section 3:
 //! - `write_at` may be buffered by the device: it is durable only after a later `flush`
 //!   completes. Until then it may be lost, reordered with other unflushed writes, or torn at
 //!   512-byte sector boundaries.

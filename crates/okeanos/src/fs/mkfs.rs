@@ -15,7 +15,10 @@ pub const MIN_JOURNAL_BLOCKS: u64 = 256;
 #[derive(Debug, Clone)]
 pub struct MkfsOptions {
     pub block_size: u32,
-    /// Journal size in blocks (internal), or `None` for an external journal device.
+    /// Internal journal size in blocks; 0 (the default) sizes it from the device as mke2fs
+    /// does ([`default_journal_blocks`]: 32 MiB for 1 GiB of 4 KiB blocks, at most 128 MiB), the
+    /// same default for the library and `okeanos mkfs`. Ignored for an external journal (its
+    /// device's size) and manylogs (the log table's room).
     pub journal_blocks: u64,
     pub external_journal: bool,
     /// Bytes of file system per inode.
@@ -48,7 +51,7 @@ pub struct MkfsOptions {
 
 impl Default for MkfsOptions {
     fn default() -> Self {
-        MkfsOptions { block_size: 4096, journal_blocks: 32768, external_journal: false, bytes_per_inode: 16384, log_area_blocks: 0, blocks_per_group: None, manylogs: false, label: String::new(), remote_server: None, nvm_path: None, zero_journal: false }
+        MkfsOptions { block_size: 4096, journal_blocks: 0, external_journal: false, bytes_per_inode: 16384, log_area_blocks: 0, blocks_per_group: None, manylogs: false, label: String::new(), remote_server: None, nvm_path: None, zero_journal: false }
     }
 }
 
@@ -99,12 +102,20 @@ pub fn format_nvm(nvm: &dyn crate::nvm::Nvm, sb: &Superblock) -> Result<crate::f
     Ok(h)
 }
 
-#[derive(Debug, thiserror::Error)]
+/// Debug prints the sentence (as Display), so that `fn main() -> Result<(), Box<dyn Error>>`
+/// ends with a message a person can read rather than a structure dump.
+#[derive(thiserror::Error)]
 pub enum MkfsError {
     #[error("{0}")]
     Device(#[from] DeviceError),
     #[error("invalid mkfs options: {0}")]
     Invalid(String),
+}
+
+impl std::fmt::Debug for MkfsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }
 
 /// A fresh 16-byte identifier (time, process and a counter through CRC32C; unique enough to
@@ -182,6 +193,8 @@ pub fn plan(dev_bytes: u64, o: &MkfsOptions, journal_dev_bytes: Option<u64>) -> 
     let o = &o;
     let journal_blocks = if o.external_journal {
         journal_dev_bytes.ok_or_else(|| MkfsError::Invalid("an external journal needs a journal device".into()))? / bs as u64
+    } else if o.journal_blocks == 0 {
+        default_journal_blocks(block_count)
     } else {
         o.journal_blocks
     };

@@ -29,7 +29,9 @@ pub use dir::DirIndex;
 pub use inode::MemInode;
 
 /// Errors of file-system operations, each with its errno.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Debug prints the sentence (as Display): a `main` returning this error through `?` ends with a
+/// message, not a structure dump.
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FsError {
     #[error("no such file or directory")]
     NotFound,
@@ -84,6 +86,12 @@ pub enum FsError {
     /// system is read-only, and what was synced before is kept for the next mount (EIO).
     #[error("internal error, journal stopped: {0}")]
     Broken(String),
+}
+
+impl std::fmt::Debug for FsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }
 
 impl FsError {

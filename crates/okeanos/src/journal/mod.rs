@@ -1,9 +1,9 @@
 //! The journaling core: transactions, commit, checkpoint, revoke and recovery, one file per
 //! phase as in Linux jbd2. Nothing here performs I/O or reads a clock: callers pass the time in
-//! and receive [`plan::IoPlan`]s to execute, then report completion (DESIGN.md section 2).
+//! and receive [`plan::IoPlan`]s to execute, then report completion (docs/DESIGN.md section 2).
 //!
 //! A transaction is logged as `[revoke*][descriptor data*]+[commit]`; where those blocks go is
-//! the business of the [`placement::Placement`] (DESIGN.md section 5: the ring of the internal
+//! the business of the [`placement::Placement`] (docs/DESIGN.md section 5: the ring of the internal
 //! and external journals today). The core keeps the committed transactions that still owe
 //! blocks to their final locations (`log`), oldest first, and asks the placement for space.
 //!

@@ -3,7 +3,7 @@
 //! The journal never calls a device. It turns state into an [`IoPlan`] — stages of block writes,
 //! each stage ending with flushes — and advances when told the plan completed. The real runtime
 //! executes plans with pwrite/fdatasync; a simulator executes the same plans against disk models
-//! in virtual time (DESIGN.md section 2; quinn-proto's shape).
+//! in virtual time (docs/DESIGN.md section 2; quinn-proto's shape).
 
 use std::sync::Arc;
 
@@ -16,7 +16,7 @@ pub enum DevId {
     RemoteLog,
 }
 
-/// An operation on a journal server (DESIGN.md section 5: sends that complete when the server
+/// An operation on a journal server (docs/DESIGN.md section 5: sends that complete when the server
 /// acknowledges). A stage with remote operations is done when every one is acknowledged.
 #[derive(Debug, Clone)]
 pub enum RemoteOp {
@@ -31,7 +31,7 @@ pub enum RemoteOp {
     Fence { epoch: u64 },
 }
 
-/// An operation on the NVM region of the `nvm` placement (DESIGN.md section 5: byte stores,
+/// An operation on the NVM region of the `nvm` placement (docs/DESIGN.md section 5: byte stores,
 /// cache-line flushes and fences). Unlike a stage's block writes, a stage's NVM operations
 /// are carried out in order: the persistence order is what they express.
 #[derive(Debug, Clone)]
@@ -60,7 +60,7 @@ impl NvmBytes {
     }
 }
 
-/// What a written block is, for the counters (DESIGN.md section 4).
+/// What a written block is, for the counters (docs/DESIGN.md section 4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BlockKind {
     Descriptor,

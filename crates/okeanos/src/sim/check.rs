@@ -1,4 +1,4 @@
-//! The crash guarantee of each content policy (DESIGN.md section 3), checked on a recovered
+//! The crash guarantee of each content policy (docs/DESIGN.md section 3), checked on a recovered
 //! file system against the history of what was written and acknowledged. Shared by the crash
 //! tests and the simulator's crash fuzzer.
 

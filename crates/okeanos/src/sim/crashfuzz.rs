@@ -4,7 +4,7 @@
 //! age-based checkpoints fire, a journal small enough to wrap (internal, external, or manylogs
 //! with the disk head moved between groups) — then crashes at random points:
 //! the unflushed writes are each kept, lost or torn at sector boundaries as the crash model
-//! allows (DESIGN.md section 3). Each crash state is recovered, checked against the policy's
+//! allows (docs/DESIGN.md section 3). Each crash state is recovered, checked against the policy's
 //! guarantee ([`super::check`]) and by fsck. A seed names one run exactly.
 
 use super::check::{check, History};

@@ -1,4 +1,4 @@
-//! The deterministic simulator (DESIGN.md sections 2 and 3): the unmodified engine, mounted
+//! The deterministic simulator (docs/DESIGN.md sections 2 and 3): the unmodified engine, mounted
 //! with its journal driven step by step, in virtual time, on in-memory devices whose timing
 //! comes from device models. No thread per stream and no real clock: the same seed gives the
 //! same results bit for bit.

@@ -1,6 +1,6 @@
 //! The crash-test harness shared by the crash tests: a recorded workload with the history of
 //! each file, the guarantee check of each content policy, and the enumeration of crash states
-//! (DESIGN.md section 3) — sectors on the disk, and for an NVM journal 8-byte stores and cache
+//! (docs/DESIGN.md section 3) — sectors on the disk, and for an NVM journal 8-byte stores and cache
 //! lines in NVM (`okeanos::nvm`), together.
 #![allow(dead_code)]
 

@@ -1,4 +1,4 @@
-//! Content policies: *what* goes into the journal (DESIGN.md section 1, first axis).
+//! Content policies: *what* goes into the journal (docs/DESIGN.md section 1, first axis).
 //!
 //! For every update of a file-data block, a content policy picks a [`Route`]: log the whole
 //! block, log only the changed bytes as a multiwrite record, or write the block in place

@@ -1,4 +1,4 @@
-//! Placements: *where* the journal lives (DESIGN.md sections 1 and 5, the second axis).
+//! Placements: *where* the journal lives (docs/DESIGN.md sections 1 and 5, the second axis).
 //!
 //! The journal core decides *what* a transaction logs and *when* it commits and checkpoints;
 //! it hands each committed transaction to a [`Placement`] as [`Records`], the transaction's
@@ -134,7 +134,7 @@ pub struct Interleaved {
     pub past_end_min: Tid,
 }
 
-/// Where the journal lives (DESIGN.md section 5).
+/// Where the journal lives (docs/DESIGN.md section 5).
 pub trait Placement: Send + std::fmt::Debug {
     /// The placement's name in messages and reports ("internal", "external").
     fn name(&self) -> &'static str;

@@ -1,5 +1,5 @@
 //! The `nvm` placement: UBJ's in-place commit in a non-volatile buffer cache (Lee et al.,
-//! FAST '13, ../shared/papers/ubj-in-place-commit-nvm-buffer-cache.txt; docs/JOURNALING.md,
+//! "Unioning of the Buffer Cache and Journaling Layers with Non-volatile Memory", FAST '13; docs/JOURNALING.md,
 //! "The nvm placement", and docs/FORMAT.md, "NVM journal"). No I/O here: a commit is a list
 //! of NVM stores, flushes and fences that the runtime carries out in order.
 //!
