@@ -202,8 +202,9 @@ enum Cmd {
         img: ImageArg,
         /// An existing empty directory.
         mountpoint: PathBuf,
-        /// Options: data=, commit=, journal_path=, ro, errors=, dmeta, write_threshold=, ...,
-        /// and for FUSE: writeback_cache, allow_other, threads=N.
+        /// Options: data=, commit=, journal_path=, ro, errors=, dmeta, write_threshold=, ...
+        /// (README, "The okeanos command"), and for FUSE: writeback_cache, page_cache,
+        /// allow_other, threads=N, metrics_file=PATH.
         #[arg(short, long, default_value = "")]
         options: String,
         /// Stay in the foreground (log to stderr unless --log).

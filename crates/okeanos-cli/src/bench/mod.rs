@@ -171,7 +171,9 @@ pub struct BenchArgs {
 #[derive(Args, Clone, Debug)]
 pub struct TargetArgs {
     /// Targets, comma-separated: engine (image file, internal journal), engine:external,
-    /// engine:loop (loop devices, root), engine:remote / engine:remote-tls (a journal server started on
+    /// engine:loop (loop devices, root), engine:nvm (loop device, NVM journal in /dev/shm),
+    /// engine:remote / engine:remote-tls (a journal server started on 127.0.0.1),
+    /// engine:jetstream / engine:jetstream-default-fsync (a 3-node nats-server cluster on
     /// 127.0.0.1), mount:PATH, kernel:ext4-journal, kernel:ext4-ordered, kernel:ext4-writeback,
     /// kernel:xfs (root).
     #[arg(long, default_value = "engine")]
