@@ -1,5 +1,6 @@
-//! Plots like the papers' figures: journal throughput, final-location throughput and sync
-//! latency against the number of streams, one line per mode, latency on a log scale. Drawn as
+//! Plots like the papers' figures: device bytes per payload byte (the headline), journal
+//! throughput, final-location throughput and sync latency against the number of streams, one
+//! line per mode, latency on a log scale; each title says its quantity first. Drawn as
 //! SVG with plotters and rasterised to PNG with resvg, with a font compiled in (DejaVu Sans,
 //! assets/DejaVuSans.LICENSE), so plots look the same on every machine.
 
@@ -27,6 +28,9 @@ const COLORS: [RGBColor; 10] = [
 /// What a chart shows on its y axis.
 #[derive(Clone, Copy)]
 enum Metric {
+    /// Device bytes (journal and final location, through unmount) per payload byte: the
+    /// headline figure.
+    Bytes,
     Journal,
     Final,
     Latency,
@@ -35,6 +39,7 @@ enum Metric {
 impl Metric {
     fn get(self, r: &Run) -> Option<f64> {
         match self {
+            Metric::Bytes => Some(r.journal_amp()? + r.final_amp()?),
             Metric::Journal => r.journal_mb_s,
             Metric::Final => r.final_mb_s,
             Metric::Latency => Some(r.sync_latency_us.p50 / 1e3).filter(|&v| v > 0.0),
@@ -42,6 +47,7 @@ impl Metric {
     }
     fn name(self) -> &'static str {
         match self {
+            Metric::Bytes => "bytes",
             Metric::Journal => "journal",
             Metric::Final => "final",
             Metric::Latency => "latency",
@@ -49,14 +55,24 @@ impl Metric {
     }
     fn axis(self) -> &'static str {
         match self {
+            Metric::Bytes => "device bytes per payload byte",
             Metric::Journal => "journal throughput (MB/s)",
             Metric::Final => "final-location throughput (MB/s)",
             Metric::Latency => "sync latency (ms, log scale): p50 solid, p99 dashed",
         }
     }
+    /// What the chart shows, first in its title.
+    fn quantity(self) -> &'static str {
+        match self {
+            Metric::Bytes => "Device bytes per payload byte, journal and final location (lower is better)",
+            Metric::Journal => "Journal throughput",
+            Metric::Final => "Final-location throughput",
+            Metric::Latency => "Sync latency (lower is better)",
+        }
+    }
 }
 
-/// Writes three charts (SVG and PNG) for every group of multistream runs that share request
+/// Writes four charts (SVG and PNG) for every group of multistream runs that share request
 /// size, rate, sync and target family and cover more than one stream count. Returns the files.
 pub fn plot_multistream(dir: &Path, prefix: &str, runs: &[Run]) -> Result<Vec<PathBuf>, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -72,7 +88,7 @@ pub fn plot_multistream(dir: &Path, prefix: &str, runs: &[Run]) -> Result<Vec<Pa
         if counts.len() < 2 {
             continue;
         }
-        for metric in [Metric::Journal, Metric::Final, Metric::Latency] {
+        for metric in [Metric::Bytes, Metric::Journal, Metric::Final, Metric::Latency] {
             let stem = format!("{prefix}-{size}B-{}-{}", rate.replace('/', "per"), metric.name());
             let how = if rate == "closed" { "in a closed loop".to_string() } else { format!("at {rate}/s per stream") };
             let targets: std::collections::BTreeSet<&str> = group.iter().map(|r| r.target.as_str()).collect();
@@ -124,8 +140,10 @@ fn chart(title: &str, metric: Metric, group: &[&Run]) -> Result<String, String> 
     {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
+        // The quantity first, as the title; the workload under it.
+        let root = root.titled(metric.quantity(), ("sans-serif", 19)).map_err(|e| e.to_string())?;
         let mut b = ChartBuilder::on(&root);
-        b.caption(title, ("sans-serif", 18)).margin(12).margin_right(30).x_label_area_size(40).y_label_area_size(70);
+        b.caption(title, ("sans-serif", 14)).margin(12).margin_right(30).x_label_area_size(40).y_label_area_size(70);
         let x_range = (xmin * 0.8..xmax * 1.25).log_scale();
         macro_rules! draw {
             ($chart:expr) => {{

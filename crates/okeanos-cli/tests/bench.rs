@@ -63,11 +63,14 @@ fn benchmark_byte_counts_equal_the_device_layers_counts() {
         assert_eq!(r["device"]["source"], "engine devices");
     }
     assert_eq!(std::fs::read_to_string(&csv).unwrap().lines().count(), 9, "a header and a row per run");
-    for m in ["journal", "final", "latency"] {
+    for (m, quantity) in [("bytes", "Device bytes per payload byte"), ("journal", "Journal throughput"), ("final", "Final-location throughput"), ("latency", "Sync latency")] {
         for ext in ["png", "svg"] {
             let p = plots.join(format!("multistream-300B-closed-{m}.{ext}"));
             assert!(std::fs::metadata(&p).map(|m| m.len() > 1000).unwrap_or(false), "{} missing or empty", p.display());
         }
+        // Each chart is titled by its own quantity (they once shared one title).
+        let svg = std::fs::read_to_string(plots.join(format!("multistream-300B-closed-{m}.svg"))).unwrap();
+        assert!(svg.contains(quantity), "{m}: the title does not name {quantity:?}");
     }
     let png = std::fs::read(plots.join("multistream-300B-closed-latency.png")).unwrap();
     assert_eq!(&png[1..4], b"PNG");
