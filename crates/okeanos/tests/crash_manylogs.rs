@@ -773,3 +773,42 @@ fn durable_files_stay_logged_and_truncate_writes_nothing_home() {
     assert!(okeanos::fsck(dev as Arc<dyn Device>, None).is_clean());
 }
 
+
+/// Damage to the newest table copy after it was durable, with mkfs's clean table as the other
+/// copy: a mount from the clean copy would replay nothing and lose every synced record in
+/// silence. The logs hold commits newer than anything the clean copy knows, which a torn write
+/// of the newer copy cannot leave (a mount writes its table before its first commit): the
+/// mount is refused with the reason, and fsck reports it. Without commits past the clean copy
+/// (a torn table at mount), the older copy is used as before.
+#[test]
+fn a_damaged_newest_table_over_the_mkfs_table_is_refused_not_mounted_clean() {
+    let (dev, sb) = manylogs_fs();
+    let okeanos::format::JournalLocation::Internal { start, .. } = sb.journal else { unreachable!() };
+    let bs = sb.block_size as usize;
+    let seq = |img: &Vec<u8>, slot: usize| -> Option<u64> {
+        let at = (start as usize + 1 + slot) * bs;
+        okeanos::format::logtable::LogTable::decode(&img[at..at + bs], sb.uuid, sb.group_count, sb.log_area_blocks).ok().map(|t| t.seq)
+    };
+    // A table at mount only, never torn: the older copy is mkfs's (clean) table.
+    let mounted_only = {
+        let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, MountOptions::default()).unwrap();
+        let img = dev.snapshot();
+        drop(fs);
+        img
+    };
+    let image = crashed_image(&dev);
+    let newest = if seq(&image, 0) > seq(&image, 1) { 0 } else { 1 };
+    let damage = |img: &Vec<u8>| {
+        let mut d = img.clone();
+        d[(start as usize + 1 + newest) * bs + 70] ^= 0xff;
+        Arc::new(MemDevice::from_bytes(d))
+    };
+    let bad = damage(&image);
+    let e = Okeanos::mount(bad.clone() as Arc<dyn Device>, None, MountOptions::default()).err().expect("a mount from the stale clean table must be refused");
+    assert!(e.to_string().contains("newest copy of the manylogs log table is damaged") && e.to_string().contains("would lose them"), "{e}");
+    let r = okeanos::fsck(bad as Arc<dyn Device>, None);
+    assert!(r.problems.iter().any(|p| p.contains("log table is damaged")), "{:?}", r.problems);
+    // The same damage with no commit after the mount's table: the clean copy is right.
+    let fs = Okeanos::mount(damage(&mounted_only) as Arc<dyn Device>, None, MountOptions::default()).expect("nothing committed: the older copy is the truth");
+    fs.unmount().unwrap();
+}

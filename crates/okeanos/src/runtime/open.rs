@@ -81,9 +81,13 @@ pub fn error_state(sb: &Superblock) -> Option<String> {
 
 /// The manylogs placement of `sb` from the newest valid copy of its log table.
 pub fn open_manylogs(sb: &Superblock, devs: &Devices) -> FsResult<crate::journal::placement::Manylogs> {
-    use crate::journal::placement::manylogs::{read_table, Geometry};
+    use crate::journal::placement::manylogs::{check_fallback, read_table, Geometry};
     let geo = Geometry::of(sb);
-    let table = read_table(&geo, &mut |b| devs.read_block(crate::journal::plan::DevId::Fs, b))?;
+    let mut read = |b| devs.read_block(crate::journal::plan::DevId::Fs, b);
+    let table = read_table(&geo, &mut read)?;
+    if let Some(why) = check_fallback(&geo, &table, sb.mkfs_time_ns, &mut read)? {
+        return Err(FsError::Corrupt(why));
+    }
     Ok(crate::journal::placement::Manylogs::new(geo, table))
 }
 

@@ -114,10 +114,18 @@ impl Geometry {
 
 type ReadBlock<'a> = dyn FnMut(u64) -> Result<Vec<u8>, crate::device::DeviceError> + 'a;
 
+/// The log table a mount starts from, and why the other copy was not used when it was
+/// invalid (a torn write, or damage: see [`check_fallback`]).
+pub struct ReadTable {
+    pub table: LogTable,
+    pub map: LogMap,
+    pub other_invalid: Option<String>,
+}
+
 /// Reads both copies of the log table, each with its map (version 3); the valid pair with the
 /// higher sequence wins. A table whose map is torn or stale is invalid as a whole: its write
 /// was not durable, and the other copy is the newest durable one.
-pub fn read_table(geo: &Geometry, read: &mut ReadBlock) -> Result<(LogTable, LogMap), crate::fs::FsError> {
+pub fn read_table(geo: &Geometry, read: &mut ReadBlock) -> Result<ReadTable, crate::fs::FsError> {
     let mut best: Option<(LogTable, LogMap)> = None;
     let mut errors = Vec::new();
     for slot in 0..2 {
@@ -152,7 +160,40 @@ pub fn read_table(geo: &Geometry, read: &mut ReadBlock) -> Result<(LogTable, Log
             best = Some((t, m));
         }
     }
-    best.ok_or_else(|| crate::fs::FsError::Corrupt(format!("no valid manylogs log table ({})", errors.join("; "))))
+    let (table, map) = best.ok_or_else(|| crate::fs::FsError::Corrupt(format!("no valid manylogs log table ({})", errors.join("; "))))?;
+    Ok(ReadTable { table, map, other_invalid: (!errors.is_empty()).then(|| errors.join("; ")) })
+}
+
+/// When one table copy was invalid and the valid one needs no recovery (clean, or written by a
+/// recovery): a torn write of the newer copy never made it durable, and a mount writes a table
+/// that needs recovery, durably, before its first commit — so no transaction committed after
+/// the valid copy can be in the logs. One that is (a commit block of this file system's life,
+/// newer than every transaction the valid copy knows) shows that a newer copy was durable and
+/// has been damaged since; mounting from the older one would silently drop what only the newer
+/// one placed. Reads every log block once, only in this case. Returns why, if so.
+pub fn check_fallback(geo: &Geometry, t: &ReadTable, mkfs_time_ns: i64, read: &mut ReadBlock) -> Result<Option<String>, crate::fs::FsError> {
+    let Some(why) = &t.other_invalid else { return Ok(None) };
+    if !t.table.needs_no_recovery() {
+        return Ok(None);
+    }
+    let mut newest: Option<u64> = None;
+    for &start in &geo.log_starts {
+        for k in 0..geo.log_blocks {
+            let b = read(start + k)?;
+            if let Ok(c) = crate::format::journal::CommitBlock::decode(&b) {
+                // Leftovers of a file system made on this device before this one are older.
+                if c.commit_time_ns >= mkfs_time_ns && c.tid > t.table.durable {
+                    newest = Some(newest.map_or(c.tid, |n: u64| n.max(c.tid)));
+                }
+            }
+        }
+    }
+    Ok(newest.map(|n| {
+        format!(
+            "the newest copy of the manylogs log table is damaged ({why}); the other copy (sequence {}) knows transactions up to {}, but the logs hold committed transactions up to {n}: mounting from it would lose them",
+            t.table.seq, t.table.durable
+        )
+    }))
 }
 
 /// A table of version 1 or 2 has no map: nothing is home past its floor, and recovery reads
@@ -356,7 +397,7 @@ impl Manylogs {
     /// that holds them ([`Placement::recovered_keeping`]): that part stays live, as one
     /// [`Placed`] released with the newest transaction of a block kept there, the map names
     /// them again, and the next commit of that log goes after it.
-    pub fn new(geo: Geometry, (table, map): (LogTable, LogMap)) -> Self {
+    pub fn new(geo: Geometry, ReadTable { table, map, .. }: ReadTable) -> Self {
         let mut logs: Vec<Log> = (0..geo.log_starts.len()).map(|_| Log::default()).collect();
         let (durable_seq, planned_seq) = (Cell::new(table.seq), Cell::new(table.seq));
         let kept = if table.is_clean() { &[][..] } else { &map.entries[..] };
