@@ -1024,10 +1024,10 @@ mod tests {
         }
     }
 
-    fn empty(logs: usize) -> (LogTable, LogMap) {
+    fn empty(logs: usize) -> ReadTable {
         let t = LogTable { version: 2, flags: flags::CLEAN, seq: 0, floor: 1, durable: 0, log_blocks: 256, fs_uuid: [1; 16], logs: vec![LogEntry::default(); logs] };
-        let m = legacy_map(&t);
-        (t, m)
+        let map = legacy_map(&t);
+        ReadTable { table: t, map, other_invalid: None }
     }
 
     fn records(tid: Tid, n: usize, near: Option<u64>) -> Records {

@@ -190,7 +190,7 @@ impl Store {
 
     /// Opens (or creates) the journal on `medium`.
     pub fn open_on(mut medium: Box<dyn Medium>, quota_bytes: u64) -> Result<Store, StoreError> {
-        let state = match read_state(medium.as_ref())? {
+        let (state, other_invalid) = match read_state(medium.as_ref())? {
             Some(s) => s,
             None => {
                 // A new journal: its first state is durable before anything is appended, so a
@@ -202,7 +202,7 @@ impl Store {
                 }
                 let s = State { sequence: 1, epoch: 0, first_tid: 1, last_tid: 0, active: 0, generation: 1 };
                 write_slot(medium.as_mut(), &s)?;
-                s
+                (s, false)
             }
         };
         let mut s = Store {
@@ -222,6 +222,9 @@ impl Store {
         };
         let len = s.medium.len(s.log()).map_err(|e| s.io(e))?;
         s.scan(len)?;
+        if other_invalid {
+            s.check_fallback()?;
+        }
         // Whatever survived is made durable now, so records appended from here on may rely on it.
         let log = s.log();
         s.medium.sync(log).map_err(|e| s.io(e))?;
@@ -430,6 +433,41 @@ impl Store {
         Ok(())
     }
 
+    /// The state fell back to the older slot (the other is invalid). A torn write of the newer
+    /// slot is safe: a trim or fence undone, or a compaction's switch undone with the old log
+    /// still whole. But a newer slot that was durable and damaged since may have switched to
+    /// the other log, and appends after that switch live only there, under the next
+    /// generation, with tids beyond every one the active log holds; a compaction that the
+    /// crash interrupted holds only copies of the active log's records. So records of the next
+    /// generation past the active log's last tid are damage: the journal is refused rather
+    /// than served without them.
+    fn check_fallback(&self) -> Result<(), StoreError> {
+        let other = StoreFile::Log(1 - self.state.active);
+        let generation = self.state.generation + 1;
+        let len = self.medium.len(other).map_err(|e| self.io(e))?;
+        let (mut at, mut newest) = (0u64, None);
+        let mut h = [0u8; RECORD_HEADER];
+        while len - at >= RECORD_HEADER as u64 && self.medium.read_at(other, at, &mut h).is_ok() {
+            let Some(hd) = Header::decode(&h).filter(|hd| hd.len <= crate::format::remote::MAX_PAYLOAD as u64 && at + RECORD_HEADER as u64 + hd.len <= len) else { break };
+            let mut body = vec![0u8; hd.len as usize];
+            self.medium.read_at(other, at + RECORD_HEADER as u64, &mut body).map_err(|e| self.io(e))?;
+            if record_crc(generation, &h, &body) != hd.crc {
+                break;
+            }
+            if !hd.is_marker() {
+                newest = Some(hd.tid);
+            }
+            at += RECORD_HEADER as u64 + hd.len;
+        }
+        match newest {
+            Some(t) if t > self.last_tid => Err(self.damaged(format!(
+                "a state slot is damaged and the other, older one is in use; but the log it does not name holds transactions up to {t} of a later compaction, past the {} it knows: serving from the older state would lose them",
+                self.last_tid
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// Copies the held records into the other log under a new generation, syncs it, then
     /// switches the state to it. The old log is left as it is until the next compaction
     /// empties it to reuse it (its records would not validate under a later generation).
@@ -465,8 +503,9 @@ fn write_slot(m: &mut dyn Medium, s: &State) -> Result<(), StoreError> {
     r.map_err(|e| StoreError::Io(m.describe(), e))
 }
 
-/// The valid slot with the higher sequence; `None` for a new journal (no slot ever written).
-fn read_state(m: &dyn Medium) -> Result<Option<State>, StoreError> {
+/// The valid slot with the higher sequence, and whether the other slot was written but is
+/// invalid (a torn write, or damage); `None` for a new journal (no slot ever written).
+fn read_state(m: &dyn Medium) -> Result<Option<(State, bool)>, StoreError> {
     let len = m.len(StoreFile::State).map_err(|e| StoreError::Io(m.describe(), e))?;
     let mut slots = Vec::new();
     let mut why = Vec::new();
@@ -484,8 +523,9 @@ fn read_state(m: &dyn Medium) -> Result<Option<State>, StoreError> {
             Err(w) => why.push(format!("slot {i}: {w}")),
         }
     }
+    let invalid = !why.is_empty();
     match slots.into_iter().max_by_key(|s| s.sequence) {
-        Some(s) => Ok(Some(s)),
+        Some(s) => Ok(Some((s, invalid))),
         None if why.is_empty() => Ok(None),
         None => Err(StoreError::Damaged(m.describe(), format!("state file: {}", why.join("; ")))),
     }
@@ -659,6 +699,55 @@ mod tests {
         std::fs::write(&log0, &stale).unwrap();
         let s = Store::open(d.path(), 1 << 30).unwrap();
         assert_eq!(s.read_from(0).unwrap().iter().map(|t| t.0).collect::<Vec<_>>(), vec![19, 20]);
+    }
+
+    /// The newest state slot damaged long after it was durable, when it was a compaction's
+    /// switch followed by appends: the older slot names the old log, and serving from it would
+    /// drop the appends made since the switch. They are in the other log under the next
+    /// generation, past every tid the old log holds: the journal is refused. A compaction whose
+    /// switch was torn (its copy made, nothing appended to it) still falls back.
+    #[test]
+    fn a_damaged_switch_with_appends_after_it_is_refused_not_undone() {
+        let d = tempfile::tempdir().unwrap();
+        let mut s = Store::open(d.path(), 1 << 30).unwrap();
+        s.compact_min = 0;
+        for tid in 1..=10 {
+            s.append(tid, 0, 4096, &blocks(tid)).unwrap();
+        }
+        s.sync().unwrap();
+        s.trim(6, 0).unwrap(); // compacts into log.1: a switch of the state
+        assert_eq!(s.state.active, 1);
+        let switched = s.state.sequence;
+        let state = d.path().join("state");
+        for tid in 11..=14 {
+            s.append(tid, 0, 4096, &blocks(tid)).unwrap();
+        }
+        s.sync().unwrap();
+        drop(s);
+        let mut bad = std::fs::read(&state).unwrap();
+        bad[(switched % 2 * SLOT_STRIDE) as usize + 20] ^= 0xff;
+        std::fs::write(&state, &bad).unwrap();
+        match Store::open(d.path(), 1 << 30) {
+            Err(StoreError::Damaged(_, why)) => assert!(why.contains("up to 14") && why.contains("would lose them"), "{why}"),
+            other => panic!("served from the older state without the appends: {other:?}"),
+        }
+        // The switch torn before anything was appended to the new log: the copy in log.1 holds
+        // only what log.0 holds, and the older state serves every transaction.
+        let d2 = tempfile::tempdir().unwrap();
+        let mut s = Store::open(d2.path(), 1 << 30).unwrap();
+        s.compact_min = 0;
+        for tid in 1..=10 {
+            s.append(tid, 0, 4096, &blocks(tid)).unwrap();
+        }
+        s.sync().unwrap();
+        s.trim(6, 0).unwrap();
+        drop(s);
+        let state2 = d2.path().join("state");
+        let mut t = std::fs::read(&state2).unwrap();
+        t[(switched % 2 * SLOT_STRIDE) as usize + 20] ^= 0xff;
+        std::fs::write(&state2, &t).unwrap();
+        let s = Store::open(d2.path(), 1 << 30).unwrap();
+        assert_eq!(s.read_from(0).unwrap().iter().map(|t| t.0).collect::<Vec<_>>(), (7..=10).collect::<Vec<_>>());
     }
 
     #[test]
