@@ -65,4 +65,4 @@ echo "the tests may rely on: ${OKEANOS_TESTS_REQUIRE:-nothing beyond cargo}"
 
 # Build everything first so that compile errors are reported on their own.
 cargo build --workspace --all-targets --locked
-cargo test --workspace --locked -- --test-threads=2
+cargo test --workspace --locked --no-fail-fast -- --test-threads=2

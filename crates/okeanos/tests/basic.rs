@@ -270,7 +270,16 @@ fn extended_attributes_under_every_policy() {
         assert!(matches!(fs.setxattr(ino, b"user.a", b"x", SetMode::Create), Err(FsError::Exists)), "{policy}");
         assert!(matches!(fs.setxattr(ino, b"user.b", b"x", SetMode::Replace), Err(FsError::NoAttribute)), "{policy}");
         fs.setxattr(ino, b"security.selinux", b"system_u:object_r:tmp_t:s0", SetMode::Create).unwrap();
-        fs.setxattr(ino, b"system.posix_acl_access", &[2, 0, 0, 0, 1, 0, 6, 0], SetMode::Any).unwrap();
+        // An access ACL is checked (a truncated one is EINVAL, as Linux's) and sets the mode:
+        // user::rw- user:1000:rw- group::r-- mask::rw- other::---, so 0660.
+        assert!(matches!(fs.setxattr(ino, b"system.posix_acl_access", &[2, 0, 0, 0, 1, 0, 6, 0], SetMode::Any), Err(FsError::Invalid(_))), "{policy}");
+        let acl: Vec<u8> = [2u32.to_le_bytes().to_vec()]
+            .into_iter()
+            .chain([(1u16, 6u16, u32::MAX), (2, 6, 1000), (4, 4, u32::MAX), (0x10, 6, u32::MAX), (0x20, 0, u32::MAX)].map(|(t, p, id)| [t.to_le_bytes().to_vec(), p.to_le_bytes().to_vec(), id.to_le_bytes().to_vec()].concat()))
+            .collect::<Vec<_>>()
+            .concat();
+        fs.setxattr(ino, b"system.posix_acl_access", &acl, SetMode::Any).unwrap();
+        assert_eq!(fs.getattr(ino).unwrap().perm & 0o777, 0o660, "{policy}: the mode follows the ACL");
         assert!(matches!(fs.setxattr(ino, b"bogus.x", b"1", SetMode::Any), Err(FsError::Invalid(_))), "{policy}");
         assert!(matches!(fs.getxattr(ino, b"user.none"), Err(FsError::NoAttribute)), "{policy}");
         assert!(matches!(fs.setxattr(ino, b"user.big", &vec![0u8; 5000], SetMode::Any), Err(FsError::NoSpace)), "{policy}: more than the block holds");
