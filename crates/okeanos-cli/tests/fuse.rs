@@ -55,8 +55,15 @@ struct Mount {
 
 impl Mount {
     fn new(image: &Path, mnt: &Path, opts: &str) -> Mount {
+        let mut cmd = Command::new(BIN);
+        cmd.stdout(Stdio::null());
+        Mount::with(cmd, image, mnt, opts)
+    }
+
+    /// A foreground daemon started by `cmd` (its environment and stderr set by the caller).
+    fn with(mut cmd: Command, image: &Path, mnt: &Path, opts: &str) -> Mount {
         std::fs::create_dir_all(mnt).unwrap();
-        let child = Command::new(BIN).arg("mount").arg(image).arg(mnt).args(["-f", "-o", opts]).stdout(Stdio::null()).spawn().unwrap();
+        let child = cmd.arg("mount").arg(image).arg(mnt).args(["-f", "-o", opts]).spawn().unwrap();
         let m = Mount { child: Some(child), mnt: mnt.to_path_buf() };
         let t0 = Instant::now();
         while !mounted(mnt) {
@@ -1064,24 +1071,10 @@ fn a_broken_invariant_in_a_request_stops_the_journal_not_the_mount() {
     let dir = tempfile::tempdir().unwrap();
     let img = small_image(dir.path());
     let mnt = dir.path().join("mnt");
-    std::fs::create_dir_all(&mnt).unwrap();
     let log = dir.path().join("daemon.log");
-    let child = Command::new(BIN)
-        .arg("mount")
-        .arg(&img)
-        .arg(&mnt)
-        .args(["-f", "-o", "data=selective,fault_panic_write_len=777"])
-        .env("OKEANOS_TEST_FAULTS", "1")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let m = Mount { child: Some(child), mnt: mnt.clone() };
-    let t0 = Instant::now();
-    while !mounted(&mnt) {
-        assert!(t0.elapsed() < Duration::from_secs(30), "mount did not appear");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let mut cmd = Command::new(BIN);
+    cmd.env("OKEANOS_TEST_FAULTS", "1").stdout(Stdio::null()).stderr(std::fs::File::create(&log).unwrap());
+    let m = Mount::with(cmd, &img, &mnt, "data=selective,fault_panic_write_len=777");
     let mut f = std::fs::OpenOptions::new().append(true).create(true).open(mnt.join("log")).unwrap();
     let mut want = Vec::new();
     for k in 0..50 {
