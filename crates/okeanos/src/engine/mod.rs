@@ -104,7 +104,6 @@ struct Core {
 }
 
 impl Inner {
-    /// Wakes every waiter: handles and syncs of both transactions (errors, unmount).
     /// Stops the journal, as jbd2's abort: nothing commits after this (the running
     /// transaction, which may hold half of a change, is never written), the file system turns
     /// read-only with the reason, every waiting sync fails, and one line says so in the log.
@@ -121,6 +120,7 @@ impl Inner {
         self.ccv.notify_all();
     }
 
+    /// Wakes every waiter: handles and syncs of both transactions (errors, unmount).
     fn wake_all(&self) {
         self.cv.notify_all();
         self.wake_gen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -908,6 +908,8 @@ impl Okeanos {
         Ok(())
     }
 
+    /// Writes `data` at `off`. Writes of up to one handle's size (1 MiB with the default
+    /// journal) are atomic; larger ones are split into several handles.
     pub fn write(&self, ino: u32, off: u64, data: &[u8]) -> FsResult<usize> {
         self.write_inner(ino, Some(off), data, false, true)?;
         Ok(data.len())
