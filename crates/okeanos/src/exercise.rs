@@ -198,7 +198,9 @@ fn apply(t: &mut dyn Target, m: &mut Model, op: &Op) -> Result<(), String> {
         Op::Create { f } => {
             t.create(&name(f))?;
             match m.names.get(&name(f)) {
-                Some(&id) => m.files.insert(id, Vec::new()).map(|_| ()).unwrap_or(()),
+                Some(&id) => {
+                    m.files.insert(id, Vec::new()); // create truncates an existing file
+                }
                 None => {
                     m.names.insert(name(f), m.next);
                     m.files.insert(m.next, Vec::new());
