@@ -1087,7 +1087,13 @@ impl Okeanos {
                 fs.finish_orphan(ino)
             })
         })();
-        self.lock().fs.evicting.remove(&ino);
+        {
+            let mut core = self.lock();
+            core.fs.evicting.remove(&ino);
+            if r.is_ok() {
+                core.fs.watermarks.remove(&ino);
+            }
+        }
         r
     }
 

@@ -135,6 +135,14 @@ impl File {
     pub fn fdatasync(&self) -> FsResult<()> {
         self.fs.fsync(self.ino, true)
     }
+    /// The durable watermark ([`Okeanos::durable_len`]).
+    pub fn durable_len(&self) -> FsResult<u64> {
+        self.fs.durable_len(self.ino)
+    }
+    /// Waits until the durable watermark reaches `offset` ([`Okeanos::wait_durable`]).
+    pub fn wait_durable(&self, offset: u64, timeout: std::time::Duration) -> FsResult<u64> {
+        self.fs.wait_durable(self.ino, offset, timeout)
+    }
     pub fn metadata(&self) -> FsResult<Attr> {
         self.fs.getattr(self.ino)
     }

@@ -75,6 +75,64 @@ impl Okeanos {
         self.wait_committed(core, tid)
     }
 
+    /// Makes several files durable with one wait: the transactions holding everything each
+    /// depends on (as [`fsync`](Self::fsync) would, `datasync` as fdatasync) are committed
+    /// together, usually in one commit and one flush (docs/EMBEDDING.md, "Group sync", says
+    /// what is promised after a crash).
+    pub fn sync_files(&self, inos: &[u32], datasync: bool) -> FsResult<()> {
+        let t0 = self.inner.clock.now_ns();
+        let core = self.lock();
+        let tid = inos.iter().map(|&i| Self::sync_tid(&core, i, datasync)).max().unwrap_or(0);
+        self.wait_committed(core, tid)?;
+        self.inner.stats.on_sync(self.inner.clock.now_ns() - t0);
+        Ok(())
+    }
+
+    /// The durable watermark of file `ino`: the length of the longest prefix whose bytes, as a
+    /// read sees them now, a crash can no longer take back (docs/EMBEDDING.md).
+    pub fn durable_len(&self, ino: u32) -> FsResult<u64> {
+        self.with_fs(|fs| {
+            let size = fs.attr(ino)?.size;
+            Ok(fs.st.durable_len(ino, size))
+        })
+    }
+
+    /// Waits until the durable watermark of `ino` reaches `offset`, or `timeout` passes, or the
+    /// journal stops; returns the watermark then (below `offset` on a timeout). It does not ask
+    /// for a commit: the writers' syncs and the commit interval (`commit=`) advance it.
+    pub fn wait_durable(&self, ino: u32, offset: u64, timeout: std::time::Duration) -> FsResult<u64> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let (len, committed, gen) = {
+                let mut core = self.lock();
+                let len = self.guarded(&mut core, |fs| {
+                    let size = fs.attr(ino)?.size;
+                    Ok(fs.st.durable_len(ino, size))
+                })?;
+                if len >= offset {
+                    return Ok(len);
+                }
+                if let Some(e) = &core.fs.journal.aborted {
+                    return Err(FsError::Io(format!("journal aborted: {e}")));
+                }
+                if core.stop || core.abandoned {
+                    return Err(FsError::Io("the file system is being unmounted".into()));
+                }
+                (len, core.fs.journal.committed_tid, self.inner.wake_gen.load(SeqCst))
+            };
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return Ok(len);
+            }
+            // Sleep until the next commit ends (it notifies its parity), an error, or the deadline.
+            let next = committed + 1;
+            let g = self.inner.sync_lock.lock().unwrap_or_else(|e| e.into_inner());
+            if self.inner.committed.load(SeqCst) < next && self.inner.wake_gen.load(SeqCst) == gen {
+                let _ = self.inner.commit_cv[(next % 2) as usize].wait_timeout(g, deadline - now);
+            }
+        }
+    }
+
     fn sync_tid(core: &Core, ino: u32, datasync: bool) -> Tid {
         let map = if datasync { &core.fs.datasync_tid } else { &core.fs.sync_tid };
         map.get(&ino).copied().unwrap_or(0)

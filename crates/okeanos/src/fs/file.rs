@@ -97,6 +97,7 @@ impl<'a> Fs<'a> {
         }
         let now = self.now_ns;
         let mi = self.load(ino)?;
+        let old_size = mi.inode.size;
         if !keep_size {
             mi.inode.size = mi.inode.size.max(end);
         } else if end > mi.inode.size {
@@ -104,8 +105,10 @@ impl<'a> Fs<'a> {
         }
         mi.inode.mtime_ns = now;
         mi.inode.ctime_ns = now;
+        let new_size = mi.inode.size;
         self.store(ino)?;
         self.st.touch(ino, true);
+        self.st.note_bytes(ino, off.min(old_size), old_size, new_size);
         Ok(())
     }
 
@@ -175,6 +178,7 @@ impl<'a> Fs<'a> {
         }
         self.store(ino)?;
         self.st.touch(ino, true);
+        self.st.note_bytes(ino, off.min(size), size, size);
         Ok(done)
     }
 
@@ -216,8 +220,10 @@ impl<'a> Fs<'a> {
                 self.write_file_block(p, from, &zeros, zeros.len(), false, kind, durable)?;
             }
         }
+        let new = self.st.inodes[&ino].inode.size;
         self.store(ino)?;
         self.st.touch(ino, true);
+        self.st.note_bytes(ino, old_size.min(new), old_size, new);
         Ok(done)
     }
 }

@@ -11,6 +11,7 @@
 pub mod acl;
 pub mod alloc;
 pub mod dir;
+pub mod durable;
 pub mod file;
 pub mod fsck;
 pub mod inode;
@@ -154,6 +155,8 @@ pub struct FsState {
     /// The last transaction that changed each inode (fsync) and its data or size (fdatasync).
     pub sync_tid: HashMap<u32, Tid>,
     pub datasync_tid: HashMap<u32, Tid>,
+    /// The durable watermark of each file changed since the mount ([`durable`]).
+    pub watermarks: HashMap<u32, durable::Watermark>,
     /// Unlinked inodes whose last handle closed: their blocks are freed by the next operation.
     pub deferred_evict: Vec<u32>,
     /// Inodes some thread is evicting now.
@@ -206,6 +209,7 @@ impl FsState {
             pending_free_inodes: HashSet::default(),
             sync_tid: HashMap::default(),
             datasync_tid: HashMap::default(),
+            watermarks: HashMap::default(),
             deferred_evict: Vec::new(),
             evicting: HashSet::default(),
             dirty_epoch: 0,
@@ -284,6 +288,28 @@ impl FsState {
         self.sync_tid.insert(ino, tid);
         if data {
             self.datasync_tid.insert(ino, tid);
+        }
+    }
+
+    /// Records that the running transaction changed the bytes of file `ino` from `low` on,
+    /// taking its size from `old_size` to `new_size` (the durable watermark, [`durable`]).
+    pub fn note_bytes(&mut self, ino: u32, low: u64, old_size: u64, new_size: u64) {
+        let (tid, committed) = (self.journal.running.tid, self.journal.committed_tid);
+        self.watermarks.entry(ino).or_insert_with(|| durable::Watermark::new(old_size)).note(tid, low, new_size, committed);
+    }
+
+    /// The durable watermark of file `ino` now `size` long.
+    pub fn durable_len(&mut self, ino: u32, size: u64) -> u64 {
+        let committed = self.journal.committed_tid;
+        match self.watermarks.get_mut(&ino) {
+            Some(w) => {
+                let len = w.durable_len(committed).min(size);
+                if w.is_settled() && len == size {
+                    self.watermarks.remove(&ino);
+                }
+                len
+            }
+            None => size,
         }
     }
 }
