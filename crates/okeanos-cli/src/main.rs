@@ -320,25 +320,7 @@ enum JournalCmd {
 
 /// Parses 4096, 64K, 128M, 1G, 2T.
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let (num, mult) = match s.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let m = match c.to_ascii_uppercase() {
-                'K' => 1u64 << 10,
-                'M' => 1 << 20,
-                'G' => 1 << 30,
-                'T' => 1 << 40,
-                _ => return Err(format!("size {s:?}: unknown unit {c:?} (use K, M, G or T)")),
-            };
-            (&s[..i], m)
-        }
-        _ => (s, 1),
-    };
-    let n: u64 = num.parse().map_err(|e: std::num::ParseIntError| match e.kind() {
-        std::num::IntErrorKind::PosOverflow => format!("size {s:?} is too large"),
-        _ => format!("size {s:?} is not a number"),
-    })?;
-    n.checked_mul(mult).ok_or_else(|| format!("size {s:?} is too large"))
+    okeanos::engine::image::parse_size(s)
 }
 
 /// Opens an image or journal: locked for writing, shared for reading (a writer refuses both).

@@ -15,6 +15,7 @@
 //! Files: this one (mount, unmount, the inode-level operations, each one handle); `step.rs`
 //! (the journal's step function and thread); `paths.rs` (path-level calls and [`File`]).
 
+pub mod image;
 mod open;
 mod paths;
 mod step;

@@ -43,6 +43,29 @@ impl Okeanos {
         }
     }
 
+    /// Opens a regular file as open(2) with these flags would: `create` (O_CREAT) makes it if
+    /// missing, `exclusive` (O_EXCL, with `create`) refuses an existing one, `truncate`
+    /// (O_TRUNC) empties it. Two threads creating one name both get the same file.
+    pub fn open_path(&self, path: &str, create: bool, exclusive: bool, truncate: bool) -> FsResult<File> {
+        let (dir, name) = Self::split(path)?;
+        let parent = self.resolve(dir)?;
+        let ino = match self.lookup(parent, name.as_bytes()) {
+            Ok(_) if create && exclusive => return Err(FsError::Exists),
+            Ok(a) => a.ino,
+            Err(FsError::NotFound) if create => match self.create(parent, name.as_bytes(), 0o644) {
+                Ok(a) => a.ino,
+                Err(FsError::Exists) if !exclusive => self.lookup(parent, name.as_bytes())?.ino,
+                Err(e) => return Err(e),
+            },
+            Err(e) => return Err(e),
+        };
+        let f = self.open_handle(ino)?;
+        if truncate && f.len()? > 0 {
+            f.set_len(0)?;
+        }
+        Ok(f)
+    }
+
     /// Opens an existing file.
     pub fn open_file(&self, path: &str) -> FsResult<File> {
         let ino = self.resolve(path)?;
