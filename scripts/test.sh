@@ -65,4 +65,8 @@ echo "the tests may rely on: ${OKEANOS_TESTS_REQUIRE:-nothing beyond cargo}"
 
 # Build everything first so that compile errors are reported on their own.
 cargo build --workspace --all-targets --locked
-cargo test --workspace --locked --no-fail-fast -- --test-threads=2
+status=0
+cargo test --workspace --locked --no-fail-fast -- --test-threads=2 || status=1
+# The Python and Go packages (the C ABI's tests are among the cargo tests above).
+bash scripts/test-bindings.sh || status=1
+exit $status

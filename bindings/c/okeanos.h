@@ -75,6 +75,10 @@ const char *okeanos_version(void);
 // failing call; never NULL.
 const char *okeanos_errmsg(void);
 
+// This thread's last error as a positive errno (ENOENT, EBUSY, ...), or 0 if none yet: what a
+// call that returned NULL failed with.
+int okeanos_errno(void);
+
 // Creates an image file of `size_bytes` at `path` and formats it. `mkfs_options` (may be NULL)
 // are comma-separated: `journal_size=16M`, `block_size=4096`, `journal=internal|external|
 // remote|jetstream|nvm|manylogs`, `journal_path=FILE` (external), `journal_server=HOST:PORT`,

@@ -84,6 +84,7 @@ static void test_all(const char *dir) {
     CHECK(fs != NULL);
     if (!fs) return;
     CHECK(okeanos_open(img, NULL) == NULL);
+    CHECK(okeanos_errno() == EBUSY);
     CHECK(strstr(okeanos_errmsg(), "use") != NULL || strstr(okeanos_errmsg(), "lock") != NULL);
 
     /* files */
@@ -128,6 +129,7 @@ static void test_all(const char *dir) {
     okeanos_file *wo = okeanos_open_file(fs, "/logs/b.dat", OKEANOS_O_WRONLY);
     FAILS(okeanos_pread(wo, back, 1, 0), EBADF);
     CHECK(okeanos_open_file(fs, "/logs/none", OKEANOS_O_RDONLY) == NULL);
+    CHECK(okeanos_errno() == ENOENT);
     CHECK(okeanos_open_file(fs, "/logs", OKEANOS_O_RDONLY) == NULL); /* a directory */
     CHECK(okeanos_open_file(fs, "/logs/b.dat", 3) == NULL);
     CHECK(okeanos_open_file(fs, "/logs/b.dat", OKEANOS_O_RDONLY | 0x40000000) == NULL);

@@ -45,11 +45,18 @@ impl From<engine::MkfsError> for Error {
 
 thread_local! {
     static LAST: RefCell<CString> = RefCell::new(CString::default());
+    static LAST_ERRNO: std::cell::Cell<i32> = const { std::cell::Cell::new(0) };
 }
 
-pub fn set_last(msg: &str) {
+pub fn set_last(errno: i32, msg: &str) {
     let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
     LAST.with(|l| *l.borrow_mut() = c);
+    LAST_ERRNO.with(|e| e.set(errno));
+}
+
+/// This thread's last errno (positive), or 0.
+pub fn last_errno() -> i32 {
+    LAST_ERRNO.with(|e| e.get())
 }
 
 /// This thread's last message; valid until this thread's next failing call.
@@ -62,12 +69,12 @@ pub fn call<T>(what: &str, on_err: impl FnOnce(i32) -> T, body: impl FnOnce() ->
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
         Ok(Ok(v)) => v,
         Ok(Err(e)) => {
-            set_last(&format!("{what}: {}", e.msg));
+            set_last(e.errno.abs(), &format!("{what}: {}", e.msg));
             on_err(-e.errno.abs())
         }
         Err(p) => {
             let m = p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_else(|| "a panic".into());
-            set_last(&format!("{what}: internal error (EIO): {m}"));
+            set_last(libc::EIO, &format!("{what}: internal error (EIO): {m}"));
             on_err(-libc::EIO)
         }
     }

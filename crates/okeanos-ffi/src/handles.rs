@@ -48,6 +48,8 @@ const TAG_FS: u64 = 1;
 const TAG_FILE: u64 = 2;
 const TAG_DIR: u64 = 3;
 const TAG_BITS: u32 = 4;
+/// "OK" in the top bytes.
+const BASE: u64 = 0x4f4b << 48;
 
 static NEXT: AtomicU64 = AtomicU64::new(1);
 static TABLE: LazyLock<RwLock<HashMap<u64, Handle>>> = LazyLock::new(|| RwLock::new(HashMap::new()));
@@ -67,9 +69,12 @@ pub fn insert(h: Handle) -> u64 {
         Handle::File(_) => TAG_FILE,
         Handle::Dir(_) => TAG_DIR,
     };
-    // Shifted so that the value is never a small integer and never looks like an aligned
-    // pointer to anything; the tag makes a handle of the wrong kind detectable.
-    let id = NEXT.fetch_add(1, Ordering::Relaxed) << TAG_BITS | tag;
+    // Never a small integer, and never an address at all: the high bits make it non-canonical
+    // on x86-64 and AArch64, so no memory can alias it and a language runtime that scans
+    // pointers (Go's garbage collector and stack copier) sees nothing it owns. The tag makes a
+    // handle of the wrong kind detectable.
+    let n = NEXT.fetch_add(1, Ordering::Relaxed) & ((1 << 44) - 1);
+    let id = BASE | n << TAG_BITS | tag;
     if let Handle::File(f) = &h {
         lock(&f.fs.children).push(id);
     }

@@ -151,6 +151,13 @@ pub extern "C" fn okeanos_errmsg() -> *const c_char {
     error::last_ptr()
 }
 
+/// This thread's last error as a positive errno (ENOENT, EBUSY, ...), or 0 if none yet: what a
+/// call that returned NULL failed with.
+#[no_mangle]
+pub extern "C" fn okeanos_errno() -> c_int {
+    error::last_errno()
+}
+
 /// Creates an image file of `size_bytes` at `path` and formats it. `mkfs_options` (may be NULL)
 /// are comma-separated: `journal_size=16M`, `block_size=4096`, `journal=internal|external|
 /// remote|jetstream|nvm|manylogs`, `journal_path=FILE` (external), `journal_server=HOST:PORT`,

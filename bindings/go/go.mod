@@ -1,0 +1,3 @@
+module github.com/okeanos-storage/okeanos/bindings/go
+
+go 1.21
