@@ -10,7 +10,8 @@ lib="$PWD/$profile_dir"
 status=0
 
 # Python: pip install ./bindings/python, built by maturin with the workspace's dev profile so
-# that it reuses the engine compiled for the tests.
+# that it reuses the engine compiled for the tests. (`--python-only`: install and test it, and
+# stop there; scripts/bench-bindings.sh uses that.)
 venv=target/python-venv
 if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
@@ -26,6 +27,9 @@ if PATH="$PWD/$venv/bin:$PATH" CARGO_TARGET_DIR="$PWD/target" MATURIN_PEP517_ARG
 else
     echo "the Python package did not build" >&2
     status=1
+fi
+if [ "${1:-}" = "--python-only" ]; then
+    exit $status
 fi
 
 # Go: cgo over the C ABI.

@@ -5,7 +5,9 @@
  *   test_okeanos append IMG N       N threads append 128-byte records with fdatasync forever,
  *                                   printing "ack T K" once record K of thread T is durable
  *   test_okeanos verify IMG ACKS    every acknowledged record in ACKS came back intact
- *   test_okeanos bench IMG N SECS   N threads append 128 B + fdatasync; prints syncs/s
+ *   test_okeanos bench IMG OPTS N SECS  N threads append 128 B + fdatasync for SECS seconds;
+ *                                   prints syncs/s (crates/okeanos-ffi/examples/appenders.rs
+ *                                   is the same program in Rust)
  */
 #define _GNU_SOURCE
 #include "okeanos.h"
@@ -232,9 +234,11 @@ static void test_all(const char *dir) {
 struct appender {
     okeanos_fs *fs;
     int t;
-    long records; /* bench: how many to write; <0: forever */
     int ack;
+    long done;
 };
+
+static volatile int stop_now = 0;
 
 static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -247,7 +251,7 @@ static void *append_loop(void *arg) {
         fprintf(stderr, "create %s: %s\n", path, okeanos_errmsg());
         exit(2);
     }
-    for (long k = 0; a->records < 0 || k < a->records; k++) {
+    for (long k = 0; !stop_now; k++) {
         make_record(rec, a->t, k);
         if (okeanos_append(f, rec, RECORD) != RECORD || okeanos_fdatasync(f) != 0) {
             fprintf(stderr, "thread %d record %ld: %s\n", a->t, k, okeanos_errmsg());
@@ -259,32 +263,43 @@ static void *append_loop(void *arg) {
             fflush(stdout);
             pthread_mutex_unlock(&out_lock);
         }
+        a->done = k + 1;
     }
     okeanos_close(f);
     return NULL;
 }
 
-static int run_appenders(const char *img, int n, long records, int ack, double *secs) {
-    okeanos_fs *fs = okeanos_open(img, "data=wasteless+dmeta");
+/* Runs n appenders; forever if seconds <= 0, otherwise for that long. Returns the records. */
+static long run_appenders(const char *img, const char *opts, int n, double seconds, int ack, double *secs) {
+    okeanos_fs *fs = okeanos_open(img, opts);
     if (!fs) {
         fprintf(stderr, "open %s: %s\n", img, okeanos_errmsg());
-        return 2;
+        return -1;
     }
     pthread_t *th = calloc((size_t)n, sizeof *th);
     struct appender *as = calloc((size_t)n, sizeof *as);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int i = 0; i < n; i++) {
-        as[i] = (struct appender){fs, i, records, ack};
+        as[i] = (struct appender){fs, i, ack, 0};
         pthread_create(&th[i], NULL, append_loop, &as[i]);
     }
-    for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
+    if (seconds > 0) {
+        struct timespec d = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+        nanosleep(&d, NULL);
+        stop_now = 1;
+    }
+    long total = 0;
+    for (int i = 0; i < n; i++) {
+        pthread_join(th[i], NULL);
+        total += as[i].done;
+    }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     *secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     int r = okeanos_unmount(fs);
     free(th);
     free(as);
-    return r == 0 ? 0 : 2;
+    return r == 0 ? total : -1;
 }
 
 static int verify(const char *img, const char *acks) {
@@ -336,15 +351,15 @@ int main(int argc, char **argv) {
         }
         return 0;
     }
-    if (argc >= 4 && strcmp(argv[1], "append") == 0) return run_appenders(argv[2], atoi(argv[3]), -1, 1, &secs);
+    if (argc >= 4 && strcmp(argv[1], "append") == 0) return run_appenders(argv[2], "data=wasteless+dmeta", atoi(argv[3]), 0, 1, &secs) < 0 ? 2 : 0;
     if (argc >= 4 && strcmp(argv[1], "verify") == 0) return verify(argv[2], argv[3]);
-    if (argc >= 5 && strcmp(argv[1], "bench") == 0) {
-        int n = atoi(argv[3]);
-        long per = atol(argv[4]);
-        int r = run_appenders(argv[2], n, per, 0, &secs);
-        printf("{\"threads\": %d, \"records\": %ld, \"seconds\": %.4f, \"syncs_per_sec\": %.1f}\n", n, n * per, secs, (double)(n * per) / secs);
-        return r;
+    if (argc >= 6 && strcmp(argv[1], "bench") == 0) {
+        int n = atoi(argv[4]);
+        long total = run_appenders(argv[2], argv[3], n, atof(argv[5]), 0, &secs);
+        if (total < 0) return 2;
+        printf("{\"target\": \"C ABI\", \"threads\": %d, \"syncs\": %ld, \"seconds\": %.3f, \"syncs_per_sec\": %.1f}\n", n, total, secs, (double)total / secs);
+        return 0;
     }
-    fprintf(stderr, "usage: test_okeanos all DIR | mkfs IMG BYTES [OPTIONS] | append IMG THREADS | verify IMG ACKS | bench IMG THREADS RECORDS\n");
+    fprintf(stderr, "usage: test_okeanos all DIR | mkfs IMG BYTES [OPTIONS] | append IMG THREADS | verify IMG ACKS | bench IMG OPTIONS THREADS SECONDS\n");
     return 2;
 }

@@ -208,10 +208,18 @@ impl RawFile {
         self.io(py, move |f| f.write_at(offset, &data))
     }
 
-    /// Appends at the end; returns the offset the data starts at.
-    fn append(&self, py: Python<'_>, data: &[u8]) -> PyResult<u64> {
+    /// Appends at the end; returns the offset the data starts at. With `sync`, also waits until
+    /// the file's data is durable (fdatasync), in the same release of the GIL.
+    #[pyo3(signature = (data, sync = false))]
+    fn append(&self, py: Python<'_>, data: &[u8], sync: bool) -> PyResult<u64> {
         let data = data.to_vec();
-        self.io(py, move |f| f.append(&data))
+        self.io(py, move |f| {
+            let at = f.append(&data)?;
+            if sync {
+                f.fdatasync()?;
+            }
+            Ok(at)
+        })
     }
 
     fn fsync(&self, py: Python<'_>) -> PyResult<()> {

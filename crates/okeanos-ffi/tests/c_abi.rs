@@ -24,18 +24,22 @@ fn lib_dir() -> PathBuf {
 
 /// Compiles the test program; `static_lib` links libokeanos.a instead of the shared library.
 pub fn build(out: &Path, static_lib: bool) -> PathBuf {
+    compile(out, "bindings/c/tests/test_okeanos.c", if static_lib { "test_okeanos_static" } else { "test_okeanos" }, static_lib)
+}
+
+fn compile(out: &Path, source: &str, name: &str, static_lib: bool) -> PathBuf {
     let repo = repo();
     let lib = lib_dir();
-    let exe = out.join(if static_lib { "test_okeanos_static" } else { "test_okeanos" });
+    let exe = out.join(name);
     let mut cc = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()));
-    cc.args(["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-o"]).arg(&exe).arg("-I").arg(repo.join("bindings/c")).arg(repo.join("bindings/c/tests/test_okeanos.c"));
+    cc.args(["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-o"]).arg(&exe).arg("-I").arg(repo.join("bindings/c")).arg(repo.join(source));
     if static_lib {
         cc.arg(lib.join("libokeanos.a")).args(["-lpthread", "-ldl", "-lm"]);
     } else {
         cc.arg("-L").arg(&lib).arg("-lokeanos").arg(format!("-Wl,-rpath,{}", lib.display())).arg("-lpthread");
     }
     let st = cc.status().expect("a C compiler (cc)");
-    assert!(st.success(), "compiling the C test program failed");
+    assert!(st.success(), "compiling {source} failed");
     exe
 }
 
@@ -85,4 +89,12 @@ fn a_killed_multithreaded_appender_keeps_every_acknowledged_record() {
     std::fs::write(&acks, "ack 0 0\nack 3 999999\n").unwrap();
     let o = Command::new(&exe).args(["verify", img.to_str().unwrap(), acks.to_str().unwrap()]).output().unwrap();
     assert_eq!(o.status.code(), Some(1), "verify did not catch a missing record: {}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn the_documented_c_example_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = compile(tmp.path(), "bindings/c/examples/quickstart.c", "quickstart", false);
+    let out = run(&exe, &[tmp.path().to_str().unwrap()]);
+    assert!(out.contains("durable bytes of /tenant-0.log: tenant=0 temp=21.5"), "{out}");
 }

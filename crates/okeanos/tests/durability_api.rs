@@ -149,6 +149,12 @@ fn the_watermark_holds_in_every_crash_state_under_ordered_and_wasteless() {
 }
 
 #[test]
+fn the_watermark_holds_in_every_crash_state_under_writeback_and_selective() {
+    watermark_holds("data=writeback,commit=0.01", 0x5eed_0004);
+    watermark_holds("data=selective+dmeta,commit=0.01", 0x5eed_0005);
+}
+
+#[test]
 fn the_watermark_follows_appends_overwrites_and_truncates() {
     let dev = common::mem_fs(16 << 20, 512);
     let fs = Okeanos::mount(dev, None, MountOptions::parse("data=data,commit=60").unwrap()).unwrap();
