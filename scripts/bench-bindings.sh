@@ -97,8 +97,14 @@ if [ "$what" = c ] || [ "$what" = all ]; then
         rm -f "$tmp/c.img" "$tmp/r.img"
         "$tmp/test_okeanos" mkfs "$tmp/c.img" $((2 << 30))
         "$tmp/test_okeanos" mkfs "$tmp/r.img" $((2 << 30))
-        a=$("$tmp/test_okeanos" bench "$tmp/c.img" "data=wasteless+dmeta" 64 "$secs")
-        b=$("$repo/target/debug/examples/appenders" "$tmp/r.img" "data=wasteless+dmeta" 64 "$secs")
+        # Alternate which goes first, so that a drift of the machine does not favour one.
+        if [ $((i % 2)) = 1 ]; then
+            a=$("$tmp/test_okeanos" bench "$tmp/c.img" "data=wasteless+dmeta" 64 "$secs")
+            b=$("$repo/target/debug/examples/appenders" "$tmp/r.img" "data=wasteless+dmeta" 64 "$secs")
+        else
+            b=$("$repo/target/debug/examples/appenders" "$tmp/r.img" "data=wasteless+dmeta" 64 "$secs")
+            a=$("$tmp/test_okeanos" bench "$tmp/c.img" "data=wasteless+dmeta" 64 "$secs")
+        fi
         echo "run $i: $a"
         echo "run $i: $b"
         ratio "$a" "$b" "$i" "C/Rust"

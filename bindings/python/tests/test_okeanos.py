@@ -292,3 +292,28 @@ def test_the_documented_example_runs(tmp_path):
     out = subprocess.run([sys.executable, example, str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "durable" in out.stdout
+
+
+def python_blocks(doc):
+    text = open(os.path.join(REPO, doc)).read()
+    blocks, inside, cur = [], False, []
+    for line in text.splitlines():
+        if line.strip() == "```python":
+            inside, cur = True, []
+        elif inside and line.strip() == "```":
+            inside = False
+            blocks.append("\n".join(cur))
+        elif inside:
+            cur.append(line)
+    return blocks
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/EMBEDDING.md"])
+def test_the_python_blocks_of_the_documents_run(doc, tmp_path):
+    blocks = python_blocks(doc)
+    assert blocks, f"{doc} has no Python block"
+    for code in blocks:
+        image = str(tmp_path / "ingest.img")
+        if os.path.exists(image):
+            os.remove(image)
+        exec(compile(code.replace("/tmp/ingest.img", image), doc, "exec"), {})
