@@ -317,3 +317,28 @@ def test_the_python_blocks_of_the_documents_run(doc, tmp_path):
         if os.path.exists(image):
             os.remove(image)
         exec(compile(code.replace("/tmp/ingest.img", image), doc, "exec"), {})
+
+
+def test_a_remote_journal_through_the_package(tmp_path):
+    """A real journal server on 127.0.0.1 (the okeanos binary of this build)."""
+    binary = os.environ.get("OKEANOS_BIN", os.path.join(REPO, "target", "debug", "okeanos"))
+    assert os.path.exists(binary), f"{binary} is missing: build the workspace (scripts/test.sh does)"
+    server = subprocess.Popen([binary, "journal-server", "--listen", "127.0.0.1:0", "--no-auth", "--dir", str(tmp_path / "journals")],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        addr = server.stdout.readline().split()[4].rstrip(",")
+        assert addr.startswith("127.0.0.1:"), addr
+        img = str(tmp_path / "remote.img")
+        okeanos.mkfs(img, size=64 << 20, journal="remote", journal_server=addr)
+        opts = dict(journal_server=addr, remote_host="py-host", remote_ack_timeout=5)
+        with okeanos.open(img, data="wasteless", **opts) as fs:
+            with fs.create("/r") as f:
+                f.append(b"remote\n", durable=True)
+                assert f.durable_len() == 7
+            assert fs.counters()["remote_bytes"] > 0
+        with okeanos.open(img, data="wasteless", **opts) as fs:
+            with fs.open("/r") as f:
+                assert f.read() == b"remote\n"
+    finally:
+        server.kill()
+        server.wait()
