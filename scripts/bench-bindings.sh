@@ -97,12 +97,16 @@ if [ "$what" = c ] || [ "$what" = all ]; then
         rm -f "$tmp/c.img" "$tmp/r.img"
         "$tmp/test_okeanos" mkfs "$tmp/c.img" $((2 << 30))
         "$tmp/test_okeanos" mkfs "$tmp/r.img" $((2 << 30))
-        # Alternate which goes first, so that a drift of the machine does not favour one.
+        # Alternate which goes first, so that a drift of the machine does not favour one, and
+        # write back what earlier runs left dirty, so that it does not land on the next one.
+        sync
         if [ $((i % 2)) = 1 ]; then
             a=$("$tmp/test_okeanos" bench "$tmp/c.img" "data=wasteless+dmeta" 64 "$secs")
+            sync
             b=$("$repo/target/debug/examples/appenders" "$tmp/r.img" "data=wasteless+dmeta" 64 "$secs")
         else
             b=$("$repo/target/debug/examples/appenders" "$tmp/r.img" "data=wasteless+dmeta" 64 "$secs")
+            sync
             a=$("$tmp/test_okeanos" bench "$tmp/c.img" "data=wasteless+dmeta" 64 "$secs")
         fi
         echo "run $i: $a"

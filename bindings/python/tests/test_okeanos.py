@@ -308,7 +308,7 @@ def python_blocks(doc):
     return blocks
 
 
-@pytest.mark.parametrize("doc", ["README.md", "docs/EMBEDDING.md"])
+@pytest.mark.parametrize("doc", ["README.md", "docs/EMBEDDING.md", "bindings/python/README.md"])
 def test_the_python_blocks_of_the_documents_run(doc, tmp_path):
     blocks = python_blocks(doc)
     assert blocks, f"{doc} has no Python block"
