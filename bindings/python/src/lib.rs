@@ -253,7 +253,17 @@ impl RawFile {
         }
         let file = self.get()?;
         self.m.with(|_| Ok(()))?;
-        py.allow_threads(|| file.wait_durable(offset, Duration::from_secs_f64(timeout.min(1e9)))).map_err(|e| os_err_at(e, &self.path))
+        // In slices, so that Ctrl-C (a signal Python handles between them) ends a long wait.
+        let deadline = std::time::Instant::now() + Duration::from_secs_f64(timeout.min(1e9));
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let slice = left.min(Duration::from_millis(100));
+            let len = py.allow_threads(|| file.wait_durable(offset, slice)).map_err(|e| os_err_at(e, &self.path))?;
+            if len >= offset || left <= slice {
+                return Ok(len);
+            }
+            py.check_signals()?;
+        }
     }
 
     fn close(&self) {

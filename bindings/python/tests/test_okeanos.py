@@ -342,3 +342,30 @@ def test_a_remote_journal_through_the_package(tmp_path):
     finally:
         server.kill()
         server.wait()
+
+
+def test_paths_that_are_not_utf8_are_refused(img):
+    with okeanos.open(img) as fs:
+        bad = b"/\xff".decode("utf-8", "surrogateescape")
+        with pytest.raises(UnicodeEncodeError):
+            fs.open(bad, "w")
+        with pytest.raises(UnicodeEncodeError):
+            fs.mkdir(bad)
+        assert fs.listdir("/") == []
+
+
+def test_a_long_wait_ends_on_a_signal(img):
+    """wait_durable waits in slices and lets Python handle signals between them."""
+    with okeanos.open(img, commit=60) as fs:
+        with fs.create("/a") as f:
+            f.append(b"x")
+            old = signal.signal(signal.SIGALRM, lambda *a: (_ for _ in ()).throw(TimeoutError("alarm")))
+            try:
+                signal.setitimer(signal.ITIMER_REAL, 0.2)
+                t = time.time()
+                with pytest.raises(TimeoutError):
+                    f.wait_durable(1, timeout=60)
+                assert time.time() - t < 10
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, old)
