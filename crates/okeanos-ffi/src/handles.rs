@@ -122,6 +122,12 @@ pub fn remove(value: usize) -> Option<Handle> {
     table_write().remove(&(value as u64))
 }
 
+/// Closes a file or listing of `fs`: out of the table and out of its file system's list.
+pub fn close_child(value: usize, fs: &FsEntry) {
+    remove(value);
+    lock(&fs.children).retain(|&id| id != value as u64);
+}
+
 /// Takes out every file and listing of a file system (at its unmount).
 pub fn remove_children(fs: &FsEntry) {
     let ids = std::mem::take(&mut *lock(&fs.children));

@@ -348,9 +348,8 @@ pub extern "C" fn okeanos_fstat(f: *mut okeanos_file, st: *mut okeanos_stat_t) -
 pub extern "C" fn okeanos_close(f: *mut okeanos_file) -> c_int {
     call("okeanos_close", neg, || {
         let fe = handles::file(f as usize)?;
-        handles::remove(f as usize);
         fe.closed.store(true, std::sync::atomic::Ordering::SeqCst);
-        handles::lock(&fe.fs.children).retain(|&id| id != f as usize as u64);
+        handles::close_child(f as usize, &fe.fs);
         Ok(0)
     })
 }
@@ -498,8 +497,7 @@ pub extern "C" fn okeanos_readdir(d: *mut okeanos_dir, ent: *mut okeanos_dirent_
 pub extern "C" fn okeanos_closedir(d: *mut okeanos_dir) -> c_int {
     call("okeanos_closedir", neg, || {
         let de = handles::dir(d as usize)?;
-        handles::remove(d as usize);
-        handles::lock(&de.fs.children).retain(|&id| id != d as usize as u64);
+        handles::close_child(d as usize, &de.fs);
         Ok(0)
     })
 }
