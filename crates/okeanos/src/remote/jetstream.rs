@@ -171,7 +171,12 @@ pub fn assemble(parts: &[Part]) -> Result<Vec<(u64, u32, Vec<u8>, u64)>, String>
 /// A host's connection to its JetStream journal.
 pub struct JetStreamLink {
     rt: tokio::runtime::Runtime,
+    /// For publishing: each try of an acknowledgement has a share of the timeout ([`attempt`]).
     js: jetstream::Context,
+    /// For the API (stream info, creation, purges, reads): one request may take the whole
+    /// timeout, since a loaded cluster (or one electing a leader) answers a request late, and
+    /// a late answer is still a right one.
+    api: jetstream::Context,
     stream: String,
     addr: String,
     epoch: u64,
@@ -219,7 +224,7 @@ impl JetStreamLink {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name("okeanos-nats").enable_all().build().map_err(|e| net(addr, e))?;
         let urls: Vec<String> = addr.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
         let name = stream_name(fs_uuid);
-        let js = rt.block_on(async {
+        let (js, api) = rt.block_on(async {
             let mut opts = async_nats::ConnectOptions::new().name("okeanos").connection_timeout(timeout).request_timeout(Some(timeout)).max_reconnects(None);
             if let Some(c) = &o.creds {
                 opts = opts.credentials_file(c).await.map_err(|e| RemoteError::Auth { addr: addr.into(), message: format!("jetstream_creds={}: {e}", c.display()) })?;
@@ -239,14 +244,17 @@ impl JetStreamLink {
                     _ => net(addr, e),
                 }
             })?;
-            let mut js = jetstream::new(client);
+            let mut js = jetstream::new(client.clone());
             js.set_timeout(attempt(timeout));
-            Ok::<_, RemoteError>(js)
+            let mut api = jetstream::new(client);
+            api.set_timeout(timeout);
+            Ok::<_, RemoteError>((js, api))
         })?;
         let max_payload = rt.block_on(async { js.client().server_info().max_payload });
         let mut link = JetStreamLink {
             rt,
             js,
+            api,
             stream: name,
             addr: addr.to_string(),
             epoch,
@@ -270,7 +278,7 @@ impl JetStreamLink {
             let mut tries = 0;
             loop {
                 tries += 1;
-                match self.js.get_stream(&name).await {
+                match self.api.get_stream(&name).await {
                     Ok(mut s) => break Ok(s.info().await.map_err(|e| net(&addr, e))?.clone()),
                     Err(e) if e.to_string().contains("stream not found") => {
                         let cfg = stream::Config {
@@ -285,7 +293,7 @@ impl JetStreamLink {
                             duplicate_window: Duration::from_secs(120),
                             ..Default::default()
                         };
-                        match self.js.create_stream(cfg).await {
+                        match self.api.create_stream(cfg).await {
                             Ok(mut s) => break Ok(s.info().await.map_err(|e| net(&addr, e))?.clone()),
                             Err(e) if tries < 3 && matches!(e.kind(), jetstream::context::CreateStreamErrorKind::TimedOut) => continue,
                             Err(e) => break Err(server(&addr, format!("creating stream {name}: {e}"))),
@@ -307,7 +315,7 @@ impl JetStreamLink {
     fn last_on(&self, kind: &str) -> Result<Option<(u64, HeaderMap, Vec<u8>)>, RemoteError> {
         let subject = format!("{}.{kind}", self.stream);
         self.rt.block_on(async {
-            let s = self.js.get_stream_no_info(&self.stream).await.map_err(|e| net(&self.addr, e))?;
+            let s = self.api.get_stream_no_info(&self.stream).await.map_err(|e| net(&self.addr, e))?;
             match s.get_last_raw_message_by_subject(&subject).await {
                 Ok(m) => Ok(Some((m.sequence, m.headers, m.payload.to_vec()))),
                 Err(e) if matches!(e.kind(), stream::LastRawMessageErrorKind::NoMessageFound) => Ok(None),
@@ -364,7 +372,7 @@ impl JetStreamLink {
     pub fn read_parts(&self) -> Result<Vec<Part>, RemoteError> {
         let addr = self.addr.clone();
         self.rt.block_on(async {
-            let mut s = self.js.get_stream(&self.stream).await.map_err(|e| net(&addr, e))?;
+            let mut s = self.api.get_stream(&self.stream).await.map_err(|e| net(&addr, e))?;
             let state = s.info().await.map_err(|e| net(&addr, e))?.state.clone();
             let mut parts = Vec::new();
             if state.messages == 0 {
@@ -455,7 +463,7 @@ impl Link for JetStreamLink {
         let since = std::time::Instant::now();
         loop {
             let r = self.rt.block_on(async {
-                let s = self.js.get_stream_no_info(&name).await.map_err(|e| net(&addr, e))?;
+                let s = self.api.get_stream_no_info(&name).await.map_err(|e| net(&addr, e))?;
                 s.purge().filter(format!("{name}.tx")).sequence(keep_from).await.map_err(|e| net(&addr, e))?;
                 s.purge().filter(format!("{name}.fence")).keep(1).await.map_err(|e| net(&addr, e))?;
                 Ok::<_, RemoteError>(())
@@ -524,7 +532,7 @@ impl JetStreamLink {
     pub fn report(&self) -> Result<StreamReport, RemoteError> {
         let (addr, name) = (self.addr.clone(), self.stream.clone());
         self.rt.block_on(async {
-            let mut s = self.js.get_stream(&name).await.map_err(|e| net(&addr, e))?;
+            let mut s = self.api.get_stream(&name).await.map_err(|e| net(&addr, e))?;
             let i = s.info().await.map_err(|e| net(&addr, e))?;
             Ok(StreamReport {
                 messages: i.state.messages,
@@ -554,7 +562,7 @@ impl JetStreamLink {
     fn open_stream_state(&mut self) -> Result<(), RemoteError> {
         let (addr, name) = (self.addr.clone(), self.stream.clone());
         let state = self.rt.block_on(async {
-            let mut s = self.js.get_stream(&name).await.map_err(|e| net(&addr, e))?;
+            let mut s = self.api.get_stream(&name).await.map_err(|e| net(&addr, e))?;
             Ok::<_, RemoteError>(s.info().await.map_err(|e| net(&addr, e))?.state.clone())
         })?;
         self.sent_seq = state.last_sequence;
