@@ -127,7 +127,7 @@ fn dump_manylogs(sb: &Superblock, devs: &Devices, region: LogRegion, jsb: Journa
         log_damage.extend(probe.and_then(|p| p.damage).into_iter().chain(crate::journal::recovery::short_of_table(start, rec, &scan)));
         txs.append(&mut scan.txs);
     }
-    let (txs, damage) = crate::journal::recovery::merge_interleaved(txs, starts[0].interleaved.map_or(starts[0].tid, |i| i.floor), log_damage);
+    let (txs, damage) = crate::journal::recovery::merge_interleaved(txs, starts[0].interleaved.map_or(starts[0].tid, |i| i.floor), log_damage, starts[0].interleaved.map_or(0, |i| i.swept));
     let mut revoked = Vec::new();
     for t in &txs {
         let mut log = runtime::LogReader::new(devs, t.region);

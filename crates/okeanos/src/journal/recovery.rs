@@ -590,17 +590,53 @@ pub fn short_of_table(start: &RecoveryStart, rec: super::placement::Interleaved,
     Some(Damage { tid: scan.expected_tid(), pos: scan.fail_start.unwrap_or(start.pos), reason, following: 0, following_tids: (0, 0) })
 }
 
+/// The newest transaction found whole in any of `regions`, trusting no table: every log read
+/// from its first position to its last, and each valid descriptor or revoke header of a tid
+/// above `above` scanned as the start of a transaction. Only transactions committed at or
+/// after `since_ns` count (leftovers of a file system made on the device before are older).
+/// Used after a fallback to the older copy of the manylogs table (manylogs::sweep_after_fallback).
+/// A commit block alone proves nothing: commits are written in one batch with their
+/// transaction, so a torn last transaction may leave a valid commit block; a whole transaction
+/// was durable.
+pub fn sweep_committed<E>(regions: &[LogRegion], fs_blocks: u64, above: Tid, since_ns: i64, read: &mut dyn FnMut(u64) -> Result<Vec<u8>, E>) -> Result<Option<Tid>, E> {
+    let mut newest: Option<Tid> = None;
+    for &region in regions {
+        for pos in region.first..region.total {
+            let b = read(region.device_block(pos))?;
+            let Some((kind, tid)) = checked_header(&b) else { continue };
+            if tid <= above || newest.is_some_and(|n| tid <= n) || !matches!(kind, JBlockType::Descriptor | JBlockType::Revoke) {
+                continue;
+            }
+            let mut scan = Scan::at(region, fs_blocks, true, pos, tid);
+            scan.feed(&b);
+            while scan.txs.is_empty() {
+                let Some(at) = scan.next_read() else { break };
+                scan.feed(&read(region.device_block(at))?);
+            }
+            if let Some(t) = scan.txs.first().filter(|t| t.tid == tid && t.commit_time_ns >= since_ns) {
+                newest = Some(t.tid);
+            }
+        }
+    }
+    Ok(newest)
+}
+
 /// Merges the transactions found in interleaved logs (manylogs) into one sequence by tid
 /// (the decision table "Interleaved logs" in the module notes). Returns the transactions to
 /// replay, the consecutive run from `floor`, and the damage if any transaction is missing.
-pub fn merge_interleaved(mut txs: Vec<ScannedTx>, floor: Tid, log_damage: Vec<Damage>) -> (Vec<ScannedTx>, Option<Damage>) {
+/// `swept` is the newest whole transaction a sweep of the logs found after a fallback to the
+/// older table copy ([`sweep_committed`]; 0: none): at or past the first tid missing from the
+/// run, a durable transaction is missing (after a torn table write, recovery finds every
+/// whole transaction).
+pub fn merge_interleaved(mut txs: Vec<ScannedTx>, floor: Tid, log_damage: Vec<Damage>, swept: Tid) -> (Vec<ScannedTx>, Option<Damage>) {
     txs.sort_by_key(|t| t.tid);
     let run = txs.iter().enumerate().take_while(|(k, t)| t.tid == floor + *k as u64).count();
     let rest = txs.split_off(run);
-    if rest.is_empty() && log_damage.is_empty() {
+    let missing = floor + run as u64;
+    let unseen = swept >= missing;
+    if rest.is_empty() && log_damage.is_empty() && !unseen {
         return (txs, None);
     }
-    let missing = floor + run as u64;
     let mut reason = match rest.first() {
         Some(t) => format!("transaction {missing} is in no log but transaction {} is", t.tid),
         None => String::new(),
@@ -611,8 +647,16 @@ pub fn merge_interleaved(mut txs: Vec<ScannedTx>, floor: Tid, log_damage: Vec<Da
         }
         reason.push_str(&d.reason);
     }
-    let following = rest.len() as u64 + log_damage.iter().map(|d| d.following).sum::<u64>();
-    let tids = rest.iter().map(|t| t.tid).chain(log_damage.iter().flat_map(|d| [d.following_tids.0, d.following_tids.1])).filter(|&t| t > 0);
+    if unseen {
+        if !reason.is_empty() {
+            reason.push_str("; ");
+        }
+        reason.push_str(&format!(
+            "the newest copy of the log table is damaged, and the logs hold committed transaction {swept}, which recovery from the older copy does not reach (it ends before {missing})"
+        ));
+    }
+    let following = (rest.len() as u64 + log_damage.iter().map(|d| d.following).sum::<u64>()).max(u64::from(unseen));
+    let tids = rest.iter().map(|t| t.tid).chain(log_damage.iter().flat_map(|d| [d.following_tids.0, d.following_tids.1])).chain(unseen.then_some(swept)).filter(|&t| t > 0);
     let following_tids = (tids.clone().min().unwrap_or(missing), tids.max().unwrap_or(missing));
     (txs, Some(Damage { tid: missing, pos: log_damage.first().map_or(0, |d| d.pos), reason, following, following_tids }))
 }
@@ -723,4 +767,23 @@ pub fn replay_plan(txs: &[ScannedTx], revoked: &RevokeTable) -> Vec<ReplayBlock>
     let mut v: Vec<ReplayBlock> = plan.into_values().collect();
     v.sort_by_key(|c| c.fs_block);
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The swept bound of a fallback to the older manylogs table copy: a whole transaction at
+    /// or past the first tid missing from the run is damage; below it, or no sweep, is not.
+    #[test]
+    fn a_swept_transaction_recovery_does_not_reach_is_damage() {
+        let (_, d) = merge_interleaved(Vec::new(), 216, Vec::new(), 0);
+        assert!(d.is_none(), "no sweep: nothing to miss");
+        let (_, d) = merge_interleaved(Vec::new(), 216, Vec::new(), 215);
+        assert!(d.is_none(), "everything swept is home or replayed");
+        let (_, d) = merge_interleaved(Vec::new(), 216, Vec::new(), 216);
+        let d = d.expect("transaction 216 is whole in a log, and recovery did not find it");
+        assert_eq!((d.tid, d.following, d.following_tids), (216, 1, (216, 216)));
+        assert!(d.reason.contains("does not reach"), "{}", d.reason);
+    }
 }

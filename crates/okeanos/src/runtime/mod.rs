@@ -335,7 +335,7 @@ pub fn recover(
     }
     if interleaved {
         let floor = starts[0].interleaved.map_or(starts[0].tid, |i| i.floor);
-        let (kept, d) = recovery::merge_interleaved(txs, floor, log_damage);
+        let (kept, d) = recovery::merge_interleaved(txs, floor, log_damage, starts[0].interleaved.map_or(0, |i| i.swept));
         txs = kept;
         damage = d;
         first_tid = Some(floor);

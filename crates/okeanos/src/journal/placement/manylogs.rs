@@ -115,7 +115,7 @@ impl Geometry {
 type ReadBlock<'a> = dyn FnMut(u64) -> Result<Vec<u8>, crate::device::DeviceError> + 'a;
 
 /// The log table a mount starts from, and why the other copy was not used when it was
-/// invalid (a torn write, or damage: see [`check_fallback`]).
+/// invalid (a torn write, or damage: see [`sweep_after_fallback`]).
 pub struct ReadTable {
     pub table: LogTable,
     pub map: LogMap,
@@ -164,36 +164,38 @@ pub fn read_table(geo: &Geometry, read: &mut ReadBlock) -> Result<ReadTable, cra
     Ok(ReadTable { table, map, other_invalid: (!errors.is_empty()).then(|| errors.join("; ")) })
 }
 
-/// When one table copy was invalid and the valid one needs no recovery (clean, or written by a
-/// recovery): a torn write of the newer copy never made it durable, and a mount writes a table
-/// that needs recovery, durably, before its first commit — so no transaction committed after
-/// the valid copy can be in the logs. One that is (a commit block of this file system's life,
-/// newer than every transaction the valid copy knows) shows that a newer copy was durable and
-/// has been damaged since; mounting from the older one would silently drop what only the newer
-/// one placed. Reads every log block once, only in this case. Returns why, if so.
-pub fn check_fallback(geo: &Geometry, t: &ReadTable, mkfs_time_ns: i64, read: &mut ReadBlock) -> Result<Option<String>, crate::fs::FsError> {
-    let Some(why) = &t.other_invalid else { return Ok(None) };
-    if !t.table.needs_no_recovery() {
+/// When one table copy was invalid: the newest transaction of this file system's life found
+/// whole in any log that is newer than every transaction the valid copy knows, if any (None
+/// when both copies are valid). Reads every log block about twice, only in this case.
+///
+/// A torn write of the newer copy never made it durable, and no log space that copy released
+/// is reused before it is durable; so after a tear, recovery from the older copy finds every
+/// whole transaction in the logs. One it does not find shows the newer copy was durable and
+/// has been damaged since (docs/JOURNALING.md, "Two copies of the table"):
+/// - an older copy that needs no recovery (clean, or written by a recovery) was written
+///   before the mount's first commit, so any newer transaction is such a sign: the mount is
+///   refused ([`refuse_fallback`]);
+/// - an older copy that needs recovery is recovered from, and a swept transaction that
+///   recovery does not reach is damage ([`super::Interleaved::swept`]), reported as for any
+///   damaged log.
+pub fn sweep_after_fallback(geo: &Geometry, t: &ReadTable, mkfs_time_ns: i64, read: &mut ReadBlock) -> Result<Option<Tid>, crate::fs::FsError> {
+    if t.other_invalid.is_none() {
         return Ok(None);
     }
-    let mut newest: Option<u64> = None;
-    for &start in &geo.log_starts {
-        for k in 0..geo.log_blocks {
-            let b = read(start + k)?;
-            if let Ok(c) = crate::format::journal::CommitBlock::decode(&b) {
-                // Leftovers of a file system made on this device before this one are older.
-                if c.commit_time_ns >= mkfs_time_ns && c.tid > t.table.durable {
-                    newest = Some(newest.map_or(c.tid, |n: u64| n.max(c.tid)));
-                }
-            }
-        }
-    }
-    Ok(newest.map(|n| {
+    let regions: Vec<LogRegion> = (0..geo.log_starts.len()).map(|i| geo.region(i)).collect();
+    Ok(crate::journal::recovery::sweep_committed(&regions, geo.fs_blocks, t.table.durable, mkfs_time_ns, read)?)
+}
+
+/// Why a mount from `t` must be refused, given the sweep's newest commit: an older copy that
+/// needs no recovery with commits past it in the logs (see [`sweep_after_fallback`]).
+pub fn refuse_fallback(t: &ReadTable, swept: Option<Tid>) -> Option<String> {
+    let (why, n) = (t.other_invalid.as_ref()?, swept?);
+    t.table.needs_no_recovery().then(|| {
         format!(
             "the newest copy of the manylogs log table is damaged ({why}); the other copy (sequence {}) knows transactions up to {}, but the logs hold committed transactions up to {n}: mounting from it would lose them",
             t.table.seq, t.table.durable
         )
-    }))
+    })
 }
 
 /// A table of version 1 or 2 has no map: nothing is home past its floor, and recovery reads
@@ -360,6 +362,9 @@ pub struct Manylogs {
     /// the release, so space is reused while the durable table still names it live. Recovery
     /// must then miss committed transactions.
     pub fault_reuse_before_table: bool,
+    /// The newest commit of this life a sweep found in the logs when the newer table copy was
+    /// invalid ([`sweep_after_fallback`]); 0 without a sweep. Recovery checks it.
+    swept: Tid,
     /// Canary: a block logged whole again keeps the position of its first logged copy, so a
     /// parked block loads, and a checkpoint copies home, an older version.
     pub fault_keep_first_position: bool,
@@ -433,10 +438,17 @@ impl Manylogs {
             snap,
             planned_snap: RefCell::new(None),
             fault_reuse_before_table: false,
+            swept: 0,
             fault_keep_first_position: false,
             fault_swap_unreserved: false,
             fault_snapshot_unhomed: false,
         }
+    }
+
+    /// Records what a sweep after a fallback found ([`sweep_after_fallback`]).
+    pub fn with_swept(mut self, swept: Option<Tid>) -> Self {
+        self.swept = swept.unwrap_or(0);
+        self
     }
 
     /// The lowest tid the journal may continue with, from the table read at mount: after a
@@ -958,7 +970,7 @@ impl Placement for Manylogs {
                 tid: s.tid.max(home + 1),
                 multiwrite: true,
                 tid_bound: bound,
-                interleaved: Some(super::Interleaved { end: e.end as u64, tail_tid: s.tid, floor: home + 1, past_end_min: self.mounted.durable + 1 }),
+                interleaved: Some(super::Interleaved { end: e.end as u64, tail_tid: s.tid, floor: home + 1, past_end_min: self.mounted.durable + 1, swept: self.swept }),
             })
             .collect()
     }
