@@ -83,7 +83,14 @@ fig() {
             done
         done
         $bin sim postmark --flow varmail --modes writeback,data --streams 16 --size 16K --files 1000 --min-file 1K --max-file 32K --transactions 5000 --journal internal --model cheetah15k --fs-size 2G
-        $bin sim postmark --flow varmail --modes data --streams 16 --size 16K --files 1000 --min-file 1K --max-file 32K --transactions 5000 --journal nvm --model cheetah15k --fs-size 2G ;;
+        $bin sim postmark --flow varmail --modes data --streams 16 --size 16K --files 1000 --min-file 1K --max-file 32K --transactions 5000 --journal nvm --model cheetah15k --fs-size 2G
+        for j in internal nvm; do
+            # Postmark with an fdatasync per write, and Figure 13's commit periods.
+            $bin sim postmark --modes data --streams 1 --size 4096 --transactions 5000 --journal $j --model cheetah15k --fs-size 2G
+            for c in 1 5; do
+                $bin sim multistream --modes data --streams 100 --size 4096 --rate 10/s --sync-every 10 --duration 30s --journal $j --mount-options commit=$c
+            done
+        done ;;
     *) echo "no figure named $1 (bash scripts/figures.sh --list)" >&2; return 2 ;;
     esac
 }
