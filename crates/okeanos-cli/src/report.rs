@@ -199,6 +199,13 @@ struct CsvRow<'a> {
     error: Option<&'a str>,
 }
 
+/// The command line as a reader would type it again: the program as `okeanos`, whatever path
+/// or file name ran it (a copy in target/release, a renamed binary), so that the JSON
+/// committed under docs/ names the command the documents show.
+pub fn command_line() -> String {
+    std::iter::once("okeanos".to_string()).chain(std::env::args().skip(1)).collect::<Vec<_>>().join(" ")
+}
+
 pub fn write_json(path: &Path, command: &str, runs: &[Run]) -> Result<(), String> {
     let doc = serde_json::json!({ "command": command, "runs": runs });
     let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;

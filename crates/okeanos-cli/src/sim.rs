@@ -438,7 +438,7 @@ impl ModelArgs {
 }
 
 pub fn run(a: SimArgs) -> Result<ExitCode, String> {
-    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let command = crate::report::command_line();
     if a.crash_fuzz {
         return crash_fuzz(&a);
     }

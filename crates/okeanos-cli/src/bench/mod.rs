@@ -287,7 +287,7 @@ pub fn check_interrupted() -> Result<(), String> {
 
 pub fn run(a: BenchArgs) -> Result<ExitCode, String> {
     let _ = interrupted();
-    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let command = crate::report::command_line();
     match a.cmd {
         BenchCmd::Multistream { common, target } => {
             let runs = multistream::run(&common, &target)?;
