@@ -722,7 +722,10 @@ fn postmark(c: &Common, m: &ModelArgs, files: usize, transactions: usize, min_fi
         match res {
             Ok(o) => {
                 r.simulated(o.virtual_s, &o.during, &o.after, o.writes);
-                r.extra = serde_json::json!({ "transactions": o.transactions, "tps": o.transactions as f64 / o.virtual_s.max(1e-9), "files": files });
+                // No virtual time passed when nothing waited for a device (the dropped journal's data
+                // mode): a rate is undefined, not 5e12.
+                let tps = (o.virtual_s > 0.0).then(|| o.transactions as f64 / o.virtual_s);
+                r.extra = serde_json::json!({ "transactions": o.transactions, "tps": tps, "files": files });
                 r.error = o.error;
             }
             Err(e) => r.error = Some(e),
@@ -762,7 +765,7 @@ fn iozone(c: &Common, m: &ModelArgs, sizes: &str, patterns: &str) -> Result<Vec<
         match res {
             Ok(o) => {
                 r.simulated(o.virtual_s, &o.during, &o.after, o.writes);
-                r.extra = serde_json::json!({ "file_bytes": bytes, "pattern": if random { "random" } else { "seq" }, "mb_s": bytes as f64 / 1e6 / o.virtual_s.max(1e-9) });
+                r.extra = serde_json::json!({ "file_bytes": bytes, "pattern": if random { "random" } else { "seq" }, "mb_s": (o.virtual_s > 0.0).then(|| bytes as f64 / 1e6 / o.virtual_s) });
                 r.error = o.error;
             }
             Err(e) => r.error = Some(e),
@@ -777,12 +780,12 @@ fn print_iozone(runs: &[Run]) {
     println!("{:<18} {:<26} {:>9} {:>7} {:>9} {:>10} {:>10} {:>10}", "mode", "target", "file", "pattern", "MB/s", "jrnl B/B", "final B/B", "virtual s");
     for r in runs {
         println!(
-            "{:<18} {:<26} {:>9} {:>7} {:>9.1} {:>10} {:>10} {:>10.2}{}",
+            "{:<18} {:<26} {:>9} {:>7} {:>9} {:>10} {:>10} {:>10.2}{}",
             r.mode,
             r.target,
             crate::mount::human(r.extra["file_bytes"].as_f64().unwrap_or(0.0)),
             r.extra["pattern"].as_str().unwrap_or("?"),
-            r.extra["mb_s"].as_f64().unwrap_or(0.0),
+            r.extra["mb_s"].as_f64().map_or("n/a".into(), |x| format!("{x:.1}")),
             r.journal_amp().map_or("-".into(), |x| format!("{x:.2}")),
             r.final_amp().map_or("-".into(), |x| format!("{x:.2}")),
             r.duration_s,
@@ -795,13 +798,13 @@ fn print_postmark(runs: &[Run]) {
     println!("{:<18} {:<26} {:>7} {:>7} {:>12} {:>9} {:>10} {:>10} {:>10}", "mode", "target", "clients", "R", "transactions", "tps", "jrnl B/B", "final B/B", "sync p50us");
     for r in runs {
         println!(
-            "{:<18} {:<26} {:>7} {:>7} {:>12} {:>9.1} {:>10} {:>10} {:>10.0}{}",
+            "{:<18} {:<26} {:>7} {:>7} {:>12} {:>9} {:>10} {:>10} {:>10.0}{}",
             r.mode,
             r.target,
             r.streams,
             r.size,
             r.extra["transactions"].as_u64().unwrap_or(0),
-            r.extra["tps"].as_f64().unwrap_or(0.0),
+            r.extra["tps"].as_f64().map_or("n/a".into(), |t| format!("{t:.1}")),
             r.journal_amp().map_or("-".into(), |x| format!("{x:.2}")),
             r.final_amp().map_or("-".into(), |x| format!("{x:.2}")),
             r.sync_latency_us.p50,
