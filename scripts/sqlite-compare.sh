@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# SQLite on an Okeanos mount against ext4 (data=ordered) in one command, both on loop devices
+# of the same size, RUNS times (default 3): PROCS processes (default 16), each committing
+# one-row transactions to its own database in WAL mode with synchronous=FULL, for SECONDS
+# (default 10). Root; python3 with its sqlite3 module and a release build of okeanos.
+# Prints one line per target and run. Releases every loop device and mount it made.
+#
+#   scripts/sqlite-compare.sh [okeanos mount options...]   (default: data=wasteless,dmeta and data=ordered)
+set -euo pipefail
+RUNS=${RUNS:-3}
+PROCS=${PROCS:-16}
+SECONDS_=${SECONDS_RUN:-10}
+here=$(cd "$(dirname "$0")/.." && pwd)
+B=${OKEANOS:-$here/target/release/okeanos}
+[ "$(id -u)" = 0 ] || { echo "needs root (loop devices and mount)" >&2; exit 2; }
+[ -x "$B" ] || (cd "$here" && cargo build --release --locked -q -p okeanos-cli)
+modes=("${@:-data=wasteless,dmeta}")
+[ $# -eq 0 ] && modes+=(data=ordered)
+W=$(mktemp -d /tmp/sqlite-compare.XXXX)
+LOOP=""
+cleanup() {
+    mountpoint -q "$W/mnt" 2>/dev/null && { "$B" umount "$W/mnt" >/dev/null 2>&1 || umount "$W/mnt" || true; }
+    [ -n "$LOOP" ] && losetup -d "$LOOP" 2>/dev/null || true
+    rm -rf "$W"
+}
+trap cleanup EXIT INT TERM
+load() { python3 "$here/scripts/workloads/sqlite_commits.py" "$W/mnt" "$PROCS" "$SECONDS_"; }
+mkdir -p "$W/mnt"
+for r in $(seq 1 "$RUNS"); do
+    truncate -s 2G "$W/disk.img"
+    LOOP=$(losetup --find --show "$W/disk.img")
+    mkfs.ext4 -q "$LOOP"
+    mount "$LOOP" "$W/mnt"
+    echo "run $r ext4-ordered: $(load)"
+    umount "$W/mnt"
+    for mode in "${modes[@]}"; do
+        "$B" mkfs --force "$LOOP" >/dev/null
+        "$B" mount "$LOOP" "$W/mnt" -o "$mode" >/dev/null
+        echo "run $r okeanos $mode: $(load)"
+        "$B" umount "$W/mnt" >/dev/null
+    done
+    losetup -d "$LOOP"; LOOP=""; rm -f "$W/disk.img"
+done
