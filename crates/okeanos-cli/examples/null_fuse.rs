@@ -1,0 +1,248 @@
+//! A null FUSE file system: the kernel's own floor for the requests a program on an Okeanos
+//! mount makes (issue 32, docs/BENCHMARKS.md "The FUSE floor"). It keeps a flat directory of
+//! files in memory with their sizes only, discards every byte written, reads zeros, and
+//! answers fsync at once. It is served exactly as the Okeanos mount is served (the same fuser
+//! version, thread count, INIT flags, max_write and direct I/O on regular files), so that the
+//! difference between the two is the engine and the daemon's hand-offs, not the transport.
+//!
+//!     cargo run --release --example null_fuse -- MOUNTPOINT [THREADS]   # root, or user_allow_other
+//!     fusermount3 -u MOUNTPOINT                                        # ends it
+//!
+//! Not a file system to keep anything in: nothing is stored.
+
+use fuser::{
+    Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, MountOption, OpenFlags,
+    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, Request, TimeOrNow, WriteFlags,
+};
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+const TTL: Duration = Duration::from_secs(1);
+const ROOT: u64 = 1;
+
+#[derive(Default)]
+struct Files {
+    /// Name to inode, and inode to size (the root directory holds every file).
+    names: HashMap<OsString, u64>,
+    sizes: HashMap<u64, u64>,
+    next: u64,
+}
+
+struct NullFs {
+    files: Mutex<Files>,
+}
+
+fn attr(ino: u64, size: u64) -> FileAttr {
+    let now = SystemTime::now();
+    let dir = ino == ROOT;
+    FileAttr {
+        ino: INodeNo(ino),
+        size,
+        blocks: size.div_ceil(512),
+        atime: now,
+        mtime: now,
+        ctime: now,
+        crtime: now,
+        kind: if dir { FileType::Directory } else { FileType::RegularFile },
+        perm: if dir { 0o777 } else { 0o666 },
+        nlink: if dir { 2 } else { 1 },
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        flags: 0,
+        blksize: 4096,
+    }
+}
+
+fn enoent() -> Errno {
+    Errno::from_i32(libc::ENOENT)
+}
+
+impl NullFs {
+    fn size(&self, ino: u64) -> Option<u64> {
+        if ino == ROOT {
+            return Some(0);
+        }
+        self.files.lock().unwrap_or_else(|e| e.into_inner()).sizes.get(&ino).copied()
+    }
+}
+
+impl Filesystem for NullFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // What the Okeanos front end asks for (crates/okeanos-cli/src/fuse.rs, `init`).
+        let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
+        let _ = config.add_capabilities(InitFlags::FUSE_MAX_PAGES);
+        let _ = config.set_max_write(1 << 20);
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let f = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        match (u64::from(parent), f.names.get(name)) {
+            (ROOT, Some(&ino)) => reply.entry(&TTL, &attr(ino, f.sizes[&ino]), Generation(0)),
+            _ => reply.error(enoent()),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.size(u64::from(ino)) {
+            Some(s) => reply.attr(&TTL, &attr(u64::from(ino), s)),
+            None => reply.error(enoent()),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _mode: Option<u32>,
+        _uid: Option<u32>,
+        _gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<TimeOrNow>,
+        _mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let ino = u64::from(ino);
+        let mut f = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        if let (Some(s), Some(cur)) = (size, f.sizes.get_mut(&ino)) {
+            *cur = s;
+        }
+        let s = if ino == ROOT { Some(0) } else { f.sizes.get(&ino).copied() };
+        match s {
+            Some(s) => reply.attr(&TTL, &attr(ino, s)),
+            None => reply.error(enoent()),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.size(u64::from(ino)) {
+            Some(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO),
+            None => reply.error(enoent()),
+        }
+    }
+
+    fn create(&self, _req: &Request, parent: INodeNo, name: &OsStr, _mode: u32, _umask: u32, _flags: i32, reply: ReplyCreate) {
+        if u64::from(parent) != ROOT {
+            return reply.error(enoent());
+        }
+        let mut f = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        let ino = match f.names.get(name) {
+            Some(&i) => i,
+            None => {
+                f.next = f.next.max(ROOT) + 1;
+                let i = f.next;
+                f.names.insert(name.to_owned(), i);
+                f.sizes.insert(i, 0);
+                i
+            }
+        };
+        reply.created(&TTL, &attr(ino, f.sizes[&ino]), Generation(0), FileHandle(0), FopenFlags::FOPEN_DIRECT_IO)
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let mut f = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        match f.sizes.get_mut(&u64::from(ino)) {
+            Some(s) => {
+                *s = (*s).max(offset + data.len() as u64);
+                reply.written(data.len() as u32)
+            }
+            None => reply.error(enoent()),
+        }
+    }
+
+    fn read(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, size: u32, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyData) {
+        match self.size(u64::from(ino)) {
+            Some(s) => reply.data(&vec![0u8; s.saturating_sub(offset).min(size as u64) as usize]),
+            None => reply.error(enoent()),
+        }
+    }
+
+    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock: LockOwner, reply: ReplyEmpty) {
+        reply.ok();
+    }
+
+    fn release(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _flags: OpenFlags, _lock: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
+        reply.ok();
+    }
+
+    fn fsync(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        reply.ok();
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let mut f = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        match (u64::from(parent), f.names.remove(name)) {
+            (ROOT, Some(ino)) => {
+                f.sizes.remove(&ino);
+                reply.ok()
+            }
+            _ => reply.error(enoent()),
+        }
+    }
+
+    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        if u64::from(ino) != ROOT {
+            return reply.error(enoent());
+        }
+        let f = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        let mut entries: Vec<(u64, FileType, OsString)> = vec![(ROOT, FileType::Directory, ".".into()), (ROOT, FileType::Directory, "..".into())];
+        let mut names: Vec<_> = f.names.iter().collect();
+        names.sort();
+        entries.extend(names.into_iter().map(|(n, &i)| (i, FileType::RegularFile, n.clone())));
+        for (k, (i, kind, name)) in entries.into_iter().enumerate().skip(offset as usize) {
+            if reply.add(INodeNo(i), (k + 1) as u64, kind, &name) {
+                break;
+            }
+        }
+        reply.ok()
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    let mut args = std::env::args().skip(1);
+    let Some(mnt) = args.next() else {
+        eprintln!("usage: null_fuse MOUNTPOINT [THREADS]");
+        return std::process::ExitCode::from(2);
+    };
+    // The Okeanos mount's default request threads (crates/okeanos-cli/src/mount.rs).
+    let threads = match args.next().map(|t| t.parse::<usize>()) {
+        None => 8,
+        Some(Ok(t)) if t > 0 => t,
+        Some(_) => {
+            eprintln!("null_fuse: THREADS is a positive number");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let mut config = Config::default();
+    config.mount_options = vec![MountOption::FSName("null".into()), MountOption::Subtype("null".into())];
+    config.acl = fuser::SessionACL::All;
+    config.n_threads = Some(threads);
+    let fs = NullFs { files: Mutex::new(Files::default()) };
+    match fuser::mount(fs, &mnt, &config) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("null_fuse: mounting {mnt}: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
