@@ -4,20 +4,7 @@
 # (default 3): the time per 8 KiB overwrite + fdatasync, and how many journal commits the 200
 # syncs made (Okeanos: `okeanos stat`; ext4: /proc/fs/jbd2). Root; a release build.
 set -euo pipefail
-RUNS=${RUNS:-3}
-here=$(cd "$(dirname "$0")/.." && pwd)
-B=${OKEANOS:-$here/target/release/okeanos}
-[ "$(id -u)" = 0 ] || { echo "needs root (loop devices and mount)" >&2; exit 2; }
-[ -x "$B" ] || (cd "$here" && cargo build --release --locked -q -p okeanos-cli)
-W=$(mktemp -d /tmp/overwrite-compare.XXXX)
-LOOP=""
-cleanup() {
-    mountpoint -q "$W/mnt" 2>/dev/null && { "$B" umount "$W/mnt" >/dev/null 2>&1 || umount "$W/mnt" || true; }
-    [ -n "$LOOP" ] && losetup -d "$LOOP" 2>/dev/null || true
-    rm -rf "$W"
-}
-trap cleanup EXIT INT TERM
-mkdir -p "$W/mnt"
+source "$(dirname "$0")/lib/loop-bench.sh" overwrite-compare
 # Runs the workload; $1 is a command printing the commit count so far.
 measure() {
     coproc P { python3 "$here/scripts/workloads/overwrite_fdatasync.py" "$W/mnt"; }

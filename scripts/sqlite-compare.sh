@@ -7,25 +7,12 @@
 #
 #   scripts/sqlite-compare.sh [okeanos mount options...]   (default: data=wasteless,dmeta and data=ordered)
 set -euo pipefail
-RUNS=${RUNS:-3}
+source "$(dirname "$0")/lib/loop-bench.sh" sqlite-compare
 PROCS=${PROCS:-16}
 SECONDS_=${SECONDS_RUN:-10}
-here=$(cd "$(dirname "$0")/.." && pwd)
-B=${OKEANOS:-$here/target/release/okeanos}
-[ "$(id -u)" = 0 ] || { echo "needs root (loop devices and mount)" >&2; exit 2; }
-[ -x "$B" ] || (cd "$here" && cargo build --release --locked -q -p okeanos-cli)
 modes=("${@:-data=wasteless,dmeta}")
 [ $# -eq 0 ] && modes+=(data=ordered)
-W=$(mktemp -d /tmp/sqlite-compare.XXXX)
-LOOP=""
-cleanup() {
-    mountpoint -q "$W/mnt" 2>/dev/null && { "$B" umount "$W/mnt" >/dev/null 2>&1 || umount "$W/mnt" || true; }
-    [ -n "$LOOP" ] && losetup -d "$LOOP" 2>/dev/null || true
-    rm -rf "$W"
-}
-trap cleanup EXIT INT TERM
 load() { python3 "$here/scripts/workloads/sqlite_commits.py" "$W/mnt" "$PROCS" "$SECONDS_"; }
-mkdir -p "$W/mnt"
 for r in $(seq 1 "$RUNS"); do
     truncate -s 2G "$W/disk.img"
     LOOP=$(losetup --find --show "$W/disk.img")

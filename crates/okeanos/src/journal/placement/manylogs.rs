@@ -171,7 +171,7 @@ pub fn read_table(geo: &Geometry, read: &mut ReadBlock) -> Result<ReadTable, cra
 /// A torn write of the newer copy never made it durable, and no log space that copy released
 /// is reused before it is durable; so after a tear, recovery from the older copy finds every
 /// whole transaction in the logs. One it does not find shows the newer copy was durable and
-/// has been damaged since (docs/JOURNALING.md, "Two copies of the table"):
+/// has been damaged since (docs/JOURNALING.md, "A damaged newest log table"):
 /// - an older copy that needs no recovery (clean, or written by a recovery) was written
 ///   before the mount's first commit, so any newer transaction is such a sign: the mount is
 ///   refused ([`refuse_fallback`]);
@@ -186,8 +186,8 @@ pub fn sweep_after_fallback(geo: &Geometry, t: &ReadTable, mkfs_time_ns: i64, re
     Ok(crate::journal::recovery::sweep_committed(&regions, geo.fs_blocks, t.table.durable, mkfs_time_ns, read)?)
 }
 
-/// Why a mount from `t` must be refused, given the sweep's newest commit: an older copy that
-/// needs no recovery with commits past it in the logs (see [`sweep_after_fallback`]).
+/// Why a mount from `t` must be refused, given the sweep's newest whole transaction: an older
+/// copy that needs no recovery with transactions past it in the logs (see [`sweep_after_fallback`]).
 pub fn refuse_fallback(t: &ReadTable, swept: Option<Tid>) -> Option<String> {
     let (why, n) = (t.other_invalid.as_ref()?, swept?);
     t.table.needs_no_recovery().then(|| {
@@ -362,8 +362,8 @@ pub struct Manylogs {
     /// the release, so space is reused while the durable table still names it live. Recovery
     /// must then miss committed transactions.
     pub fault_reuse_before_table: bool,
-    /// The newest commit of this life a sweep found in the logs when the newer table copy was
-    /// invalid ([`sweep_after_fallback`]); 0 without a sweep. Recovery checks it.
+    /// The newest whole transaction of this life a sweep found in the logs when the newer
+    /// table copy was invalid ([`sweep_after_fallback`]); 0 without a sweep. Recovery checks it.
     swept: Tid,
     /// Canary: a block logged whole again keeps the position of its first logged copy, so a
     /// parked block loads, and a checkpoint copies home, an older version.

@@ -132,10 +132,11 @@ pub struct Interleaved {
     /// A transaction past `end` has at least this tid (newer than everything durable when the
     /// table was planned); an older one there is stale, as after a log swap.
     pub past_end_min: Tid,
-    /// The newest commit of this file system's life anywhere in the logs, when the newer
-    /// table copy was invalid and the logs were swept for it (0: no sweep). Newer than the
-    /// transaction after the last one recovery finds, it shows the newer copy was durable and
-    /// is damaged: committed transactions are missing (manylogs::sweep_after_fallback).
+    /// The newest whole transaction of this file system's life anywhere in the logs, when the
+    /// newer table copy was invalid and the logs were swept for it (0: no sweep). At or past
+    /// the first tid missing from recovery's merged run, it shows the newer copy was durable
+    /// and is damaged: committed transactions are missing (manylogs::sweep_after_fallback).
+    /// The same in every log's start.
     pub swept: Tid,
 }
 
