@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# fdatasync after overwrites of allocated blocks (issue 32, item 4) on Okeanos (ordered and
-# wasteless+dmeta) and ext4 (data=ordered), all on the same 2 GB loop device, RUNS times
+# fdatasync after overwrites of allocated blocks (issue 32, item 4) on Okeanos (ordered, with
+# the in-place fdatasync and with datasync=commit, and wasteless+dmeta) and ext4
+# (data=ordered), all on the same 2 GB loop device, RUNS times
 # (default 3): the time per 8 KiB overwrite + fdatasync, and how many journal commits the 200
 # syncs made (Okeanos: `okeanos stat`; ext4: /proc/fs/jbd2). Root; a release build.
 set -euo pipefail
@@ -22,7 +23,7 @@ jbd2_commits() { awk '/transactions/{print $1; exit}' "/proc/fs/jbd2/$(basename 
 for r in $(seq 1 "$RUNS"); do
     truncate -s 2G "$W/disk.img"
     LOOP=$(losetup --find --show "$W/disk.img")
-    for mode in data=ordered data=wasteless,dmeta; do
+    for mode in data=ordered data=ordered,datasync=commit data=wasteless,dmeta; do
         "$B" mkfs --force "$LOOP" >/dev/null
         "$B" mount "$LOOP" "$W/mnt" -o "$mode" >/dev/null
         echo "run $r okeanos $mode: $(measure okeanos_commits)"

@@ -4,8 +4,12 @@
 # Okeanos on an image file (no loop device), to show what the file costs. Root; needs
 # PostgreSQL (apt-get install postgresql) and a release build of okeanos. Prints one line per
 # target and run: tps and average latency.
+#
+#   scripts/pgbench-compare.sh [okeanos mount options...]   (default: data=ordered and data=wasteless,dmeta)
 set -euo pipefail
 RUNS=${RUNS:-3}
+modes=("${@:-data=ordered}")
+[ $# -eq 0 ] && modes+=(data=wasteless,dmeta)
 B=${OKEANOS:-$(cd "$(dirname "$0")/.." && pwd)/target/release/okeanos}
 PG=$(ls -d /usr/lib/postgresql/*/bin | tail -1)
 W=$(mktemp -d /tmp/pgbench-compare.XXXX)
@@ -36,7 +40,7 @@ for r in $(seq 1 "$RUNS"); do
     mount "$LOOP" "$W/mnt"
     bench ext4-ordered "$r"
     umount "$W/mnt"
-    for mode in data=ordered data=wasteless,dmeta; do
+    for mode in "${modes[@]}"; do
         "$B" mkfs --force "$LOOP" >/dev/null
         "$B" mount "$LOOP" "$W/mnt" -o "$mode,allow_other" >/dev/null
         bench "okeanos-$mode" "$r"

@@ -74,6 +74,11 @@ pub struct MountOptions {
     /// commit, and writers wait past twice as much (journal/writeback.rs). None: 1 MiB on
     /// manylogs, off (0) otherwise.
     pub dirty_background_bytes: Option<u64>,
+    /// fdatasync of a file whose running-transaction changes are only overwrites of blocks it
+    /// already had (ordered and writeback content): write them in place and flush, without a
+    /// commit (`datasync=in_place`, the default; journal/datasync.rs), or commit
+    /// (`datasync=commit`, as before).
+    pub datasync_in_place: bool,
     /// Manylogs with `checkpoint=lazy|idle`: move a log over 80% full into an empty log far
     /// from the head (`log_swap=on|off`, default on; the paper's log swapping, section III-G):
     /// at once when it is the head's log, otherwise when the file system is idle.
@@ -142,6 +147,10 @@ pub struct MountOptions {
     /// Test-only fault (canary): background writeback records its blocks as written without
     /// writing them, so commits leave them out.
     pub fault_early_unwritten: bool,
+    /// Test-only fault (canary): the in-place fdatasync of overwrites writes them without the
+    /// flush, so a sync returns with its data still in the device's cache.
+    #[doc(hidden)]
+    pub fault_datasync_no_flush: bool,
     /// Test-only fault (canary): a block logged whole again keeps the log position of its
     /// first copy, so a block parked out of the cache loads (and a checkpoint copies home)
     /// an older version.
@@ -193,6 +202,7 @@ impl Default for MountOptions {
             idle_after: Duration::from_secs(2),
             snapshot_period: Duration::from_secs(30),
             dirty_background_bytes: None,
+            datasync_in_place: true,
             log_swap: true,
             max_tx_blocks: None,
             device_model: None,
@@ -216,6 +226,7 @@ impl Default for MountOptions {
             fault_manylogs_reuse_early: false,
             fault_manylogs_snapshot_unhomed: false,
             fault_early_unwritten: false,
+            fault_datasync_no_flush: false,
             fault_manylogs_keep_first_position: false,
             fault_manylogs_swap_unreserved: false,
             manual_journal: false,
@@ -310,6 +321,11 @@ impl MountOptions {
                 "idle_after" => o.idle_after = secs(v)?.max(Duration::from_millis(10)),
                 "snapshot_period" => o.snapshot_period = secs(v)?,
                 "dirty_background_bytes" => o.dirty_background_bytes = Some(num(v)?),
+                "datasync" => o.datasync_in_place = match v {
+                    Some("in_place") => true,
+                    Some("commit") => false,
+                    _ => return Err(format!("option datasync takes in_place or commit, not {:?}", v.unwrap_or(""))),
+                },
                 "log_swap" => o.log_swap = match v {
                     None | Some("1") | Some("on") => true,
                     Some("0") | Some("off") => false,

@@ -100,6 +100,36 @@ fn canary_early_writes_recorded_but_not_written_is_caught() {
     assert!(!out.violations.is_empty(), "the crash tests did not notice in-place data never written ({} states)", out.states);
 }
 
+/// fdatasync of overwrites in place (journal/datasync.rs): the workload's overwritten file is
+/// synced by fsync and fdatasync in turn; under ordered and writeback the fdatasyncs of
+/// overwrites inside its size write the blocks in place and flush, with no commit. Crashed at
+/// every sampled event (the in-place writes kept, lost, torn; the transaction holding their
+/// timestamps committed or not), every synced byte must be there. The plain crash tests run
+/// the same workload; this one says the steps happened.
+#[test]
+fn datasync_in_place_crash_states() {
+    for policy in ["ordered", "writeback"] {
+        let cfg = ContentConfig::parse(policy).unwrap();
+        let run = workload(cfg, Journal::Internal { blocks: 256 }, 120, &|_| {}, 0xd5 + cfg.mode as u64);
+        assert!(run.datasyncs_in_place > 0, "{policy}: no fdatasync was served in place");
+        let out = enumerate(cfg, &run, 250, 25);
+        out.assert_clean(500);
+        eprintln!("{policy}: {} fdatasyncs in place, {} crash states, no violation", run.datasyncs_in_place, out.states);
+    }
+}
+
+/// The canary: the in-place fdatasync without its flush returns with the overwrites still in
+/// the device's cache; a crash then loses synced bytes.
+#[test]
+fn canary_datasync_in_place_without_flush_is_caught() {
+    let cfg = ContentConfig::parse("ordered").unwrap();
+    let run = workload(cfg, Journal::Internal { blocks: 256 }, 120, &|o| o.fault_datasync_no_flush = true, 0xd5 + cfg.mode as u64);
+    assert!(run.datasyncs_in_place > 0, "no fdatasync was served in place");
+    let out = enumerate(cfg, &run, 250, 0);
+    assert!(!out.violations.is_empty(), "the crash tests did not notice an in-place fdatasync without a flush ({} states)", out.states);
+    eprintln!("{} of {} crash states caught, e.g. {}", out.violations.len(), out.states, out.violations[0]);
+}
+
 /// The canary of the checker itself: a commit that goes before its ordered data leaves, in the
 /// crash states between them, committed sizes over blocks never written (zeros on a fresh
 /// disk). The checker compares every synced byte, zeros included, so it must catch this under

@@ -94,9 +94,9 @@ struct Core {
     return_backoff_ns: u64,
     /// The blocks of the checkpoint in flight beside a commit (checkpoint lane), if one is.
     checkpointing: Option<std::collections::BTreeSet<u64>>,
-    /// Syncs that wait without a thread ([`Okeanos::fsync_then`]): the transaction, when the
+    /// Syncs that wait without a thread ([`Okeanos::fsync_then`]): what they wait for, when the
     /// sync began, and what to call once it is durable (or failed).
-    sync_waiters: Vec<(Tid, u64, sync::SyncDone)>,
+    sync_waiters: Vec<(sync::Await, u64, sync::SyncDone)>,
     /// A checkpoint of every transaction up to this one was asked for ([`Okeanos::checkpoint`],
     /// or `checkpoint=idle` after a quiet spell): it runs until they are all released.
     force_checkpoint: Option<Tid>,

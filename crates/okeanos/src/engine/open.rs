@@ -183,6 +183,8 @@ pub(super) fn journal(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
     cfg.dirty_background_blocks = usize::try_from(background / sb.block_size as u64).unwrap_or(usize::MAX);
     cfg.fault_early_unwritten = opts.fault_early_unwritten;
     cfg.fault_ordered_after_commit = opts.fault_ordered_after_commit;
+    cfg.datasync_in_place = opts.datasync_in_place;
+    cfg.fault_datasync_no_flush = opts.fault_datasync_no_flush;
     let journal = Journal::new(cfg, content.policy(), placement, next_tid);
     Ok(journal)
 }

@@ -27,6 +27,9 @@ pub enum JournalWork {
     /// Early writes of the running transaction's in-place data (journal/writeback.rs), in a
     /// checkpoint's place.
     Early(crate::journal::writeback::EarlyPlan),
+    /// fdatasyncs of overwrites: their blocks written in place and flushed, without a commit
+    /// (journal/datasync.rs), in a checkpoint's place.
+    Datasync(crate::journal::datasync::DatasyncPlan),
 }
 
 /// How often a host that fell back tries to return to its server (when its local journal is
@@ -45,6 +48,7 @@ impl JournalWork {
             JournalWork::Return { io, .. } => io,
             JournalWork::Swap(p) => &p.io,
             JournalWork::Early(p) => &p.io,
+            JournalWork::Datasync(p) => &p.early.io,
         }
     }
 }
@@ -172,10 +176,14 @@ impl Okeanos {
         match lane {
             Lane::Commit => {
                 if !beside && core.checkpointing.is_none() {
-                    // Between commits, a due snapshot of the map goes first, and early writes
+                    // Between commits, fdatasyncs of overwrites go first (nothing else they
+                    // wait for), then a due snapshot of the map, and early writes
                     // past the background threshold: a busy commit lane would otherwise put
                     // them off for as long as writers keep coming (and a commit would write
                     // the in-place data itself, which is what a small sync must not wait for).
+                    if let Some(step) = self.datasync_step(core) {
+                        return step;
+                    }
                     if let Some(step) = self.snapshot_step(core, now) {
                         return step;
                     }
@@ -280,6 +288,9 @@ impl Okeanos {
         if core.checkpointing.is_some() {
             return Some(JournalStep::Idle { wake_ns: u64::MAX });
         }
+        if let Some(step) = self.datasync_step(core) {
+            return Some(step);
+        }
         if let Some(target) = core.force_checkpoint {
             // Asked for (`okeanos checkpoint`): everything committed goes home, O_DUR included.
             if core.fs.journal.log.front().is_some_and(|t| t.tid <= target) {
@@ -378,6 +389,15 @@ impl Okeanos {
         let plan = core.fs.journal.early_begin(&core.fs.cache)?;
         core.checkpointing = Some(plan.blocks.iter().map(|(b, _)| *b).collect());
         Some(JournalStep::Work(JournalWork::Early(plan)))
+    }
+
+    /// The fdatasyncs of overwrites waiting, in one step (journal/datasync.rs). Its blocks are
+    /// the lane's busy set, as an early write's.
+    fn datasync_step(&self, core: &mut Core) -> Option<JournalStep> {
+        let Core { fs, .. } = &mut *core;
+        let plan = fs.journal.datasync_begin(&fs.cache)?;
+        core.checkpointing = Some(plan.early.blocks.iter().map(|(b, _)| *b).collect());
+        Some(JournalStep::Work(JournalWork::Datasync(plan)))
     }
 
     /// A snapshot of the map of logged blocks when one is due (manylogs, `snapshot_period=`):
@@ -480,7 +500,7 @@ impl Okeanos {
         let now = inner.clock.now_ns();
         // The other lane may be waiting for this step (a clash, or space held by a commit).
         match &work {
-            JournalWork::Checkpoint(_) | JournalWork::Swap(_) | JournalWork::Early(_) => {
+            JournalWork::Checkpoint(_) | JournalWork::Swap(_) | JournalWork::Early(_) | JournalWork::Datasync(_) => {
                 core.checkpointing = None;
                 inner.jcv.notify_one();
                 inner.ccv.notify_one();
@@ -525,6 +545,10 @@ impl Okeanos {
                 inner.stats.on_early_writes(plan.blocks.len() as u64);
                 core.fs.journal.early_finish(plan);
             }
+            (JournalWork::Datasync(plan), Ok(())) => {
+                inner.stats.on_datasync_in_place();
+                core.fs.journal.datasync_finish(plan);
+            }
             (JournalWork::Checkpoint(plan), Ok(())) => {
                 let Core { fs, .. } = &mut *core;
                 fs.journal.checkpoint_finish(&mut fs.cache, plan);
@@ -561,6 +585,7 @@ impl Okeanos {
                     JournalWork::Return { .. } => format!("returning to the journal server failed: {e}"),
                     JournalWork::Swap(_) => format!("log swap failed: {e}"),
                     JournalWork::Early(_) => format!("background writeback failed: {e}"),
+                    JournalWork::Datasync(_) => format!("writing overwrites in place for fdatasync failed: {e}"),
                 };
                 self.abort(core, why);
             }
@@ -616,11 +641,19 @@ impl Okeanos {
     }
 
     /// The transaction a sync of `ino` must see committed (requesting its commit), or None if
-    /// it already is.
+    /// it already is. An fdatasync that a mount would serve in place (journal/datasync.rs)
+    /// commits the running transaction here: the simulator does not model the in-place step.
     pub fn sync_target(&self, ino: u32, datasync: bool) -> Option<Tid> {
         let mut core = self.lock();
-        let map = if datasync { &core.fs.datasync_tid } else { &core.fs.sync_tid };
-        let tid = map.get(&ino).copied().unwrap_or(0);
+        let tid = if datasync {
+            match core.fs.datasync_need(ino) {
+                crate::fs::DatasyncNeed::Nothing => 0,
+                crate::fs::DatasyncNeed::Commit(t) => t,
+                crate::fs::DatasyncNeed::InPlace(_) => core.fs.journal.running.tid,
+            }
+        } else {
+            core.fs.sync_tid.get(&ino).copied().unwrap_or(0)
+        };
         let j = &mut core.fs.journal;
         if j.committed_tid >= tid {
             return None;

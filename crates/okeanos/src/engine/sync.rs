@@ -12,22 +12,45 @@
 //! notifier thread — never on the journal thread, which goes on to the next commit.
 
 use super::{Core, Inner, Okeanos};
-use crate::fs::{FsError, FsResult};
+use crate::fs::{DatasyncNeed, FsError, FsResult};
 use crate::journal::transaction::Tid;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::MutexGuard;
+
+/// What a sync waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Await {
+    /// The commit of this transaction (0: nothing).
+    Commit(Tid),
+    /// An in-place request of journal/datasync.rs, or the commit of the transaction that
+    /// holds its blocks, whichever comes first.
+    InPlace { ticket: u64, tid: Tid },
+}
+
+impl Await {
+    fn settled(self, core: &Core) -> bool {
+        let j = &core.fs.journal;
+        match self {
+            Await::Commit(tid) => j.committed_tid >= tid,
+            Await::InPlace { ticket, tid } => j.datasync.done >= ticket || j.committed_tid >= tid,
+        }
+    }
+}
 
 /// What [`Okeanos::fsync_then`] calls once the sync is durable, or failed.
 pub type SyncDone = Box<dyn FnOnce(FsResult<()>) + Send>;
 
 impl Okeanos {
     /// Returns when everything `ino` depends on is durable: fsync (`datasync` false) or
-    /// fdatasync (`datasync` true; timestamps-only changes are not waited for).
+    /// fdatasync (`datasync` true; timestamps-only changes are not waited for, and overwrites
+    /// in place are written and flushed without a commit: journal/datasync.rs).
     pub fn fsync(&self, ino: u32, datasync: bool) -> FsResult<()> {
         let t0 = self.inner.clock.now_ns();
-        let core = self.lock();
-        let tid = Self::sync_tid(&core, ino, datasync);
-        self.wait_committed(core, tid)?;
+        let mut core = self.lock();
+        match self.sync_await(&mut core, ino, datasync) {
+            Await::Commit(tid) => self.wait_committed(core, tid)?,
+            Await::InPlace { ticket, tid } => self.wait_in_place(core, ticket, tid)?,
+        }
         self.inner.stats.on_sync(self.inner.clock.now_ns() - t0);
         Ok(())
     }
@@ -39,8 +62,8 @@ impl Okeanos {
     pub fn fsync_then(&self, ino: u32, datasync: bool, done: SyncDone) {
         let t0 = self.inner.clock.now_ns();
         let mut core = self.lock();
-        let tid = Self::sync_tid(&core, ino, datasync);
-        if core.fs.journal.committed_tid >= tid {
+        let wait = self.sync_await(&mut core, ino, datasync);
+        if wait.settled(&core) {
             drop(core);
             self.inner.stats.on_sync(self.inner.clock.now_ns() - t0);
             return done(Ok(()));
@@ -59,8 +82,11 @@ impl Okeanos {
             return done(Err(FsError::Io("the file system is being unmounted".into())));
         }
         self.inner.ensure_notifier();
-        let raised = self.request_commit(&mut core, tid);
-        core.sync_waiters.push((tid, t0, done));
+        let raised = match wait {
+            Await::Commit(tid) => self.request_commit(&mut core, tid),
+            Await::InPlace { .. } => false,
+        };
+        core.sync_waiters.push((wait, t0, done));
         drop(core);
         if raised {
             self.inner.jcv.notify_one();
@@ -78,11 +104,25 @@ impl Okeanos {
     /// Makes several files durable with one wait: the transactions holding everything each
     /// depends on (as [`fsync`](Self::fsync) would, `datasync` as fdatasync) are committed
     /// together, usually in one commit and one flush (docs/EMBEDDING.md, "Group sync", says
-    /// what is promised after a crash).
+    /// what is promised after a crash); overwrites in place of all of them go in one step.
     pub fn sync_files(&self, inos: &[u32], datasync: bool) -> FsResult<()> {
         let t0 = self.inner.clock.now_ns();
-        let core = self.lock();
-        let tid = inos.iter().map(|&i| Self::sync_tid(&core, i, datasync)).max().unwrap_or(0);
+        let mut core = self.lock();
+        let mut tid = 0;
+        let mut blocks = Vec::new();
+        for &ino in inos {
+            match if datasync { core.fs.datasync_need(ino) } else { DatasyncNeed::Commit(Self::sync_tid(&core, ino, false)) } {
+                DatasyncNeed::Nothing => {}
+                DatasyncNeed::Commit(t) => tid = tid.max(t),
+                DatasyncNeed::InPlace(b) => blocks.extend(b),
+            }
+        }
+        if !blocks.is_empty() {
+            if let Await::InPlace { ticket, tid: running } = self.request_in_place(&mut core, blocks) {
+                self.wait_in_place(core, ticket, running)?;
+                core = self.lock();
+            }
+        }
         self.wait_committed(core, tid)?;
         self.inner.stats.on_sync(self.inner.clock.now_ns() - t0);
         Ok(())
@@ -130,6 +170,49 @@ impl Okeanos {
             if self.inner.committed.load(SeqCst) < next && self.inner.wake_gen.load(SeqCst) == gen {
                 let _ = self.inner.commit_cv[(next % 2) as usize].wait_timeout(g, deadline - now);
             }
+        }
+    }
+
+    /// What a sync of `ino` waits for; an fdatasync of overwrites in place is asked for here.
+    fn sync_await(&self, core: &mut Core, ino: u32, datasync: bool) -> Await {
+        if !datasync {
+            return Await::Commit(Self::sync_tid(core, ino, false));
+        }
+        match core.fs.datasync_need(ino) {
+            DatasyncNeed::Nothing => Await::Commit(0),
+            DatasyncNeed::Commit(tid) => Await::Commit(tid),
+            DatasyncNeed::InPlace(blocks) => self.request_in_place(core, blocks),
+        }
+    }
+
+    /// Asks the journal for `blocks` written in place and flushed (journal/datasync.rs), and
+    /// wakes the lane that does it.
+    fn request_in_place(&self, core: &mut Core, blocks: Vec<u64>) -> Await {
+        let tid = core.fs.journal.running.tid;
+        let ticket = core.fs.journal.datasync_request(blocks);
+        self.inner.jcv.notify_one();
+        self.inner.ccv.notify_one();
+        Await::InPlace { ticket, tid }
+    }
+
+    /// Waits until the in-place request `ticket` is durable (or transaction `tid`, which holds
+    /// its blocks, committed), the journal fails or the mount ends.
+    fn wait_in_place<'a>(&'a self, mut core: MutexGuard<'a, Core>, ticket: u64, tid: Tid) -> FsResult<()> {
+        loop {
+            if (Await::InPlace { ticket, tid }).settled(&core) {
+                return Ok(());
+            }
+            if let Some(e) = &core.fs.journal.aborted {
+                return Err(FsError::Io(format!("journal aborted: {e}")));
+            }
+            if core.manual {
+                return Err(FsError::WouldBlock);
+            }
+            if core.abandoned {
+                return Err(FsError::Io("the file system was unmounted before the sync completed".into()));
+            }
+            // Every journal step ends by waking the handles' condition variable.
+            core = self.inner.cv.wait(core).unwrap_or_else(|e| e.into_inner());
         }
     }
 
@@ -208,13 +291,12 @@ impl Inner {
         if core.sync_waiters.is_empty() {
             return;
         }
-        let committed = core.fs.journal.committed_tid;
         let failed = core.fs.journal.aborted.clone();
         let now = self.clock.now_ns();
         let mut ready = Vec::new();
         let mut keep = Vec::new();
-        for (tid, t0, done) in std::mem::take(&mut core.sync_waiters) {
-            if tid <= committed {
+        for (wait, t0, done) in std::mem::take(&mut core.sync_waiters) {
+            if wait.settled(core) {
                 self.stats.on_sync(now.saturating_sub(t0));
                 ready.push((Ok(()), done));
             } else if let Some(e) = &failed {
@@ -222,7 +304,7 @@ impl Inner {
             } else if closing {
                 ready.push((Err(FsError::Io("the file system was unmounted before the sync completed".into())), done));
             } else {
-                keep.push((tid, t0, done));
+                keep.push((wait, t0, done));
             }
         }
         core.sync_waiters = keep;

@@ -75,6 +75,11 @@ impl<'a> Fs<'a> {
         if self.write_needs(ino, off, data.len())? > self.st.allocatable_blocks() {
             return Err(FsError::NoSpace);
         }
+        let old_size = self.load(ino)?.inode.size;
+        // Only overwrites, inside the size: an fdatasync may write them in place without a
+        // commit (journal/datasync.rs), if the content policy keeps every block in place.
+        let mut in_place = self.st.journal.cfg.datasync_in_place && kind == BufKind::Data && !durable && !keep_size && end <= old_size;
+        let mut touched = Vec::new();
         let mut pos = off;
         let mut rest = data;
         while !rest.is_empty() {
@@ -92,12 +97,15 @@ impl<'a> Fs<'a> {
                 }
             };
             self.write_file_block(phys, in_block, &rest[..n], data.len(), fresh, kind, durable)?;
+            in_place = in_place && !fresh && self.st.journal.syncs_in_place(phys);
+            if in_place {
+                touched.push(phys);
+            }
             pos += n as u64;
             rest = &rest[n..];
         }
         let now = self.now_ns;
         let mi = self.load(ino)?;
-        let old_size = mi.inode.size;
         if !keep_size {
             mi.inode.size = mi.inode.size.max(end);
         } else if end > mi.inode.size {
@@ -107,7 +115,11 @@ impl<'a> Fs<'a> {
         mi.inode.ctime_ns = now;
         let new_size = mi.inode.size;
         self.store(ino)?;
-        self.st.touch(ino, true);
+        if in_place {
+            self.st.touch_overwrite(ino, touched);
+        } else {
+            self.st.touch(ino, true);
+        }
         self.st.note_bytes(ino, off.min(old_size), old_size, new_size);
         Ok(())
     }

@@ -140,6 +140,17 @@ impl From<FormatError> for FsError {
 
 pub type FsResult<T> = Result<T, FsError>;
 
+/// What an fdatasync must wait for ([`FsState::datasync_need`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DatasyncNeed {
+    /// Everything is durable.
+    Nothing,
+    /// The commit of this transaction.
+    Commit(Tid),
+    /// These overwritten blocks, written in place and flushed (journal/datasync.rs).
+    InPlace(Vec<u64>),
+}
+
 /// Everything the engine keeps under its state lock.
 pub struct FsState {
     pub sb: Superblock,
@@ -155,6 +166,10 @@ pub struct FsState {
     /// The last transaction that changed each inode (fsync) and its data or size (fdatasync).
     pub sync_tid: HashMap<u32, Tid>,
     pub datasync_tid: HashMap<u32, Tid>,
+    /// Blocks of each file overwritten in place since its data last needed a commit, with
+    /// the transaction that holds them: an fdatasync writes them in place without a commit
+    /// (journal/datasync.rs) while that is the running transaction.
+    pub overwrites: HashMap<u32, (Tid, std::collections::BTreeSet<u64>)>,
     /// The durable watermark of each file changed since the mount ([`durable`]).
     pub watermarks: HashMap<u32, durable::Watermark>,
     /// Unlinked inodes whose last handle closed: their blocks are freed by the next operation.
@@ -209,6 +224,7 @@ impl FsState {
             pending_free_inodes: HashSet::default(),
             sync_tid: HashMap::default(),
             datasync_tid: HashMap::default(),
+            overwrites: HashMap::default(),
             watermarks: HashMap::default(),
             deferred_evict: Vec::new(),
             evicting: HashSet::default(),
@@ -288,6 +304,41 @@ impl FsState {
         self.sync_tid.insert(ino, tid);
         if data {
             self.datasync_tid.insert(ino, tid);
+        }
+    }
+
+    /// Records that the running transaction changed file `ino` only by overwriting `blocks`
+    /// in place (each [`Journal::syncs_in_place`]): fsync still needs a commit (the
+    /// timestamps), fdatasync only the blocks. Overwrites of an older transaction still in
+    /// flight need its commit.
+    ///
+    /// [`Journal::syncs_in_place`]: crate::journal::Journal::syncs_in_place
+    pub fn touch_overwrite(&mut self, ino: u32, blocks: impl IntoIterator<Item = u64>) {
+        let (tid, committed) = (self.journal.running.tid, self.journal.committed_tid);
+        self.sync_tid.insert(ino, tid);
+        let entry = self.overwrites.entry(ino).or_insert_with(|| (tid, Default::default()));
+        if entry.0 != tid {
+            if entry.0 > committed {
+                let older = entry.0;
+                let d = self.datasync_tid.entry(ino).or_insert(0);
+                *d = (*d).max(older);
+            }
+            *entry = (tid, Default::default());
+        }
+        entry.1.extend(blocks);
+    }
+
+    /// What an fdatasync of `ino` needs now.
+    pub fn datasync_need(&self, ino: u32) -> DatasyncNeed {
+        let j = &self.journal;
+        let tid = self.datasync_tid.get(&ino).copied().unwrap_or(0);
+        match self.overwrites.get(&ino).filter(|(t, _)| *t > j.committed_tid) {
+            None if tid > j.committed_tid => DatasyncNeed::Commit(tid),
+            None => DatasyncNeed::Nothing,
+            // The block map and size that lead to the blocks are committed, and the blocks
+            // are the running transaction's: in place.
+            Some((t, blocks)) if tid <= j.committed_tid && *t == j.running.tid && j.aborted.is_none() => DatasyncNeed::InPlace(blocks.iter().copied().collect()),
+            Some((t, _)) => DatasyncNeed::Commit(tid.max(*t)),
         }
     }
 

@@ -13,6 +13,7 @@
 pub mod checkpoint;
 pub mod commit;
 pub mod content;
+pub mod datasync;
 pub mod fallback;
 pub mod placement;
 pub mod plan;
@@ -56,13 +57,18 @@ pub struct JournalConfig {
     /// Test-only fault (canary): ordered data is written after its commit instead of before,
     /// so a crash between them leaves committed metadata over data never written.
     pub fault_ordered_after_commit: bool,
+    /// fdatasync of overwrites writes them in place without a commit (journal/datasync.rs;
+    /// `datasync=in_place`, the default) rather than committing (`datasync=commit`).
+    pub datasync_in_place: bool,
+    /// Test-only fault (canary): the in-place fdatasync writes without the flush.
+    pub fault_datasync_no_flush: bool,
 }
 
 impl JournalConfig {
     /// The configuration for a placement of `capacity` journal blocks.
     pub fn new(capacity: u64, block_size: usize) -> Self {
         let max_tx_blocks = (capacity / 4).max(8);
-        JournalConfig { block_size, max_tx_blocks, fault_skip_commit_flush: false, lazy_checkpoint: false, dirty_background_blocks: 0, fault_early_unwritten: false, fault_ordered_after_commit: false }
+        JournalConfig { block_size, max_tx_blocks, fault_skip_commit_flush: false, lazy_checkpoint: false, dirty_background_blocks: 0, fault_early_unwritten: false, fault_ordered_after_commit: false, datasync_in_place: false, fault_datasync_no_flush: false }
     }
 }
 
@@ -118,6 +124,8 @@ pub struct Journal {
     /// The running transaction's in-place blocks written early, with the version written
     /// (journal/writeback.rs).
     pub early: HashMap<u64, std::sync::Arc<Vec<u8>>>,
+    /// fdatasyncs of overwrites waiting to be written in place (journal/datasync.rs).
+    pub datasync: datasync::DatasyncQueue,
 }
 
 /// What the checkpoints of a mount wrote and what they were spared.
@@ -167,6 +175,7 @@ impl Journal {
             aborted: None,
             cp: CheckpointCounts::default(),
             early: HashMap::default(),
+            datasync: Default::default(),
         }
     }
 

@@ -49,6 +49,8 @@ pub struct Run {
     pub snapshots: u64,
     /// In-place data blocks written before their commit (background writeback).
     pub early_writes: u64,
+    /// fdatasyncs of overwrites made durable in place, without a commit (steps).
+    pub datasyncs_in_place: u64,
 }
 
 /// Checks the guarantee of `mode` on a recovered file system, for a crash after `k` events.
@@ -232,9 +234,10 @@ fn end(recorder: Arc<CrashRecorder>, fs: Okeanos, files: HashMap<String, History
     let checkpoint = fs.counters().checkpoint;
     let snapshots = fs.counters().snapshots;
     let early_writes = fs.counters().early_writes;
+    let datasyncs_in_place = fs.counters().datasyncs_in_place;
     let end_events = recorder.event_count();
     drop(fs);
-    Run { recorder, files, end_events, overwritten: vec![OW.to_string()], nvm: matches!(journal, Journal::Nvm { .. }), external: matches!(journal, Journal::External { .. }), near_head, checkpoint, snapshots, early_writes }
+    Run { recorder, files, end_events, overwritten: vec![OW.to_string()], nvm: matches!(journal, Journal::Nvm { .. }), external: matches!(journal, Journal::External { .. }), near_head, checkpoint, snapshots, early_writes, datasyncs_in_place }
 }
 
 /// A recorded workload: appends with syncs on a few streams, in-place overwrites, metadata
@@ -281,7 +284,9 @@ pub fn workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: &dyn F
                 v[off as usize..off as usize + len].copy_from_slice(&data);
                 h.versions.push((at, v));
                 if (r >> 24) % 3 == 0 {
-                    ow.fsync().unwrap();
+                    // fdatasync of overwrites inside the size: ordered and writeback write them
+                    // in place without a commit (journal/datasync.rs).
+                    if (r >> 28) % 2 == 0 { ow.fsync().unwrap() } else { ow.fdatasync().unwrap() }
                     let h = files.get_mut(OW).unwrap();
                     h.acks.push((recorder.event_count(), h.versions.len() - 1));
                 }

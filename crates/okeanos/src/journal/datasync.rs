@@ -1,0 +1,103 @@
+//! fdatasync of overwrites without a commit (docs/JOURNALING.md, "fdatasync of overwrites").
+//!
+//! Under ordered and writeback content, a write that changes only the bytes of blocks the file
+//! already had — no block allocated, the size unchanged — leaves nothing a read after a crash
+//! needs in the journal: the block map and the size that lead to those blocks are committed
+//! already, and only the new bytes must reach their place. ext4 syncs such a file with one
+//! data write and one flush, and no journal commit (its inode's datasync tid does not move on
+//! an overwrite). So does this phase: fdatasync asks for the blocks, a step writes their
+//! current versions in place and flushes the file system device, and the sync returns. The
+//! timestamps the write changed stay in the running transaction and commit with it, as
+//! fdatasync allows.
+//!
+//! The step is an early write of the running transaction (journal/writeback.rs) followed by a
+//! flush: it runs where early writes run (a checkpoint's place on its lane, its blocks the
+//! lane's busy set), so one write of a block is in flight at a time, and the commit that
+//! follows writes again only the blocks changed since. It waits while the commit in flight
+//! writes one of its blocks in place: that commit makes the block durable first.
+//!
+//! What is never done this way (the caller, the file system layer, decides per write and
+//! commits instead): blocks logged in this transaction or with a logged copy that recovery
+//! could replay over the new bytes (selective, data and wasteless content; a block that was
+//! metadata once), O_DUR files, and any write that allocated or changed the size.
+
+use super::plan::{BlockKind, DevId, IoPlan, IoWrite};
+use super::writeback::EarlyPlan;
+use super::Journal;
+use crate::cache::Cache;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// What fdatasyncs asked to be written in place, and how far the steps got.
+#[derive(Debug, Default)]
+pub struct DatasyncQueue {
+    /// Blocks some fdatasync waits for.
+    wanted: BTreeSet<u64>,
+    /// Requests made (each a ticket number) and requests durable: a sync returns once
+    /// `done` reaches its ticket.
+    asked: u64,
+    pub done: u64,
+}
+
+/// One step: the early writes of the wanted blocks, then a flush of the file system device.
+#[derive(Debug)]
+pub struct DatasyncPlan {
+    pub early: EarlyPlan,
+    /// The requests this step makes durable (every ticket up to this one).
+    pub covers: u64,
+}
+
+impl Journal {
+    /// Whether a change of `block`, in place, may be made durable without a commit: it is
+    /// in-place data of the running transaction (ordered or writeback), not logged by it, and
+    /// no logged copy of it is in the journal.
+    pub fn syncs_in_place(&self, block: u64) -> bool {
+        let r = &self.running;
+        (r.final_data.contains(&block) || r.final_unordered.contains(&block)) && !r.journaled.contains(&block) && !r.ranges.contains_key(&block) && !self.logged_copies.contains_key(&block)
+    }
+
+    /// An fdatasync asks for `blocks` (overwritten in place by the running transaction) to be
+    /// made durable; returns the ticket [`DatasyncQueue::done`] must reach.
+    pub fn datasync_request(&mut self, blocks: impl IntoIterator<Item = u64>) -> u64 {
+        self.datasync.wanted.extend(blocks);
+        self.datasync.asked += 1;
+        self.datasync.asked
+    }
+
+    /// Whether some fdatasync waits for a step.
+    pub fn datasync_pending(&self) -> bool {
+        self.datasync.done < self.datasync.asked
+    }
+
+    /// The step for the requests so far, or None: none waiting, the journal stopped, or the
+    /// commit in flight writes one of the blocks in place (the step is planned after it).
+    /// Blocks that left the running transaction since they were asked for were made durable
+    /// by its commit; blocks already written early need only the flush.
+    pub fn datasync_begin(&mut self, cache: &Cache) -> Option<DatasyncPlan> {
+        if !self.datasync_pending() || self.aborted.is_some() {
+            return None;
+        }
+        if let Some(c) = &self.committing {
+            if self.datasync.wanted.iter().any(|b| c.tx.final_data.contains(b) || c.tx.final_unordered.contains(b)) {
+                return None;
+            }
+        }
+        let wanted = std::mem::take(&mut self.datasync.wanted);
+        let r = &self.running;
+        let blocks: Vec<(u64, Arc<Vec<u8>>)> = wanted
+            .into_iter()
+            .filter(|b| (r.final_data.contains(b) || r.final_unordered.contains(b)) && !self.written_early(cache, *b))
+            .map(|b| (b, cache.peek(b).expect("in-place data stays cached").data.clone()))
+            .collect();
+        let mut io = IoPlan::default();
+        let flush = if self.cfg.fault_datasync_no_flush { Vec::new() } else { vec![DevId::Fs] };
+        io.push(blocks.iter().map(|(b, d)| IoWrite { dev: DevId::Fs, block: *b, data: d.clone(), kind: BlockKind::FinalData }).collect(), flush);
+        Some(DatasyncPlan { early: EarlyPlan { io, blocks }, covers: self.datasync.asked })
+    }
+
+    /// The step's writes and flush completed: its requests are durable.
+    pub fn datasync_finish(&mut self, plan: DatasyncPlan) {
+        self.datasync.done = self.datasync.done.max(plan.covers);
+        self.early_finish(plan.early);
+    }
+}
