@@ -834,10 +834,12 @@ fn fdatasync_of_overwrites_needs_no_commit() {
         let after = m.stats();
         let commits = after["commits"].as_u64().unwrap() - before["commits"].as_u64().unwrap();
         let steps = after["datasyncs_in_place"].as_u64().unwrap() - before["datasyncs_in_place"].as_u64().unwrap();
+        assert!(after["datasync_steps"].as_u64().unwrap() >= before["datasync_steps"].as_u64().unwrap() + if in_place { 1 } else { 0 });
         if in_place {
             // The commit interval (5 s) may commit the timestamps once or twice meanwhile.
             assert!(commits <= 3, "{opts}: {commits} commits for {N} fdatasyncs of overwrites");
-            assert_eq!(steps, N, "{opts}: every fdatasync served in place");
+            // Each served in place, unless a commit of the interval covered it first.
+            assert!(steps + commits >= N, "{opts}: {steps} of {N} fdatasyncs served in place, {commits} commits");
         } else {
             assert!(commits >= N, "{opts}: {commits} commits for {N} fdatasyncs");
             assert_eq!(steps, 0, "{opts}");

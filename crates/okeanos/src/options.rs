@@ -435,4 +435,15 @@ mod tests {
         let e = MountOptions::parse("log_swap=sometimes").err().expect("refused");
         assert!(e.contains("log_swap takes on or off"), "{e}");
     }
+
+    #[test]
+    fn datasync_in_place_is_the_default_and_parsed() {
+        assert!(MountOptions::default().datasync_in_place);
+        assert!(!MountOptions::parse("data=ordered,datasync=commit").unwrap().datasync_in_place);
+        assert!(MountOptions::parse("datasync=in_place").unwrap().datasync_in_place);
+        for bad in ["datasync", "datasync=sometimes"] {
+            let e = MountOptions::parse(bad).err().expect("refused");
+            assert!(e.contains("datasync takes in_place or commit"), "{e}");
+        }
+    }
 }

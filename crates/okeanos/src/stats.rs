@@ -27,6 +27,7 @@ pub struct Stats {
     snapshots: AtomicU64,
     early_writes: AtomicU64,
     datasyncs_in_place: AtomicU64,
+    datasync_steps: AtomicU64,
     log_swaps: AtomicU64,
     overlaps: AtomicU64,
     fallbacks: AtomicU64,
@@ -117,9 +118,10 @@ pub struct Counters {
     pub snapshots: u64,
     /// In-place data blocks written before their commit (`dirty_background_bytes=`).
     pub early_writes: u64,
-    /// fdatasyncs of overwrites made durable in place, without a commit (`datasync=in_place`;
-    /// the steps that served them: one step serves every request waiting when it starts).
+    /// fdatasyncs of overwrites made durable in place, without a commit (`datasync=in_place`),
+    /// and the steps that served them (one step serves every request waiting when it starts).
     pub datasyncs_in_place: u64,
+    pub datasync_steps: u64,
     /// Manylogs log swaps completed (the blocks they moved are the `log_swap` kind).
     pub log_swaps: u64,
     /// Commits and checkpoints that were in flight together (each pair counted once, by the
@@ -203,8 +205,9 @@ impl Stats {
     pub fn on_early_writes(&self, blocks: u64) {
         self.early_writes.fetch_add(blocks, Relaxed);
     }
-    pub fn on_datasync_in_place(&self) {
-        self.datasyncs_in_place.fetch_add(1, Relaxed);
+    pub fn on_datasync_step(&self, requests: u64) {
+        self.datasync_steps.fetch_add(1, Relaxed);
+        self.datasyncs_in_place.fetch_add(requests, Relaxed);
     }
     pub fn on_snapshot(&self) {
         self.snapshots.fetch_add(1, Relaxed);
@@ -295,6 +298,7 @@ impl Stats {
             snapshots: self.snapshots.load(Relaxed),
             early_writes: self.early_writes.load(Relaxed),
             datasyncs_in_place: self.datasyncs_in_place.load(Relaxed),
+            datasync_steps: self.datasync_steps.load(Relaxed),
             log_swaps: self.log_swaps.load(Relaxed),
             overlaps: self.overlaps.load(Relaxed),
             fallbacks: self.fallbacks.load(Relaxed),
@@ -364,6 +368,7 @@ impl Counters {
             snapshots: self.snapshots - base.snapshots,
             early_writes: self.early_writes - base.early_writes,
             datasyncs_in_place: self.datasyncs_in_place - base.datasyncs_in_place,
+            datasync_steps: self.datasync_steps - base.datasync_steps,
             log_swaps: self.log_swaps - base.log_swaps,
             overlaps: self.overlaps - base.overlaps,
             fallbacks: self.fallbacks - base.fallbacks,
@@ -410,7 +415,8 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("okeanos_log_swaps_total", "counter", "logs moved whole to an empty log (manylogs log swapping)"),
     ("okeanos_map_snapshots_total", "counter", "periodic snapshots of the manylogs map of logged blocks (snapshot_period=)"),
     ("okeanos_early_writes_total", "counter", "in-place data blocks written before their commit (dirty_background_bytes=)"),
-    ("okeanos_datasyncs_in_place_total", "counter", "steps that made fdatasyncs of overwrites durable in place, without a commit (datasync=in_place)"),
+    ("okeanos_datasyncs_in_place_total", "counter", "fdatasyncs of overwrites made durable in place, without a commit (datasync=in_place)"),
+    ("okeanos_datasync_steps_total", "counter", "the steps that served them (writes in place and one flush each)"),
     ("okeanos_block_bytes_total", "counter", "bytes written, by kind of block (label kind)"),
     ("okeanos_blocks_total", "counter", "blocks written, by kind (label kind)"),
     ("okeanos_device_bytes_written_total", "counter", "bytes the engine wrote to a device (label device: fs or journal)"),
@@ -454,6 +460,7 @@ impl Counters {
             ("okeanos_map_snapshots_total", self.snapshots),
             ("okeanos_early_writes_total", self.early_writes),
             ("okeanos_datasyncs_in_place_total", self.datasyncs_in_place),
+            ("okeanos_datasync_steps_total", self.datasync_steps),
         ] {
             help(&mut o, name);
             let _ = writeln!(o, "{name} {v}");

@@ -391,8 +391,8 @@ impl Okeanos {
         Some(JournalStep::Work(JournalWork::Early(plan)))
     }
 
-    /// The fdatasyncs of overwrites waiting, in one step (journal/datasync.rs). Its blocks are
-    /// the lane's busy set, as an early write's.
+    /// The fdatasyncs of overwrites waiting, in one step (journal/datasync.rs), unless a
+    /// wanted commit covers them. Its blocks are the lane's busy set, as an early write's.
     fn datasync_step(&self, core: &mut Core) -> Option<JournalStep> {
         let Core { fs, .. } = &mut *core;
         let plan = fs.journal.datasync_begin(&fs.cache)?;
@@ -546,7 +546,7 @@ impl Okeanos {
                 core.fs.journal.early_finish(plan);
             }
             (JournalWork::Datasync(plan), Ok(())) => {
-                inner.stats.on_datasync_in_place();
+                inner.stats.on_datasync_step(plan.covers.saturating_sub(core.fs.journal.datasync.done));
                 core.fs.journal.datasync_finish(plan);
             }
             (JournalWork::Checkpoint(plan), Ok(())) => {

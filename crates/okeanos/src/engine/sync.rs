@@ -129,7 +129,7 @@ impl Okeanos {
     }
 
     /// The durable watermark of file `ino`: the length of the longest prefix whose bytes, as a
-    /// read sees them now, a crash can no longer take back (docs/EMBEDDING.md).
+    /// read sees them now, the commits so far made durable (docs/EMBEDDING.md).
     pub fn durable_len(&self, ino: u32) -> FsResult<u64> {
         self.with_fs(|fs| {
             let size = fs.attr(ino)?.size;

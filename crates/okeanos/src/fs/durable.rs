@@ -1,5 +1,5 @@
 //! The durable watermark of a file: the longest prefix `[0, L)` whose bytes, as a reader sees
-//! them now, a crash cannot take back (docs/EMBEDDING.md, "The durable watermark").
+//! them now, the commits so far made durable (docs/EMBEDDING.md, "The durable watermark").
 //!
 //! Every change of a file's bytes or size notes the lowest offset it changed and the size it
 //! left, with the transaction it joined. A transaction commits whole, and in order; so once

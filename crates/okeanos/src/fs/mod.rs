@@ -336,8 +336,19 @@ impl FsState {
             None if tid > j.committed_tid => DatasyncNeed::Commit(tid),
             None => DatasyncNeed::Nothing,
             // The block map and size that lead to the blocks are committed, and the blocks
-            // are the running transaction's: in place.
-            Some((t, blocks)) if tid <= j.committed_tid && *t == j.running.tid && j.aborted.is_none() => DatasyncNeed::InPlace(blocks.iter().copied().collect()),
+            // are the running transaction's: in place, when the journal is idle. With a
+            // commit in flight or wanted, or a step already asked for, the sync joins the
+            // group commit instead, as before the step existed: under load a step is one more
+            // group on the same device, and splitting the syncs into commits and steps made
+            // each group smaller (SQLite at 16 processes lost a quarter of its rate;
+            // docs/BENCHMARKS.md, "fdatasync of overwrites without a commit").
+            Some((t, blocks)) if tid <= j.committed_tid && *t == j.running.tid && j.aborted.is_none() => {
+                if j.committing.is_some() || j.commit_wanted() || j.datasync_pending() {
+                    DatasyncNeed::Commit(*t)
+                } else {
+                    DatasyncNeed::InPlace(blocks.iter().copied().collect())
+                }
+            }
             Some((t, _)) => DatasyncNeed::Commit(tid.max(*t)),
         }
     }

@@ -10,6 +10,13 @@
 //! timestamps the write changed stay in the running transaction and commit with it, as
 //! fdatasync allows.
 //!
+//! The step is for an idle journal: it saves a lone sync the commit's latency. When a commit
+//! is in flight or wanted, or a step is already asked for, the file system layer has the sync
+//! join the group commit instead (`FsState::datasync_need`): under load a step would be one
+//! more group competing for the same device, and syncs split between commits and steps made
+//! smaller groups and a lower rate (docs/BENCHMARKS.md). Requests that a commit wanted since
+//! covers wait for it rather than for a step.
+//!
 //! The step is an early write of the running transaction (journal/writeback.rs) followed by a
 //! flush: it runs where early writes run (a checkpoint's place on its lane, its blocks the
 //! lane's busy set), so one write of a block is in flight at a time, and the commit that
@@ -69,12 +76,15 @@ impl Journal {
         self.datasync.done < self.datasync.asked
     }
 
-    /// The step for the requests so far, or None: none waiting, the journal stopped, or the
-    /// commit in flight writes one of the blocks in place (the step is planned after it).
-    /// Blocks that left the running transaction since they were asked for were made durable
-    /// by its commit; blocks already written early need only the flush.
+    /// The step for the requests so far, or None: none waiting, the journal stopped, a commit
+    /// of the running transaction is wanted (it makes the blocks durable too, and goes first:
+    /// steps taken ahead of it whenever a request waits would starve the syncs that need a
+    /// commit), or the commit in flight writes one of the blocks in place (the step is
+    /// planned after it). Blocks that left the running transaction since they were asked for
+    /// were made durable by its commit; blocks already written early need only the flush;
+    /// when nothing is left, the requests are settled without I/O.
     pub fn datasync_begin(&mut self, cache: &Cache) -> Option<DatasyncPlan> {
-        if !self.datasync_pending() || self.aborted.is_some() {
+        if !self.datasync_pending() || self.aborted.is_some() || self.commit_wanted() {
             return None;
         }
         if let Some(c) = &self.committing {
@@ -84,11 +94,19 @@ impl Journal {
         }
         let wanted = std::mem::take(&mut self.datasync.wanted);
         let r = &self.running;
-        let blocks: Vec<(u64, Arc<Vec<u8>>)> = wanted
-            .into_iter()
-            .filter(|b| (r.final_data.contains(b) || r.final_unordered.contains(b)) && !self.written_early(cache, *b))
-            .map(|b| (b, cache.peek(b).expect("in-place data stays cached").data.clone()))
-            .collect();
+        let mut flush = false;
+        let mut blocks: Vec<(u64, Arc<Vec<u8>>)> = Vec::new();
+        for b in wanted.into_iter().filter(|b| r.final_data.contains(b) || r.final_unordered.contains(b)) {
+            if self.written_early(cache, b) {
+                flush = true;
+            } else {
+                blocks.push((b, cache.peek(b).expect("in-place data stays cached").data.clone()));
+            }
+        }
+        if blocks.is_empty() && !flush {
+            self.datasync.done = self.datasync.asked;
+            return None;
+        }
         let mut io = IoPlan::default();
         let flush = if self.cfg.fault_datasync_no_flush { Vec::new() } else { vec![DevId::Fs] };
         io.push(blocks.iter().map(|(b, d)| IoWrite { dev: DevId::Fs, block: *b, data: d.clone(), kind: BlockKind::FinalData }).collect(), flush);
