@@ -134,7 +134,7 @@ int okeanos_fstat(struct okeanos_file *f, struct okeanos_stat_t *st);
 int okeanos_close(struct okeanos_file *f);
 
 // The file's durable watermark: the length of the longest prefix whose bytes, as a read sees
-// them now, a crash can no longer take back. Or -errno.
+// them now, the commits so far made durable. Or -errno.
 int64_t okeanos_durable_len(struct okeanos_file *f);
 
 // Waits until the durable watermark reaches `offset` or `timeout_ms` passes (it does not

@@ -240,8 +240,8 @@ func (f *File) Stat() (Stat, error) {
 	return statOf(&st), err
 }
 
-// DurableLen is the length of the longest prefix whose bytes, as a read sees them now, a crash
-// can no longer take back.
+// DurableLen is the length of the longest prefix whose bytes, as a read sees them now, the
+// commits so far made durable.
 func (f *File) DurableLen() (int64, error) {
 	return call("durable_len", f.name, func() C.int64_t { return C.okeanos_durable_len(f.h) })
 }

@@ -355,7 +355,7 @@ pub extern "C" fn okeanos_close(f: *mut okeanos_file) -> c_int {
 }
 
 /// The file's durable watermark: the length of the longest prefix whose bytes, as a read sees
-/// them now, a crash can no longer take back. Or -errno.
+/// them now, the commits so far made durable. Or -errno.
 #[no_mangle]
 pub extern "C" fn okeanos_durable_len(f: *mut okeanos_file) -> i64 {
     call("okeanos_durable_len", neg, || handles::file(f as usize)?.with(|file| Ok(file.durable_len()? as i64)))

@@ -319,8 +319,8 @@ class File(io.RawIOBase):
         return StatResult(self._raw.stat())
 
     def durable_len(self) -> int:
-        """The length of the longest prefix whose bytes, as a read sees them now, a crash can
-        no longer take back."""
+        """The length of the longest prefix whose bytes, as a read sees them now, the commits
+        so far made durable."""
         self._check()
         return self._raw.durable_len()
 
