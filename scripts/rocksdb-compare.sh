@@ -22,18 +22,4 @@ load() {
         --num=100000000 --value_size=100 --compression_type=none --db="$W/mnt/db" 2>&1 |
         awk '/^fillrandom/ { printf "%.0f ops/s, %s us/op mean per thread\n", $5, $3 }'
 }
-for r in $(seq 1 "$RUNS"); do
-    truncate -s 2G "$W/disk.img"
-    LOOP=$(losetup --find --show "$W/disk.img")
-    mkfs.ext4 -q "$LOOP"
-    mount "$LOOP" "$W/mnt"
-    echo "run $r ext4-ordered: $(load)"
-    umount "$W/mnt"
-    for mode in "${modes[@]}"; do
-        "$B" mkfs --force "$LOOP" >/dev/null
-        "$B" mount "$LOOP" "$W/mnt" -o "$mode" >/dev/null
-        echo "run $r okeanos $mode: $(load)"
-        "$B" umount "$W/mnt" >/dev/null
-    done
-    losetup -d "$LOOP"; LOOP=""; rm -f "$W/disk.img"
-done
+compare_runs

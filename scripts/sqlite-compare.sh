@@ -13,18 +13,4 @@ SECONDS_=${SECONDS_RUN:-10}
 modes=("${@:-data=wasteless,dmeta}")
 [ $# -eq 0 ] && modes+=(data=ordered)
 load() { python3 "$here/scripts/workloads/sqlite_commits.py" "$W/mnt" "$PROCS" "$SECONDS_"; }
-for r in $(seq 1 "$RUNS"); do
-    truncate -s 2G "$W/disk.img"
-    LOOP=$(losetup --find --show "$W/disk.img")
-    mkfs.ext4 -q "$LOOP"
-    mount "$LOOP" "$W/mnt"
-    echo "run $r ext4-ordered: $(load)"
-    umount "$W/mnt"
-    for mode in "${modes[@]}"; do
-        "$B" mkfs --force "$LOOP" >/dev/null
-        "$B" mount "$LOOP" "$W/mnt" -o "$mode" >/dev/null
-        echo "run $r okeanos $mode: $(load)"
-        "$B" umount "$W/mnt" >/dev/null
-    done
-    losetup -d "$LOOP"; LOOP=""; rm -f "$W/disk.img"
-done
+compare_runs

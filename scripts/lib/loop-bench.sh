@@ -16,3 +16,24 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 mkdir -p "$W/mnt"
+
+# Runs the caller's `load` function RUNS times on ext4 (data=ordered) and on Okeanos with each
+# mount option string of the caller's array `modes`, all on one 2 GB loop device made anew for
+# each run; prints one line per target and run.
+compare_runs() {
+    for r in $(seq 1 "$RUNS"); do
+        truncate -s 2G "$W/disk.img"
+        LOOP=$(losetup --find --show "$W/disk.img")
+        mkfs.ext4 -q "$LOOP"
+        mount "$LOOP" "$W/mnt"
+        echo "run $r ext4-ordered: $(load)"
+        umount "$W/mnt"
+        for mode in "${modes[@]}"; do
+            "$B" mkfs --force "$LOOP" >/dev/null
+            "$B" mount "$LOOP" "$W/mnt" -o "$mode" >/dev/null
+            echo "run $r okeanos $mode: $(load)"
+            "$B" umount "$W/mnt" >/dev/null
+        done
+        losetup -d "$LOOP"; LOOP=""; rm -f "$W/disk.img"
+    done
+}
