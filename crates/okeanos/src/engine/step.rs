@@ -645,14 +645,10 @@ impl Okeanos {
     /// commits the running transaction here: the simulator does not model the in-place step.
     pub fn sync_target(&self, ino: u32, datasync: bool) -> Option<Tid> {
         let mut core = self.lock();
-        let tid = if datasync {
-            match core.fs.datasync_need(ino) {
-                crate::fs::DatasyncNeed::Nothing => 0,
-                crate::fs::DatasyncNeed::Commit(t) => t,
-                crate::fs::DatasyncNeed::InPlace(_) => core.fs.journal.running.tid,
-            }
-        } else {
-            core.fs.sync_tid.get(&ino).copied().unwrap_or(0)
+        let tid = match core.fs.sync_need(ino, datasync) {
+            crate::fs::DatasyncNeed::Nothing => 0,
+            crate::fs::DatasyncNeed::Commit(t) => t,
+            crate::fs::DatasyncNeed::InPlace(_) => core.fs.journal.running.tid,
         };
         let j = &mut core.fs.journal;
         if j.committed_tid >= tid {

@@ -111,7 +111,7 @@ impl Okeanos {
         let mut tid = 0;
         let mut blocks = Vec::new();
         for &ino in inos {
-            match if datasync { core.fs.datasync_need(ino) } else { DatasyncNeed::Commit(Self::sync_tid(&core, ino, false)) } {
+            match core.fs.sync_need(ino, datasync) {
                 DatasyncNeed::Nothing => {}
                 DatasyncNeed::Commit(t) => tid = tid.max(t),
                 DatasyncNeed::InPlace(b) => blocks.extend(b),
@@ -175,10 +175,7 @@ impl Okeanos {
 
     /// What a sync of `ino` waits for; an fdatasync of overwrites in place is asked for here.
     fn sync_await(&self, core: &mut Core, ino: u32, datasync: bool) -> Await {
-        if !datasync {
-            return Await::Commit(Self::sync_tid(core, ino, false));
-        }
-        match core.fs.datasync_need(ino) {
+        match core.fs.sync_need(ino, datasync) {
             DatasyncNeed::Nothing => Await::Commit(0),
             DatasyncNeed::Commit(tid) => Await::Commit(tid),
             DatasyncNeed::InPlace(blocks) => self.request_in_place(core, blocks),
@@ -214,11 +211,6 @@ impl Okeanos {
             // Every journal step ends by waking the handles' condition variable.
             core = self.inner.cv.wait(core).unwrap_or_else(|e| e.into_inner());
         }
-    }
-
-    fn sync_tid(core: &Core, ino: u32, datasync: bool) -> Tid {
-        let map = if datasync { &core.fs.datasync_tid } else { &core.fs.sync_tid };
-        map.get(&ino).copied().unwrap_or(0)
     }
 
     /// Asks for the commit of `tid`; true if this raised the request (the journal thread must

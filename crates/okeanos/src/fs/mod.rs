@@ -140,7 +140,7 @@ impl From<FormatError> for FsError {
 
 pub type FsResult<T> = Result<T, FsError>;
 
-/// What an fdatasync must wait for ([`FsState::datasync_need`]).
+/// What a sync must wait for ([`FsState::sync_need`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DatasyncNeed {
     /// Everything is durable.
@@ -326,6 +326,18 @@ impl FsState {
             *entry = (tid, Default::default());
         }
         entry.1.extend(blocks);
+    }
+
+    /// What a sync of `ino` needs now: fsync (`datasync` false) the commit of the file's last
+    /// change, fdatasync ([`datasync_need`](Self::datasync_need)) possibly only its overwrites.
+    pub fn sync_need(&self, ino: u32, datasync: bool) -> DatasyncNeed {
+        if datasync {
+            return self.datasync_need(ino);
+        }
+        match self.sync_tid.get(&ino).copied().unwrap_or(0) {
+            t if t > self.journal.committed_tid => DatasyncNeed::Commit(t),
+            _ => DatasyncNeed::Nothing,
+        }
     }
 
     /// What an fdatasync of `ino` needs now.
