@@ -176,8 +176,8 @@ impl Okeanos {
         match lane {
             Lane::Commit => {
                 if !beside && core.checkpointing.is_none() {
-                    // Between commits, fdatasyncs of overwrites go first (nothing else they
-                    // wait for), then a due snapshot of the map, and early writes
+                    // Between commits, fdatasyncs of overwrites go first (unless a commit is
+                    // wanted: it covers them), then a due snapshot of the map, and early writes
                     // past the background threshold: a busy commit lane would otherwise put
                     // them off for as long as writers keep coming (and a commit would write
                     // the in-place data itself, which is what a small sync must not wait for).
