@@ -173,9 +173,8 @@ pub struct JetStreamLink {
     rt: tokio::runtime::Runtime,
     /// For publishing: each try of an acknowledgement has a share of the timeout ([`attempt`]).
     js: jetstream::Context,
-    /// For the API (stream info, creation, purges, reads): one request may take the whole
-    /// timeout, since a loaded cluster (or one electing a leader) answers a request late, and
-    /// a late answer is still a right one.
+    /// For the API (stream info, creation, purges, reads), used through [`Self::api_call`]:
+    /// a request is tried again with a longer wait until the acknowledgement timeout.
     api: jetstream::Context,
     stream: String,
     addr: String,
@@ -207,6 +206,47 @@ struct InFlight {
 /// was killed) loses the acknowledgement, and the client has reconnected by then.
 fn attempt(timeout: Duration) -> Duration {
     (timeout / 4).clamp(Duration::from_millis(250), Duration::from_secs(2))
+}
+
+/// The waits of successive tries of one API request within `timeout`: a quarter of the
+/// timeout's share of an acknowledgement ([`attempt`]) first, doubling, the last try taking
+/// what is left. A request lost in a leader change (the old leader never answers it) is sent
+/// again soon; an answer that is merely late on a loaded cluster is waited for longer each time.
+fn api_tries(timeout: Duration) -> Vec<Duration> {
+    let mut tries = Vec::new();
+    let (mut left, mut wait) = (timeout, attempt(timeout));
+    while !left.is_zero() && tries.len() < 16 {
+        let t = if wait * 2 > left { left } else { wait };
+        tries.push(t);
+        left -= t;
+        wait *= 2;
+    }
+    tries
+}
+
+/// Whether an API request's failure may pass by itself: no answer in time, or no server to
+/// answer yet (a stream or meta leader being elected).
+fn transient(e: &RemoteError) -> bool {
+    match e {
+        RemoteError::Network { message, .. } => {
+            let m = message.to_ascii_lowercase();
+            m.contains("timed out") || m.contains("no responders") || m.contains("broken pipe") || m.contains("disconnected")
+        }
+        _ => false,
+    }
+}
+
+/// `e` with the request it came from and how long it was tried, keeping its kind (a network
+/// error still makes the host fall back, a server error still stops it).
+fn with_context(e: RemoteError, what: &str, tries: usize, took: Duration) -> RemoteError {
+    let note = |m: String| format!("{what}: {m} ({tries} {} over {:.1} s)", if tries == 1 { "try" } else { "tries" }, took.as_secs_f64());
+    match e {
+        RemoteError::Network { addr, message } => RemoteError::Network { addr, message: note(message) },
+        RemoteError::Fenced { addr, message } => RemoteError::Fenced { addr, message: note(message) },
+        RemoteError::Full { addr, message } => RemoteError::Full { addr, message: note(message) },
+        RemoteError::Auth { addr, message } => RemoteError::Auth { addr, message: note(message) },
+        RemoteError::Server { addr, message } => RemoteError::Server { addr, message: note(message) },
+    }
 }
 
 fn net(addr: &str, m: impl std::fmt::Display) -> RemoteError {
@@ -271,37 +311,31 @@ impl JetStreamLink {
 
     fn open_stream(&mut self, o: &JetStreamOptions) -> Result<(), RemoteError> {
         let (addr, name) = (self.addr.clone(), self.stream.clone());
-        // A busy cluster may take longer than one request to place a new replicated stream: a
-        // creation that timed out is looked for again (it may exist by then) and retried, three
-        // tries in all (creating with the same configuration is idempotent).
-        let info = self.rt.block_on(async {
-            let mut tries = 0;
-            loop {
-                tries += 1;
-                match self.api.get_stream(&name).await {
-                    Ok(mut s) => break Ok(s.info().await.map_err(|e| net(&addr, e))?.clone()),
-                    Err(e) if e.to_string().contains("stream not found") => {
-                        let cfg = stream::Config {
-                            name: name.clone(),
-                            subjects: vec![format!("{name}.tx"), format!("{name}.fence")],
-                            storage: stream::StorageType::File,
-                            discard: stream::DiscardPolicy::New,
-                            max_bytes: o.max_bytes as i64,
-                            num_replicas: o.replicas,
-                            deny_delete: true,
-                            allow_direct: true,
-                            duplicate_window: Duration::from_secs(120),
-                            ..Default::default()
-                        };
-                        match self.api.create_stream(cfg).await {
-                            Ok(mut s) => break Ok(s.info().await.map_err(|e| net(&addr, e))?.clone()),
-                            Err(e) if tries < 3 && matches!(e.kind(), jetstream::context::CreateStreamErrorKind::TimedOut) => continue,
-                            Err(e) => break Err(server(&addr, format!("creating stream {name}: {e}"))),
-                        }
-                    }
-                    Err(e) => break Err(net(&addr, e)),
+        // A busy cluster may take longer than one try to place a new replicated stream: a
+        // creation that timed out is looked for again on the next try (it may exist by then)
+        // and retried; creating with the same configuration is idempotent.
+        let info = self.api_call("stream info", async |api| match api.get_stream(&name).await {
+            Ok(mut s) => Ok(s.info().await.map_err(|e| net(&addr, e))?.clone()),
+            Err(e) if e.to_string().contains("stream not found") => {
+                let cfg = stream::Config {
+                    name: name.clone(),
+                    subjects: vec![format!("{name}.tx"), format!("{name}.fence")],
+                    storage: stream::StorageType::File,
+                    discard: stream::DiscardPolicy::New,
+                    max_bytes: o.max_bytes as i64,
+                    num_replicas: o.replicas,
+                    deny_delete: true,
+                    allow_direct: true,
+                    duplicate_window: Duration::from_secs(120),
+                    ..Default::default()
+                };
+                match api.create_stream(cfg).await {
+                    Ok(mut s) => Ok(s.info().await.map_err(|e| net(&addr, e))?.clone()),
+                    Err(e) if matches!(e.kind(), jetstream::context::CreateStreamErrorKind::TimedOut) => Err(net(&addr, format!("creating stream {name}: {e}"))),
+                    Err(e) => Err(server(&addr, format!("creating stream {name}: {e}"))),
                 }
             }
+            Err(e) => Err(net(&addr, e)),
         })?;
         check_durable(&info, o.replicas).map_err(|m| RemoteError::Server { addr: addr.clone(), message: format!("stream {name} is not durable: {m}") })?;
         self.sent_seq = info.state.last_sequence;
@@ -314,8 +348,8 @@ impl JetStreamLink {
     /// The last message on `<stream>.<kind>` from the stream's leader.
     fn last_on(&self, kind: &str) -> Result<Option<(u64, HeaderMap, Vec<u8>)>, RemoteError> {
         let subject = format!("{}.{kind}", self.stream);
-        self.rt.block_on(async {
-            let s = self.api.get_stream_no_info(&self.stream).await.map_err(|e| net(&self.addr, e))?;
+        self.api_call(&format!("last message on {subject}"), async |api| {
+            let s = api.get_stream_no_info(&self.stream).await.map_err(|e| net(&self.addr, e))?;
             match s.get_last_raw_message_by_subject(&subject).await {
                 Ok(m) => Ok(Some((m.sequence, m.headers, m.payload.to_vec()))),
                 Err(e) if matches!(e.kind(), stream::LastRawMessageErrorKind::NoMessageFound) => Ok(None),
@@ -371,23 +405,28 @@ impl JetStreamLink {
     /// consistent, unlike a direct get from a replica).
     pub fn read_parts(&self) -> Result<Vec<Part>, RemoteError> {
         let addr = self.addr.clone();
-        self.rt.block_on(async {
-            let mut s = self.api.get_stream(&self.stream).await.map_err(|e| net(&addr, e))?;
-            let state = s.info().await.map_err(|e| net(&addr, e))?.state.clone();
-            let mut parts = Vec::new();
-            if state.messages == 0 {
-                return Ok(parts);
-            }
-            for seq in state.first_sequence..=state.last_sequence {
+        let state = self.api_call("stream info", async |api| {
+            let mut s = api.get_stream(&self.stream).await.map_err(|e| net(&addr, e))?;
+            Ok(s.info().await.map_err(|e| net(&addr, e))?.state.clone())
+        })?;
+        let mut parts = Vec::new();
+        if state.messages == 0 {
+            return Ok(parts);
+        }
+        for seq in state.first_sequence..=state.last_sequence {
+            let m = self.api_call(&format!("message {seq}"), async |api| {
+                let s = api.get_stream_no_info(&self.stream).await.map_err(|e| net(&addr, e))?;
                 match s.get_raw_message(seq).await {
-                    Ok(m) if m.subject.as_str().ends_with(".tx") => parts.push(decode_part(seq, &m.headers, &m.payload).map_err(|e| server(&addr, format!("the journal is damaged: {e}")))?),
-                    Ok(_) => {}
-                    Err(e) if matches!(e.kind(), stream::LastRawMessageErrorKind::NoMessageFound) => {}
-                    Err(e) => return Err(net(&addr, e)),
+                    Ok(m) => Ok(Some(m)),
+                    Err(e) if matches!(e.kind(), stream::LastRawMessageErrorKind::NoMessageFound) => Ok(None),
+                    Err(e) => Err(net(&addr, e)),
                 }
+            })?;
+            if let Some(m) = m.filter(|m| m.subject.as_str().ends_with(".tx")) {
+                parts.push(decode_part(seq, &m.headers, &m.payload).map_err(|e| server(&addr, format!("the journal is damaged: {e}")))?);
             }
-            Ok(parts)
-        })
+        }
+        Ok(parts)
     }
 }
 
@@ -458,22 +497,13 @@ impl Link for JetStreamLink {
         // writer has stored when none is).
         let keep_from = self.first_seq.range(upto + 1..).next().map(|(_, s)| *s).unwrap_or(self.sent_seq + 1);
         let (addr, name) = (self.addr.clone(), self.stream.clone());
-        // Retried until the acknowledgement timeout (a purge right after an election may find
-        // no leader yet); a purge is idempotent.
-        let since = std::time::Instant::now();
-        loop {
-            let r = self.rt.block_on(async {
-                let s = self.api.get_stream_no_info(&name).await.map_err(|e| net(&addr, e))?;
-                s.purge().filter(format!("{name}.tx")).sequence(keep_from).await.map_err(|e| net(&addr, e))?;
-                s.purge().filter(format!("{name}.fence")).keep(1).await.map_err(|e| net(&addr, e))?;
-                Ok::<_, RemoteError>(())
-            });
-            match r {
-                Ok(()) => break,
-                Err(e) if since.elapsed() >= self.timeout => return Err(e),
-                Err(_) => std::thread::sleep(Duration::from_millis(100)),
-            }
-        }
+        // A purge right after an election may find no leader yet; a purge is idempotent.
+        self.api_call("purge", async |api| {
+            let s = api.get_stream_no_info(&name).await.map_err(|e| net(&addr, e))?;
+            s.purge().filter(format!("{name}.tx")).sequence(keep_from).await.map_err(|e| net(&addr, e))?;
+            s.purge().filter(format!("{name}.fence")).keep(1).await.map_err(|e| net(&addr, e))?;
+            Ok(())
+        })?;
         self.first_seq = self.first_seq.split_off(&(upto + 1));
         self.journal.first_tid = upto + 1;
         Ok(upto + 1)
@@ -528,11 +558,32 @@ pub struct StreamReport {
 }
 
 impl JetStreamLink {
+    /// One API request (`what` names it in the error), tried again while it fails for a
+    /// reason that passes ([`transient`]), each try waiting longer ([`api_tries`]), until the
+    /// acknowledgement timeout. Only idempotent requests come here: reads, and creations and
+    /// purges whose repetition changes nothing.
+    fn api_call<T>(&self, what: &str, f: impl AsyncFn(jetstream::Context) -> Result<T, RemoteError>) -> Result<T, RemoteError> {
+        let tries = api_tries(self.timeout);
+        let since = std::time::Instant::now();
+        let mut last = None;
+        for (k, wait) in tries.iter().enumerate() {
+            let mut ctx = self.api.clone();
+            ctx.set_timeout(*wait);
+            match self.rt.block_on(f(ctx)) {
+                Ok(t) => return Ok(t),
+                Err(e) if transient(&e) && k + 1 < tries.len() => last = Some(e),
+                Err(e) => return Err(with_context(e, what, k + 1, since.elapsed())),
+            }
+        }
+        let e = last.unwrap_or_else(|| net(&self.addr, "no try was made"));
+        Err(with_context(e, what, tries.len(), since.elapsed()))
+    }
+
     /// The stream's state and leader, from the servers.
     pub fn report(&self) -> Result<StreamReport, RemoteError> {
         let (addr, name) = (self.addr.clone(), self.stream.clone());
-        self.rt.block_on(async {
-            let mut s = self.api.get_stream(&name).await.map_err(|e| net(&addr, e))?;
+        self.api_call("stream info", async |api| {
+            let mut s = api.get_stream(&name).await.map_err(|e| net(&addr, e))?;
             let i = s.info().await.map_err(|e| net(&addr, e))?;
             Ok(StreamReport {
                 messages: i.state.messages,
@@ -561,8 +612,8 @@ impl JetStreamLink {
     /// Re-reads the stream's last sequence, epoch and last tid.
     fn open_stream_state(&mut self) -> Result<(), RemoteError> {
         let (addr, name) = (self.addr.clone(), self.stream.clone());
-        let state = self.rt.block_on(async {
-            let mut s = self.api.get_stream(&name).await.map_err(|e| net(&addr, e))?;
+        let state = self.api_call("stream info", async |api| {
+            let mut s = api.get_stream(&name).await.map_err(|e| net(&addr, e))?;
             Ok::<_, RemoteError>(s.info().await.map_err(|e| net(&addr, e))?.state.clone())
         })?;
         self.sent_seq = state.last_sequence;
@@ -598,6 +649,24 @@ mod tests {
         let parts = [part(1, 5, 0, 1), part(2, 6, 0, 2), part(3, 6, 1, 2), part(4, 7, 0, 3), part(5, 7, 1, 3)];
         let txs = assemble(&parts).unwrap();
         assert_eq!(txs.iter().map(|t| (t.0, t.2.len(), t.3)).collect::<Vec<_>>(), vec![(5, 8, 1), (6, 16, 2)]);
+    }
+
+    #[test]
+    fn api_tries_grow_and_fill_the_timeout() {
+        for secs in [1u64, 5, 10, 30, 120] {
+            let t = Duration::from_secs(secs);
+            let tries = api_tries(t);
+            assert_eq!(tries.iter().sum::<Duration>(), t, "{secs} s: {tries:?}");
+            assert!(tries.len() >= 2, "{secs} s: a lost request is sent again: {tries:?}");
+            assert!(tries.windows(2).all(|w| w[1] >= w[0] || w[1] == *tries.last().unwrap()), "{secs} s: {tries:?}");
+            assert!(tries[0] <= Duration::from_secs(2), "{secs} s: {tries:?}");
+        }
+        assert!(transient(&net("a", "request timed out: deadline has elapsed")));
+        assert!(transient(&net("a", "no responders")));
+        assert!(!transient(&server("a", "timed out")), "a server's refusal is not retried");
+        assert!(!transient(&net("a", "stream not found")));
+        let e = with_context(net("a", "timed out"), "stream info", 4, Duration::from_secs(30));
+        assert!(matches!(&e, RemoteError::Network { message, .. } if message == "stream info: timed out (4 tries over 30.0 s)"), "{e}");
     }
 
     #[test]
