@@ -70,11 +70,31 @@ pub struct Cache {
     rescan_above: usize,
     /// Shrinks that looked at every buffer (tests count them).
     scans: u64,
+    /// Insertions per block, counted modulo [`GENERATIONS`] slots (blocks sharing a slot share
+    /// a count): a block read from the device without the state lock is taken only if its
+    /// slot's count did not move meanwhile ([`Cache::generation`]).
+    generations: Vec<u32>,
 }
+
+/// Slots of the insertion counts: a collision only makes a read outside the lock read again.
+const GENERATIONS: usize = 4096;
 
 impl Cache {
     pub fn new(block_size: usize, capacity: usize) -> Self {
-        Cache { map: HashMap::default(), capacity: capacity.max(64), tick: 0, block_size, parked: 0, rescan_above: 0, scans: 0 }
+        Cache { map: HashMap::default(), capacity: capacity.max(64), tick: 0, block_size, parked: 0, rescan_above: 0, scans: 0, generations: vec![0; GENERATIONS] }
+    }
+
+    /// How many times `block` (or a block sharing its slot) was inserted. A block absent from
+    /// the cache whose count is the same at two moments was not cached in between; since the
+    /// device's copy of a block only changes by writing a cached buffer, its device contents
+    /// did not change either (`Fs::read_via`, reads outside the state lock).
+    pub fn generation(&self, block: u64) -> u32 {
+        self.generations[(block % GENERATIONS as u64) as usize]
+    }
+
+    fn inserted(&mut self, block: u64) {
+        let g = &mut self.generations[(block % GENERATIONS as u64) as usize];
+        *g = g.wrapping_add(1);
     }
 
     fn resident(&self) -> usize {
@@ -138,6 +158,7 @@ impl Cache {
         assert!(!self.map.contains_key(&block), "a kept block is cached once");
         self.tick += 1;
         let buf = Buffer { data: Arc::new(Vec::new()), kind, tx: None, cp_tid: Some(owner), cp_data: None, cp_since_ns: since_ns, seq: None, parked: Some(at), durable: false, last_use: self.tick };
+        self.inserted(block);
         self.map.insert(block, buf);
         self.parked += 1;
     }
@@ -148,6 +169,7 @@ impl Cache {
         self.tick += 1;
         let buf = Buffer { data: Arc::new(data), kind, tx: None, cp_tid: None, cp_data: None, cp_since_ns: 0, seq: None, parked: None, durable: false, last_use: self.tick };
         assert!(self.map.get(&block).is_none_or(|b| b.parked.is_none()), "a parked buffer is loaded back, not replaced");
+        self.inserted(block);
         self.map.insert(block, buf);
         self.map.get_mut(&block).unwrap()
     }
@@ -194,6 +216,12 @@ impl Cache {
         b.data = Arc::new(data);
         b.cp_data = Some(b.data.clone());
         self.parked -= 1;
+    }
+
+    /// Evicts every clean buffer (tests: eviction at a moment they choose).
+    #[cfg(test)]
+    pub fn evict_every_clean(&mut self) {
+        self.map.retain(|_, b| !b.is_clean());
     }
 
     /// Evicts least-recently-used clean buffers until the cache is within capacity.

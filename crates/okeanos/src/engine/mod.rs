@@ -18,6 +18,7 @@
 pub mod image;
 mod open;
 mod paths;
+mod read;
 mod step;
 mod sync;
 
@@ -779,11 +780,6 @@ impl Okeanos {
         self.drain_evictions()?;
         self.handle(Self::meta_credits(4), |fs| fs.setattr(ino, set))?;
         self.getattr(ino)
-    }
-
-    /// Reads up to `len` bytes at `off`.
-    pub fn read(&self, ino: u32, off: u64, len: usize) -> FsResult<Vec<u8>> {
-        self.with_fs(|fs| fs.read(ino, off, len))
     }
 
     /// fallocate(2) mode 0 (posix_fallocate), or with `keep_size` FALLOC_FL_KEEP_SIZE: every

@@ -6,6 +6,18 @@
 
 use super::{Fs, FsError, FsResult};
 use crate::cache::BufKind;
+use crate::det::HashMap;
+
+/// What a read does with a block missing from the cache ([`Fs::read_via`]).
+pub enum Misses<'a> {
+    /// Reads it from the device, under the state lock.
+    Read,
+    /// Notes it and its cache generation; the bytes returned are not the file's.
+    Note(&'a mut Vec<(u64, u32)>),
+    /// Takes its copy read outside the lock (with the generation noted before that read) if
+    /// the generation is unchanged; reads it again otherwise.
+    Use(&'a mut HashMap<u64, (u32, Vec<u8>)>),
+}
 use crate::format::extent::ExtentBlock;
 
 /// Largest file: file block numbers are 32-bit.
@@ -126,6 +138,15 @@ impl<'a> Fs<'a> {
 
     /// Reads up to `len` bytes at `off` (short at end of file). Holes read as zeros.
     pub fn read(&mut self, ino: u32, off: u64, len: usize) -> FsResult<Vec<u8>> {
+        self.read_via(ino, off, len, Misses::Read)
+    }
+
+    /// [`Fs::read`], with a choice of what a block missing from the cache costs: a device read
+    /// under the state lock (`Read`); only noting it, with its cache generation, for a read
+    /// outside the lock (`Note`: the bytes returned are then not the file's); or taking the
+    /// copy read outside the lock if the block is still uncached and its generation unchanged,
+    /// so that its device contents cannot have changed since it was noted (`Use`).
+    pub fn read_via(&mut self, ino: u32, off: u64, len: usize, mut misses: Misses) -> FsResult<Vec<u8>> {
         let bs = self.bs() as u64;
         let mi = self.load(ino)?;
         if mi.inode.is_dir() {
@@ -144,6 +165,26 @@ impl<'a> Fs<'a> {
             let in_block = (pos % bs) as usize;
             let n = ((end - pos) as usize).min(bs as usize - in_block);
             match self.st.inodes[&ino].bmap(fb) {
+                Some(p) if !self.st.cache.contains(p) && !matches!(misses, Misses::Read) => {
+                    if p >= self.st.sb.block_count {
+                        return Err(FsError::Corrupt(format!("block {p} is past the end of the file system")));
+                    }
+                    match &mut misses {
+                        Misses::Note(noted) => {
+                            noted.push((p, self.st.cache.generation(p)));
+                            out.resize(out.len() + n, 0);
+                        }
+                        Misses::Use(read) => {
+                            if let Some((_, data)) = read.remove(&p).filter(|(g, _)| *g == self.st.cache.generation(p)) {
+                                self.st.read_misses += 1;
+                                self.st.journal.placement.note_position(p);
+                                self.st.cache.insert(p, data, kind);
+                            }
+                            out.extend_from_slice(&self.block(p, kind)?[in_block..in_block + n]);
+                        }
+                        Misses::Read => unreachable!("matched above"),
+                    }
+                }
                 Some(p) => out.extend_from_slice(&self.block(p, kind)?[in_block..in_block + n]),
                 None => out.resize(out.len() + n, 0),
             }

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Reads of one file through the mount against ext4 (data=ordered), both on one 2 GB loop
+# device made anew for each run (docs/BENCHMARKS.md, "Reads through the mount"): a SIZE file
+# (default 256m) written once, then read with a cold cache (unmounted, the host's caches
+# dropped, mounted again) and warm (read again): sequential 128 KiB reads by one job, random
+# 4 KiB reads by four jobs for 5 s. Needs root and fio; prints MB/s and IOPS per target.
+#
+#   scripts/read-compare.sh [okeanos-mount-options...]     # default: data=ordered
+set -euo pipefail
+source "$(dirname "$0")/lib/loop-bench.sh" read-compare
+command -v fio >/dev/null || { apt-get update -qq && apt-get install -y -qq fio >/dev/null; }
+SIZE=${SIZE:-256m}
+modes=("${@:-data=ordered}")
+
+fio_read() { # rw bs jobs extra...: MB/s for sequential, IOPS for random
+    local rw=$1 bs=$2 jobs=$3; shift 3
+    fio --name=r --filename="$W/mnt/file" --rw="$rw" --bs="$bs" --numjobs="$jobs" --size="$SIZE" \
+        --ioengine=psync --group_reporting --output-format=terse "$@" 2>/dev/null |
+        awk -F';' -v rw="$rw" '{ if (rw == "read") printf "%.0f", $7 / 1024; else printf "%.0f", $8 }'
+}
+cold() { # unmounts, drops every cache (the engine's goes with its daemon), mounts again
+    local what=$1
+    if [ "$what" = ext4 ]; then umount "$W/mnt"; else "$B" umount "$W/mnt" >/dev/null; fi
+    sync; echo 3 > /proc/sys/vm/drop_caches
+    if [ "$what" = ext4 ]; then mount "$LOOP" "$W/mnt"; else "$B" mount "$LOOP" "$W/mnt" -o "$what" >/dev/null; fi
+}
+load() { # what: ext4 or the okeanos mount options
+    local what=$1
+    fio --name=w --filename="$W/mnt/file" --rw=write --bs=1m --size="$SIZE" --output-format=terse >/dev/null 2>&1
+    cold "$what"
+    local sc sw rw rc
+    sc=$(fio_read read 128k 1)
+    sw=$(fio_read read 128k 1)
+    rw=$(fio_read randread 4k 4 --runtime=5 --time_based)
+    cold "$what"
+    rc=$(fio_read randread 4k 4 --runtime=5 --time_based)
+    echo "seq 128k MB/s cold $sc warm $sw; rand 4k IOPS cold $rc warm $rw"
+}
+for r in $(seq 1 "$RUNS"); do
+    truncate -s 2G "$W/disk.img"
+    LOOP=$(losetup --find --show "$W/disk.img")
+    mkfs.ext4 -q "$LOOP"
+    mount "$LOOP" "$W/mnt"
+    echo "run $r ext4-ordered: $(load ext4)"
+    umount "$W/mnt"
+    for mode in "${modes[@]}"; do
+        "$B" mkfs --force "$LOOP" >/dev/null
+        "$B" mount "$LOOP" "$W/mnt" -o "$mode" >/dev/null
+        echo "run $r okeanos $mode: $(load "$mode")"
+        "$B" umount "$W/mnt" >/dev/null
+    done
+    losetup -d "$LOOP"; LOOP=""; rm -f "$W/disk.img"
+done
