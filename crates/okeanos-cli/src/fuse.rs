@@ -15,7 +15,8 @@
 //! own atomic handle, so a crash between them kept half of a write. Direct I/O delivers a
 //! write() of up to max_write (1 MiB, the kernel's default page limit) as one request: one
 //! handle, recovered whole or not at all under data and wasteless journaling. `page_cache`
-//! (or `writeback_cache`) keeps the kernel's page cache, with per-page atomicity.
+//! (or `writeback_cache`) keeps the kernel's page cache, with per-page atomicity. Files opened
+//! read-only are read through the page cache, kept coherent by the daemon (read_cache.rs).
 //!
 //! Counters are readable while mounted from the hidden file `/.okeanos-stats` (JSON), which
 //! `okeanos stat MOUNTPOINT` prints.
@@ -32,7 +33,8 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use crate::read_cache::ReadCache;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The name of the counters file in the root directory (not listed by readdir).
@@ -67,10 +69,15 @@ pub struct OkeanosFuse {
     /// Keep the kernel's page cache for regular files (`page_cache`): faster rereads, but a
     /// write() crossing pages may reach the engine as several atomic pieces.
     page_cache: bool,
+    /// Read-only opens through the page cache, and its coherence with direct writes.
+    reads: ReadCache,
     handles: Mutex<HashMap<u64, Handle>>,
     /// What the checkpoint run by each open of the checkpoint file did (by file handle).
     checkpoints: Mutex<HashMap<u64, Vec<u8>>>,
     next_fh: AtomicU64,
+    /// FUSE_READ requests served (`fuse_reads` in the counters file): reads the kernel's page
+    /// cache answered never come here.
+    read_requests: AtomicU64,
 }
 
 /// The caller of a request: the owner of what it creates.
@@ -145,8 +152,20 @@ fn wall_ns(t: SystemTime) -> i64 {
 }
 
 impl OkeanosFuse {
-    pub fn new(fs: Okeanos, writeback_cache: bool, page_cache: bool) -> Self {
-        OkeanosFuse { fs, writeback_cache, page_cache: page_cache || writeback_cache, handles: Mutex::new(HashMap::new()), checkpoints: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1) }
+    /// `cached_reads`: read-only opens through the page cache; `notifier` is set once the
+    /// session exists (until then every open is direct).
+    pub fn new(fs: Okeanos, writeback_cache: bool, page_cache: bool, cached_reads: bool, notifier: Arc<OnceLock<fuser::Notifier>>) -> Self {
+        let page_cache = page_cache || writeback_cache;
+        OkeanosFuse {
+            fs,
+            writeback_cache,
+            page_cache,
+            reads: ReadCache::new(cached_reads && !page_cache, notifier, crate::read_cache::TestHooks::from_env()),
+            handles: Mutex::new(HashMap::new()),
+            checkpoints: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            read_requests: AtomicU64::new(0),
+        }
     }
 
     /// The mode of a new inode in `parent`: the umask applies unless the directory has a
@@ -175,6 +194,7 @@ impl OkeanosFuse {
         v["guarantee"] = guarantee.into();
         v["placement"] = self.fs.placement().into();
         v["read_only"] = self.fs.read_only_reason().into();
+        v["fuse_reads"] = self.read_requests.load(Ordering::Relaxed).into();
         let mut s = serde_json::to_string_pretty(&v).unwrap_or_default().into_bytes();
         s.push(b'\n');
         s
@@ -337,6 +357,7 @@ impl Filesystem for OkeanosFuse {
             if let Some(s) = size {
                 self.fs.truncate(i, s)?;
             }
+            // (The kernel's cached pages past the new size are dropped below, before the reply.)
             let set = SetAttr { mode, uid, gid, atime_ns: atime.map(t), mtime_ns: mtime.map(t) };
             if mode.is_some() || uid.is_some() || gid.is_some() || atime.is_some() || mtime.is_some() {
                 self.fs.setattr(i, &set)
@@ -344,9 +365,13 @@ impl Filesystem for OkeanosFuse {
                 self.fs.getattr(i)
             }
         })();
-        match r {
+        let answer = move || match r {
             Ok(a) => reply.attr(&TTL, &file_attr(&a)),
             Err(e) => reply.error(errno(&e)),
+        };
+        match size {
+            Some(s) => self.reads.changed(i, s, 0, Box::new(answer)),
+            None => answer(),
         }
     }
 
@@ -457,7 +482,14 @@ impl Filesystem for OkeanosFuse {
         }
         let Ok(i) = ino32(ino) else { return reply.error(Errno::from_i32(libc::ENOENT)) };
         match self.fs.open_ino(i) {
-            Ok(a) => reply.opened(FileHandle(self.add_handle(i, flags.0)), self.open_flags(&a)),
+            Ok(a) => {
+                let how = match self.reads.open(i, flags.0).filter(|_| a.kind == Kind::Regular && !self.page_cache) {
+                    Some(true) => FopenFlags::FOPEN_KEEP_CACHE,
+                    Some(false) => FopenFlags::empty(),
+                    None => self.open_flags(&a),
+                };
+                reply.opened(FileHandle(self.add_handle(i, flags.0)), how)
+            }
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -474,6 +506,7 @@ impl Filesystem for OkeanosFuse {
             let to = (from + size as usize).min(s.len());
             return reply.data(&s[from..to]);
         }
+        self.read_requests.fetch_add(1, Ordering::Relaxed);
         match ino32(ino).map(|i| self.fs.read(i, offset, size as usize)) {
             Ok(Ok(d)) => reply.data(&d),
             Ok(Err(e)) => reply.error(errno(&e)),
@@ -509,12 +542,23 @@ impl Filesystem for OkeanosFuse {
             }
         }
         let sync = self.handles.lock().unwrap_or_else(|e| e.into_inner()).get(&u64::from(fh)).map_or(SyncMode::None, |h| h.sync);
+        self.reads.before_write();
         match self.fs.write(i, offset, data) {
-            Ok(n) if sync == SyncMode::None => reply.written(n as u32),
-            Ok(n) => self.sync_then(i, sync == SyncMode::Data, move |r| match r {
-                Ok(()) => reply.written(n as u32),
-                Err(e) => reply.error(errno(&e)),
-            }),
+            Ok(n) if sync == SyncMode::None => self.reads.changed(i, offset, n as u64, Box::new(move || reply.written(n as u32))),
+            Ok(n) => {
+                let fs = self.fs.clone();
+                let then = move || {
+                    fs.fsync_then(
+                        i,
+                        sync == SyncMode::Data,
+                        Box::new(move |r| match r {
+                            Ok(()) => reply.written(n as u32),
+                            Err(e) => reply.error(errno(&e)),
+                        }),
+                    )
+                };
+                self.reads.changed(i, offset, n as u64, Box::new(then))
+            }
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -587,10 +631,11 @@ impl Filesystem for OkeanosFuse {
             m if m == ZERO | KEEP => self.fs.zero_range(i, offset, length, true),
             _ => Err(FsError::Unsupported),
         });
-        match r {
-            Ok(Ok(())) => reply.ok(),
-            Ok(Err(e)) => reply.error(errno(&e)),
-            Err(e) => reply.error(e),
+        match (r, ino32(ino)) {
+            (Ok(Ok(())), Ok(i)) => self.reads.changed(i, offset, length, Box::new(move || reply.ok())),
+            (Ok(Ok(())), Err(_)) => reply.ok(),
+            (Ok(Err(e)), _) => reply.error(errno(&e)),
+            (Err(e), _) => reply.error(e),
         }
     }
 

@@ -6,6 +6,7 @@ mod fuse;
 mod helpers;
 mod mount;
 mod plot;
+mod read_cache;
 mod report;
 mod sim;
 

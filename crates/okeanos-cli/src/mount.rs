@@ -43,6 +43,8 @@ struct FuseOpts {
     writeback_cache: bool,
     /// Regular files through the kernel's page cache instead of direct I/O (`page_cache`).
     page_cache: bool,
+    /// Read-only opens direct too (`direct_reads`), not through the page cache.
+    direct_reads: bool,
     allow_other: bool,
     threads: usize,
     /// Write the counters in Prometheus' text format here every 10 s and at unmount (for
@@ -53,11 +55,12 @@ struct FuseOpts {
 /// Splits `-o` options into engine options and FUSE options.
 fn split_options(opts: &str) -> Result<(MountOptions, FuseOpts), String> {
     let mut engine = Vec::new();
-    let mut f = FuseOpts { writeback_cache: false, page_cache: false, allow_other: false, threads: 8, metrics_file: None };
+    let mut f = FuseOpts { writeback_cache: false, page_cache: false, direct_reads: false, allow_other: false, threads: 8, metrics_file: None };
     for item in opts.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         match item.split_once('=').map_or((item, None), |(k, v)| (k, Some(v))) {
             ("writeback_cache", None) => f.writeback_cache = true,
             ("page_cache", None) => f.page_cache = true,
+            ("direct_reads", None) => f.direct_reads = true,
             ("allow_other", None) => f.allow_other = true,
             ("metrics_file", Some(v)) if !v.is_empty() => f.metrics_file = Some(PathBuf::from(v)),
             ("threads", Some(v)) => f.threads = v.parse().ok().filter(|&n| (1..=64).contains(&n)).ok_or_else(|| format!("threads={v}: use 1 to 64"))?,
@@ -184,7 +187,8 @@ fn serve(image: &Path, mnt: &Path, opts: MountOptions, fopts: FuseOpts) -> Resul
     config.n_threads = Some(fopts.threads);
     config.clone_fd = true;
     let engine = fs.clone();
-    let front = OkeanosFuse::new(fs, fopts.writeback_cache, fopts.page_cache);
+    let notifier = std::sync::Arc::new(std::sync::OnceLock::new());
+    let front = OkeanosFuse::new(fs, fopts.writeback_cache, fopts.page_cache, !fopts.direct_reads, notifier.clone());
     let source = format!("okeanos:{}", image.display());
     let (session, mut unmount): (_, Box<dyn FnMut() + Send>) = match mount_typed(mnt, &source, ro, fopts.allow_other) {
         Some(fd) => {
@@ -198,6 +202,7 @@ fn serve(image: &Path, mnt: &Path, opts: MountOptions, fopts: FuseOpts) -> Resul
             (session, Box::new(move || drop(unmounter.unmount())))
         }
     };
+    let _ = notifier.set(session.notifier());
     let _ = std::fs::write(pid_file(mnt), std::process::id().to_string());
     let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT]).map_err(|e| e.to_string())?;
     std::thread::spawn(move || {
