@@ -2,7 +2,7 @@
 # Reads of one file through the mount against ext4 (data=ordered), both on one 2 GB loop
 # device made anew for each run (docs/BENCHMARKS.md, "Reads through the mount"): a SIZE file
 # (default 256m) written once, then read with a cold cache (unmounted, the host's caches
-# dropped, mounted again) and warm (read again): sequential 128 KiB reads by one job, random
+# dropped, mounted again) and warm (read again, the page cache kept): sequential 128 KiB reads by one job, random
 # 4 KiB reads by four jobs for 5 s. Needs root and fio; prints MB/s and IOPS per target.
 #
 #   scripts/read-compare.sh [okeanos-mount-options...]     # default: data=ordered
@@ -30,8 +30,10 @@ load() { # what: ext4 or the okeanos mount options
     cold "$what"
     local sc sw rw rc
     sc=$(fio_read read 128k 1)
-    sw=$(fio_read read 128k 1)
-    rw=$(fio_read randread 4k 4 --runtime=5 --time_based)
+    # Warm: fio must not drop the file's cached pages first (--invalidate=0; by default it
+    # does, and ext4 then reads through the loop device from its backing file's cache).
+    sw=$(fio_read read 128k 1 --invalidate=0)
+    rw=$(fio_read randread 4k 4 --runtime=5 --time_based --invalidate=0)
     cold "$what"
     rc=$(fio_read randread 4k 4 --runtime=5 --time_based)
     echo "seq 128k MB/s cold $sc warm $sw; rand 4k IOPS cold $rc warm $rw"
