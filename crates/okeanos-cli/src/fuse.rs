@@ -357,7 +357,6 @@ impl Filesystem for OkeanosFuse {
             if let Some(s) = size {
                 self.fs.truncate(i, s)?;
             }
-            // (The kernel's cached pages past the new size are dropped below, before the reply.)
             let set = SetAttr { mode, uid, gid, atime_ns: atime.map(t), mtime_ns: mtime.map(t) };
             if mode.is_some() || uid.is_some() || gid.is_some() || atime.is_some() || mtime.is_some() {
                 self.fs.setattr(i, &set)
@@ -365,13 +364,9 @@ impl Filesystem for OkeanosFuse {
                 self.fs.getattr(i)
             }
         })();
-        let answer = move || match r {
+        match r {
             Ok(a) => reply.attr(&TTL, &file_attr(&a)),
             Err(e) => reply.error(errno(&e)),
-        };
-        match size {
-            Some(s) => self.reads.changed(i, s, 0, Box::new(answer)),
-            None => answer(),
         }
     }
 
@@ -521,7 +516,7 @@ impl Filesystem for OkeanosFuse {
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock: Option<LockOwner>,
         reply: ReplyWrite,
@@ -543,7 +538,11 @@ impl Filesystem for OkeanosFuse {
         }
         let sync = self.handles.lock().unwrap_or_else(|e| e.into_inner()).get(&u64::from(fh)).map_or(SyncMode::None, |h| h.sync);
         self.reads.before_write();
+        // A write-back of pages from the kernel's cache (mmap): the cache holds these bytes
+        // already, and invalidating would wait for the very write-back being served.
+        let direct = !write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
         match self.fs.write(i, offset, data) {
+            Ok(n) if !direct && sync == SyncMode::None => reply.written(n as u32),
             Ok(n) if sync == SyncMode::None => self.reads.changed(i, offset, n as u64, Box::new(move || reply.written(n as u32))),
             Ok(n) => {
                 let fs = self.fs.clone();
@@ -557,7 +556,11 @@ impl Filesystem for OkeanosFuse {
                         }),
                     )
                 };
-                self.reads.changed(i, offset, n as u64, Box::new(then))
+                if direct {
+                    self.reads.changed(i, offset, n as u64, Box::new(then))
+                } else {
+                    then()
+                }
             }
             Err(e) => reply.error(errno(&e)),
         }
@@ -631,11 +634,10 @@ impl Filesystem for OkeanosFuse {
             m if m == ZERO | KEEP => self.fs.zero_range(i, offset, length, true),
             _ => Err(FsError::Unsupported),
         });
-        match (r, ino32(ino)) {
-            (Ok(Ok(())), Ok(i)) => self.reads.changed(i, offset, length, Box::new(move || reply.ok())),
-            (Ok(Ok(())), Err(_)) => reply.ok(),
-            (Ok(Err(e)), _) => reply.error(errno(&e)),
-            (Err(e), _) => reply.error(e),
+        match r {
+            Ok(Ok(())) => reply.ok(),
+            Ok(Err(e)) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
         }
     }
 

@@ -8,14 +8,18 @@
 //! writes nothing through that cache, so atomicity is untouched.
 //!
 //! Coherence. Every change to a file's data comes through the daemon: a direct write, a
-//! truncate, a fallocate. The kernel drops its cached pages of the range before sending a
-//! direct write (with FUSE_DIRECT_IO_ALLOW_MMAP), but a cached reader can fill them again from
-//! the old data before the write reaches the engine. So after the engine has applied a change
-//! to a file that has ever been opened cached in this mount, the daemon invalidates that range
-//! (FUSE_NOTIFY_INVAL_INODE) before it replies: once write() returns, no read anywhere sees
-//! the old bytes. The invalidation can wait on a page a cached reader holds locked while its
-//! FUSE_READ is served; so it never runs on a request thread but on one thread of its own, which
-//! replies afterwards (request threads stay free to serve those reads). Linux has since fixed
+//! truncate, a fallocate, or the write-back of pages a shared mapping dirtied (those are in the
+//! cache already). Truncates and fallocates drop the range from the kernel's cache after their
+//! reply, in the kernel. A direct write drops it before it is sent (with
+//! FUSE_DIRECT_IO_ALLOW_MMAP), but a cached reader can fill it again from the old data before
+//! the write reaches the engine. So after the engine has applied a direct write to a file that
+//! has ever been opened cached in this mount, the daemon invalidates that range
+//! (FUSE_NOTIFY_INVAL_INODE) before it replies: once write() returns, no read anywhere sees the
+//! old bytes. The invalidation can wait on a page a cached reader holds locked while its
+//! FUSE_READ is served, or on a page under write-back; so it never runs on a request thread but
+//! on one thread of its own, which replies afterwards (request threads stay free to serve those
+//! reads and write-backs). It is never done for a write-back (FUSE_WRITE_CACHE), which would
+//! wait for itself, nor for a truncate, during which the kernel holds write-backs back. Linux has since fixed
 //! the race itself (it drops the range again after a direct write, as for its own file
 //! systems; xfstests generic/209); the daemon's invalidation covers the kernels before that
 //! fix, from 6.6 (FUSE_DIRECT_IO_ALLOW_MMAP) on. The first cached open
