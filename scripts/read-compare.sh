@@ -38,18 +38,4 @@ load() { # what: ext4 or the okeanos mount options
     rc=$(fio_read randread 4k 4 --runtime=5 --time_based)
     echo "seq 128k MB/s cold $sc warm $sw; rand 4k IOPS cold $rc warm $rw"
 }
-for r in $(seq 1 "$RUNS"); do
-    truncate -s 2G "$W/disk.img"
-    LOOP=$(losetup --find --show "$W/disk.img")
-    mkfs.ext4 -q "$LOOP"
-    mount "$LOOP" "$W/mnt"
-    echo "run $r ext4-ordered: $(load ext4)"
-    umount "$W/mnt"
-    for mode in "${modes[@]}"; do
-        "$B" mkfs --force "$LOOP" >/dev/null
-        "$B" mount "$LOOP" "$W/mnt" -o "$mode" >/dev/null
-        echo "run $r okeanos $mode: $(load "$mode")"
-        "$B" umount "$W/mnt" >/dev/null
-    done
-    losetup -d "$LOOP"; LOOP=""; rm -f "$W/disk.img"
-done
+compare_runs

@@ -19,19 +19,19 @@ mkdir -p "$W/mnt"
 
 # Runs the caller's `load` function RUNS times on ext4 (data=ordered) and on Okeanos with each
 # mount option string of the caller's array `modes`, all on one 2 GB loop device made anew for
-# each run; prints one line per target and run.
+# each run; prints one line per target and run. `load` gets the target: `ext4` or the options.
 compare_runs() {
     for r in $(seq 1 "$RUNS"); do
         truncate -s 2G "$W/disk.img"
         LOOP=$(losetup --find --show "$W/disk.img")
         mkfs.ext4 -q "$LOOP"
         mount "$LOOP" "$W/mnt"
-        echo "run $r ext4-ordered: $(load)"
+        echo "run $r ext4-ordered: $(load ext4)"
         umount "$W/mnt"
         for mode in "${modes[@]}"; do
             "$B" mkfs --force "$LOOP" >/dev/null
             "$B" mount "$LOOP" "$W/mnt" -o "$mode" >/dev/null
-            echo "run $r okeanos $mode: $(load)"
+            echo "run $r okeanos $mode: $(load "$mode")"
             "$B" umount "$W/mnt" >/dev/null
         done
         losetup -d "$LOOP"; LOOP=""; rm -f "$W/disk.img"
