@@ -21,19 +21,23 @@
 //! Counters are readable while mounted from the hidden file `/.okeanos-stats` (JSON), which
 //! `okeanos stat MOUNTPOINT` prints.
 
-use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags,
-    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
-    TimeOrNow, WriteFlags,
-};
+mod kernel;
+mod reply;
+pub mod ring;
+mod wire;
+
+pub use kernel::KernelFront;
+use reply::Reply;
+
+use fuser::{Errno, FileAttr, FileHandle, FileType, FopenFlags, INodeNo, OpenFlags, RenameFlags, TimeOrNow, WriteFlags};
 use okeanos::format::FileType as Kind;
 use okeanos::{Attr, FsError, Okeanos, SetAttr};
+use crate::read_cache::ReadCache;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use crate::read_cache::ReadCache;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -49,6 +53,17 @@ const METRICS_INO: u64 = STATS_INO + 1;
 pub const CHECKPOINT_NAME: &str = ".okeanos-checkpoint";
 const CHECKPOINT_INO: u64 = STATS_INO + 2;
 const TTL: Duration = Duration::from_secs(1);
+
+/// What a setattr changes (the fields FUSE sends that the engine keeps).
+#[derive(Default)]
+pub struct AttrChange {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<TimeOrNow>,
+    pub mtime: Option<TimeOrNow>,
+}
 
 /// How a file handle syncs its writes.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -68,7 +83,9 @@ pub struct OkeanosFuse {
     writeback_cache: bool,
     /// Keep the kernel's page cache for regular files (`page_cache`): faster rereads, but a
     /// write() crossing pages may reach the engine as several atomic pieces.
-    page_cache: bool,
+    page_cache: AtomicBool,
+    /// FUSE over io_uring: asked for, agreed, served (ring.rs).
+    ring: Arc<ring::RingState>,
     /// Read-only opens through the page cache, and its coherence with direct writes.
     reads: ReadCache,
     handles: Mutex<HashMap<u64, Handle>>,
@@ -80,15 +97,10 @@ pub struct OkeanosFuse {
     read_requests: AtomicU64,
 }
 
-/// The caller of a request: the owner of what it creates.
-fn owner(req: &Request) -> okeanos::Owner {
-    okeanos::Owner { uid: req.uid(), gid: req.gid() }
-}
-
 /// getxattr/listxattr's size protocol: 0 asks for the length, a smaller buffer is ERANGE.
-fn xattr_reply(v: &[u8], size: u32, reply: fuser::ReplyXattr) {
+fn xattr_reply(v: &[u8], size: u32, reply: impl Reply) {
     if size == 0 {
-        reply.size(v.len() as u32)
+        reply.xattr_size(v.len() as u32)
     } else if v.len() > size as usize {
         reply.error(Errno::from_i32(libc::ERANGE))
     } else {
@@ -154,12 +166,13 @@ fn wall_ns(t: SystemTime) -> i64 {
 impl OkeanosFuse {
     /// `cached_reads`: read-only opens through the page cache; `notifier` is set once the
     /// session exists (until then every open is direct).
-    pub fn new(fs: Okeanos, writeback_cache: bool, page_cache: bool, cached_reads: bool, notifier: Arc<OnceLock<fuser::Notifier>>) -> Self {
+    pub fn new(fs: Okeanos, writeback_cache: bool, page_cache: bool, cached_reads: bool, notifier: Arc<OnceLock<fuser::Notifier>>, ring: Arc<ring::RingState>) -> Self {
         let page_cache = page_cache || writeback_cache;
         OkeanosFuse {
             fs,
             writeback_cache,
-            page_cache,
+            page_cache: AtomicBool::new(page_cache),
+            ring,
             reads: ReadCache::new(cached_reads && !page_cache, notifier, crate::read_cache::TestHooks::from_env()),
             handles: Mutex::new(HashMap::new()),
             checkpoints: Mutex::new(HashMap::new()),
@@ -180,7 +193,7 @@ impl OkeanosFuse {
 
     /// How a regular file is opened: direct I/O unless the page cache was asked for.
     fn open_flags(&self, a: &okeanos::Attr) -> FopenFlags {
-        if a.kind == Kind::Regular && !self.page_cache {
+        if a.kind == Kind::Regular && !self.page_cache.load(Ordering::Relaxed) {
             FopenFlags::FOPEN_DIRECT_IO
         } else {
             FopenFlags::empty()
@@ -195,6 +208,8 @@ impl OkeanosFuse {
         v["placement"] = self.fs.placement().into();
         v["read_only"] = self.fs.read_only_reason().into();
         v["fuse_reads"] = self.read_requests.load(Ordering::Relaxed).into();
+        v["fuse_transport"] = self.ring.transport().into();
+        v["fuse_ring_requests"] = self.ring.served.load(Ordering::Relaxed).into();
         let mut s = serde_json::to_string_pretty(&v).unwrap_or_default().into_bytes();
         s.push(b'\n');
         s
@@ -260,16 +275,16 @@ impl OkeanosFuse {
         fh
     }
 
-    fn entry(&self, r: Result<Attr, FsError>, reply: ReplyEntry) {
+    fn entry(&self, r: Result<Attr, FsError>, reply: impl Reply) {
         match r {
-            Ok(a) => reply.entry(&TTL, &file_attr(&a), Generation(a.generation as u64)),
+            Ok(a) => reply.entry(TTL, &file_attr(&a), a.generation as u64),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
     /// fsync and fsyncdir: reply once the commit covering `ino` is durable (the counters file
     /// has nothing to sync).
-    fn sync_reply(&self, ino: INodeNo, datasync: bool, reply: ReplyEmpty) {
+    fn sync_reply(&self, ino: INodeNo, datasync: bool, reply: impl Reply) {
         match ino32(ino) {
             Ok(i) => self.sync_then(i, datasync, move |r| match r {
                 Ok(()) => reply.ok(),
@@ -286,32 +301,11 @@ impl OkeanosFuse {
     }
 }
 
-impl Filesystem for OkeanosFuse {
-    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        if self.writeback_cache {
-            let _ = config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE);
-        }
-        // Programs may still mmap files opened for direct I/O (Linux 6.6 and later). Older
-        // kernels refuse shared mappings of them (SQLite's WAL index needs one): there the
-        // mount keeps the page cache, with per-page write atomicity, and says so.
-        if config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP).is_err() && !self.page_cache {
-            eprintln!("okeanos: this kernel cannot mmap files opened for direct I/O (FUSE_DIRECT_IO_ALLOW_MMAP, Linux 6.6): using the page cache; a write() crossing pages is then atomic per page only");
-            self.page_cache = true;
-        }
-        let _ = config.add_capabilities(InitFlags::FUSE_MAX_PAGES);
-        // POSIX ACLs: the kernel enforces them; the engine keeps them as system.posix_acl_*
-        // attributes, passes default ACLs to new inodes and follows chmod (fs/acl.rs). The
-        // umask is ours to apply (only where no default ACL applies), so the kernel must not.
-        if config.add_capabilities(InitFlags::FUSE_POSIX_ACL).is_ok() {
-            let _ = config.add_capabilities(InitFlags::FUSE_DONT_MASK);
-        }
-        let _ = config.set_max_write(1 << 20);
-        Ok(())
-    }
-
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+/// The operations, answering through any transport's `Reply`.
+impl OkeanosFuse {
+    pub(crate) fn lookup(&self, parent: INodeNo, name: &OsStr, reply: impl Reply) {
         if let Some(v) = Self::virtual_ino(name).filter(|_| u64::from(parent) == 1) {
-            return reply.entry(&Duration::ZERO, &self.stats_attr(v), Generation(0));
+            return reply.entry(Duration::ZERO, &self.stats_attr(v), 0);
         }
         match ino32(parent) {
             Ok(p) => self.entry(self.fs.lookup(p, name.as_bytes()), reply),
@@ -319,35 +313,19 @@ impl Filesystem for OkeanosFuse {
         }
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+    pub(crate) fn getattr(&self, ino: INodeNo, reply: impl Reply) {
         if matches!(u64::from(ino), STATS_INO | METRICS_INO | CHECKPOINT_INO) {
-            return reply.attr(&Duration::ZERO, &self.stats_attr(u64::from(ino)));
+            return reply.attr(Duration::ZERO, &self.stats_attr(u64::from(ino)));
         }
         match ino32(ino).map(|i| self.fs.getattr(i)) {
-            Ok(Ok(a)) => reply.attr(&TTL, &file_attr(&a)),
+            Ok(Ok(a)) => reply.attr(TTL, &file_attr(&a)),
             Ok(Err(e)) => reply.error(errno(&e)),
             Err(e) => reply.error(e),
         }
     }
 
-    fn setattr(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        mode: Option<u32>,
-        uid: Option<u32>,
-        gid: Option<u32>,
-        size: Option<u64>,
-        atime: Option<TimeOrNow>,
-        mtime: Option<TimeOrNow>,
-        _ctime: Option<SystemTime>,
-        _fh: Option<FileHandle>,
-        _crtime: Option<SystemTime>,
-        _chgtime: Option<SystemTime>,
-        _bkuptime: Option<SystemTime>,
-        _flags: Option<fuser::BsdFileFlags>,
-        reply: ReplyAttr,
-    ) {
+    pub(crate) fn setattr(&self, ino: INodeNo, ch: AttrChange, reply: impl Reply) {
+        let AttrChange { mode, uid, gid, size, atime, mtime } = ch;
         let Ok(i) = ino32(ino) else { return reply.error(Errno::from_i32(libc::EPERM)) };
         let t = |x: TimeOrNow| match x {
             TimeOrNow::SpecificTime(t) => wall_ns(t),
@@ -365,12 +343,12 @@ impl Filesystem for OkeanosFuse {
             }
         })();
         match r {
-            Ok(a) => reply.attr(&TTL, &file_attr(&a)),
+            Ok(a) => reply.attr(TTL, &file_attr(&a)),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
-    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+    pub(crate) fn readlink(&self, ino: INodeNo, reply: impl Reply) {
         match ino32(ino).map(|i| self.fs.readlink(i)) {
             Ok(Ok(t)) => reply.data(&t),
             Ok(Err(e)) => reply.error(errno(&e)),
@@ -378,7 +356,7 @@ impl Filesystem for OkeanosFuse {
         }
     }
 
-    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
+    pub(crate) fn mknod(&self, caller: okeanos::Owner, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: impl Reply) {
         if name.len() > okeanos::format::dir::MAX_NAME {
             return reply.error(Errno::from_i32(libc::ENAMETOOLONG));
         }
@@ -394,22 +372,22 @@ impl Filesystem for OkeanosFuse {
             Ok(p) => {
                 let perm = self.perm(p, mode, umask);
                 match special {
-                    None => self.entry(self.fs.create_as(p, name.as_bytes(), perm, owner(req)), reply),
-                    Some(k) => self.entry(self.fs.mknod_as(p, name.as_bytes(), k, perm, rdev, owner(req)), reply),
+                    None => self.entry(self.fs.create_as(p, name.as_bytes(), perm, caller), reply),
+                    Some(k) => self.entry(self.fs.mknod_as(p, name.as_bytes(), k, perm, rdev, caller), reply),
                 }
             }
             Err(e) => reply.error(e),
         }
     }
 
-    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+    pub(crate) fn mkdir(&self, caller: okeanos::Owner, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: impl Reply) {
         match ino32(parent) {
-            Ok(p) => self.entry(self.fs.mkdir_as(p, name.as_bytes(), self.perm(p, mode, umask), owner(req)), reply),
+            Ok(p) => self.entry(self.fs.mkdir_as(p, name.as_bytes(), self.perm(p, mode, umask), caller), reply),
             Err(e) => reply.error(e),
         }
     }
 
-    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    pub(crate) fn unlink(&self, parent: INodeNo, name: &OsStr, reply: impl Reply) {
         match ino32(parent).map(|p| self.fs.unlink(p, name.as_bytes())) {
             Ok(Ok(())) => reply.ok(),
             Ok(Err(e)) => reply.error(errno(&e)),
@@ -417,7 +395,7 @@ impl Filesystem for OkeanosFuse {
         }
     }
 
-    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    pub(crate) fn rmdir(&self, parent: INodeNo, name: &OsStr, reply: impl Reply) {
         match ino32(parent).map(|p| self.fs.rmdir(p, name.as_bytes())) {
             Ok(Ok(())) => reply.ok(),
             Ok(Err(e)) => reply.error(errno(&e)),
@@ -425,14 +403,14 @@ impl Filesystem for OkeanosFuse {
         }
     }
 
-    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+    pub(crate) fn symlink(&self, caller: okeanos::Owner, parent: INodeNo, link_name: &OsStr, target: &Path, reply: impl Reply) {
         match ino32(parent) {
-            Ok(p) => self.entry(self.fs.symlink_as(p, link_name.as_bytes(), target.as_os_str().as_bytes(), owner(req)), reply),
+            Ok(p) => self.entry(self.fs.symlink_as(p, link_name.as_bytes(), target.as_os_str().as_bytes(), caller), reply),
             Err(e) => reply.error(e),
         }
     }
 
-    fn rename(&self, _req: &Request, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: RenameFlags, reply: ReplyEmpty) {
+    pub(crate) fn rename(&self, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: RenameFlags, reply: impl Reply) {
         let how = flags.bits();
         if ![0, libc::RENAME_NOREPLACE, libc::RENAME_EXCHANGE].contains(&how) {
             // RENAME_WHITEOUT (overlayfs' own) is not offered.
@@ -451,16 +429,16 @@ impl Filesystem for OkeanosFuse {
         }
     }
 
-    fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+    pub(crate) fn link(&self, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: impl Reply) {
         match ino32(ino).and_then(|i| ino32(newparent).map(|p| (i, p))) {
             Ok((i, p)) => self.entry(self.fs.link(i, p, newname.as_bytes()), reply),
             Err(e) => reply.error(e),
         }
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    pub(crate) fn open(&self, ino: INodeNo, flags: OpenFlags, reply: impl Reply) {
         if matches!(u64::from(ino), STATS_INO | METRICS_INO) {
-            return reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO);
+            return reply.opened(0, FopenFlags::FOPEN_DIRECT_IO);
         }
         if u64::from(ino) == CHECKPOINT_INO {
             // The checkpoint runs here, in this request's thread; other requests go on.
@@ -470,7 +448,7 @@ impl Filesystem for OkeanosFuse {
                     let mut text = serde_json::to_vec_pretty(&c).unwrap_or_default();
                     text.push(b'\n');
                     self.checkpoints.lock().unwrap_or_else(|e| e.into_inner()).insert(fh, text);
-                    reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO)
+                    reply.opened(fh, FopenFlags::FOPEN_DIRECT_IO)
                 }
                 Err(e) => reply.error(errno(&e)),
             };
@@ -478,18 +456,18 @@ impl Filesystem for OkeanosFuse {
         let Ok(i) = ino32(ino) else { return reply.error(Errno::from_i32(libc::ENOENT)) };
         match self.fs.open_ino(i) {
             Ok(a) => {
-                let how = match self.reads.open(i, flags.0).filter(|_| a.kind == Kind::Regular && !self.page_cache) {
+                let how = match self.reads.open(i, flags.0).filter(|_| a.kind == Kind::Regular && !self.page_cache.load(Ordering::Relaxed)) {
                     Some(true) => FopenFlags::FOPEN_KEEP_CACHE,
                     Some(false) => FopenFlags::empty(),
                     None => self.open_flags(&a),
                 };
-                reply.opened(FileHandle(self.add_handle(i, flags.0)), how)
+                reply.opened(self.add_handle(i, flags.0), how)
             }
             Err(e) => reply.error(errno(&e)),
         }
     }
 
-    fn read(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, size: u32, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyData) {
+    pub(crate) fn read(&self, ino: INodeNo, fh: FileHandle, offset: u64, size: u32, reply: impl Reply) {
         if u64::from(ino) == CHECKPOINT_INO {
             let done = self.checkpoints.lock().unwrap_or_else(|e| e.into_inner()).get(&u64::from(fh)).cloned().unwrap_or_default();
             let from = (offset as usize).min(done.len());
@@ -509,23 +487,21 @@ impl Filesystem for OkeanosFuse {
         }
     }
 
-    fn write(
+    pub(crate) fn write(
         &self,
-        req: &Request,
+        caller: okeanos::Owner,
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
         write_flags: WriteFlags,
-        _flags: OpenFlags,
-        _lock: Option<LockOwner>,
-        reply: ReplyWrite,
+        reply: impl Reply,
     ) {
         let Ok(i) = ino32(ino) else { return reply.error(Errno::from_i32(libc::EBADF)) };
         // As the kernel's file_remove_privs for its own file systems (a direct-I/O write on
         // FUSE does not): a write by anyone but root clears setuid, and setgid when the group
         // may execute, before the data changes.
-        if req.uid() != 0 {
+        if caller.uid != 0 {
             if let Ok(a) = self.fs.getattr(i) {
                 let kill = a.perm & 0o4000 != 0 || a.perm & 0o2010 == 0o2010;
                 if kill {
@@ -566,12 +542,12 @@ impl Filesystem for OkeanosFuse {
         }
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock: LockOwner, reply: ReplyEmpty) {
+    pub(crate) fn flush(&self, reply: impl Reply) {
         // close() does not promise durability; the data is in the engine already.
         reply.ok();
     }
 
-    fn release(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, _lock: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
+    pub(crate) fn release(&self, fh: FileHandle, reply: impl Reply) {
         self.checkpoints.lock().unwrap_or_else(|e| e.into_inner()).remove(&u64::from(fh));
         if let Some(h) = self.handles.lock().unwrap_or_else(|e| e.into_inner()).remove(&u64::from(fh)) {
             self.fs.release(h.ino);
@@ -579,20 +555,20 @@ impl Filesystem for OkeanosFuse {
         reply.ok();
     }
 
-    fn fsync(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+    pub(crate) fn fsync(&self, ino: INodeNo, datasync: bool, reply: impl Reply) {
         self.sync_reply(ino, datasync, reply);
     }
 
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    pub(crate) fn opendir(&self, ino: INodeNo, reply: impl Reply) {
         match ino32(ino).map(|i| self.fs.getattr(i)) {
-            Ok(Ok(a)) if a.kind == Kind::Directory => reply.opened(FileHandle(0), FopenFlags::empty()),
+            Ok(Ok(a)) if a.kind == Kind::Directory => reply.opened(0, FopenFlags::empty()),
             Ok(Ok(_)) => reply.error(Errno::from_i32(libc::ENOTDIR)),
             Ok(Err(e)) => reply.error(errno(&e)),
             Err(e) => reply.error(e),
         }
     }
 
-    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+    pub(crate) fn readdir(&self, ino: INodeNo, offset: u64, mut reply: impl Reply) {
         let Ok(i) = ino32(ino) else { return reply.error(Errno::from_i32(libc::ENOENT)) };
         let (attr, entries) = match (self.fs.getattr(i), self.fs.readdir(i)) {
             (Ok(a), Ok(e)) => (a, e),
@@ -602,27 +578,27 @@ impl Filesystem for OkeanosFuse {
         let mut all: Vec<(u64, FileType, Vec<u8>)> = vec![(i as u64, FileType::Directory, b".".to_vec()), (parent as u64, FileType::Directory, b"..".to_vec())];
         all.extend(entries.into_iter().map(|e| (e.ino as u64, kind(e.kind), e.name)));
         for (k, (ino, t, name)) in all.into_iter().enumerate().skip(offset as usize) {
-            if reply.add(INodeNo(ino), k as u64 + 1, t, OsStr::from_bytes(&name)) {
+            if reply.dir_entry(ino, k as u64 + 1, t, &name) {
                 break;
             }
         }
         reply.ok();
     }
 
-    fn fsyncdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+    pub(crate) fn fsyncdir(&self, ino: INodeNo, datasync: bool, reply: impl Reply) {
         self.sync_reply(ino, datasync, reply);
     }
 
-    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+    pub(crate) fn statfs(&self, reply: impl Reply) {
         let s = self.fs.statfs();
-        reply.statfs(s.blocks, s.blocks_free, s.blocks_free, s.inodes, s.inodes_free, s.block_size, s.name_max, s.block_size);
+        reply.statfs(&s);
     }
 
     /// fallocate: mode 0 (what posix_fallocate asks for: allocate, zero-fill holes, extend),
     /// FALLOC_FL_KEEP_SIZE (allocate without extending), PUNCH_HOLE (with KEEP_SIZE, as Linux
     /// requires: free the range's blocks) and ZERO_RANGE (with or without KEEP_SIZE). The
     /// others (COLLAPSE_RANGE, INSERT_RANGE, UNSHARE_RANGE) are EOPNOTSUPP, so programs fall back.
-    fn fallocate(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
+    pub(crate) fn fallocate(&self, ino: INodeNo, offset: u64, length: u64, mode: i32, reply: impl Reply) {
         const KEEP: i32 = libc::FALLOC_FL_KEEP_SIZE;
         const PUNCH: i32 = libc::FALLOC_FL_PUNCH_HOLE;
         const ZERO: i32 = libc::FALLOC_FL_ZERO_RANGE;
@@ -641,7 +617,7 @@ impl Filesystem for OkeanosFuse {
         }
     }
 
-    fn setxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, _position: u32, reply: ReplyEmpty) {
+    pub(crate) fn setxattr(&self, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, reply: impl Reply) {
         use okeanos::fs::xattr::SetMode;
         let mode = match flags {
             0 => SetMode::Any,
@@ -656,7 +632,7 @@ impl Filesystem for OkeanosFuse {
         }
     }
 
-    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+    pub(crate) fn getxattr(&self, ino: INodeNo, name: &OsStr, size: u32, reply: impl Reply) {
         match ino32(ino).map(|i| self.fs.getxattr(i, name.as_bytes())) {
             Ok(Ok(v)) => xattr_reply(&v, size, reply),
             Ok(Err(e)) => reply.error(errno(&e)),
@@ -664,7 +640,7 @@ impl Filesystem for OkeanosFuse {
         }
     }
 
-    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+    pub(crate) fn listxattr(&self, ino: INodeNo, size: u32, reply: impl Reply) {
         match ino32(ino).map(|i| self.fs.listxattr(i)) {
             Ok(Ok(names)) => {
                 let mut list = Vec::new();
@@ -679,7 +655,7 @@ impl Filesystem for OkeanosFuse {
         }
     }
 
-    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    pub(crate) fn removexattr(&self, ino: INodeNo, name: &OsStr, reply: impl Reply) {
         match ino32(ino).map(|i| self.fs.removexattr(i, name.as_bytes())) {
             Ok(Ok(())) => reply.ok(),
             Ok(Err(e)) => reply.error(errno(&e)),
@@ -687,16 +663,16 @@ impl Filesystem for OkeanosFuse {
         }
     }
 
-    fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
+    pub(crate) fn create(&self, caller: okeanos::Owner, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32, reply: impl Reply) {
         if mode & libc::S_IFMT != libc::S_IFREG && mode & libc::S_IFMT != 0 {
             return reply.error(Errno::from_i32(libc::ENOTSUP));
         }
         let Ok(p) = ino32(parent) else { return reply.error(Errno::from_i32(libc::ENOENT)) };
-        let r = self.fs.create_as(p, name.as_bytes(), self.perm(p, mode, umask), owner(req)).and_then(|a| self.fs.open_ino(a.ino));
+        let r = self.fs.create_as(p, name.as_bytes(), self.perm(p, mode, umask), caller).and_then(|a| self.fs.open_ino(a.ino));
         match r {
             Ok(a) => {
                 let fh = self.add_handle(a.ino, flags);
-                reply.created(&TTL, &file_attr(&a), Generation(a.generation as u64), FileHandle(fh), self.open_flags(&a))
+                reply.created(TTL, &file_attr(&a), a.generation as u64, fh, self.open_flags(&a))
             }
             Err(e) => reply.error(errno(&e)),
         }

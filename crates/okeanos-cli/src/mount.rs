@@ -8,7 +8,7 @@
 //! marks the image clean. `umount` asks the kernel to unmount and waits for the daemon to
 //! finish that clean unmount.
 
-use crate::fuse::OkeanosFuse;
+use crate::fuse::{KernelFront, OkeanosFuse};
 use fuser::{Config, MountOption};
 use okeanos::{MountOptions, Okeanos};
 use std::io::Write;
@@ -47,6 +47,9 @@ struct FuseOpts {
     direct_reads: bool,
     allow_other: bool,
     threads: usize,
+    /// FUSE over io_uring where the kernel offers it (`transport=io_uring`), or /dev/fuse
+    /// only (`transport=dev`).
+    io_uring: bool,
     /// Write the counters in Prometheus' text format here every 10 s and at unmount (for
     /// node_exporter's textfile collector): `metrics_file=PATH`.
     metrics_file: Option<PathBuf>,
@@ -55,7 +58,7 @@ struct FuseOpts {
 /// Splits `-o` options into engine options and FUSE options.
 fn split_options(opts: &str) -> Result<(MountOptions, FuseOpts), String> {
     let mut engine = Vec::new();
-    let mut f = FuseOpts { writeback_cache: false, page_cache: false, direct_reads: false, allow_other: false, threads: 8, metrics_file: None };
+    let mut f = FuseOpts { writeback_cache: false, page_cache: false, direct_reads: false, allow_other: false, threads: 8, io_uring: false, metrics_file: None };
     for item in opts.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         match item.split_once('=').map_or((item, None), |(k, v)| (k, Some(v))) {
             ("writeback_cache", None) => f.writeback_cache = true,
@@ -63,6 +66,9 @@ fn split_options(opts: &str) -> Result<(MountOptions, FuseOpts), String> {
             ("direct_reads", None) => f.direct_reads = true,
             ("allow_other", None) => f.allow_other = true,
             ("metrics_file", Some(v)) if !v.is_empty() => f.metrics_file = Some(PathBuf::from(v)),
+            ("transport", Some("io_uring")) => f.io_uring = true,
+            ("transport", Some("dev")) => f.io_uring = false,
+            ("transport", Some(v)) => return Err(format!("transport={v}: use io_uring or dev")),
             ("threads", Some(v)) => f.threads = v.parse().ok().filter(|&n| (1..=64).contains(&n)).ok_or_else(|| format!("threads={v}: use 1 to 64"))?,
             _ => engine.push(item),
         }
@@ -188,7 +194,9 @@ fn serve(image: &Path, mnt: &Path, opts: MountOptions, fopts: FuseOpts) -> Resul
     config.clone_fd = true;
     let engine = fs.clone();
     let notifier = std::sync::Arc::new(std::sync::OnceLock::new());
-    let front = OkeanosFuse::new(fs, fopts.writeback_cache, fopts.page_cache, !fopts.direct_reads, notifier.clone());
+    let ring = crate::fuse::ring::RingState::new(fopts.io_uring);
+    let ops = std::sync::Arc::new(OkeanosFuse::new(fs, fopts.writeback_cache, fopts.page_cache, !fopts.direct_reads, notifier.clone(), ring.clone()));
+    let front = KernelFront(ops.clone());
     let source = format!("okeanos:{}", image.display());
     let (session, mut unmount): (_, Box<dyn FnMut() + Send>) = match mount_typed(mnt, &source, ro, fopts.allow_other) {
         Some(fd) => {
@@ -203,6 +211,13 @@ fn serve(image: &Path, mnt: &Path, opts: MountOptions, fopts: FuseOpts) -> Resul
         }
     };
     let _ = notifier.set(session.notifier());
+    if fopts.io_uring {
+        use std::os::fd::AsFd;
+        let fd = session.as_fd().try_clone_to_owned().map_err(|e| format!("mounting {}: {e}", mnt.display()))?;
+        let cpus = crate::fuse::ring::possible_cpus();
+        let shape = crate::fuse::ring::Shape { threads_per_queue: (fopts.threads / cpus).max(1), entries: 32, payload: 1 << 20 };
+        crate::fuse::ring::start(fd, ops, ring, shape);
+    }
     let _ = std::fs::write(pid_file(mnt), std::process::id().to_string());
     let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT]).map_err(|e| e.to_string())?;
     std::thread::spawn(move || {
