@@ -52,6 +52,8 @@ require=()
 if [ "$(id -u)" = 0 ]; then
     require+=(root)
     if [ -c /dev/fuse ] && command -v fusermount3 >/dev/null 2>&1; then require+=(fuse); fi
+    # FUSE over io_uring (Linux 6.14 and later): the tests switch it on and back themselves.
+    [ -e /sys/module/fuse/parameters/enable_uring ] && require+=(uring)
 fi
 have_all=1
 for t in fio postmark sqlite3 setfacl getfacl setpriv python3 fallocate; do
@@ -67,6 +69,11 @@ echo "the tests may rely on: ${OKEANOS_TESTS_REQUIRE:-nothing beyond cargo}"
 cargo build --workspace --all-targets --locked
 status=0
 cargo test --workspace --locked --no-fail-fast -- --test-threads=2 || status=1
+# The FUSE suite again, every mount over FUSE over io_uring (the run above uses /dev/fuse
+# unless the kernel's enable_uring parameter was on already).
+if [[ ",$OKEANOS_TESTS_REQUIRE," == *,uring,* ]]; then
+    OKEANOS_TEST_TRANSPORT=io_uring cargo test -p okeanos-cli --locked --test fuse -- --test-threads=2 || status=1
+fi
 # The Python and Go packages (the C ABI's tests are among the cargo tests above).
 bash scripts/test-bindings.sh || status=1
 exit $status

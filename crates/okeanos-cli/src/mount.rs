@@ -47,8 +47,8 @@ struct FuseOpts {
     direct_reads: bool,
     allow_other: bool,
     threads: usize,
-    /// FUSE over io_uring where the kernel offers it (`transport=io_uring`), or /dev/fuse
-    /// only (`transport=dev`).
+    /// FUSE over io_uring where the kernel offers it (`transport=io_uring`, the default:
+    /// measured faster, docs/BENCHMARKS.md), or /dev/fuse only (`transport=dev`).
     io_uring: bool,
     /// Write the counters in Prometheus' text format here every 10 s and at unmount (for
     /// node_exporter's textfile collector): `metrics_file=PATH`.
@@ -58,7 +58,7 @@ struct FuseOpts {
 /// Splits `-o` options into engine options and FUSE options.
 fn split_options(opts: &str) -> Result<(MountOptions, FuseOpts), String> {
     let mut engine = Vec::new();
-    let mut f = FuseOpts { writeback_cache: false, page_cache: false, direct_reads: false, allow_other: false, threads: 8, io_uring: false, metrics_file: None };
+    let mut f = FuseOpts { writeback_cache: false, page_cache: false, direct_reads: false, allow_other: false, threads: 8, io_uring: true, metrics_file: None };
     for item in opts.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         match item.split_once('=').map_or((item, None), |(k, v)| (k, Some(v))) {
             ("writeback_cache", None) => f.writeback_cache = true,
@@ -97,6 +97,36 @@ fn unescape_mountinfo(field: &str) -> Vec<u8> {
         }
     }
     out
+}
+
+/// Ends the FUSE connection of the mount at `canon` (a canonical path), as
+/// `echo 1 > /sys/fs/fuse/connections/N/abort` does: every request waiting on it fails at once
+/// and the serving loop returns, so the engine unmounts cleanly. The connection is found in
+/// /proc/self/mountinfo, which asks the mount nothing. Without the fuse control file system
+/// (and no right to mount it), the daemon exits instead: what it acknowledged is in the journal.
+fn abort_connection(canon: &Path) {
+    let want = canon.as_os_str().as_encoded_bytes();
+    let minor = std::fs::read_to_string("/proc/self/mountinfo").ok().and_then(|m| {
+        m.lines().find(|l| l.split(' ').nth(4).is_some_and(|f| unescape_mountinfo(f) == want)).and_then(|l| l.split(' ').nth(2)?.split_once(':')?.1.parse::<u32>().ok())
+    });
+    let ctl = Path::new("/sys/fs/fuse/connections");
+    if let Some(minor) = minor {
+        let abort = ctl.join(minor.to_string()).join("abort");
+        let dir = c"/sys/fs/fuse/connections";
+        // SAFETY: NUL-terminated strings that live across the calls.
+        let mounted_here = !abort.exists() && unsafe { libc::mount(c"none".as_ptr(), dir.as_ptr(), c"fusectl".as_ptr(), 0, std::ptr::null()) } == 0;
+        let aborted = std::fs::write(&abort, "1").is_ok();
+        if mounted_here {
+            // SAFETY: as above.
+            unsafe { libc::umount2(dir.as_ptr(), libc::MNT_DETACH) };
+        }
+        if aborted {
+            say(&format!("aborted FUSE connection {minor} of {}", canon.display()));
+            return;
+        }
+    }
+    say("could not abort the FUSE connection; exiting (acknowledged writes are in the journal)");
+    std::process::exit(1);
 }
 
 pub fn is_mounted(mnt: &Path) -> bool {
@@ -216,7 +246,8 @@ fn serve(image: &Path, mnt: &Path, opts: MountOptions, fopts: FuseOpts) -> Resul
         let fd = session.as_fd().try_clone_to_owned().map_err(|e| format!("mounting {}: {e}", mnt.display()))?;
         let cpus = crate::fuse::ring::possible_cpus();
         let shape = crate::fuse::ring::Shape { threads_per_queue: (fopts.threads / cpus).max(1), entries: 32, payload: 1 << 20 };
-        crate::fuse::ring::start(fd, ops, ring, shape);
+        let canon = std::fs::canonicalize(mnt).unwrap_or_else(|_| mnt.to_path_buf());
+        crate::fuse::ring::start(fd, ops, ring, shape, std::sync::Arc::new(move || abort_connection(&canon)));
     }
     let _ = std::fs::write(pid_file(mnt), std::process::id().to_string());
     let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT]).map_err(|e| e.to_string())?;

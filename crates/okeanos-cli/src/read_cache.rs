@@ -51,14 +51,22 @@ struct Job {
 #[derive(Default, Clone, Copy)]
 pub struct TestHooks {
     pub write_delay_ms: u64,
+    /// FUSE over io_uring: the threads of this queue fail to start (`ring_fail_queue=N`).
+    pub ring_fail_queue: Option<u16>,
+    /// FUSE over io_uring: every queue thread fails after serving this many requests
+    /// (`ring_fail_after=N`).
+    pub ring_fail_after: Option<u64>,
 }
 
 impl TestHooks {
     pub fn from_env() -> TestHooks {
         let mut h = TestHooks::default();
         for item in std::env::var("OKEANOS_TEST_HOOKS").unwrap_or_default().split(',') {
-            if let Some(("write_delay_ms", v)) = item.split_once('=') {
-                h.write_delay_ms = v.parse().unwrap_or(0);
+            match item.split_once('=') {
+                Some(("write_delay_ms", v)) => h.write_delay_ms = v.parse().unwrap_or(0),
+                Some(("ring_fail_queue", v)) => h.ring_fail_queue = v.parse().ok(),
+                Some(("ring_fail_after", v)) => h.ring_fail_after = v.parse().ok(),
+                _ => {}
             }
         }
         h

@@ -43,14 +43,84 @@ fn have(tool: &str) -> bool {
 }
 
 fn mounted(mnt: &Path) -> bool {
-    let canon = std::fs::canonicalize(mnt).unwrap();
+    // Canonical without asking the mount itself (which may not answer yet).
+    let canon = std::fs::canonicalize(mnt.parent().unwrap()).unwrap().join(mnt.file_name().unwrap());
     std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().any(|l| l.split(' ').nth(4) == canon.to_str())
+}
+
+/// The fuse module's switch for FUSE over io_uring (Linux 6.14 and later).
+const URING_PARAM: &str = "/sys/module/fuse/parameters/enable_uring";
+
+/// Who holds the switch on, and what it was before the first of them.
+struct ParamUsers {
+    users: usize,
+    original: Option<String>,
+}
+
+static PARAM: std::sync::Mutex<ParamUsers> = std::sync::Mutex::new(ParamUsers { users: 0, original: None });
+static PARAM_FREE: std::sync::Condvar = std::sync::Condvar::new();
+
+/// Keeps FUSE over io_uring enabled in the kernel while held (as root); the last holder puts
+/// the parameter back as it found it.
+struct UringOn;
+
+impl UringOn {
+    /// None (after saying why) where this kernel has no FUSE over io_uring or we are not root.
+    fn new() -> Option<UringOn> {
+        if !std::path::Path::new(URING_PARAM).exists() {
+            return (!skip("uring", "this kernel has no FUSE over io_uring (/sys/module/fuse/parameters/enable_uring)")).then_some(UringOn);
+        }
+        let mut p = PARAM.lock().unwrap_or_else(|e| e.into_inner());
+        if p.users == 0 {
+            p.original = std::fs::read_to_string(URING_PARAM).ok();
+            if std::fs::write(URING_PARAM, "Y").is_err() {
+                return (!skip("root", "enabling FUSE over io_uring needs root")).then_some(UringOn);
+            }
+        }
+        p.users += 1;
+        Some(UringOn)
+    }
+
+    /// Runs `f` with FUSE over io_uring switched off in the kernel (once no one holds it on).
+    fn off_during<T>(f: impl FnOnce() -> T) -> T {
+        let mut p = PARAM.lock().unwrap_or_else(|e| e.into_inner());
+        while p.users > 0 {
+            p = PARAM_FREE.wait(p).unwrap_or_else(|e| e.into_inner());
+        }
+        let original = std::fs::read_to_string(URING_PARAM).unwrap();
+        std::fs::write(URING_PARAM, "N").unwrap();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        std::fs::write(URING_PARAM, original.trim()).unwrap();
+        drop(p);
+        r.unwrap_or_else(|e| std::panic::resume_unwind(e))
+    }
+}
+
+impl Drop for UringOn {
+    fn drop(&mut self) {
+        let mut p = PARAM.lock().unwrap_or_else(|e| e.into_inner());
+        p.users = p.users.saturating_sub(1);
+        if p.users == 0 {
+            if let Some(o) = p.original.take() {
+                let _ = std::fs::write(URING_PARAM, o.trim());
+            }
+            PARAM_FREE.notify_all();
+        }
+    }
+}
+
+/// The transport every mount of these tests uses: /dev/fuse, or FUSE over io_uring when
+/// OKEANOS_TEST_TRANSPORT=io_uring (the test command runs this suite over both).
+fn test_transport() -> Option<&'static str> {
+    std::env::var("OKEANOS_TEST_TRANSPORT").ok().filter(|t| t == "io_uring").map(|_| "io_uring")
 }
 
 /// A foreground daemon serving an image; unmounted (cleanly) when dropped.
 struct Mount {
     child: Option<Child>,
     mnt: PathBuf,
+    /// FUSE over io_uring kept enabled while this mount lives (`transport=io_uring`).
+    _uring: Option<UringOn>,
 }
 
 impl Mount {
@@ -61,10 +131,25 @@ impl Mount {
     }
 
     /// A foreground daemon started by `cmd` (its environment and stderr set by the caller).
-    fn with(mut cmd: Command, image: &Path, mnt: &Path, opts: &str) -> Mount {
+    fn with(cmd: Command, image: &Path, mnt: &Path, opts: &str) -> Mount {
+        let mut opts = opts.to_string();
+        let mut uring = None;
+        if !opts.contains("transport=") {
+            if let Some(t) = test_transport() {
+                uring = UringOn::new();
+                opts = if opts.is_empty() { format!("transport={t}") } else { format!("{opts},transport={t}") };
+            }
+        } else if opts.contains("transport=io_uring") {
+            uring = UringOn::new();
+        }
+        Mount::spawn(cmd, image, mnt, &opts, uring)
+    }
+
+    /// As `with`, with exactly these options and `uring` held while mounted.
+    fn spawn(mut cmd: Command, image: &Path, mnt: &Path, opts: &str, uring: Option<UringOn>) -> Mount {
         std::fs::create_dir_all(mnt).unwrap();
         let child = cmd.arg("mount").arg(image).arg(mnt).args(["-f", "-o", opts]).spawn().unwrap();
-        let m = Mount { child: Some(child), mnt: mnt.to_path_buf() };
+        let m = Mount { child: Some(child), mnt: mnt.to_path_buf(), _uring: uring };
         let t0 = Instant::now();
         while !mounted(mnt) {
             assert!(t0.elapsed() < Duration::from_secs(30), "mount did not appear");
@@ -1392,4 +1477,210 @@ fn the_exerciser_through_the_mount() {
         exercise::recheck(&mut t, &before).unwrap_or_else(|e| panic!("-o {opts}, seed {}: {e}", seed + k as u64));
         m.unmount();
     }
+}
+
+/// FUSE over io_uring (`transport=io_uring`): every kind of request the front end serves goes
+/// through the rings, concurrent syncs group-commit as over /dev/fuse, the counters say which
+/// transport the mount uses, and what was written is all there after a clean unmount.
+#[test]
+fn fuse_over_io_uring_serves_every_request_and_says_so() {
+    if !fuse_usable() || !is_root() {
+        return;
+    }
+    let Some(on) = UringOn::new() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let img = image(dir.path());
+    let mnt = dir.path().join("mnt");
+    let m = Mount::spawn(Command::new(BIN), &img, &mnt, "data=wasteless,dmeta,transport=io_uring", Some(on));
+    let st = m.stats();
+    assert_eq!(st["fuse_transport"], "io_uring", "{st}");
+    // 32 writers appending 128-byte records with an fdatasync after each.
+    let threads: Vec<_> = (0..32)
+        .map(|w| {
+            let path = mnt.join(format!("s{w}"));
+            std::thread::spawn(move || {
+                let mut f = std::fs::OpenOptions::new().append(true).create(true).open(path).unwrap();
+                for k in 0..50 {
+                    f.write_all(format!("{w:03} {k:04} {}\n", "r".repeat(118)).as_bytes()).unwrap();
+                    f.sync_data().unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    // Names, links, attributes, a large write and its reads in pieces, a sparse region.
+    std::fs::create_dir(mnt.join("d")).unwrap();
+    std::fs::rename(mnt.join("s0"), mnt.join("d/moved")).unwrap();
+    std::os::unix::fs::symlink("moved", mnt.join("d/link")).unwrap();
+    assert_eq!(std::fs::read_link(mnt.join("d/link")).unwrap(), Path::new("moved"));
+    std::fs::hard_link(mnt.join("s1"), mnt.join("d/hard")).unwrap();
+    std::fs::remove_file(mnt.join("s2")).unwrap();
+    let big: Vec<u8> = (0..(1u32 << 20)).map(|i| (i * 7 + i / 4096) as u8).collect();
+    std::fs::write(mnt.join("big"), &big).unwrap();
+    let mut back = Vec::new();
+    std::fs::File::open(mnt.join("big")).unwrap().read_to_end(&mut back).unwrap();
+    assert!(back == big, "a 1 MiB file read back differs");
+    std::fs::File::create(mnt.join("sparse")).unwrap().set_len(1 << 24).unwrap();
+    assert_eq!(std::fs::metadata(mnt.join("sparse")).unwrap().len(), 1 << 24);
+    let names: std::collections::BTreeSet<String> = std::fs::read_dir(&mnt).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert_eq!(names.len(), 30 + 3, "{names:?}");
+    std::fs::remove_dir(mnt.join("d")).unwrap_err();
+    let st = m.stats();
+    assert_eq!(st["fuse_transport"], "io_uring", "{st}");
+    assert!(st["fuse_ring_requests"].as_u64().unwrap() >= 1600 * 2, "every write and sync went through the rings: {st}");
+    assert!(st["syncs_per_commit"].as_f64().unwrap() > 1.5, "syncs still share commits: {st}");
+    m.unmount();
+    fsck_clean(&img);
+    let m = Mount::new(&img, &mnt, "data=wasteless,dmeta");
+    for w in 1..32 {
+        let name = if w == 2 { continue } else { format!("s{w}") };
+        let text = std::fs::read_to_string(mnt.join(&name)).unwrap();
+        assert_eq!(text.lines().count(), 50, "{name}");
+        assert!(text.lines().enumerate().all(|(k, l)| l.starts_with(&format!("{w:03} {k:04} "))), "{name}");
+    }
+    assert_eq!(std::fs::read(mnt.join("big")).unwrap(), big);
+    assert_eq!(std::fs::read_to_string(mnt.join("d/moved")).unwrap().lines().count(), 50);
+    m.unmount();
+}
+
+/// Runs `f` (requests on `m`'s mount) for at most `limit`: past it, the daemon is killed,
+/// which ends the FUSE connection and fails every request still waiting, and the test fails
+/// saying the requests hung.
+fn within<T: Send + 'static>(m: &Mount, limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let t = std::thread::spawn(f);
+    let t0 = Instant::now();
+    while !t.is_finished() && t0.elapsed() < limit {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if !t.is_finished() {
+        if let Some(c) = &m.child {
+            // SAFETY: kill has no memory preconditions.
+            unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
+        }
+        panic!("requests on {} hung for {limit:?}: the daemon was killed", m.mnt.display());
+    }
+    t.join().unwrap()
+}
+
+/// The daemon's standard error, written to `log`.
+fn logged_mount(img: &Path, mnt: &Path, log: &Path, hooks: &str, opts: &str, uring: Option<UringOn>) -> Mount {
+    let mut cmd = Command::new(BIN);
+    cmd.stdout(Stdio::null()).stderr(std::fs::File::create(log).unwrap()).env("OKEANOS_TEST_HOOKS", hooks);
+    Mount::spawn(cmd, img, mnt, opts, uring)
+}
+
+/// A queue whose thread cannot start (a test hook fails it) must not leave the kernel holding
+/// requests for rings that will never be ready: the daemon tells the kernel to give up on
+/// io_uring, requests go through /dev/fuse, and the log and the counters say so.
+#[test]
+fn a_ring_queue_that_cannot_start_falls_back_to_dev_fuse() {
+    if !fuse_usable() || !is_root() {
+        return;
+    }
+    let Some(on) = UringOn::new() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let img = small_image(dir.path());
+    let mnt = dir.path().join("mnt");
+    let log = dir.path().join("daemon.log");
+    let m = logged_mount(&img, &mnt, &log, "ring_fail_queue=0", "data=ordered,transport=io_uring", Some(on));
+    let at = mnt.clone();
+    within(&m, Duration::from_secs(30), move || {
+        for k in 0..20 {
+            let mut f = std::fs::File::create(at.join(format!("f{k}"))).unwrap();
+            f.write_all(b"hello").unwrap();
+            f.sync_all().unwrap();
+        }
+    });
+    let st = m.stats();
+    assert_eq!((st["fuse_transport"].as_str(), st["fuse_ring_requests"].as_u64()), (Some("/dev/fuse"), Some(0)), "{st}");
+    m.unmount();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("falling back to /dev/fuse"), "{text}");
+    fsck_clean(&img);
+}
+
+/// A ring queue's thread that fails while mounted (a test hook ends every one after 300
+/// requests) had taken requests it will never answer: the daemon aborts the connection, so
+/// that no program waits forever, and the engine unmounts cleanly. Every record whose
+/// fdatasync returned is there after a remount.
+#[test]
+fn a_ring_queue_that_dies_aborts_the_connection_and_hangs_no_request() {
+    if !fuse_usable() || !is_root() {
+        return;
+    }
+    let Some(on) = UringOn::new() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let img = small_image(dir.path());
+    let mnt = dir.path().join("mnt");
+    let log = dir.path().join("daemon.log");
+    let mut m = logged_mount(&img, &mnt, &log, "ring_fail_after=300", "data=wasteless,dmeta,transport=io_uring", Some(on));
+    let at = mnt.clone();
+    let results = within(&m, Duration::from_secs(60), move || {
+        let mnt = at;
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let path = mnt.join(format!("w{w}"));
+                std::thread::spawn(move || {
+                    let mut synced = 0usize;
+                    let Ok(mut f) = std::fs::OpenOptions::new().append(true).create(true).open(path) else { return (synced, None) };
+                    for k in 0..10_000 {
+                        let rec = format!("{w} {k:05}\n");
+                        if let Err(e) = f.write_all(rec.as_bytes()).and_then(|()| f.sync_data()) {
+                            return (synced, e.raw_os_error());
+                        }
+                        synced += 1;
+                    }
+                    (synced, None)
+                })
+            })
+            .collect();
+        writers.into_iter().map(|t| t.join().unwrap()).collect::<Vec<(usize, Option<i32>)>>()
+    });
+    for (w, (_, err)) in results.iter().enumerate() {
+        // ENOTCONN/ECONNABORTED once the connection is aborted; ECANCELED for a request the
+        // kernel was handing to the thread as it ended.
+        assert!(matches!(err, Some(libc::ENOTCONN) | Some(libc::ECONNABORTED) | Some(libc::ECANCELED)), "writer {w} ended with {err:?}, not a dead connection");
+    }
+    let status = m.child.take().unwrap().wait().unwrap();
+    assert!(status.success(), "the engine unmounts cleanly after the abort: {status}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("aborting the connection") && text.contains("unmounted cleanly"), "{text}");
+    let _ = Command::new("umount").arg(&mnt).status();
+    fsck_clean(&img);
+    let m = Mount::new(&img, &mnt, "data=wasteless,dmeta");
+    for (w, (synced, _)) in results.iter().enumerate() {
+        let text = std::fs::read_to_string(mnt.join(format!("w{w}"))).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines.len() >= *synced, "w{w}: {} records back, {synced} were synced", lines.len());
+        assert!(lines.iter().enumerate().all(|(k, l)| *l == format!("{w} {k:05}")), "w{w}: records out of order or torn");
+    }
+    m.unmount();
+}
+
+/// `transport=io_uring` where the kernel does not offer it (here: the fuse module's switch
+/// off): the mount serves through /dev/fuse and says so in one line.
+#[test]
+fn transport_io_uring_without_the_kernel_uses_dev_fuse_and_says_so() {
+    if !fuse_usable() || !is_root() || !Path::new(URING_PARAM).exists() {
+        if !Path::new(URING_PARAM).exists() {
+            skip("uring", "this kernel has no FUSE over io_uring");
+        }
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = small_image(dir.path());
+    let mnt = dir.path().join("mnt");
+    let log = dir.path().join("daemon.log");
+    UringOn::off_during(|| {
+        let m = logged_mount(&img, &mnt, &log, "", "data=ordered,transport=io_uring", None);
+        std::fs::write(mnt.join("f"), b"hello").unwrap();
+        assert_eq!(std::fs::read(mnt.join("f")).unwrap(), b"hello");
+        assert_eq!(m.stats()["fuse_transport"], "/dev/fuse");
+        m.unmount();
+    });
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains("io_uring")).collect();
+    assert!(lines.len() == 1 && lines[0].contains("enable_uring parameter is off") && lines[0].contains("/dev/fuse"), "{text}");
 }

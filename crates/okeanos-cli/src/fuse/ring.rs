@@ -64,13 +64,15 @@ pub struct RingState {
     pub served: AtomicU64,
     /// Entries registered and not ended.
     pub live: AtomicUsize,
+    /// The kernel was told to give up on the rings (some queue did not start).
+    fallen_back: std::sync::atomic::AtomicBool,
     /// Why the rings are not in use, when they are not.
     pub why_not: Mutex<Option<String>>,
 }
 
 impl RingState {
     pub fn new(wanted: bool) -> Arc<RingState> {
-        Arc::new(RingState { wanted, decided: Mutex::new(None), cv: Condvar::new(), served: AtomicU64::new(0), live: AtomicUsize::new(0), why_not: Mutex::new(None) })
+        Arc::new(RingState { wanted, decided: Mutex::new(None), cv: Condvar::new(), served: AtomicU64::new(0), live: AtomicUsize::new(0), fallen_back: Default::default(), why_not: Mutex::new(None) })
     }
 
     pub fn wanted(&self) -> bool {
@@ -99,7 +101,7 @@ impl RingState {
 
     /// "io_uring" or "/dev/fuse", for the counters file.
     pub fn transport(&self) -> &'static str {
-        if self.live.load(Ordering::Relaxed) > 0 {
+        if self.live.load(Ordering::Relaxed) > 0 && !self.fallen_back.load(Ordering::Relaxed) {
             "io_uring"
         } else {
             "/dev/fuse"
@@ -138,8 +140,10 @@ pub fn possible_cpus() -> usize {
 }
 
 /// Starts the queue threads once INIT has decided (in a thread of its own: INIT is served by
-/// fuser after the mount). `fd` is the mount's /dev/fuse descriptor.
-pub fn start(fd: OwnedFd, fs: Arc<OkeanosFuse>, state: Arc<RingState>, shape: Shape) {
+/// fuser after the mount). `fd` is the mount's /dev/fuse descriptor; `abort` ends the
+/// connection (its requests fail at once) when a queue dies while mounted.
+pub fn start(fd: OwnedFd, fs: Arc<OkeanosFuse>, state: Arc<RingState>, shape: Shape, abort: Arc<dyn Fn() + Send + Sync>) {
+    let abort_here = abort.clone();
     std::thread::Builder::new()
         .name("okeanos-ring".into())
         .spawn(move || {
@@ -147,22 +151,75 @@ pub fn start(fd: OwnedFd, fs: Arc<OkeanosFuse>, state: Arc<RingState>, shape: Sh
                 return;
             }
             let fd = Arc::new(fd);
+            let hooks = crate::read_cache::TestHooks::from_env();
+            let (tx, rx) = std::sync::mpsc::channel::<Result<(), String>>();
+            let mut threads = 0;
             for qid in 0..possible_cpus() {
                 for t in 0..shape.threads_per_queue {
-                    let (fd, fs, st) = (fd.clone(), fs.clone(), state.clone());
+                    let (fd, fs, st, tq, abort) = (fd.clone(), fs.clone(), state.clone(), tx.clone(), abort.clone());
                     let spawned = std::thread::Builder::new().name(format!("okeanos-q{qid}.{t}")).spawn(move || {
-                        if let Err(e) = serve_queue(fd.as_raw_fd(), qid as u16, &fs, &st, shape) {
-                            st.fail(format!("queue {qid}: {e}"));
+                        let opened = match hooks.ring_fail_queue {
+                            Some(q) if q as usize == qid => Err(std::io::Error::other("failing as the test hook ring_fail_queue asks")),
+                            _ => Queue::open(fd.as_raw_fd(), qid as u16, shape),
+                        };
+                        let q = match opened {
+                            Ok(q) => q,
+                            Err(e) => return drop(tq.send(Err(format!("queue {qid}: {e}")))),
+                        };
+                        let _ = tq.send(Ok(()));
+                        drop(tq);
+                        let r = q.serve(&fs, &st, hooks.ring_fail_after);
+                        if let Err(e) = r {
+                            // The requests this thread had taken would never be answered:
+                            // end the connection rather than leave them (and the programs
+                            // that made them) waiting. The engine then unmounts cleanly.
+                            st.fail(format!("queue {qid}: {e}; aborting the connection"));
+                            abort();
                         }
                     });
-                    if let Err(e) = spawned {
-                        state.fail(format!("starting a thread for queue {qid}: {e}"));
+                    match spawned {
+                        Ok(_) => threads += 1,
+                        Err(e) => {
+                            let _ = tx.send(Err(format!("starting a thread for queue {qid}: {e}")));
+                        }
                     }
+                }
+            }
+            drop(tx);
+            let failed: Vec<String> = rx.iter().filter_map(Result::err).collect();
+            if let Some(first) = failed.first() {
+                // The kernel holds every request until each queue has an entry: tell it to
+                // give up on io_uring, so that requests go through /dev/fuse.
+                state.fail(format!("{first} ({} of {threads} queue threads failed to start); falling back to /dev/fuse", failed.len()));
+                state.fallen_back.store(true, Ordering::Relaxed);
+                if let Err(e) = give_up(fd.as_raw_fd()) {
+                    eprintln!("okeanos: FUSE over io_uring could not be refused either ({e}); aborting the connection");
+                    abort();
                 }
             }
         })
         .map(drop)
-        .unwrap_or_else(|e| eprintln!("okeanos: FUSE over io_uring not started: {e}"));
+        .unwrap_or_else(|e| {
+            eprintln!("okeanos: FUSE over io_uring not started: {e}; aborting the connection");
+            abort_here()
+        });
+}
+
+/// Makes the kernel drop io_uring for this connection: a registration it must refuse (a queue
+/// number past the last CPU) turns the connection back to /dev/fuse and wakes the requests
+/// held for the rings.
+fn give_up(fd: RawFd) -> std::io::Result<()> {
+    let mut ring = IoUring::<squeue::Entry128, cqueue::Entry>::builder().build(2)?;
+    let iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 2];
+    let e = register_sqe(fd, u16::MAX, 0, &iov);
+    // SAFETY: the iovecs outlive the submission (the kernel refuses before reading them).
+    unsafe { ring.submission().push(&e) }.map_err(|_| std::io::Error::other("submission queue full"))?;
+    ring.submit_and_wait(1)?;
+    let r = ring.completion().next().map(|c| c.result());
+    match r {
+        Some(r) if r < 0 => Ok(()),
+        _ => Err(std::io::Error::other("the kernel accepted an impossible queue")),
+    }
 }
 
 /// One thread's entries: their buffers (allocated once, never moved) and the replies ready to
@@ -174,6 +231,8 @@ struct Entries {
     payload: usize,
     ready: Mutex<Vec<u16>>,
     wake: OwnedFd,
+    /// Where the eventfd read lands.
+    wake_buf: std::cell::UnsafeCell<[u8; 8]>,
     owner: ThreadId,
 }
 
@@ -200,7 +259,7 @@ impl Entries {
         }
         // SAFETY: a fresh descriptor owned by nobody else.
         let wake = unsafe { OwnedFd::from_raw_fd(efd) };
-        Ok(Entries { base, layout, count, payload, ready: Mutex::new(Vec::new()), wake, owner: std::thread::current().id() })
+        Ok(Entries { base, layout, count, payload, ready: Mutex::new(Vec::new()), wake, wake_buf: std::cell::UnsafeCell::new([0; 8]), owner: std::thread::current().id() })
     }
 
     fn header(&self, k: usize) -> *mut u8 {
@@ -220,8 +279,14 @@ impl Entries {
 
     /// Queues entry `k`'s reply for its commit, waking the owner thread when another sends it.
     fn ready(&self, k: u16) {
-        self.ready.lock().unwrap_or_else(|e| e.into_inner()).push(k);
-        if std::thread::current().id() != self.owner {
+        let first = {
+            let mut r = self.ready.lock().unwrap_or_else(|e| e.into_inner());
+            r.push(k);
+            r.len() == 1
+        };
+        // One wake-up per batch: a list that was not empty has a wake-up on its way already
+        // (the owner empties the list when it wakes).
+        if first && std::thread::current().id() != self.owner {
             let one = 1u64.to_ne_bytes();
             // SAFETY: writes 8 bytes from a live buffer to our eventfd.
             unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), 8) };
@@ -285,72 +350,113 @@ fn commit_sqe(fd: RawFd, qid: u16, k: usize, commit_id: u64) -> squeue::Entry128
     opcode::UringCmd80::new(types::Fd(fd), CMD_COMMIT_AND_FETCH).cmd(cmd_bytes(commit_id, qid)).build().user_data(k as u64)
 }
 
-/// Serves one queue's share of entries until the connection ends.
-fn serve_queue(fd: RawFd, qid: u16, fs: &OkeanosFuse, state: &RingState, shape: Shape) -> std::io::Result<()> {
-    let n = shape.entries.clamp(1, u16::MAX as usize - 1);
-    let entries = Arc::new(Entries::new(n, shape.payload)?);
-    let mut ring: IoUring<squeue::Entry128, cqueue::Entry> = IoUring::builder().build(((2 * n + 8) as u32).next_power_of_two())?;
-    let iovs: Vec<[libc::iovec; 2]> = (0..n).map(|k| entries.iovecs(k)).collect();
-    let mut wake_buf = [0u8; 8];
-    let wake_sqe = |buf: &mut [u8; 8]| opcode::Read::new(types::Fd(entries.wake.as_raw_fd()), buf.as_mut_ptr(), 8).build().user_data(WAKE);
-    let mut pending: Vec<squeue::Entry128> = (0..n).map(|k| register_sqe(fd, qid, k, &iovs[k])).collect();
-    pending.push(wake_sqe(&mut wake_buf).into());
-    let started = Instant::now();
-    let mut live = n;
-    state.live.fetch_add(n, Ordering::Relaxed);
-    let mut body = Vec::with_capacity(shape.payload);
-    let result = 'serve: loop {
-        let ready = std::mem::take(&mut *entries.ready.lock().unwrap_or_else(|e| e.into_inner()));
-        for k in ready {
-            // SAFETY: the kernel wrote commit_id into the entry's header with the request.
-            let commit_id = unsafe { std::ptr::read_unaligned(entries.header(k as usize).add(ENT_IN_OUT + 8).cast::<u64>()) };
-            pending.push(commit_sqe(fd, qid, k as usize, u64::from_le(commit_id)));
-        }
-        {
-            let mut sq = ring.submission();
-            while let Some(e) = pending.last() {
-                // SAFETY: every buffer an entry names (iovecs, headers, payloads, wake_buf)
-                // lives as long as this function, past every completion.
-                if unsafe { sq.push(e) }.is_err() {
-                    break;
+/// Keeps the calling thread on `cpu` (best effort: a CPU set that excludes it keeps the thread
+/// where it is).
+fn pin_to_cpu(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes within it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// One thread's ring and entries.
+struct Queue {
+    fd: RawFd,
+    qid: u16,
+    ring: IoUring<squeue::Entry128, cqueue::Entry>,
+    entries: Arc<Entries>,
+    iovs: Vec<[libc::iovec; 2]>,
+}
+
+impl Queue {
+    fn open(fd: RawFd, qid: u16, shape: Shape) -> std::io::Result<Queue> {
+        let n = shape.entries.clamp(1, u16::MAX as usize - 1);
+        let entries = Arc::new(Entries::new(n, shape.payload)?);
+        // Task work (copying the next request into an entry) runs only when this thread
+        // waits for completions, never by interrupting it; and the thread stays on its
+        // queue's CPU, so that a program's request and its wake-up stay on one CPU (fewer
+        // cross-CPU wake-ups; docs/BENCHMARKS.md, "FUSE over io_uring").
+        let mut b = IoUring::<squeue::Entry128, cqueue::Entry>::builder();
+        b.setup_single_issuer().setup_defer_taskrun();
+        pin_to_cpu(qid as usize);
+        let ring = b.build(((2 * n + 8) as u32).next_power_of_two())?;
+        let iovs = (0..n).map(|k| entries.iovecs(k)).collect();
+        Ok(Queue { fd, qid, ring, entries, iovs })
+    }
+
+    /// Serves this thread's entries until the connection ends (Ok) or the ring fails (Err).
+    fn serve(mut self, fs: &OkeanosFuse, state: &RingState, fail_after: Option<u64>) -> std::io::Result<()> {
+        let (fd, qid, n) = (self.fd, self.qid, self.iovs.len());
+        let entries = self.entries.clone();
+        let wake_sqe = || opcode::Read::new(types::Fd(entries.wake.as_raw_fd()), entries.wake_buf.get().cast(), 8).build().user_data(WAKE).into();
+        let mut pending: Vec<squeue::Entry128> = (0..n).map(|k| register_sqe(fd, qid, k, &self.iovs[k])).collect();
+        pending.push(wake_sqe());
+        let started = Instant::now();
+        let mut live = n;
+        state.live.fetch_add(n, Ordering::Relaxed);
+        let mut body = Vec::new();
+        let result = 'serve: loop {
+            let ready = std::mem::take(&mut *entries.ready.lock().unwrap_or_else(|e| e.into_inner()));
+            for k in ready {
+                // SAFETY: the kernel wrote commit_id into the entry's header with the request.
+                let commit_id = unsafe { std::ptr::read_unaligned(entries.header(k as usize).add(ENT_IN_OUT + 8).cast::<u64>()) };
+                pending.push(commit_sqe(fd, qid, k as usize, u64::from_le(commit_id)));
+            }
+            {
+                let mut sq = self.ring.submission();
+                while let Some(e) = pending.last() {
+                    // SAFETY: every buffer an entry names (iovecs, headers, payloads, the wake
+                    // buffer) is kept alive past the ring (leaked below when it ends).
+                    if unsafe { sq.push(e) }.is_err() {
+                        break;
+                    }
+                    pending.pop();
                 }
-                pending.pop();
             }
-        }
-        match ring.submit_and_wait(1) {
-            Ok(_) => {}
-            Err(e) if e.raw_os_error() == Some(libc::EINTR) || e.raw_os_error() == Some(libc::EBUSY) => {}
-            Err(e) => break 'serve Err(e),
-        }
-        let done: Vec<(u64, i32)> = ring.completion().map(|c| (c.user_data(), c.result())).collect();
-        for (ud, res) in done {
-            if ud == WAKE {
-                pending.push(wake_sqe(&mut wake_buf).into());
-                continue;
+            match self.ring.submit_and_wait(1) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) || e.raw_os_error() == Some(libc::EBUSY) => {}
+                Err(e) => break 'serve Err(e),
             }
-            let k = ud as usize;
-            if res == -libc::EAGAIN && started.elapsed() < INIT_WAIT {
-                // The kernel has not finished INIT yet: offer the entry again.
-                std::thread::sleep(Duration::from_millis(1));
-                pending.push(register_sqe(fd, qid, k, &iovs[k]));
-                continue;
-            }
-            if res < 0 {
-                live -= 1;
-                state.live.fetch_sub(1, Ordering::Relaxed);
-                if ![libc::ENOTCONN, libc::ECONNABORTED, libc::ENODEV].contains(&-res) {
-                    state.fail(format!("queue {qid}: entry refused or ended: {}", std::io::Error::from_raw_os_error(-res)));
+            let done: Vec<(u64, i32)> = self.ring.completion().map(|c| (c.user_data(), c.result())).collect();
+            for (ud, res) in done {
+                if ud == WAKE {
+                    pending.push(wake_sqe());
+                    continue;
                 }
-                if live == 0 {
-                    break 'serve Ok(());
+                let k = ud as usize;
+                if res == -libc::EAGAIN && started.elapsed() < INIT_WAIT {
+                    // The kernel has not finished INIT yet: offer the entry again.
+                    std::thread::sleep(Duration::from_millis(1));
+                    pending.push(register_sqe(fd, qid, k, &self.iovs[k]));
+                    continue;
                 }
-                continue;
+                if res < 0 {
+                    live -= 1;
+                    state.live.fetch_sub(1, Ordering::Relaxed);
+                    if ![libc::ENOTCONN, libc::ECONNABORTED, libc::ENODEV].contains(&-res) {
+                        state.fail(format!("queue {qid}: an entry was refused or ended: {}", std::io::Error::from_raw_os_error(-res)));
+                    }
+                    if live == 0 {
+                        break 'serve Ok(());
+                    }
+                    continue;
+                }
+                serve_one(fs, state, &entries, k, &mut body);
+                if fail_after.is_some_and(|n| state.served.load(Ordering::Relaxed) >= n) {
+                    break 'serve Err(std::io::Error::other("failing as the test hook ring_fail_after asks"));
+                }
             }
-            serve_one(fs, state, &entries, k, &mut body);
-        }
-    };
-    state.live.fetch_sub(live, Ordering::Relaxed);
-    result
+        };
+        state.live.fetch_sub(live, Ordering::Relaxed);
+        // The kernel may still hold commands naming these buffers while the ring winds down:
+        // they are never freed (once per thread, when the connection ends).
+        std::mem::forget(entries);
+        std::mem::forget(self.iovs);
+        result
+    }
 }
 
 /// Decodes entry `k`'s request and serves it.
