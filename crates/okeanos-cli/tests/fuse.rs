@@ -450,21 +450,7 @@ fn hundred_writers_share_commits_and_sigterm_unmounts_cleanly() {
     let img = image(dir.path());
     let mnt = dir.path().join("mnt");
     let mut m = Mount::new(&img, &mnt, "data=wasteless+dmeta");
-    let threads: Vec<_> = (0..100)
-        .map(|w| {
-            let path = mnt.join(format!("s{w}"));
-            std::thread::spawn(move || {
-                let mut f = std::fs::OpenOptions::new().append(true).create(true).open(path).unwrap();
-                for k in 0..20 {
-                    f.write_all(format!("{w:03} {k:04} {}\n", "r".repeat(1000)).as_bytes()).unwrap();
-                    f.sync_data().unwrap();
-                }
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().unwrap();
-    }
+    synced_writers(&mnt, 100, 20, 1000);
     // `okeanos stat --json MOUNTPOINT` prints the live counters.
     let out = Command::new(BIN).args(["stat", "--json"]).arg(&mnt).output().unwrap();
     let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -480,6 +466,26 @@ fn hundred_writers_share_commits_and_sigterm_unmounts_cleanly() {
     let sb: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!((sb["state"].as_str(), sb["journal_clean"].as_bool()), (Some("clean"), Some(true)));
     fsck_clean(&img);
+}
+
+/// `writers` threads, each appending `records` lines ("WWW KKKK " and `pad` bytes) to its own
+/// file `sW` under `mnt`, with an fdatasync after each.
+fn synced_writers(mnt: &Path, writers: usize, records: usize, pad: usize) {
+    let threads: Vec<_> = (0..writers)
+        .map(|w| {
+            let path = mnt.join(format!("s{w}"));
+            std::thread::spawn(move || {
+                let mut f = std::fs::OpenOptions::new().append(true).create(true).open(path).unwrap();
+                for k in 0..records {
+                    f.write_all(format!("{w:03} {k:04} {}\n", "r".repeat(pad)).as_bytes()).unwrap();
+                    f.sync_data().unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
 }
 
 /// The mount point as /proc/self/mountinfo escapes it (space \040, tab \011, newline \012,
@@ -1495,21 +1501,7 @@ fn fuse_over_io_uring_serves_every_request_and_says_so() {
     let st = m.stats();
     assert_eq!(st["fuse_transport"], "io_uring", "{st}");
     // 32 writers appending 128-byte records with an fdatasync after each.
-    let threads: Vec<_> = (0..32)
-        .map(|w| {
-            let path = mnt.join(format!("s{w}"));
-            std::thread::spawn(move || {
-                let mut f = std::fs::OpenOptions::new().append(true).create(true).open(path).unwrap();
-                for k in 0..50 {
-                    f.write_all(format!("{w:03} {k:04} {}\n", "r".repeat(118)).as_bytes()).unwrap();
-                    f.sync_data().unwrap();
-                }
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().unwrap();
-    }
+    synced_writers(&mnt, 32, 50, 118);
     // Names, links, attributes, a large write and its reads in pieces, a sparse region.
     std::fs::create_dir(mnt.join("d")).unwrap();
     std::fs::rename(mnt.join("s0"), mnt.join("d/moved")).unwrap();
