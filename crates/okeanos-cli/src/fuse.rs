@@ -24,9 +24,11 @@
 mod kernel;
 mod reply;
 pub mod ring;
+mod test_hooks;
 mod wire;
 
 pub use kernel::KernelFront;
+pub use test_hooks::TestHooks;
 use reply::Reply;
 
 use fuser::{Errno, FileAttr, FileHandle, FileType, FopenFlags, INodeNo, OpenFlags, RenameFlags, TimeOrNow, WriteFlags};
@@ -173,7 +175,7 @@ impl OkeanosFuse {
             writeback_cache,
             page_cache: AtomicBool::new(page_cache),
             ring,
-            reads: ReadCache::new(cached_reads && !page_cache, notifier, crate::read_cache::TestHooks::from_env()),
+            reads: ReadCache::new(cached_reads && !page_cache, notifier, TestHooks::from_env()),
             handles: Mutex::new(HashMap::new()),
             checkpoints: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),

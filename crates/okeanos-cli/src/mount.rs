@@ -225,6 +225,7 @@ fn serve(image: &Path, mnt: &Path, opts: MountOptions, fopts: FuseOpts) -> Resul
     let engine = fs.clone();
     let notifier = std::sync::Arc::new(std::sync::OnceLock::new());
     let ring = crate::fuse::ring::RingState::new(fopts.io_uring);
+    let ring_state = ring.clone();
     let ops = std::sync::Arc::new(OkeanosFuse::new(fs, fopts.writeback_cache, fopts.page_cache, !fopts.direct_reads, notifier.clone(), ring.clone()));
     let front = KernelFront(ops.clone());
     let source = format!("okeanos:{}", image.display());
@@ -274,6 +275,7 @@ fn serve(image: &Path, mnt: &Path, opts: MountOptions, fopts: FuseOpts) -> Resul
         })
     });
     let served = session.run();
+    ring_state.session_ended();
     stop_metrics.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Some(t) = metrics {
         let _ = t.join();

@@ -45,38 +45,10 @@ struct Job {
     then: Then,
 }
 
-/// Test hooks, from the environment variable `OKEANOS_TEST_HOOKS` (comma-separated): never
-/// set in use. `write_delay_ms=N` holds every write N ms before the engine applies it (it
-/// widens the window in which a cached reader can refill pages the kernel dropped).
-#[derive(Default, Clone, Copy)]
-pub struct TestHooks {
-    pub write_delay_ms: u64,
-    /// FUSE over io_uring: the threads of this queue fail to start (`ring_fail_queue=N`).
-    pub ring_fail_queue: Option<u16>,
-    /// FUSE over io_uring: every queue thread fails after serving this many requests
-    /// (`ring_fail_after=N`).
-    pub ring_fail_after: Option<u64>,
-}
-
-impl TestHooks {
-    pub fn from_env() -> TestHooks {
-        let mut h = TestHooks::default();
-        for item in std::env::var("OKEANOS_TEST_HOOKS").unwrap_or_default().split(',') {
-            match item.split_once('=') {
-                Some(("write_delay_ms", v)) => h.write_delay_ms = v.parse().unwrap_or(0),
-                Some(("ring_fail_queue", v)) => h.ring_fail_queue = v.parse().ok(),
-                Some(("ring_fail_after", v)) => h.ring_fail_after = v.parse().ok(),
-                _ => {}
-            }
-        }
-        h
-    }
-}
-
 pub struct ReadCache {
     /// Off: every regular open is direct (`direct_reads`).
     enabled: bool,
-    hooks: TestHooks,
+    hooks: crate::fuse::TestHooks,
     /// Files opened through the page cache at least once in this mount (their kernel cache may
     /// hold pages until the kernel forgets them).
     cached: Mutex<HashSet<u32>>,
@@ -86,7 +58,7 @@ pub struct ReadCache {
 }
 
 impl ReadCache {
-    pub fn new(enabled: bool, notifier: Arc<OnceLock<Notifier>>, hooks: TestHooks) -> ReadCache {
+    pub fn new(enabled: bool, notifier: Arc<OnceLock<Notifier>>, hooks: crate::fuse::TestHooks) -> ReadCache {
         let (tx, rx) = channel::<Job>();
         let n = notifier.clone();
         // Ends when the front end (the only sender) is dropped.

@@ -1563,6 +1563,26 @@ fn logged_mount(img: &Path, mnt: &Path, log: &Path, hooks: &str, opts: &str, uri
     Mount::spawn(cmd, img, mnt, opts, uring)
 }
 
+/// A small image mounted over io_uring with a fault hook, the daemon's log kept.
+struct RingFault {
+    _dir: tempfile::TempDir,
+    img: PathBuf,
+    mnt: PathBuf,
+    log: PathBuf,
+    m: Mount,
+}
+
+/// Mounts for a ring-fault test: None where the kernel has no FUSE over io_uring.
+fn ring_fault(hooks: &str, opts: &str) -> Option<RingFault> {
+    let on = UringOn::new()?;
+    let dir = tempfile::tempdir().unwrap();
+    let img = small_image(dir.path());
+    let mnt = dir.path().join("mnt");
+    let log = dir.path().join("daemon.log");
+    let m = logged_mount(&img, &mnt, &log, hooks, &format!("{opts},transport=io_uring"), Some(on));
+    Some(RingFault { _dir: dir, img, mnt, log, m })
+}
+
 /// A queue whose thread cannot start (a test hook fails it) must not leave the kernel holding
 /// requests for rings that will never be ready: the daemon tells the kernel to give up on
 /// io_uring, requests go through /dev/fuse, and the log and the counters say so.
@@ -1571,12 +1591,7 @@ fn a_ring_queue_that_cannot_start_falls_back_to_dev_fuse() {
     if !fuse_usable() || !is_root() {
         return;
     }
-    let Some(on) = UringOn::new() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let img = small_image(dir.path());
-    let mnt = dir.path().join("mnt");
-    let log = dir.path().join("daemon.log");
-    let m = logged_mount(&img, &mnt, &log, "ring_fail_queue=0", "data=ordered,transport=io_uring", Some(on));
+    let Some(RingFault { _dir, img, mnt, log, m }) = ring_fault("ring_fail_queue=0", "data=ordered") else { return };
     let at = mnt.clone();
     within(&m, Duration::from_secs(30), move || {
         for k in 0..20 {
@@ -1602,12 +1617,7 @@ fn a_ring_queue_that_dies_aborts_the_connection_and_hangs_no_request() {
     if !fuse_usable() || !is_root() {
         return;
     }
-    let Some(on) = UringOn::new() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let img = small_image(dir.path());
-    let mnt = dir.path().join("mnt");
-    let log = dir.path().join("daemon.log");
-    let mut m = logged_mount(&img, &mnt, &log, "ring_fail_after=300", "data=wasteless,dmeta,transport=io_uring", Some(on));
+    let Some(RingFault { _dir, img, mnt, log, mut m }) = ring_fault("ring_fail_after=300", "data=wasteless,dmeta") else { return };
     let at = mnt.clone();
     let results = within(&m, Duration::from_secs(60), move || {
         let mnt = at;

@@ -92,11 +92,20 @@ impl RingState {
         self.cv.notify_all();
     }
 
-    /// Waits for INIT's decision (at most `limit`).
-    fn wait_decision(&self, limit: Duration) -> bool {
+    /// Waits for INIT's decision, or for the session to end without one.
+    fn wait_decision(&self) -> bool {
         let g = self.decided.lock().unwrap_or_else(|e| e.into_inner());
-        let (g, _) = self.cv.wait_timeout_while(g, limit, |d| d.is_none()).unwrap_or_else(|e| e.into_inner());
+        let g = self.cv.wait_while(g, |d| d.is_none()).unwrap_or_else(|e| e.into_inner());
         g.unwrap_or(false)
+    }
+
+    /// The session ended: a starter still waiting for INIT's decision gives up.
+    pub fn session_ended(&self) {
+        let mut d = self.decided.lock().unwrap_or_else(|e| e.into_inner());
+        if d.is_none() {
+            *d = Some(false);
+            self.cv.notify_all();
+        }
     }
 
     /// "io_uring" or "/dev/fuse", for the counters file.
@@ -147,11 +156,11 @@ pub fn start(fd: OwnedFd, fs: Arc<OkeanosFuse>, state: Arc<RingState>, shape: Sh
     std::thread::Builder::new()
         .name("okeanos-ring".into())
         .spawn(move || {
-            if !state.wanted || !state.wait_decision(Duration::from_secs(30)) {
+            if !state.wanted || !state.wait_decision() {
                 return;
             }
             let fd = Arc::new(fd);
-            let hooks = crate::read_cache::TestHooks::from_env();
+            let hooks = super::TestHooks::from_env();
             let (tx, rx) = std::sync::mpsc::channel::<Result<(), String>>();
             let mut threads = 0;
             for qid in 0..possible_cpus() {
@@ -217,6 +226,8 @@ fn give_up(fd: RawFd) -> std::io::Result<()> {
     ring.submit_and_wait(1)?;
     let r = ring.completion().next().map(|c| c.result());
     match r {
+        // EAGAIN: the kernel has not finished INIT, and refused before looking at the queue.
+        Some(r) if r == -libc::EAGAIN => Err(std::io::Error::other("the kernel has not finished INIT")),
         Some(r) if r < 0 => Ok(()),
         _ => Err(std::io::Error::other("the kernel accepted an impossible queue")),
     }
@@ -263,8 +274,8 @@ impl Entries {
     }
 
     fn header(&self, k: usize) -> *mut u8 {
-        debug_assert!(k < self.count);
-        // SAFETY: within the allocation (k < count).
+        assert!(k < self.count, "ring entry {k} of {}", self.count);
+        // SAFETY: within the allocation (k < count, checked above).
         unsafe { self.base.add(k * (4096 + self.payload)) }
     }
 
@@ -427,7 +438,15 @@ impl Queue {
                     continue;
                 }
                 let k = ud as usize;
-                if res == -libc::EAGAIN && started.elapsed() < INIT_WAIT {
+                if k >= n {
+                    break 'serve Err(std::io::Error::other(format!("a completion names entry {ud}, which this thread does not have")));
+                }
+                if res == -libc::EAGAIN {
+                    if started.elapsed() >= INIT_WAIT {
+                        // The kernel holds every request until this queue registers: a queue
+                        // that cannot must not end quietly (the caller aborts the connection).
+                        break 'serve Err(std::io::Error::other(format!("the kernel refused the entries for {} s (INIT not finished)", INIT_WAIT.as_secs())));
+                    }
                     // The kernel has not finished INIT yet: offer the entry again.
                     std::thread::sleep(Duration::from_millis(1));
                     pending.push(register_sqe(fd, qid, k, &self.iovs[k]));

@@ -241,8 +241,9 @@ pub fn dispatch(fs: &OkeanosFuse, h: &InHeader, fixed: &[u8], rest: &[u8], reply
         op::FLUSH => fs.flush(reply),
         op::OPENDIR => fs.opendir(ino, reply),
         op::READDIR => {
+            // The answer holds at most the size the kernel asked for.
             let mut reply = reply;
-            reply_dir_limit(&mut reply, a32(16));
+            reply.limit(a32(16) as usize);
             fs.readdir(ino, a64(8), reply)
         }
         op::RELEASEDIR => reply.ok(),
@@ -253,11 +254,6 @@ pub fn dispatch(fs: &OkeanosFuse, h: &InHeader, fixed: &[u8], rest: &[u8], reply
         op::FALLOCATE => fs.fallocate(ino, a64(8), a64(16), a32(24) as i32, reply),
         _ => reply.error(Errno::from_i32(libc::ENOSYS)),
     }
-}
-
-/// A readdir answer holds at most the size the kernel asked for.
-fn reply_dir_limit(reply: &mut impl Reply, size: u32) {
-    reply.limit(size as usize);
 }
 
 /// Where a ring reply goes once encoded: the transport's side of `RingReply`.
