@@ -47,8 +47,9 @@ struct FuseOpts {
     direct_reads: bool,
     allow_other: bool,
     threads: usize,
-    /// FUSE over io_uring where the kernel offers it (`transport=io_uring`, the default:
-    /// measured faster, docs/BENCHMARKS.md), or /dev/fuse only (`transport=dev`).
+    /// FUSE over io_uring where the kernel offers it (`transport=io_uring`), or /dev/fuse only
+    /// (`transport=dev`, the default: io_uring is faster for many small synced appends but
+    /// slower for PostgreSQL, docs/BENCHMARKS.md, "FUSE over io_uring").
     io_uring: bool,
     /// Write the counters in Prometheus' text format here every 10 s and at unmount (for
     /// node_exporter's textfile collector): `metrics_file=PATH`.
@@ -58,7 +59,7 @@ struct FuseOpts {
 /// Splits `-o` options into engine options and FUSE options.
 fn split_options(opts: &str) -> Result<(MountOptions, FuseOpts), String> {
     let mut engine = Vec::new();
-    let mut f = FuseOpts { writeback_cache: false, page_cache: false, direct_reads: false, allow_other: false, threads: 8, io_uring: true, metrics_file: None };
+    let mut f = FuseOpts { writeback_cache: false, page_cache: false, direct_reads: false, allow_other: false, threads: 8, io_uring: false, metrics_file: None };
     for item in opts.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         match item.split_once('=').map_or((item, None), |(k, v)| (k, Some(v))) {
             ("writeback_cache", None) => f.writeback_cache = true,

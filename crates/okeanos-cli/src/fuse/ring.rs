@@ -361,17 +361,6 @@ fn commit_sqe(fd: RawFd, qid: u16, k: usize, commit_id: u64) -> squeue::Entry128
     opcode::UringCmd80::new(types::Fd(fd), CMD_COMMIT_AND_FETCH).cmd(cmd_bytes(commit_id, qid)).build().user_data(k as u64)
 }
 
-/// Keeps the calling thread on `cpu` (best effort: a CPU set that excludes it keeps the thread
-/// where it is).
-fn pin_to_cpu(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes within it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
-
 /// One thread's ring and entries.
 struct Queue {
     fd: RawFd,
@@ -386,12 +375,11 @@ impl Queue {
         let n = shape.entries.clamp(1, u16::MAX as usize - 1);
         let entries = Arc::new(Entries::new(n, shape.payload)?);
         // Task work (copying the next request into an entry) runs only when this thread
-        // waits for completions, never by interrupting it; and the thread stays on its
-        // queue's CPU, so that a program's request and its wake-up stay on one CPU (fewer
-        // cross-CPU wake-ups; docs/BENCHMARKS.md, "FUSE over io_uring").
+        // waits for completions, never by interrupting it. The thread is not pinned to its
+        // queue's CPU: pinned, PostgreSQL ran at half speed in some runs, where a busy CPU's
+        // requests waited while the other was idle (docs/BENCHMARKS.md, "FUSE over io_uring").
         let mut b = IoUring::<squeue::Entry128, cqueue::Entry>::builder();
         b.setup_single_issuer().setup_defer_taskrun();
-        pin_to_cpu(qid as usize);
         let ring = b.build(((2 * n + 8) as u32).next_power_of_two())?;
         let iovs = (0..n).map(|k| entries.iovecs(k)).collect();
         Ok(Queue { fd, qid, ring, entries, iovs })
