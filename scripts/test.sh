@@ -69,8 +69,8 @@ echo "the tests may rely on: ${OKEANOS_TESTS_REQUIRE:-nothing beyond cargo}"
 cargo build --workspace --all-targets --locked
 status=0
 cargo test --workspace --locked --no-fail-fast -- --test-threads=2 || status=1
-# The FUSE suite again, every mount over FUSE over io_uring (the run above uses /dev/fuse
-# unless the kernel's enable_uring parameter was on already).
+# The FUSE suite again, every mount over FUSE over io_uring (the run above uses /dev/fuse, the
+# default transport, except in the tests of the rings themselves).
 if [[ ",$OKEANOS_TESTS_REQUIRE," == *,uring,* ]]; then
     OKEANOS_TEST_TRANSPORT=io_uring cargo test -p okeanos-cli --locked --test fuse -- --test-threads=2 || status=1
 fi
