@@ -60,7 +60,10 @@ impl Journal {
     /// no logged copy of it is in the journal.
     pub fn syncs_in_place(&self, block: u64) -> bool {
         let r = &self.running;
-        (r.final_data.contains(&block) || r.final_unordered.contains(&block)) && !r.journaled.contains(&block) && !r.ranges.contains_key(&block) && !self.logged_copies.contains_key(&block)
+        // A logged copy in the journal would be replayed over the bytes written in place:
+        // such a block commits (its revoke record keeps the copy from replaying).
+        let logged = self.logged_copies.contains_key(&block);
+        (r.final_data.contains(&block) || r.final_unordered.contains(&block)) && !r.journaled.contains(&block) && !r.ranges.contains_key(&block) && !logged
     }
 
     /// An fdatasync asks for `blocks` (overwritten in place by the running transaction) to be

@@ -69,6 +69,48 @@ fn in_place_after_journaled_sequence_revokes_older_copies() {
     assert!(j.running.revoked.contains(&b), "T2's record of b must not replay over the in-place data");
 }
 
+/// The in-place fdatasync (journal/datasync.rs) under the state of the test above: a block
+/// written in place while a record of it is still in the log must not be made durable without
+/// a commit. Written in place and flushed alone, a crash before the commit that carries its
+/// revoke would let recovery replay the older record over the synced bytes. Once that commit
+/// is durable and the record's transaction released, later overwrites of the block may go in
+/// place.
+#[test]
+fn an_in_place_fdatasync_waits_for_the_revoke_of_a_logged_copy() {
+    let (mut j, mut c) = journal("selective");
+    j.cfg.datasync_in_place = true;
+    let (b, m) = (5000u64, 6000u64);
+    c.insert(b, vec![0; BS], BufKind::Data);
+    c.insert(m, vec![0; BS], BufKind::Meta);
+    for (off, meta) in [(0, false), (100, true)] {
+        let t = j.handle_start(super::transaction::Credits::blocks(4), 0).unwrap();
+        j.dirty_data(&mut c, b, off, 100, 100, false, false);
+        if meta {
+            j.dirty_metadata(&mut c, m, false);
+        }
+        j.handle_stop(t).unwrap();
+        commit(&mut j, &mut c);
+    }
+    let plan = j.checkpoint_begin(&c, CheckpointGoal::Space { target_free: j.free_blocks() + 1 }).unwrap();
+    j.checkpoint_finish(&mut c, plan);
+    // T3: b in place, with a record of it (T2's) still in the log.
+    let t = j.handle_start(super::transaction::Credits { blocks: 4, revokes: 1 }, 0).unwrap();
+    j.dirty_data(&mut c, b, 0, BS, BS, false, false);
+    j.handle_stop(t).unwrap();
+    assert!(j.running.final_data.contains(&b));
+    assert!(!j.syncs_in_place(b), "T2's record of b is in the log: an fdatasync of b must commit");
+    // T3 commits (its revoke of b with it), and T2 leaves the log.
+    commit(&mut j, &mut c);
+    let plan = j.checkpoint_begin(&c, CheckpointGoal::All).unwrap();
+    j.checkpoint_finish(&mut c, plan);
+    assert!(j.log.is_empty() && !j.logged_copies.contains_key(&b));
+    // T4: an overwrite of b with no copy of it in the log goes in place without a commit.
+    let t = j.handle_start(super::transaction::Credits::blocks(4), 0).unwrap();
+    j.dirty_data(&mut c, b, 0, BS, BS, false, false);
+    j.handle_stop(t).unwrap();
+    assert!(j.syncs_in_place(b), "nothing of b is in the log any more");
+}
+
 /// A checkpoint beside a commit: a commit that completes while the checkpoint's writes are in
 /// flight logged another record of a block the checkpoint writes. The checkpoint wrote the
 /// older version; the newer record is not home, so the block stays owed — by the newer
