@@ -519,12 +519,16 @@ impl OkeanosFuse {
         // A write-back of pages from the kernel's cache (mmap): the cache holds these bytes
         // already, and invalidating would wait for the very write-back being served.
         let direct = !write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
-        match self.fs.write(i, offset, data) {
-            Ok(n) if !direct && sync == SyncMode::None => reply.written(n as u32),
-            Ok(n) if sync == SyncMode::None => self.reads.changed(i, offset, n as u64, Box::new(move || reply.written(n as u32))),
-            Ok(n) => {
+        let n = match self.fs.write(i, offset, data) {
+            Ok(n) => n,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        // The answer: at once, or once durable for an O_SYNC or O_DSYNC open.
+        let answer: crate::read_cache::Then = match sync {
+            SyncMode::None => Box::new(move || reply.written(n as u32)),
+            SyncMode::Data | SyncMode::Full => {
                 let fs = self.fs.clone();
-                let then = move || {
+                Box::new(move || {
                     fs.fsync_then(
                         i,
                         sync == SyncMode::Data,
@@ -533,14 +537,15 @@ impl OkeanosFuse {
                             Err(e) => reply.error(errno(&e)),
                         }),
                     )
-                };
-                if direct {
-                    self.reads.changed(i, offset, n as u64, Box::new(then))
-                } else {
-                    then()
-                }
+                })
             }
-            Err(e) => reply.error(errno(&e)),
+        };
+        // A direct write drops the kernel's cached pages of the range first (reads through
+        // the page cache must not see the old bytes).
+        if direct {
+            self.reads.changed(i, offset, n as u64, answer)
+        } else {
+            answer()
         }
     }
 

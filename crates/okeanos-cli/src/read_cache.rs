@@ -54,7 +54,8 @@ pub struct ReadCache {
     cached: Mutex<HashSet<u32>>,
     /// Set once the session exists (it owns the channel notifications go through).
     notifier: Arc<OnceLock<Notifier>>,
-    jobs: Mutex<Sender<Job>>,
+    /// Sender is Sync: request threads send without a lock.
+    jobs: Sender<Job>,
 }
 
 impl ReadCache {
@@ -72,7 +73,7 @@ impl ReadCache {
                 (j.then)();
             }
         });
-        ReadCache { enabled, hooks, cached: Mutex::new(HashSet::new()), notifier, jobs: Mutex::new(tx) }
+        ReadCache { enabled, hooks, cached: Mutex::new(HashSet::new()), notifier, jobs: tx }
     }
 
     /// Before a write reaches the engine (the test hook `write_delay_ms`).
@@ -100,7 +101,7 @@ impl ReadCache {
             return then();
         }
         let job = Job { ino, offset, len, then };
-        if let Err(std::sync::mpsc::SendError(j)) = self.jobs.lock().unwrap_or_else(|e| e.into_inner()).send(job) {
+        if let Err(std::sync::mpsc::SendError(j)) = self.jobs.send(job) {
             // The thread is gone (it never panics; only if it could not be started): invalidate
             // here rather than leave stale pages.
             if let Some(n) = self.notifier.get() {

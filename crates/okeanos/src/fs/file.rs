@@ -176,9 +176,7 @@ impl<'a> Fs<'a> {
                         }
                         Misses::Use(read) => {
                             if let Some((_, data)) = read.remove(&p).filter(|(g, _)| *g == self.st.cache.generation(p)) {
-                                self.st.read_misses += 1;
-                                self.st.journal.placement.note_position(p);
-                                self.st.cache.insert(p, data, kind);
+                                self.cache_device_block(p, data, kind);
                             }
                             out.extend_from_slice(&self.block(p, kind)?[in_block..in_block + n]);
                         }

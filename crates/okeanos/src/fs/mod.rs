@@ -403,11 +403,16 @@ impl<'a> Fs<'a> {
         }
         let mut buf = vec![0u8; self.bs()];
         self.dev.read_at(block * self.bs() as u64, &mut buf)?;
+        self.cache_device_block(block, buf, kind);
+        Ok(())
+    }
+
+    /// Caches `data`, just read from the device at `block` (a miss).
+    pub fn cache_device_block(&mut self, block: u64, data: Vec<u8>, kind: BufKind) {
         self.st.read_misses += 1;
         // The disk head is there now (manylogs logs the next commit near it).
         self.st.journal.placement.note_position(block);
-        self.st.cache.insert(block, buf, kind);
-        Ok(())
+        self.st.cache.insert(block, data, kind);
     }
 
     /// The cached contents of `block` (read if needed).
