@@ -223,6 +223,38 @@ fn kernel_targets_release_their_loop_devices_and_mounts() {
     assert!(leftovers(dir.path()).is_empty(), "left behind after SIGINT: {:?}", leftovers(dir.path()));
 }
 
+/// The floor line and the kernel's best for small fsyncs: `device:loop` writes each record as
+/// one 4 KiB block of a raw loop device and flushes it (so its device bytes are exactly 4 KiB a
+/// record and it flushes at least once a sync), and `kernel:ext4-fastcommit` is ext4 with fast
+/// commits, counted among its commits.
+#[test]
+fn the_floor_line_and_ext4_fast_commits_are_measured() {
+    // SAFETY: no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root || Command::new("mkfs.ext4").arg("-V").output().is_err() || Command::new("losetup").arg("--version").output().is_err() {
+        skip("root", "needs root, mkfs.ext4 and losetup");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let json = dir.path().join("f.json");
+    let o = okeanos(&["bench", "multistream", "--target", "device:loop,kernel:ext4-fastcommit", "--streams", "2", "--size", "100", "--duration", "300ms", "--dir", d, "--fs-size", "256M", "--journal-size", "16M", "--quiet", "--json", json.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let rs = runs(&json);
+    let raw = rs.iter().find(|r| r["target"] == "device:loop").expect("a device:loop run");
+    assert_eq!(raw["mode"], "raw-4k-write+flush");
+    let ops = u(raw, "ops");
+    assert!(ops > 0, "{raw}");
+    assert_eq!(u(&raw["device"], "fs_written"), ops * 4096, "one 4 KiB block per record: {raw}");
+    assert!(u(&raw["device"], "flushes") >= u(raw, "syncs"), "a flush per sync at least: {raw}");
+    let fc = rs.iter().find(|r| r["target"] == "kernel:ext4-fastcommit").expect("an ext4-fastcommit run");
+    assert_eq!(fc["mode"], "ext4-fastcommit");
+    // Every fdatasync of an append commits: with fast commits counted, about one a sync (two
+    // streams may share one); without them jbd2 alone would count a handful.
+    assert!(u(fc, "commits") * 3 >= u(fc, "syncs"), "fast commits are counted: {fc}");
+    assert!(leftovers(dir.path()).is_empty(), "left behind: {:?}", leftovers(dir.path()));
+}
+
 /// A test that cannot run here says so; where the test command promised what it needs
 /// (OKEANOS_TESTS_REQUIRE names `root` when it runs as root), it fails instead.
 fn skip(need: &str, why: &str) {

@@ -7,6 +7,7 @@
 mod loopdev;
 mod mixed;
 mod multistream;
+mod rawdev;
 mod recovery;
 pub mod target;
 
@@ -175,7 +176,8 @@ pub struct TargetArgs {
     /// engine:remote / engine:remote-tls (a journal server started on 127.0.0.1),
     /// engine:jetstream / engine:jetstream-default-fsync (a 3-node nats-server cluster on
     /// 127.0.0.1), mount:PATH, kernel:ext4-journal, kernel:ext4-ordered, kernel:ext4-writeback,
-    /// kernel:xfs (root).
+    /// kernel:ext4-fastcommit, kernel:xfs (root), device:loop (root: no file system, each
+    /// record one 4 KiB direct write and a flush of a raw loop device, the floor line).
     #[arg(long, default_value = "engine")]
     pub target: String,
     /// Directory for image files and loop-device backing files (default: the system's

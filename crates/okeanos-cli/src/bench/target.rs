@@ -2,7 +2,8 @@
 //! journal, `engine:external` with an external journal file, `engine:loop` on two loop
 //! devices), any mounted directory (`mount:PATH`, such as an Okeanos FUSE mount), or a Linux
 //! file system the command makes on loop devices (`kernel:ext4-journal`, `kernel:ext4-ordered`,
-//! `kernel:ext4-writeback`, `kernel:xfs`). An [`Env`] is one prepared target for one mode:
+//! `kernel:ext4-writeback`, `kernel:ext4-fastcommit`, `kernel:xfs`), or no file system at all
+//! (`device:loop`, the floor line: bench/rawdev.rs). An [`Env`] is one prepared target for one mode:
 //! it opens stream files, measures what has been written so far, and finishes (sync and
 //! unmount, so deferred writes are counted).
 
@@ -22,9 +23,12 @@ pub enum Target {
     Engine { external: bool, loopdev: bool, remote: bool, tls: bool, nats: Option<NatsSync>, nvm: bool },
     Mount(PathBuf),
     Kernel(String),
+    /// The floor line: a raw loop device, each record one 4 KiB O_DIRECT write and a flush
+    /// (bench/rawdev.rs).
+    Device,
 }
 
-pub const KERNEL_KINDS: [&str; 4] = ["ext4-journal", "ext4-ordered", "ext4-writeback", "xfs"];
+pub const KERNEL_KINDS: [&str; 5] = ["ext4-journal", "ext4-ordered", "ext4-writeback", "ext4-fastcommit", "xfs"];
 
 impl Target {
     pub fn parse(s: &str) -> Result<Target, String> {
@@ -37,6 +41,7 @@ impl Target {
             "engine:remote-tls" => Ok(Target::Engine { external: false, loopdev: false, remote: true, tls: true, nats: None, nvm: false }),
             "engine:jetstream" => Ok(Target::Engine { external: false, loopdev: false, remote: true, tls: false, nats: Some(NatsSync::Always), nvm: false }),
             "engine:jetstream-default-fsync" => Ok(Target::Engine { external: false, loopdev: false, remote: true, tls: false, nats: Some(NatsSync::Default), nvm: false }),
+            "device:loop" => Ok(Target::Device),
             _ => {
                 if let Some(p) = s.strip_prefix("mount:") {
                     let p = PathBuf::from(p);
@@ -50,7 +55,7 @@ impl Target {
                     }
                     Ok(Target::Kernel(k.to_string()))
                 } else {
-                    Err(format!("unknown target {s:?}: use engine, engine:external, engine:loop, engine:nvm, engine:remote, engine:remote-tls, engine:jetstream, engine:jetstream-default-fsync, mount:PATH or kernel:ext4-journal|ext4-ordered|ext4-writeback|xfs"))
+                    Err(format!("unknown target {s:?}: use engine, engine:external, engine:loop, engine:nvm, engine:remote, engine:remote-tls, engine:jetstream, engine:jetstream-default-fsync, mount:PATH, kernel:ext4-journal|ext4-ordered|ext4-writeback|ext4-fastcommit|xfs or device:loop"))
                 }
             }
         }
@@ -68,6 +73,7 @@ impl Target {
             Target::Engine { .. } => "engine".into(),
             Target::Mount(p) => format!("mount:{}", p.display()),
             Target::Kernel(k) => format!("kernel:{k}"),
+            Target::Device => "device:loop".into(),
         }
     }
 
@@ -77,6 +83,7 @@ impl Target {
             Target::Kernel(k) => k.clone(),
             Target::Mount(_) => "mount".into(),
             Target::Engine { .. } => "engine".into(),
+            Target::Device => "raw-4k-write+flush".into(),
         }
     }
 
@@ -86,7 +93,7 @@ impl Target {
     }
 
     pub fn needs_root(&self) -> bool {
-        matches!(self, Target::Kernel(_) | Target::Engine { loopdev: true, .. })
+        matches!(self, Target::Kernel(_) | Target::Device | Target::Engine { loopdev: true, .. })
     }
 }
 
@@ -221,6 +228,7 @@ pub fn prepare(t: &Target, cfg: Option<ContentConfig>, s: &Setup) -> Result<Box<
         }
         Target::Mount(p) => Ok(Box::new(DirEnv::mount(p)?)),
         Target::Kernel(k) => Ok(Box::new(DirEnv::kernel(k, s)?)),
+        Target::Device => Ok(Box::new(super::rawdev::RawEnv::new(s)?)),
     }
 }
 
@@ -477,7 +485,8 @@ impl DirEnv {
             let (f, j, fl) = l.stats()?;
             return Ok(Measure {
                 bytes: Bytes { payload_bytes: 0, journal_bytes: Some(j), final_bytes: Some(f), per_kind: Default::default() },
-                commits: loopdev::jbd2_transactions(&l.journal_dev),
+                // ext4's fast commits are commits too (jbd2 counts only its full ones).
+                commits: loopdev::jbd2_transactions(&l.journal_dev).map(|t| t + loopdev::ext4_fast_commits(&l.fs_dev).unwrap_or(0)),
                 device: Some(DeviceBytes { source: "/sys/block".into(), fs_written: f, journal_written: Some(j), flushes: Some(fl) }),
                 counters: None,
             });
