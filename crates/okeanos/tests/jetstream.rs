@@ -80,6 +80,12 @@ fn a_file_system_journals_to_jetstream_and_recovers_from_it() {
         assert_eq!(report.replicas, 3, "{mode}");
         assert_eq!(report.max_bytes, 1024 * 4096, "{mode}: the stream holds what the local journal holds");
         assert!(report.leader.is_some(), "{mode}");
+        // The mount reads the parts back through an ordered consumer, in batches; what it
+        // gets is what a get of each message from the leader gets.
+        let link = inspect(&urls, &uuid);
+        let streamed = link.stream_parts(report.first_sequence, report.last_sequence).unwrap().expect("the ordered consumer delivered every part");
+        assert!(streamed.len() >= 20, "{mode}: {} parts", streamed.len());
+        assert!(streamed == link.read_parts_one_by_one(report.first_sequence, report.last_sequence).unwrap(), "{mode}: streamed parts differ from those read one by one");
         drop(fs); // a crash
         let fs = Okeanos::open(&img, opts(&o)).unwrap();
         let rep = fs.counters().recovery.expect("recovered");

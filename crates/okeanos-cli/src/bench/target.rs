@@ -215,8 +215,10 @@ pub struct Crashed {
     pub extra_options: String,
     /// Loop devices stay attached until the recovery mount is done.
     pub _keep: Option<LoopSet>,
-    /// So does the journal server of engine:remote.
+    /// So does the journal server of engine:remote,
     pub _server: Option<ServerProcess>,
+    /// and the NATS cluster of engine:jetstream (its stores are in `_tmp`, dropped after it).
+    pub _cluster: Option<okeanos::remote::nats_cluster::Cluster>,
     pub _tmp: Option<tempfile::TempDir>,
 }
 
@@ -433,9 +435,9 @@ impl Env for EngineEnv {
         Self::measure_now(&probe, &self.loops)
     }
     fn crash(self: Box<Self>) -> Result<Crashed, String> {
-        let EngineEnv { fs, cfg, loops, image, journal, extra, tmp, server, .. } = *self;
+        let EngineEnv { fs, cfg, loops, image, journal, extra, tmp, server, _cluster, .. } = *self;
         drop(fs); // no sync, no unmount: the journal thread stops where it stands
-        Ok(Crashed { direct: loops.is_some(), image, journal, cfg, extra_options: extra, _keep: loops, _tmp: tmp, _server: server })
+        Ok(Crashed { direct: loops.is_some(), image, journal, cfg, extra_options: extra, _keep: loops, _tmp: tmp, _server: server, _cluster })
     }
 }
 

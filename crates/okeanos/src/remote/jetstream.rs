@@ -74,7 +74,7 @@ pub fn stream_name(fs_uuid: &[u8; 16]) -> String {
 }
 
 /// A transaction part as read back.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Part {
     pub sequence: u64,
     pub tid: u64,
@@ -401,19 +401,66 @@ impl JetStreamLink {
         }
     }
 
-    /// Every part in the stream, in order (from the leader, one request each: read-after-write
-    /// consistent, unlike a direct get from a replica).
+    /// Every part in the stream, in order: streamed through one ordered consumer when it
+    /// delivers every part up to the last one the leader has, else read one request each from
+    /// the leader (read-after-write consistent, unlike a direct get from a replica).
     pub fn read_parts(&self) -> Result<Vec<Part>, RemoteError> {
         let addr = self.addr.clone();
         let state = self.api_call("stream info", async |api| {
             let mut s = api.get_stream(&self.stream).await.map_err(|e| net(&addr, e))?;
             Ok(s.info().await.map_err(|e| net(&addr, e))?.state.clone())
         })?;
-        let mut parts = Vec::new();
         if state.messages == 0 {
+            return Ok(Vec::new());
+        }
+        let Some((last_tx, _, _)) = self.last_on("tx")? else { return Ok(Vec::new()) };
+        if let Some(parts) = self.stream_parts(state.first_sequence, last_tx)? {
             return Ok(parts);
         }
-        for seq in state.first_sequence..=state.last_sequence {
+        self.read_parts_one_by_one(state.first_sequence, state.last_sequence)
+    }
+
+    /// The `.tx` parts from sequence `first` to `last` through an ordered consumer: the server
+    /// sends them in batches, where a get costs a round trip per message (about 0.2 ms here).
+    /// None when it does not deliver them all, in order, each within the acknowledgement
+    /// timeout: the consumer lives on one server, which may lag behind the leader, and the
+    /// caller then reads them one by one. A part that does not decode is damage either way.
+    /// (Public for the tests, which compare both ways of reading.)
+    pub fn stream_parts(&self, first: u64, last: u64) -> Result<Option<Vec<Part>>, RemoteError> {
+        use async_nats::jetstream::consumer::{pull, DeliverPolicy};
+        use futures_util::StreamExt;
+        let (addr, name) = (self.addr.clone(), self.stream.clone());
+        let wait = self.timeout.max(Duration::from_secs(1));
+        self.rt.block_on(async {
+            let Ok(s) = self.api.get_stream_no_info(&name).await else { return Ok(None) };
+            let config = pull::OrderedConfig { filter_subject: format!("{name}.tx"), deliver_policy: DeliverPolicy::ByStartSequence { start_sequence: first }, ..Default::default() };
+            let Ok(consumer) = s.create_consumer(config).await else { return Ok(None) };
+            let Ok(mut messages) = consumer.messages().await else { return Ok(None) };
+            let mut parts = Vec::new();
+            let mut prev = first.saturating_sub(1);
+            while prev < last {
+                let m = match tokio::time::timeout(wait, messages.next()).await {
+                    Ok(Some(Ok(m))) => m,
+                    _ => return Ok(None),
+                };
+                let Ok(info) = m.info() else { return Ok(None) };
+                let seq = info.stream_sequence;
+                if seq <= prev || seq > last {
+                    return Ok(None);
+                }
+                prev = seq;
+                let headers = m.message.headers.clone().unwrap_or_default();
+                parts.push(decode_part(seq, &headers, &m.message.payload).map_err(|e| server(&addr, format!("the journal is damaged: {e}")))?);
+            }
+            Ok(Some(parts))
+        })
+    }
+
+    /// The `.tx` parts from `first` to `last`, one request to the leader each.
+    pub fn read_parts_one_by_one(&self, first: u64, last: u64) -> Result<Vec<Part>, RemoteError> {
+        let addr = self.addr.clone();
+        let mut parts = Vec::new();
+        for seq in first..=last {
             let m = self.api_call(&format!("message {seq}"), async |api| {
                 let s = api.get_stream_no_info(&self.stream).await.map_err(|e| net(&addr, e))?;
                 match s.get_raw_message(seq).await {
