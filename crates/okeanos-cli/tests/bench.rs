@@ -178,14 +178,22 @@ fn leftovers(dir: &Path) -> Vec<String> {
     loops.lines().chain(mounts.lines()).filter(|l| l.contains(d)).map(str::to_string).collect()
 }
 
-/// A kernel target makes ext4 on loop devices, measures, and releases everything — also when
-/// interrupted in the middle of a run.
-#[test]
-fn kernel_targets_release_their_loop_devices_and_mounts() {
+/// Whether kernel targets can run here (root, mkfs.ext4, losetup); says why not otherwise.
+fn kernel_tools_here() -> bool {
     // SAFETY: no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     if !root || Command::new("mkfs.ext4").arg("-V").output().is_err() || Command::new("losetup").arg("--version").output().is_err() {
         skip("root", "needs root, mkfs.ext4 and losetup");
+        return false;
+    }
+    true
+}
+
+/// A kernel target makes ext4 on loop devices, measures, and releases everything — also when
+/// interrupted in the middle of a run.
+#[test]
+fn kernel_targets_release_their_loop_devices_and_mounts() {
+    if !kernel_tools_here() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -229,10 +237,7 @@ fn kernel_targets_release_their_loop_devices_and_mounts() {
 /// commits, counted among its commits.
 #[test]
 fn the_floor_line_and_ext4_fast_commits_are_measured() {
-    // SAFETY: no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root || Command::new("mkfs.ext4").arg("-V").output().is_err() || Command::new("losetup").arg("--version").output().is_err() {
-        skip("root", "needs root, mkfs.ext4 and losetup");
+    if !kernel_tools_here() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
