@@ -55,14 +55,11 @@ pub struct ModelArgs {
     /// --server-model disk, acknowledged by a majority), nvm (UBJ: commits frozen in a
     /// --nvm-size region of non-volatile memory on the nvm model, checkpoints to --model), or
     /// dropped (the remote placement sending nothing: the thesis' no-journal upper bound, for
-    /// comparison only); `sim recovery` also takes manylogs (a log in every 100 MB group; with
-    /// --mount-options snapshot_period=<s> its map is snapshot, checkpoint=lazy keeps data
-    /// logged).
+    /// comparison only), or manylogs (a log in every 100 MB group, the commits near the disk
+    /// head; with --mount-options snapshot_period=<s> its map is snapshot, checkpoint=lazy
+    /// keeps data logged).
     #[arg(long, default_value = "external")]
     pub journal: String,
-    /// Set by the commands that format manylogs (`sim recovery`).
-    #[arg(skip)]
-    pub manylogs_ok: bool,
     /// The NVM of an nvm journal (--journal nvm), such as 256M.
     #[arg(long, default_value = "256M")]
     pub nvm_size: String,
@@ -324,6 +321,11 @@ enum SimCmd {
 }
 
 impl ModelArgs {
+    /// How the simulated disk is formatted: with a log in every group for `--journal manylogs`.
+    pub fn mkfs(&self) -> MkfsOptions {
+        MkfsOptions { manylogs: self.journal == "manylogs", ..Default::default() }
+    }
+
     /// A world configuration for `cfg` (checked).
     pub fn world(&self, cfg: ContentConfig) -> Result<WorldConfig, String> {
         let fs_model = model::preset(&self.model)?;
@@ -331,7 +333,7 @@ impl ModelArgs {
         let (external, remote) = match self.journal.as_str() {
             "external" => (true, None),
             "internal" | "nvm" => (false, None),
-            "manylogs" if self.manylogs_ok => (false, None),
+            "manylogs" => (false, None),
             "remote" | "dropped" => (false, Some(okeanos::sim::world::RemoteConfig::single(model::preset(&self.net)?, model::preset(&self.server_model)?, self.journal == "dropped"))),
             "replicated" => {
                 if self.replicas < 3 || self.replicas % 2 == 0 {
@@ -345,7 +347,7 @@ impl ModelArgs {
                 }
                 (false, Some(r))
             }
-            x => return Err(format!("--journal {x}: use external, internal, remote, replicated, nvm or dropped")),
+            x => return Err(format!("--journal {x}: use external, internal, remote, replicated, nvm, manylogs or dropped")),
         };
         if !external && self.journal_model.is_some() {
             return Err("--journal-model applies only to an external journal".into());
@@ -424,6 +426,7 @@ impl ModelArgs {
         match (&self.journal_model, self.journal.as_str()) {
             (_, "internal") => format!("sim:{}", self.model),
             (_, "nvm") => format!("sim:{}+nvm", self.model),
+            (_, "manylogs") => format!("sim:{}+manylogs", self.model),
             (_, "remote") => format!("sim:{}+remote({},{})", self.model, self.net, self.server_model),
             (_, "replicated") => format!("sim:{}+replicated({}x{},{})", self.model, self.replicas, self.server_model, self.net),
             (_, "dropped") => format!("sim:{}+no journal", self.model),
@@ -657,7 +660,7 @@ fn multistream(c: &Common, m: &ModelArgs) -> Result<Vec<Run>, String> {
     Ok(parallel(&plan, m.jobs(), c.quiet, |(mode, spec)| {
         let mut r = m.run_of("multistream", *mode, spec.streams, spec.size, spec.rate, spec.sync.name(), spec.sync_every);
         let t0 = Instant::now();
-        let res = m.world_for(*mode, spec.rate, spec.streams).and_then(|cfg| World::new(cfg, &MkfsOptions::default()).map_err(|e| e.to_string())).and_then(|w| okeanos::sim::multistream::run(w, spec, m.seed));
+        let res = m.world_for(*mode, spec.rate, spec.streams).and_then(|cfg| World::new(cfg, &m.mkfs()).map_err(|e| e.to_string())).and_then(|w| okeanos::sim::multistream::run(w, spec, m.seed));
         r.wall_s = t0.elapsed().as_secs_f64();
         match res {
             Ok(o) => {
@@ -718,7 +721,7 @@ fn postmark(c: &Common, m: &ModelArgs, files: usize, transactions: usize, min_fi
         let mut r = m.run_of(if varmail { "varmail" } else { "postmark" }, mode, n, size, okeanos::workload::Rate::Closed, if sync { "fdatasync" } else { "none" }, 1);
         let t0 = Instant::now();
         let spec = okeanos::sim::postmark::Spec { files, transactions, clients: n, request: size, min_file, max_file, sync, varmail };
-        let res = m.world(mode).and_then(|cfg| World::new(cfg, &MkfsOptions::default()).map_err(|e| e.to_string())).and_then(|w| okeanos::sim::postmark::run(w, &spec, m.seed));
+        let res = m.world(mode).and_then(|cfg| World::new(cfg, &m.mkfs()).map_err(|e| e.to_string())).and_then(|w| okeanos::sim::postmark::run(w, &spec, m.seed));
         match res {
             Ok(o) => {
                 r.simulated(o.virtual_s, &o.during, &o.after, o.writes);
@@ -761,7 +764,7 @@ fn iozone(c: &Common, m: &ModelArgs, sizes: &str, patterns: &str) -> Result<Vec<
         let mut r = m.run_of("iozone", mode, 1, request, okeanos::workload::Rate::Closed, "fsync", c.sync_every);
         let t0 = Instant::now();
         let spec = okeanos::sim::iozone::Spec { file_bytes: bytes, request, random, sync_every: if c.sync_every == 1 { 0 } else { c.sync_every } };
-        let res = m.world(mode).and_then(|cfg| World::new(cfg, &MkfsOptions::default()).map_err(|e| e.to_string())).and_then(|w| okeanos::sim::iozone::run(w, &spec, m.seed));
+        let res = m.world(mode).and_then(|cfg| World::new(cfg, &m.mkfs()).map_err(|e| e.to_string())).and_then(|w| okeanos::sim::iozone::run(w, &spec, m.seed));
         match res {
             Ok(o) => {
                 r.simulated(o.virtual_s, &o.during, &o.after, o.writes);
@@ -815,8 +818,7 @@ fn print_postmark(runs: &[Run]) {
 
 fn recovery(c: &Common, m: &ModelArgs, records: usize) -> Result<Vec<Run>, String> {
     let g = c.grid()?;
-    let m = &ModelArgs { manylogs_ok: true, ..m.clone() };
-    let mkfs = okeanos::MkfsOptions { manylogs: m.journal == "manylogs", ..Default::default() };
+    let mkfs = m.mkfs();
     m.world(g.modes[0])?;
     let plan: Vec<(ContentConfig, usize, usize)> = g.cells(false).into_iter().flat_map(|(size, _, n)| g.modes.iter().map(move |&mode| (mode, n, size))).collect();
     Ok(parallel(&plan, m.jobs(), c.quiet, |&(mode, n, size)| {

@@ -170,6 +170,31 @@ fn the_simulator_is_deterministic_and_its_fuzzer_can_fail() {
     assert!(!canary.status.success() && text(&canary).contains("reproduce: okeanos sim --crash-fuzz --seed"), "{}", text(&canary));
 }
 
+/// Every journal placement in the simulator's experiments: `sim multistream` and `sim postmark`
+/// run on each (manylogs used to be refused outside `sim recovery`), label it, and a manylogs
+/// disk is not an internal journal under another name.
+#[test]
+fn every_placement_runs_in_the_simulators_experiments() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut by_placement = std::collections::BTreeMap::new();
+    for (journal, label) in [("external", "+cheetah15k"), ("internal", "sim:cheetah15k"), ("nvm", "+nvm"), ("manylogs", "+manylogs"), ("remote", "+remote("), ("replicated", "+replicated("), ("dropped", "+no journal")] {
+        let json = dir.path().join(format!("{journal}.json"));
+        let o = okeanos(&["sim", "multistream", "--journal", journal, "--modes", "wasteless", "--streams", "4", "--rate", "closed", "--duration", "300ms", "--quiet", "--json", json.to_str().unwrap()]);
+        assert!(o.status.success(), "--journal {journal}: {}", text(&o));
+        let r = runs(&json).remove(0);
+        assert!(r["error"].is_null() && u(&r, "syncs") > 0, "--journal {journal}: {r}");
+        assert!(r["target"].as_str().unwrap().contains(label), "--journal {journal}: {}", r["target"]);
+        by_placement.insert(journal, r);
+    }
+    let key = |r: &Value| (r["syncs"].clone(), r["per_kind"].clone(), r["sync_latency_us"]["p50"].clone());
+    assert_ne!(key(&by_placement["manylogs"]), key(&by_placement["internal"]), "manylogs ran as the internal journal");
+    let json = dir.path().join("postmark.json");
+    let o = okeanos(&["sim", "postmark", "--journal", "manylogs", "--modes", "ordered", "--files", "20", "--transactions", "50", "--quiet", "--json", json.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let r = runs(&json).remove(0);
+    assert!(r["error"].is_null() && u(&r, "ops") > 0 && r["target"].as_str().unwrap().ends_with("+manylogs"), "{r}");
+}
+
 /// Loop devices and mounts whose backing files live under `dir`.
 fn leftovers(dir: &Path) -> Vec<String> {
     let d = dir.to_str().unwrap();
