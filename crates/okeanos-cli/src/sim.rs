@@ -689,7 +689,7 @@ fn mixed_runs(c: &Common, m: &ModelArgs, x: &MixedArgs) -> Result<Vec<Run>, Stri
         let t0 = Instant::now();
         let large = okeanos::sim::mixed::Large { read: mx.read, request: mx.request as u64 };
         let make = || m.world(*mode).expect("checked");
-        match okeanos::sim::mixed::run(&make, spec, &large, mx.file_size, m.seed) {
+        match okeanos::sim::mixed::run(&make, &m.mkfs(), spec, &large, mx.file_size, m.seed) {
             Ok(o) => {
                 r.simulated(o.virtual_s, &o.during, &o.after, o.writes);
                 r.extra = serde_json::json!({

@@ -193,6 +193,16 @@ fn every_placement_runs_in_the_simulators_experiments() {
     assert!(o.status.success(), "{}", text(&o));
     let r = runs(&json).remove(0);
     assert!(r["error"].is_null() && u(&r, "ops") > 0 && r["target"].as_str().unwrap().ends_with("+manylogs"), "{r}");
+    // sim mixed formats its disk itself, before the measured mount: with a log per group too.
+    let mixed = |journal: &str| {
+        let json = dir.path().join(format!("mixed-{journal}.json"));
+        let o = okeanos(&["sim", "mixed", "--journal", journal, "--modes", "ordered", "--streams", "4", "--duration", "300ms", "--quiet", "--json", json.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", text(&o));
+        runs(&json).remove(0)
+    };
+    let (m, i) = (mixed("manylogs"), mixed("internal"));
+    assert!(m["error"].is_null() && m["target"].as_str().unwrap().ends_with("+manylogs"), "{m}");
+    assert_ne!(key(&m), key(&i), "sim mixed ran manylogs as the internal journal");
 }
 
 /// Loop devices and mounts whose backing files live under `dir`.

@@ -45,15 +45,15 @@ fn large_step(w: &mut World, l: &Large, pos: &Cell<u64>, moved: &Cell<u64>, base
     w.at(done, Wake { client: LARGE, tag: phase });
 }
 
-/// `make` builds a fresh configuration (devices are formatted once and remounted after the
-/// setup, so the preallocation is checkpointed before anything is measured).
-pub fn run(make: &dyn Fn() -> WorldConfig, spec: &Multistream, large: &Large, file_size: u64, seed: u64) -> Result<Outcome, String> {
+/// `make` builds a fresh configuration (devices are formatted with `mkfs` once and remounted
+/// after the setup, so the preallocation is checkpointed before anything is measured).
+pub fn run(make: &dyn Fn() -> WorldConfig, mkfs: &MkfsOptions, spec: &Multistream, large: &Large, file_size: u64, seed: u64) -> Result<Outcome, String> {
     spec.check()?;
     if large.request == 0 || file_size < spec.size as u64 {
         return Err("the large request and the file size must be positive and hold a request".into());
     }
     // Setup: preallocate the small writers' files, then unmount (everything checkpointed).
-    let (fs_dev, j_dev) = World::format(&make(), &MkfsOptions::default()).map_err(|e| e.to_string())?;
+    let (fs_dev, j_dev) = World::format(&make(), mkfs).map_err(|e| e.to_string())?;
     let mut inos = Vec::new();
     {
         let mut w = World::mount(fs_dev.clone(), j_dev.clone(), make()).map_err(|e| e.to_string())?;
