@@ -4,7 +4,8 @@
 //!
 //! Each queue is served by a few threads; each thread owns its own io_uring and a set of ring
 //! entries (a 288-byte header buffer and a payload buffer as large as the largest request or
-//! reply), registered with FUSE_IO_URING_CMD_REGISTER. A request arrives as the completion of
+//! reply), registered with FUSE_IO_URING_CMD_REGISTER one at a time, as the thread needs them
+//! (see `Queue::serve`). A request arrives as the completion of
 //! an entry's command; its reply is written into the same entry, and one
 //! FUSE_IO_URING_CMD_COMMIT_AND_FETCH both delivers the reply and offers the entry for the
 //! next request: one system call per request, often shared by several. A request from a
@@ -390,11 +391,21 @@ impl Queue {
         let (fd, qid, n) = (self.fd, self.qid, self.iovs.len());
         let entries = self.entries.clone();
         let wake_sqe = || opcode::Read::new(types::Fd(entries.wake.as_raw_fd()), entries.wake_buf.get().cast(), 8).build().user_data(WAKE).into();
-        let mut pending: Vec<squeue::Entry128> = (0..n).map(|k| register_sqe(fd, qid, k, &self.iovs[k])).collect();
+        // Entries are offered to the kernel lazily: one at first, another only when every
+        // entry this thread has offered is held by a reply still to come (a sync's). The
+        // kernel gives a queue's next request to the entry offered last, so a thread with
+        // many idle entries would be handed requests while it is still serving one, and a
+        // request that blocks would hold up all of them (docs/BENCHMARKS.md, "FUSE over
+        // io_uring"). With one offered entry, a busy thread has none, and the next request
+        // goes to another thread.
+        let mut pending: Vec<squeue::Entry128> = vec![register_sqe(fd, qid, 0, &self.iovs[0])];
+        let mut registered = 1;
+        // Entries offered and not yet completed (a request, or an error).
+        let mut offered = 1usize;
         pending.push(wake_sqe());
         let started = Instant::now();
-        let mut live = n;
-        state.live.fetch_add(n, Ordering::Relaxed);
+        let mut live = 1;
+        state.live.fetch_add(1, Ordering::Relaxed);
         let mut body = Vec::new();
         let result = 'serve: loop {
             let ready = std::mem::take(&mut *entries.ready.lock().unwrap_or_else(|e| e.into_inner()));
@@ -402,6 +413,14 @@ impl Queue {
                 // SAFETY: the kernel wrote commit_id into the entry's header with the request.
                 let commit_id = unsafe { std::ptr::read_unaligned(entries.header(k as usize).add(ENT_IN_OUT + 8).cast::<u64>()) };
                 pending.push(commit_sqe(fd, qid, k as usize, u64::from_le(commit_id)));
+                offered += 1;
+            }
+            if offered == 0 && registered < n {
+                pending.push(register_sqe(fd, qid, registered, &self.iovs[registered]));
+                registered += 1;
+                offered += 1;
+                live += 1;
+                state.live.fetch_add(1, Ordering::Relaxed);
             }
             {
                 let mut sq = self.ring.submission();
@@ -426,9 +445,10 @@ impl Queue {
                     continue;
                 }
                 let k = ud as usize;
-                if k >= n {
-                    break 'serve Err(std::io::Error::other(format!("a completion names entry {ud}, which this thread does not have")));
+                if k >= registered {
+                    break 'serve Err(std::io::Error::other(format!("a completion names entry {ud}, which this thread did not offer")));
                 }
+                offered -= 1;
                 if res == -libc::EAGAIN {
                     if started.elapsed() >= INIT_WAIT {
                         // The kernel holds every request until this queue registers: a queue
@@ -438,6 +458,7 @@ impl Queue {
                     // The kernel has not finished INIT yet: offer the entry again.
                     std::thread::sleep(Duration::from_millis(1));
                     pending.push(register_sqe(fd, qid, k, &self.iovs[k]));
+                    offered += 1;
                     continue;
                 }
                 if res < 0 {
