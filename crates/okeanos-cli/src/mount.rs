@@ -48,8 +48,8 @@ struct FuseOpts {
     allow_other: bool,
     threads: usize,
     /// FUSE over io_uring where the kernel offers it (`transport=io_uring`), or /dev/fuse only
-    /// (`transport=dev`, the default: io_uring is faster for many small synced appends but
-    /// slower for PostgreSQL, docs/BENCHMARKS.md, "FUSE over io_uring").
+    /// (`transport=dev`, the default: io_uring is faster for many small synced appends and
+    /// only even for PostgreSQL and SQLite, docs/BENCHMARKS.md, "FUSE over io_uring").
     io_uring: bool,
     /// Write the counters in Prometheus' text format here every 10 s and at unmount (for
     /// node_exporter's textfile collector): `metrics_file=PATH`.

@@ -377,8 +377,8 @@ impl Queue {
         let entries = Arc::new(Entries::new(n, shape.payload)?);
         // Task work (copying the next request into an entry) runs only when this thread
         // waits for completions, never by interrupting it. The thread is not pinned to its
-        // queue's CPU: pinned, PostgreSQL ran at half speed in some runs, where a busy CPU's
-        // requests waited while the other was idle (docs/BENCHMARKS.md, "FUSE over io_uring").
+        // queue's CPU: pinned, fio was no faster and PostgreSQL's half-speed runs came more
+        // often (docs/BENCHMARKS.md, "FUSE over io_uring").
         let mut b = IoUring::<squeue::Entry128, cqueue::Entry>::builder();
         b.setup_single_issuer().setup_defer_taskrun();
         let ring = b.build(((2 * n + 8) as u32).next_power_of_two())?;
