@@ -168,6 +168,12 @@ fn the_simulator_is_deterministic_and_its_fuzzer_can_fail() {
     assert!(ok.status.success() && text(&ok).contains("0 violations"), "{}", text(&ok));
     let canary = okeanos(&["sim", "--crash-fuzz", "--seed", "100", "--runs", "40", "--points", "5", "--canary"]);
     assert!(!canary.status.success() && text(&canary).contains("reproduce: okeanos sim --crash-fuzz --seed"), "{}", text(&canary));
+    // A seed reproduces its run: the same crash states, the same violations, line for line
+    // (its crash points were once drawn in a HashMap's order, which differs in every process).
+    let violations = |o: &std::process::Output| text(o).lines().filter(|l| l.starts_with("VIOLATION")).map(str::to_string).collect::<Vec<_>>();
+    let again = okeanos(&["sim", "--crash-fuzz", "--seed", "100", "--runs", "40", "--points", "5", "--canary"]);
+    assert!(!violations(&canary).is_empty());
+    assert_eq!(violations(&canary), violations(&again), "the same seeds found other violations");
 }
 
 /// Every journal placement in the simulator's experiments: `sim multistream` and `sim postmark`
@@ -203,6 +209,24 @@ fn every_placement_runs_in_the_simulators_experiments() {
     let (m, i) = (mixed("manylogs"), mixed("internal"));
     assert!(m["error"].is_null() && m["target"].as_str().unwrap().ends_with("+manylogs"), "{m}");
     assert_ne!(key(&m), key(&i), "sim mixed ran manylogs as the internal journal");
+    // sim recovery crashes and recovers on each placement: the recovering mount finds the
+    // journal where the crashed one left it (the same NVM, the same server's log), and
+    // replays every committed record. A remote journal's recovery reads the server's log: it
+    // once looked the superblock's server name up in DNS instead.
+    for journal in ["external", "internal", "nvm", "manylogs", "remote", "replicated"] {
+        let json = dir.path().join(format!("recovery-{journal}.json"));
+        let o = okeanos(&["sim", "recovery", "--journal", journal, "--modes", "wasteless", "--streams", "4", "--records", "20", "--fs-size", "256M", "--journal-size", "16M", "--quiet", "--json", json.to_str().unwrap()]);
+        assert!(o.status.success(), "sim recovery --journal {journal}: {}", text(&o));
+        let r = runs(&json).remove(0);
+        let x = &r["extra"];
+        assert!(r["error"].is_null() && u(x, "blocks_replayed") > 0 && x["recovery_ms"].as_f64().unwrap() > 0.0, "sim recovery --journal {journal}: {r}");
+        if journal != "nvm" {
+            assert!(u(x, "transactions") >= 20, "sim recovery --journal {journal}: {r}");
+        }
+    }
+    let json = dir.path().join("recovery-dropped.json");
+    let o = okeanos(&["sim", "recovery", "--journal", "dropped", "--modes", "wasteless", "--streams", "4", "--records", "20", "--quiet", "--json", json.to_str().unwrap()]);
+    assert!(!o.status.success() && runs(&json)[0]["error"].as_str().unwrap().contains("nothing to recover"), "{}", text(&o));
 }
 
 /// Loop devices and mounts whose backing files live under `dir`.

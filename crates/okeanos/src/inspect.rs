@@ -172,7 +172,7 @@ pub fn recover_image(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> 
         Some(m) => Box::new(m),
         None => Box::new(Ring::new(region, jsb)),
     };
-    let Some((report, _)) = runtime::recover(&devs, placement.as_ref(), sb.block_count, &Stats::new(sb.block_size as usize), &now, wall).map_err(|e| FsError::Io(e.to_string()))? else {
+    let Some((report, _)) = runtime::recover(&devs, placement.as_ref(), sb.block_count, &Stats::new(sb.block_size as usize), &now, wall)? else {
         return Ok(None);
     };
     // Unmounted with a clean journal: the superblock says so (keeping an ERRORS state that

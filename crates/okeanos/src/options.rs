@@ -122,61 +122,56 @@ pub struct MountOptions {
     /// The NVM region itself (tests, the simulator). Not accepted by `parse`.
     #[doc(hidden)]
     pub nvm: Option<crate::nvm::NvmHandle>,
-    /// Test-only faults of the nvm placement (its two canaries): no fence between the slots
-    /// and the commit word; older copies freed before the commit point. Not accepted by `parse`.
-    #[doc(hidden)]
-    pub fault_nvm_no_fence: bool,
-    #[doc(hidden)]
-    pub fault_nvm_free_early: bool,
     /// How to reach the journal server instead of TCP (the crash tests' stand-in). Not
     /// accepted by `parse`.
     #[doc(hidden)]
     pub remote_connector: Option<crate::remote::Connector>,
-    /// Test-only fault: the remote placement sends no APPEND, so a commit counts as durable
-    /// without the server (the remote placement's canary). Not accepted by `parse`.
+    /// The canaries (test-only faults). Not accepted by `parse`, but for one (see [`Faults`]).
     #[doc(hidden)]
-    pub fault_skip_remote_append: bool,
-    /// Test-only fault: manylogs reuses released log space without writing the log table that
-    /// records the release (its canary). Not accepted by `parse`.
-    #[doc(hidden)]
-    pub fault_manylogs_reuse_early: bool,
-    /// Test-only fault (canary): a snapshot keeps data blocks logged that are not whole in
-    /// any log (records, escaped copies), so recovery, which reads only past the snapshot,
-    /// loses them.
-    pub fault_manylogs_snapshot_unhomed: bool,
-    /// Test-only fault (canary): background writeback records its blocks as written without
-    /// writing them, so commits leave them out.
-    pub fault_early_unwritten: bool,
-    /// Test-only fault (canary): the in-place fdatasync of overwrites writes them without the
-    /// flush, so a sync returns with its data still in the device's cache.
-    #[doc(hidden)]
-    pub fault_datasync_no_flush: bool,
-    /// Test-only fault (canary): a block logged whole again keeps the log position of its
-    /// first copy, so a block parked out of the cache loads (and a checkpoint copies home)
-    /// an older version.
-    #[doc(hidden)]
-    pub fault_manylogs_keep_first_position: bool,
-    /// Canary (crash tests only): a manylogs swap copies into its target log without first
-    /// recording the target reserved.
-    #[doc(hidden)]
-    pub fault_manylogs_swap_unreserved: bool,
+    pub faults: Faults,
     /// Drive the journal step by step instead of from a journal thread (the simulator);
     /// operations that would wait return `FsError::WouldBlock`. Not accepted by `parse`.
     #[doc(hidden)]
     pub manual_journal: bool,
-    /// Test-only fault injection: skip the flush that makes a commit durable (the canary that
-    /// proves the crash tests can fail). Not accepted by [`MountOptions::parse`].
-    #[doc(hidden)]
-    pub fault_skip_commit_flush: bool,
-    /// Test-only fault: a write of exactly this many bytes panics inside its handle, after it
-    /// changed blocks (a broken invariant, to test that the journal stops and nothing synced is
-    /// lost). `parse` accepts `fault_panic_write_len=N` only with OKEANOS_TEST_FAULTS=1 in the
-    /// environment, for the mount's test.
-    #[doc(hidden)]
-    pub fault_panic_write_len: Option<usize>,
-    /// Canary (crash tests only): ordered data is written after its commit instead of before.
-    #[doc(hidden)]
-    pub fault_ordered_after_commit: bool,
+}
+
+/// The canaries: faults that break one guarantee on purpose, so that the crash tests that must
+/// catch them can be shown to fail (docs/DESIGN.md, section 3). Test-only: none is accepted by
+/// [`MountOptions::parse`] except `fault_panic_write_len`, and that one only with
+/// `OKEANOS_TEST_FAULTS=1` in the environment.
+#[doc(hidden)]
+#[derive(Debug, Clone, Default)]
+pub struct Faults {
+    /// nvm: no fence between the slots and the commit word.
+    pub nvm_no_fence: bool,
+    /// nvm: older copies freed before the commit point.
+    pub nvm_free_early: bool,
+    /// remote: no APPEND is sent, so a commit counts as durable without the server.
+    pub skip_remote_append: bool,
+    /// manylogs: released log space is reused before the log table that records the release.
+    pub manylogs_reuse_early: bool,
+    /// manylogs: a snapshot keeps data blocks logged that are not whole in any log (records,
+    /// escaped copies), so recovery, which reads only past the snapshot, loses them.
+    pub manylogs_snapshot_unhomed: bool,
+    /// manylogs: a block logged whole again keeps the log position of its first copy, so a
+    /// block parked out of the cache loads (and a checkpoint copies home) an older version.
+    pub manylogs_keep_first_position: bool,
+    /// manylogs: a swap copies into its target log without first recording it reserved.
+    pub manylogs_swap_unreserved: bool,
+    /// Background writeback records its blocks as written without writing them, so commits
+    /// leave them out.
+    pub early_unwritten: bool,
+    /// The in-place fdatasync of overwrites writes them without the flush, so a sync returns
+    /// with its data still in the device's cache.
+    pub datasync_no_flush: bool,
+    /// The flush that makes a commit durable is skipped (every placement's first canary).
+    pub skip_commit_flush: bool,
+    /// Ordered data is written after its commit instead of before.
+    pub ordered_after_commit: bool,
+    /// A write of exactly this many bytes panics inside its handle, after it changed blocks (a
+    /// broken invariant, to test that the journal stops and nothing synced is lost); the
+    /// mount's test sets it with `fault_panic_write_len=N`.
+    pub panic_write_len: Option<usize>,
 }
 
 impl Default for MountOptions {
@@ -220,19 +215,8 @@ impl Default for MountOptions {
             remote_connector: None,
             nvm_path: None,
             nvm: None,
-            fault_nvm_no_fence: false,
-            fault_nvm_free_early: false,
-            fault_skip_remote_append: false,
-            fault_manylogs_reuse_early: false,
-            fault_manylogs_snapshot_unhomed: false,
-            fault_early_unwritten: false,
-            fault_datasync_no_flush: false,
-            fault_manylogs_keep_first_position: false,
-            fault_manylogs_swap_unreserved: false,
+            faults: Faults::default(),
             manual_journal: false,
-            fault_skip_commit_flush: false,
-            fault_panic_write_len: None,
-            fault_ordered_after_commit: false,
         }
     }
 }
@@ -362,7 +346,7 @@ impl MountOptions {
                     other => return Err(format!("option errors={}: only errors=remount-ro is supported", other.unwrap_or(""))),
                 },
                 "direct_io" => o.direct_io = true,
-                "fault_panic_write_len" if std::env::var_os("OKEANOS_TEST_FAULTS").is_some_and(|v| v == "1") => o.fault_panic_write_len = Some(num(v)? as usize),
+                "fault_panic_write_len" if std::env::var_os("OKEANOS_TEST_FAULTS").is_some_and(|v| v == "1") => o.faults.panic_write_len = Some(num(v)? as usize),
                 "device_model" => {
                     let m = v.ok_or("option device_model needs a value")?;
                     crate::models::preset(m)?;

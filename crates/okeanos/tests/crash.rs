@@ -65,7 +65,7 @@ fn crash_states_selective_dmeta() {
 fn canary_skipped_commit_flush_is_caught() {
     for policy in ["writeback", "ordered", "data", "wasteless", "selective+dmeta"] {
         let cfg = ContentConfig::parse(policy).unwrap();
-        let run = workload(cfg, Journal::Internal { blocks: 256 }, 40, &|o| o.fault_skip_commit_flush = true, 0xca7 + cfg.mode as u64);
+        let run = workload(cfg, Journal::Internal { blocks: 256 }, 40, &|o| o.faults.skip_commit_flush = true, 0xca7 + cfg.mode as u64);
         let out = enumerate(cfg, &run, 60, 0);
         assert!(!out.violations.is_empty(), "{policy}: the crash tests did not notice a missing commit flush ({} states)", out.states);
     }
@@ -79,7 +79,7 @@ fn early_crash_test(policy: &str, fault: bool) -> harness::Outcome {
     let cfg = ContentConfig::parse(policy).unwrap();
     let run = workload(cfg, Journal::Internal { blocks: 256 }, 120, &|o| {
         o.dirty_background_bytes = Some(8192);
-        o.fault_early_unwritten = fault;
+        o.faults.early_unwritten = fault;
     }, 0xea1 + cfg.mode as u64);
     assert!(run.early_writes > 0, "{policy}: no early write");
     eprintln!("{policy}: {} early writes", run.early_writes);
@@ -123,7 +123,7 @@ fn datasync_in_place_crash_states() {
 #[test]
 fn canary_datasync_in_place_without_flush_is_caught() {
     let cfg = ContentConfig::parse("ordered").unwrap();
-    let run = workload(cfg, Journal::Internal { blocks: 256 }, 120, &|o| o.fault_datasync_no_flush = true, 0xd5 + cfg.mode as u64);
+    let run = workload(cfg, Journal::Internal { blocks: 256 }, 120, &|o| o.faults.datasync_no_flush = true, 0xd5 + cfg.mode as u64);
     assert!(run.datasyncs_in_place > 0, "no fdatasync was served in place");
     let out = enumerate(cfg, &run, 250, 0);
     assert!(!out.violations.is_empty(), "the crash tests did not notice an in-place fdatasync without a flush ({} states)", out.states);
@@ -138,7 +138,7 @@ fn canary_datasync_in_place_without_flush_is_caught() {
 fn canary_commit_before_ordered_data_is_caught() {
     for policy in ["ordered", "selective"] {
         let cfg = ContentConfig::parse(policy).unwrap();
-        let run = workload(cfg, Journal::Internal { blocks: 256 }, 60, &|o| o.fault_ordered_after_commit = true, 0x0bd + cfg.mode as u64);
+        let run = workload(cfg, Journal::Internal { blocks: 256 }, 60, &|o| o.faults.ordered_after_commit = true, 0x0bd + cfg.mode as u64);
         let out = enumerate(cfg, &run, 120, 0);
         assert!(!out.violations.is_empty(), "{policy}: the crash tests did not notice data written after its commit ({} states)", out.states);
         eprintln!("{policy}: {} of {} crash states caught, e.g. {}", out.violations.len(), out.states, out.violations[0]);
@@ -170,7 +170,7 @@ fn external_crash_states_every_policy() {
 fn canary_external_skipped_commit_flush_is_caught() {
     for policy in ["ordered", "data", "wasteless+dmeta"] {
         let cfg = ContentConfig::parse(policy).unwrap();
-        let run = workload(cfg, Journal::External { blocks: 256 }, 40, &|o| o.fault_skip_commit_flush = true, 0xe48 + cfg.mode as u64);
+        let run = workload(cfg, Journal::External { blocks: 256 }, 40, &|o| o.faults.skip_commit_flush = true, 0xe48 + cfg.mode as u64);
         let out = enumerate(cfg, &run, 60, 0);
         assert!(!out.violations.is_empty(), "{policy}: the crash tests did not notice a missing commit flush on the external journal ({} states)", out.states);
     }

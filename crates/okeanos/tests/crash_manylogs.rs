@@ -80,7 +80,7 @@ fn manylogs_crash_states_selective_dmeta() {
 fn canary_reuse_before_table_is_caught() {
     for policy in ["data", "wasteless", "ordered"] {
         let cfg = ContentConfig::parse(policy).unwrap();
-        let run = workload(cfg, LOGS, 320, &|o| o.fault_manylogs_reuse_early = true, 0xca9 + cfg.mode as u64);
+        let run = workload(cfg, LOGS, 320, &|o| o.faults.manylogs_reuse_early = true, 0xca9 + cfg.mode as u64);
         let n = run.near_head.expect("manylogs counts its commits");
         assert!(n.wraps > 0, "{policy}: no log wrapped, so no space was reused: {n:?}");
         let out = enumerate(cfg, &run, 120, 0);
@@ -169,7 +169,7 @@ fn manylogs_swap_crash_states_wasteless_dmeta() {
 #[test]
 fn canary_swap_without_reserving_the_target_is_caught() {
     let cfg = ContentConfig::parse("data").unwrap();
-    let run = lazy_block_run(cfg, 0x5a9 + cfg.mode as u64, &|o| o.fault_manylogs_swap_unreserved = true);
+    let run = lazy_block_run(cfg, 0x5a9 + cfg.mode as u64, &|o| o.faults.manylogs_swap_unreserved = true);
     let n = run.near_head.expect("manylogs counts its commits");
     assert!(n.swaps > 0, "no swap: {n:?}");
     assert_canary_caught(cfg, &run, "a swap that copies into an unreserved log");
@@ -180,7 +180,7 @@ fn canary_swap_without_reserving_the_target_is_caught() {
 #[test]
 fn canary_stale_log_position_is_caught() {
     let cfg = ContentConfig::parse("data").unwrap();
-    let run = lazy_block_run(cfg, 0x5e1 + cfg.mode as u64, &|o| o.fault_manylogs_keep_first_position = true);
+    let run = lazy_block_run(cfg, 0x5e1 + cfg.mode as u64, &|o| o.faults.manylogs_keep_first_position = true);
     assert_canary_caught(cfg, &run, "parked blocks loaded from a stale log position");
 }
 
@@ -250,7 +250,7 @@ fn manylogs_snapshot_crash_states_selective_dmeta_records() {
 #[test]
 fn canary_snapshot_without_writing_records_home_is_caught() {
     let cfg = ContentConfig::parse("wasteless").unwrap();
-    let run = snapshot_run(cfg, true, &|o| o.fault_manylogs_snapshot_unhomed = true);
+    let run = snapshot_run(cfg, true, &|o| o.faults.manylogs_snapshot_unhomed = true);
     assert!(run.snapshots > 0, "no snapshot");
     assert_canary_caught(cfg, &run, "a snapshot that kept unmapped data logged");
 }
@@ -272,7 +272,7 @@ fn manylogs_early_writeback_crash_states_ordered() {
 #[test]
 fn canary_skipped_commit_flush_is_caught() {
     let cfg = ContentConfig::parse("data").unwrap();
-    let run = workload(cfg, LOGS, 40, &|o| o.fault_skip_commit_flush = true, 0xcab);
+    let run = workload(cfg, LOGS, 40, &|o| o.faults.skip_commit_flush = true, 0xcab);
     let out = enumerate(cfg, &run, 60, 0);
     assert!(!out.violations.is_empty(), "the crash tests did not notice a missing commit flush ({} states)", out.states);
 }

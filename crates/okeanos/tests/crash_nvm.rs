@@ -81,7 +81,7 @@ fn nvm_crash_states_data_with_parked_buffers() {
 fn canary_no_fence_before_the_commit_word_is_caught() {
     for policy in ["data", "ordered"] {
         let cfg = ContentConfig::parse(policy).unwrap();
-        let run = workload(cfg, Journal::Nvm { bytes: CRASH_NVM_BYTES }, 40, &|o| o.fault_nvm_no_fence = true, 0xca7 + cfg.mode as u64);
+        let run = workload(cfg, Journal::Nvm { bytes: CRASH_NVM_BYTES }, 40, &|o| o.faults.nvm_no_fence = true, 0xca7 + cfg.mode as u64);
         let out = enumerate(cfg, &run, 60, 0);
         assert!(!out.violations.is_empty(), "{policy}: the crash tests did not notice a missing fence ({} states)", out.states);
     }
@@ -94,7 +94,7 @@ fn canary_no_fence_before_the_commit_word_is_caught() {
 fn canary_old_copy_freed_before_the_commit_point_is_caught() {
     for policy in ["data", "wasteless+dmeta"] {
         let cfg = ContentConfig::parse(policy).unwrap();
-        let run = workload(cfg, Journal::Nvm { bytes: CRASH_NVM_BYTES }, 60, &|o| o.fault_nvm_free_early = true, 0xca8 + cfg.mode as u64);
+        let run = workload(cfg, Journal::Nvm { bytes: CRASH_NVM_BYTES }, 60, &|o| o.faults.nvm_free_early = true, 0xca8 + cfg.mode as u64);
         let out = enumerate(cfg, &run, 60, 0);
         assert!(!out.violations.is_empty(), "{policy}: the crash tests did not notice an old copy freed early ({} states)", out.states);
     }

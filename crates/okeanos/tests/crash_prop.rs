@@ -10,7 +10,7 @@ use harness::{enumerate, History, Run};
 use okeanos::journal::content::ContentConfig;
 use okeanos::{CrashRecorder, Device, MountOptions, Okeanos};
 use proptest::prelude::*;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 const FILES: usize = 4;
@@ -36,7 +36,7 @@ fn run_ops(cfg: ContentConfig, ops: &[Op]) -> Run {
     let recorder = CrashRecorder::new();
     let dev = Arc::new(recorder.device("fs", base.snapshot()));
     let fs = Okeanos::mount(dev as Arc<dyn Device>, None, MountOptions::default().content_config(cfg)).unwrap();
-    let mut files = HashMap::new();
+    let mut files = BTreeMap::new();
     let mut handles = Vec::new();
     for f in 0..FILES {
         let name = format!("/f{f}");

@@ -13,7 +13,7 @@ use okeanos::remote::memory::{MemLog, MemServer};
 use okeanos::remote::{Connector, Link};
 use okeanos::sim::check::{check, History};
 use okeanos::{CrashRecorder, Device, MemDevice, MkfsOptions, MountOptions, Okeanos};
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 const STREAMS: usize = 3;
@@ -32,8 +32,8 @@ fn opts(cfg: ContentConfig, c: Connector) -> MountOptions {
 /// The crash tests' workload: STREAMS files, `ops` appends of mixed sizes to random streams,
 /// three in four synced, each recorded in a [`History`] on the recorder's clock. `before(k)`
 /// runs before operation k.
-fn workload(fs: &Okeanos, recorder: &CrashRecorder, ops: usize, seed: u64, mut before: impl FnMut(usize)) -> HashMap<String, History> {
-    let mut files: HashMap<String, History> = HashMap::new();
+fn workload(fs: &Okeanos, recorder: &CrashRecorder, ops: usize, seed: u64, mut before: impl FnMut(usize)) -> BTreeMap<String, History> {
+    let mut files: BTreeMap<String, History> = BTreeMap::new();
     let mut handles = Vec::new();
     for s in 0..STREAMS {
         let name = format!("/stream{s}");
@@ -77,7 +77,7 @@ fn crash_test_with(policy: &str, canary: bool, server: MemLog, revive_at: Option
     let dies = server.die_after.is_some();
     let log = Arc::new(Mutex::new(server));
     let mut o = opts(cfg, connector(log.clone(), Some(recorder.clone())));
-    o.fault_skip_remote_append = canary;
+    o.faults.skip_remote_append = canary;
     if revive_at.is_some() {
         o.writeback_period = std::time::Duration::from_millis(20);
         o.expire_period = Some(std::time::Duration::from_millis(20));

@@ -207,7 +207,7 @@ fn a_broken_invariant_stops_the_journal_and_keeps_what_was_synced() {
     for mode in DataMode::ALL {
         let dev = mem_fs(16 * MB, 512);
         let mut o = opts(mode);
-        o.fault_panic_write_len = Some(777);
+        o.faults.panic_write_len = Some(777);
         let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
         let f = fs.create_file("/log").unwrap();
         for k in 0..20 {

@@ -1000,7 +1000,7 @@ impl Okeanos {
                 |fs| {
                     let (pos, len) = chosen.get();
                     fs.write_keeping(ino, pos, &rest[..len], keep_size)?;
-                    if self.inner.opts.fault_panic_write_len == Some(len) {
+                    if self.inner.opts.faults.panic_write_len == Some(len) {
                         panic!("test fault: a write of {len} bytes broke an invariant half-way");
                     }
                     Ok(())

@@ -55,7 +55,7 @@ pub(super) fn recover(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
                 devs.fs = Arc::new(crate::device::OverlayDevice::new(devs.fs.clone()));
             }
             let now = || clock.now_ns();
-            if let Some((report, tid)) = runtime::recover(devs, &recovering, sb.block_count, stats, &now, clock.wall_ns()).map_err(|e| FsError::Io(e.to_string()))? {
+            if let Some((report, tid)) = runtime::recover(devs, &recovering, sb.block_count, stats, &now, clock.wall_ns())? {
                 next_tid = tid;
                 *stats.recovery.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
             }
@@ -68,7 +68,7 @@ pub(super) fn recover(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
     let remote = match &sb.remote {
         Some(_) if !jsb.remote.local && !(opts.read_only && jsb.start == 0) => {
             let record = remote_state_writer(devs, region, jsb);
-            Some(runtime::remote::open(sb, jsb, opts, devs, record)?)
+            Some(runtime::remote::open(sb, jsb, opts, devs, &|| clock.now_ns(), record)?)
         }
         _ => None,
     };
@@ -84,7 +84,7 @@ pub(super) fn recover(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
             devs.journal = devs.journal.take().map(|j| Arc::new(crate::device::OverlayDevice::new(j)) as Arc<dyn Device>);
         }
         let now = || clock.now_ns();
-        if let Some((mut report, tid)) = runtime::recover(devs, recovering.as_ref(), sb.block_count, stats, &now, clock.wall_ns()).map_err(|e| FsError::Io(e.to_string()))? {
+        if let Some((mut report, tid)) = runtime::recover(devs, recovering.as_ref(), sb.block_count, stats, &now, clock.wall_ns())? {
             report.scan_ns += remote.as_ref().map_or(0, |o| o.fetch_ns);
             next_tid = tid;
             *stats.recovery.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
@@ -136,22 +136,22 @@ pub(super) fn journal(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
     let placement: Box<dyn Placement> = match (&remote, &sb.remote) {
         _ if sb.manylogs() => {
             let mut m = runtime::open::open_manylogs(sb, devs)?;
-            m.fault_reuse_before_table = opts.fault_manylogs_reuse_early;
-            m.fault_keep_first_position = opts.fault_manylogs_keep_first_position;
-            m.fault_swap_unreserved = opts.fault_manylogs_swap_unreserved;
-            m.fault_snapshot_unhomed = opts.fault_manylogs_snapshot_unhomed;
+            m.fault_reuse_before_table = opts.faults.manylogs_reuse_early;
+            m.fault_keep_first_position = opts.faults.manylogs_keep_first_position;
+            m.fault_swap_unreserved = opts.faults.manylogs_swap_unreserved;
+            m.fault_snapshot_unhomed = opts.faults.manylogs_snapshot_unhomed;
             Box::new(m)
         }
         _ if sb.nvm.is_some() => {
             let nvm = devs.nvm.as_ref().expect("opened by recover");
             let mut p = crate::journal::placement::NvmSlots::new(runtime::nvm::open_header(nvm.as_ref(), sb.uuid, sb.block_size)?);
-            p.fault_no_fence_before_commit_word = opts.fault_nvm_no_fence;
-            p.fault_free_before_commit = opts.fault_nvm_free_early;
+            p.fault_no_fence_before_commit_word = opts.faults.nvm_no_fence;
+            p.fault_free_before_commit = opts.faults.nvm_free_early;
             Box::new(p)
         }
         (Some(o), _) => {
             let mut r = Remote::new(Ring::new(region, jsb), o.capacity, None);
-            r.fault_skip_append = opts.fault_skip_remote_append;
+            r.fault_skip_append = opts.faults.skip_remote_append;
             Box::new(r)
         }
         // Fell back and the server did not answer at mount: local until it does.
@@ -175,16 +175,16 @@ pub(super) fn journal(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
         }
         cfg.max_tx_blocks = m;
     }
-    cfg.fault_skip_commit_flush = opts.fault_skip_commit_flush;
+    cfg.fault_skip_commit_flush = opts.faults.skip_commit_flush;
     cfg.lazy_checkpoint = opts.lazy_checkpoint;
     // Background writeback: on manylogs by default (the paper's Fig. 2b small syncs beside a
     // large writer, docs/SIMULATION.md), elsewhere when asked.
     let background = opts.dirty_background_bytes.unwrap_or(if sb.manylogs() { MANYLOGS_DIRTY_BACKGROUND } else { 0 });
     cfg.dirty_background_blocks = usize::try_from(background / sb.block_size as u64).unwrap_or(usize::MAX);
-    cfg.fault_early_unwritten = opts.fault_early_unwritten;
-    cfg.fault_ordered_after_commit = opts.fault_ordered_after_commit;
+    cfg.fault_early_unwritten = opts.faults.early_unwritten;
+    cfg.fault_ordered_after_commit = opts.faults.ordered_after_commit;
     cfg.datasync_in_place = opts.datasync_in_place;
-    cfg.fault_datasync_no_flush = opts.fault_datasync_no_flush;
+    cfg.fault_datasync_no_flush = opts.faults.datasync_no_flush;
     let journal = Journal::new(cfg, content.policy(), placement, next_tid);
     Ok(journal)
 }
@@ -204,3 +204,16 @@ pub(super) fn remote_state_writer(devs: &Devices, region: crate::journal::placem
     }
 }
 
+/// What a mount reports when recovery fails, by kind: a device held by another opener stays
+/// "in use", a missing one "unavailable", a corrupt structure "corrupt"; the rest is an I/O
+/// error. The message keeps recovery's own words.
+impl From<runtime::RecoveryError> for FsError {
+    fn from(e: runtime::RecoveryError) -> Self {
+        match &e {
+            runtime::RecoveryError::Device(crate::device::DeviceError::InUse { .. }) => FsError::InUse(e.to_string()),
+            runtime::RecoveryError::Device(crate::device::DeviceError::Open { .. }) => FsError::Unavailable(e.to_string()),
+            runtime::RecoveryError::Format(_) => FsError::Corrupt(e.to_string()),
+            runtime::RecoveryError::Device(_) => FsError::Io(e.to_string()),
+        }
+    }
+}

@@ -65,16 +65,11 @@ pub enum JournalStep {
 // --------------------------------------------------------------------------------------------
 // The journal thread.
 
-/// Whether a failed commit may fall back to the local journal: the journal server could not
-/// be reached, timed out or failed. A fenced host stops instead (read-only), and so does one
-/// whose journal is full or whose authentication failed.
+/// Whether a failed commit may fall back to the local journal: only an error of the journal
+/// server's kind that [`RemoteError::lets_host_fall_back`](crate::remote::client::RemoteError::lets_host_fall_back)
+/// says so of; an error of the host's own devices stops the journal.
 fn falls_back(e: &crate::device::DeviceError) -> bool {
-    use crate::remote::client::RemoteError;
-    match e {
-        crate::device::DeviceError::Remote(r) => matches!(r, RemoteError::Network { .. } | RemoteError::Server { .. }),
-        crate::device::DeviceError::Io { device, .. } => device == "journal server",
-        _ => false,
-    }
+    matches!(e, crate::device::DeviceError::Remote(r) if r.lets_host_fall_back())
 }
 
 /// If the journal thread dies (a broken invariant panicked), the journal is aborted and every

@@ -55,6 +55,17 @@ pub enum RemoteError {
     Server { addr: String, message: String },
 }
 
+impl RemoteError {
+    /// Whether a host whose commit failed with this error may make it durable in its local
+    /// journal and go on there (journal/fallback.rs): the server could not be reached, timed
+    /// out or failed. A fenced host stops instead (read-only: another host owns the journal),
+    /// and so does one whose journal is full (checkpoint and trim first) or whose
+    /// authentication failed (a configuration error, not an outage).
+    pub fn lets_host_fall_back(&self) -> bool {
+        matches!(self, RemoteError::Network { .. } | RemoteError::Server { .. })
+    }
+}
+
 pub struct Client {
     cfg: ClientConfig,
     stream: Stream,

@@ -7,6 +7,7 @@ pub mod open;
 pub mod remote;
 
 use crate::device::{Device, DeviceError};
+use crate::remote::client::RemoteError;
 use crate::format::journal as jf;
 use crate::journal::placement::{LogRegion, Placement};
 use crate::journal::plan::{DevId, IoCopy, IoPlan, IoWrite, RemoteOp};
@@ -55,11 +56,11 @@ impl Devices {
         if ops.is_empty() || self.remote_read_only {
             return Ok(());
         }
-        let link = self.link.as_ref().ok_or_else(|| DeviceError::Io { device: "journal server".into(), op: "append", offset: 0, message: "not connected".into() })?;
+        let link = self.link.as_ref().ok_or_else(|| DeviceError::Remote(RemoteError::Network { addr: "(none)".into(), message: "not connected".into() }))?;
         let mut c = link.lock().unwrap_or_else(|e| e.into_inner());
         for op in ops {
             if let RemoteOp::Reconnect { epoch } = op {
-                let connect = self.reconnect.as_ref().ok_or_else(|| DeviceError::Io { device: "journal server".into(), op: "connect", offset: 0, message: "no way to reconnect".into() })?;
+                let connect = self.reconnect.as_ref().ok_or_else(|| DeviceError::Remote(RemoteError::Network { addr: "(none)".into(), message: "no way to reconnect".into() }))?;
                 *c = connect(*epoch).map_err(DeviceError::Remote)?;
             }
         }

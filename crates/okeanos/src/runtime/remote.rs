@@ -77,7 +77,8 @@ fn client_config(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions) 
 /// with a new epoch, after `record` made it durable locally) and keeps the connection in
 /// `devs.link`; a read-only one only reads. The server's log is read back into
 /// `devs.remote_log` (transactions up to `upto` when the host had fallen back).
-pub fn open(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, devs: &mut Devices, mut record: impl FnMut(RemoteState) -> FsResult<()>) -> FsResult<Opened> {
+/// `now_ns` is the mount's monotonic clock (virtual in the simulator): the fetch is timed on it.
+pub fn open(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, devs: &mut Devices, now_ns: &dyn Fn() -> u64, mut record: impl FnMut(RemoteState) -> FsResult<()>) -> FsResult<Opened> {
     let mut client = crate::remote::connect(client_config(sb, jsb, opts)?, opts.remote_connector.as_ref()).map_err(refused)?;
     let bs = sb.block_size as u64;
     let capacity = client.journal().quota_bytes / bs;
@@ -87,9 +88,9 @@ pub fn open(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, devs:
         record(RemoteState { epoch, ..jsb.remote })?;
         client.fence(epoch).map_err(refused)?;
     }
-    let t0 = std::time::Instant::now();
+    let t0 = now_ns();
     let mut txs = client.read_from(0).map_err(refused)?;
-    let fetch_ns = t0.elapsed().as_nanos() as u64;
+    let fetch_ns = now_ns().saturating_sub(t0);
     if jsb.remote.local {
         // Sent but never acknowledged before the fallback: the local journal has them.
         txs.retain(|t| t.0 <= jsb.remote.upto);

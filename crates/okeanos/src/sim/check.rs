@@ -4,7 +4,7 @@
 
 use crate::journal::content::DataMode;
 use crate::{FsError, Okeanos};
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 /// One file's history: its versions (the event count when each write started, and the
 /// content after it), when it was created, and the syncs acknowledged (event count at return,
@@ -41,7 +41,7 @@ impl History {
 /// Checks the guarantee of `mode` on a file system recovered from a crash after `k` device
 /// events. `overwritten` names files rewritten in place, whose synced bytes writeback mode
 /// need not keep (it may show newer, unsynced bytes there).
-pub fn check(mode: DataMode, files: &HashMap<String, History>, overwritten: &[String], k: usize, fs: &Okeanos) -> Result<(), String> {
+pub fn check(mode: DataMode, files: &BTreeMap<String, History>, overwritten: &[String], k: usize, fs: &Okeanos) -> Result<(), String> {
     let mut names: Vec<&String> = files.keys().collect();
     names.sort();
     for name in names {

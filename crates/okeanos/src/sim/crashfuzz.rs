@@ -16,7 +16,7 @@ use crate::fs::mkfs::MkfsOptions;
 use crate::journal::content::ContentConfig;
 use crate::options::MountOptions;
 use crate::{fsck, FsError, Okeanos};
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -54,7 +54,7 @@ fn world_config(cfg: ContentConfig, canary: bool, external: bool, manylogs: bool
     mount.commit_interval = Duration::from_secs(1);
     mount.writeback_period = Duration::from_millis(700);
     mount.expire_period = Some(Duration::from_secs(2));
-    mount.fault_skip_commit_flush = canary;
+    mount.faults.skip_commit_flush = canary;
     // Commits beside checkpoints whatever the disk (the default turns them off for an
     // internal journal on a spinning one): the fuzzer is here to find what overlap breaks.
     mount.checkpoint_thread = Some(true);
@@ -116,7 +116,7 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool)
         None => None,
     };
     let mut w = World::mount(fs_dev, j_dev, wc).map_err(|e| format!("mount: {e}"))?;
-    let mut files: HashMap<String, History> = HashMap::new();
+    let mut files: BTreeMap<String, History> = BTreeMap::new();
     let mut inos: Vec<(String, u32)> = Vec::new();
     let overwritten = vec!["/ow".to_string()];
     let root = w.fs.root();
@@ -230,7 +230,7 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool)
     Ok(report)
 }
 
-fn recover_and_check(cfg: ContentConfig, files: &HashMap<String, History>, overwritten: &[String], k: usize, fimg: Vec<u8>, jimg: Option<Vec<u8>>) -> Result<(), String> {
+fn recover_and_check(cfg: ContentConfig, files: &BTreeMap<String, History>, overwritten: &[String], k: usize, fimg: Vec<u8>, jimg: Option<Vec<u8>>) -> Result<(), String> {
     let fs_dev: Arc<dyn Device> = Arc::new(MemDevice::from_bytes(fimg));
     let j_dev: Option<Arc<dyn Device>> = jimg.map(|j| Arc::new(MemDevice::from_bytes(j)) as Arc<dyn Device>);
     let fs = Okeanos::mount(fs_dev.clone(), j_dev.clone(), MountOptions::default().content_config(cfg)).map_err(|e| format!("recovery mount: {e}"))?;

@@ -6,7 +6,7 @@
 //! virtual time.
 
 use super::clock::VirtualClock;
-use super::clocked::ClockedDevice;
+use super::clocked::{ClockedDevice, ClockedLink, ClockedNvm, LinkModels};
 use super::world::{Wake, World, WorldConfig};
 use crate::device::Device;
 use crate::fs::mkfs::MkfsOptions;
@@ -39,8 +39,15 @@ pub fn run(make: &dyn Fn() -> WorldConfig, mkfs: &MkfsOptions, streams: usize, s
         c.mount.commit_interval = Duration::from_secs(86_400);
         c
     };
-    let (fs_dev, j_dev) = World::format(&make(), mkfs).map_err(|e| e.to_string())?;
-    let mut w = World::mount(fs_dev.clone(), j_dev.clone(), hold(make())).map_err(|e| e.to_string())?;
+    // One configuration formats and mounts: an nvm journal's region is formatted and then
+    // written by the same mount, and survives the crash as persistent memory does.
+    let first = make();
+    if first.remote.as_ref().is_some_and(|r| r.drop_journal) {
+        return Err("--journal dropped sends the journal nowhere: there is nothing to recover from".into());
+    }
+    let nvm = first.nvm.as_ref().map(|n| n.region.clone());
+    let (fs_dev, j_dev) = World::format(&first, mkfs).map_err(|e| e.to_string())?;
+    let mut w = World::mount(fs_dev.clone(), j_dev.clone(), hold(first)).map_err(|e| e.to_string())?;
     let root = w.fs.root();
     let mut inos = Vec::new();
     for i in 0..streams {
@@ -87,6 +94,8 @@ pub fn run(make: &dyn Fn() -> WorldConfig, mkfs: &MkfsOptions, streams: usize, s
     }
     let before = w.fs.counters().since(&base);
     let write_s = (w.now() - t0) as f64 / 1e9;
+    // The journal server's log outlives the host, as a server does.
+    let server = w.server.clone();
     drop(w); // the crash: no sync, no checkpoint, no unmount
     let clock = Arc::new(VirtualClock::new(1_700_000_000_000_000_000, false));
     let cfg = make();
@@ -98,6 +107,20 @@ pub fn run(make: &dyn Fn() -> WorldConfig, mkfs: &MkfsOptions, streams: usize, s
     };
     let mut opts = cfg.mount;
     opts.manual_journal = true;
+    // The recovering mount reaches the crashed host's journal wherever it was: the same NVM
+    // region, the same server's log, each timed on its model.
+    if let (Some(region), Some(n)) = (nvm, cfg.nvm) {
+        opts.nvm = Some(crate::nvm::NvmHandle(Arc::new(ClockedNvm::new(region, n.model, clock.clone()))));
+    }
+    if let (Some(log), Some(r)) = (server, cfg.remote) {
+        let models = Arc::new(std::sync::Mutex::new(LinkModels { net: r.net, server_disk: r.server_disk }));
+        let c = clock.clone();
+        opts.remote_connector = Some(crate::remote::Connector(Arc::new(move |_| {
+            let server = Box::new(crate::remote::memory::MemServer::new(log.clone(), None));
+            Ok(Box::new(ClockedLink::new(server, models.clone(), c.clone())) as Box<dyn crate::remote::Link>)
+        })));
+        opts.remote_host = Some("sim".into());
+    }
     let fs = Okeanos::mount_with_clock(fsd, jd, opts, clock).map_err(|e| format!("recovery: {e}"))?;
     let report = fs.counters().recovery.ok_or("nothing to recover")?;
     Ok(Outcome { report, before, writes: (streams * records) as u64, write_s })

@@ -186,7 +186,7 @@ impl World {
             let l = log.clone();
             opts.remote_connector = Some(crate::remote::Connector(Arc::new(move |_| Ok(Box::new(crate::remote::memory::MemServer::new(l.clone(), None)) as Box<dyn crate::remote::Link>))));
             opts.remote_host = Some("sim".into());
-            opts.fault_skip_remote_append = r.drop_journal;
+            opts.faults.skip_remote_append = r.drop_journal;
             log
         });
         if let Some(n) = &cfg.nvm {

@@ -8,7 +8,7 @@ use crate::common::*;
 use okeanos::journal::content::ContentConfig;
 use okeanos::nvm::{MemNvm, NvmHandle};
 use okeanos::{CrashRecorder, DataMode, Device, MemDevice, MkfsOptions, MountOptions, Okeanos};
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub use okeanos::sim::check::History;
@@ -32,7 +32,7 @@ pub enum Journal {
 
 pub struct Run {
     pub recorder: Arc<CrashRecorder>,
-    pub files: HashMap<String, History>,
+    pub files: BTreeMap<String, History>,
     /// The "overwrite" file (data mode atomicity): versions are whole rewrites of one range.
     pub end_events: usize,
     /// Files whose contents writeback need not keep beyond a sync (overwritten in place).
@@ -209,13 +209,13 @@ fn recorded_device(journal: Journal, recorder: &Arc<CrashRecorder>, o: &mut Moun
 
 /// A recorded mount of `journal` with the stream files created: the recorder, the file system,
 /// the files' histories and the streams' handles.
-fn start(cfg: ContentConfig, journal: Journal, faults: &dyn Fn(&mut MountOptions)) -> (Arc<CrashRecorder>, Okeanos, HashMap<String, History>, Vec<okeanos::File>) {
+fn start(cfg: ContentConfig, journal: Journal, faults: &dyn Fn(&mut MountOptions)) -> (Arc<CrashRecorder>, Okeanos, BTreeMap<String, History>, Vec<okeanos::File>) {
     let recorder = CrashRecorder::new();
     let mut o = MountOptions::default().content_config(cfg);
     faults(&mut o);
     let (dev, jdev) = recorded_device(journal, &recorder, &mut o);
     let fs = Okeanos::mount(dev, jdev, o).unwrap();
-    let mut files: HashMap<String, History> = HashMap::new();
+    let mut files: BTreeMap<String, History> = BTreeMap::new();
     let mut handles = Vec::new();
     fs.mkdir_path("/s").unwrap();
     for s in 0..STREAMS {
@@ -228,7 +228,7 @@ fn start(cfg: ContentConfig, journal: Journal, faults: &dyn Fn(&mut MountOptions
 }
 
 /// The end of a recorded workload: everything committed, then the run as recorded.
-fn end(recorder: Arc<CrashRecorder>, fs: Okeanos, files: HashMap<String, History>, journal: Journal) -> Run {
+fn end(recorder: Arc<CrashRecorder>, fs: Okeanos, files: BTreeMap<String, History>, journal: Journal) -> Run {
     fs.sync().unwrap();
     let near_head = fs.near_head();
     let checkpoint = fs.counters().checkpoint;
