@@ -1,7 +1,7 @@
 //! Opening the journal at mount: taking a remote journal over, recovering every log the
 //! placement names (into an in-memory overlay for a read-only mount), returning a host that
 //! fell back to its server, and choosing the placement and transaction limits the mount runs
-//! with. The rest of mounting (superblock, the journal thread, orphans) is in `mod.rs`.
+//! with. The rest of mounting (superblock, the journal thread, orphans) is in `mount.rs`.
 
 use crate::clock::Clock;
 use crate::device::Device;

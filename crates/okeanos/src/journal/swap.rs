@@ -1,7 +1,7 @@
 //! Log swap (manylogs paper, section III-G): a log over 80% full is moved, whole, to an empty
 //! log far from the disk head, so that commits near the head find room again without a
 //! checkpoint. The placement decides which logs and lays out the stages
-//! (`placement/manylogs.rs`, `swap_begin`); the core runs a swap in a checkpoint's place (one
+//! (`placement/manylogs/swap.rs`, `swap_begin`); the core runs a swap in a checkpoint's place (one
 //! at a time, never beside a checkpoint: both plan log tables, and a checkpoint's copies name
 //! log positions that a swap changes) and counts it.
 

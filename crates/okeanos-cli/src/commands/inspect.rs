@@ -1,0 +1,143 @@
+//! `okeanos stat` and `okeanos journal dump`: what an image holds and what its journal says,
+//! without mounting it for writing.
+
+use crate::*;
+
+/// The readable form of an nvm journal's table.
+fn nvm_summary(t: &okeanos::inspect::NvmTable) -> String {
+    let a = &t.analysis;
+    format!(
+        "journal         nvm {} ({} slots of {} bytes; durable against {}), commit word {}: {} frozen copies to write home, {} clean, {} tombstones, {} above the commit word, {} torn{}",
+        t.path,
+        t.header.slots,
+        t.header.block_size,
+        t.durability.describe(),
+        t.commit_word,
+        a.frozen,
+        a.clean,
+        a.tombstones,
+        a.uncommitted,
+        a.invalid,
+        if a.frozen + a.tombstones + a.uncommitted + a.invalid > 0 { " (needs recovery)" } else { "" }
+    )
+}
+
+pub(crate) fn journal_dump(dev: Arc<dyn Device>, jdev: Option<Arc<dyn Device>>) -> Result<ExitCode, String> {
+    if let Some(t) = okeanos::inspect::nvm_table(&dev).map_err(|e| e.to_string())? {
+        outln!("{}", nvm_summary(&t));
+        for &(block, slot, _) in &t.analysis.replay {
+            outln!("  block {block}: newest committed copy in slot {slot}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let d = okeanos::inspect::dump_journal(dev, jdev).map_err(|e| e.to_string())?;
+    outln!("journal: {}", d.state.summary);
+    if d.state.kind != "manylogs" {
+        outln!("ring: {} blocks ({}), start {}, sequence {}", d.jsb.total_blocks, d.region.name(), d.jsb.start, d.jsb.sequence);
+    }
+    use okeanos::format::journal::tag_flags;
+    use okeanos::journal::recovery::ScanItem;
+    for (t, rev) in d.transactions.iter().zip(&d.revoked) {
+        let full = t.items.iter().filter(|i| matches!(i, ScanItem::Full { .. })).count();
+        let meta = t.items.iter().filter(|i| i.tag().is_metadata()).count();
+        outln!(
+            "transaction {}: log blocks {}..{}, {} handles, {} whole blocks, {} records, {} metadata, {} revoked",
+            t.tid, t.start, t.end, t.handle_count, full, t.items.len() - full, meta, rev.len()
+        );
+        for item in &t.items {
+            let g = item.tag();
+            let kind = if g.is_metadata() { "metadata" } else { "data" };
+            let mut flags = String::new();
+            if g.flags & tag_flags::ESCAPED != 0 {
+                flags.push_str(" escaped");
+            }
+            if g.flags & tag_flags::FRESH != 0 {
+                flags.push_str(" fresh");
+            }
+            match item {
+                ScanItem::Full { pos, .. } => outln!("  log {pos:>8} -> block {:>10}  {kind} whole block{flags}", g.fs_block),
+                ScanItem::Record { bytes, .. } => outln!("  record     -> block {:>10}  {kind} {} bytes at {}{flags}", g.fs_block, bytes.len(), g.offset),
+            }
+        }
+        for b in rev {
+            outln!("  revoke block {b}");
+        }
+    }
+    outln!("end of log: {}", d.end_reason);
+    if let Some(dmg) = &d.damage {
+        outln!("DAMAGE: {dmg}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What a checkpoint did, for people or as JSON.
+pub(crate) fn print_checkpoint(c: &okeanos::stats::CheckpointCounts, json: bool) {
+    if json {
+        println!("{}", serde_json::to_string_pretty(c).unwrap_or_default());
+        return;
+    }
+    println!("checkpoint: {} blocks written home in {} device writes ({} copied from logs)", c.blocks, c.runs, c.copied);
+    println!("skipped: {} logged copies of the released transactions (superseded by newer copies, or freed)", c.skipped);
+}
+
+pub(crate) fn stat(img: &ImageArg, dev: Arc<dyn Device>, jdev: Option<Arc<dyn Device>>, json: bool) -> Result<ExitCode, String> {
+    let (sb, gdt, jsb, js) = okeanos::inspect::describe(dev.clone(), jdev).map_err(|e| e.to_string())?;
+    let free_blocks: u64 = gdt.iter().map(|g| g.free_blocks as u64).sum();
+    let free_inodes: u64 = gdt.iter().map(|g| g.free_inodes as u64).sum();
+    let st = state::describe(sb.state);
+    let jblocks = match sb.journal {
+        JournalLocation::Internal { blocks, .. } | JournalLocation::External { blocks, .. } => blocks,
+    };
+    let in_use = okeanos::device::lock::holder(&img.image);
+    if json {
+        let v = serde_json::json!({
+            "block_size": sb.block_size, "blocks": sb.block_count, "blocks_free": free_blocks,
+            "inodes": sb.inode_count, "inodes_free": free_inodes, "groups": sb.group_count,
+            "state": st, "errors": sb.state & state::ERRORS != 0, "error": sb.error, "in_use_by": in_use,
+            "mount_count": sb.mount_count, "journal": js.kind, "journal_blocks": jblocks, "journal_state": js.summary,
+            "journal_clean": !js.needs_recovery && js.problem.is_none(), "mkfs_time_ns": sb.mkfs_time_ns, "journal_sequence": js.next_tid,
+            "remote_server": sb.remote.as_ref().map(|r| r.server.clone()),
+            "remote_fallen_back": sb.remote.as_ref().map(|_| jsb.remote.local), "remote_epoch": sb.remote.as_ref().map(|_| jsb.remote.epoch),
+            "lifetime": sb.lifetime, "lifetime_as_of": "the last clean unmount",
+        });
+        outln!("{v:#}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    outln!("block size      {}", sb.block_size);
+    outln!("blocks          {} ({} free)", sb.block_count, free_blocks);
+    outln!("inodes          {} ({} free)", sb.inode_count, free_inodes);
+    outln!("groups          {} of {} blocks, {} inodes", sb.group_count, sb.blocks_per_group, sb.inodes_per_group);
+    outln!("state           {st}, mounted {}", plural(sb.mount_count as u64, "time", "times"));
+    if sb.error.tid != 0 {
+        outln!("error           journal transaction {} damaged, {} after it not replayed", sb.error.tid, plural(sb.error.following, "transaction", "transactions"));
+    }
+    if let Some(h) = &in_use {
+        outln!("in use by       {h}");
+    }
+    if sb.nvm.is_some() {
+        match okeanos::inspect::nvm_table(&dev) {
+            Ok(Some(t)) => outln!("{}", nvm_summary(&t)),
+            Ok(None) => {}
+            Err(e) => outln!("journal         nvm: {e}"),
+        }
+    } else {
+        outln!("journal         {}", js.summary);
+    }
+    if let Some(r) = &sb.remote {
+        if jsb.remote.local {
+            outln!("remote journal  {} (epoch {}): fell back to the internal journal after transaction {}; returns at the next mount that reaches the server", r.server, jsb.remote.epoch, jsb.remote.upto);
+        } else {
+            outln!("remote journal  {} (epoch {}), the internal journal is its fallback", r.server, jsb.remote.epoch);
+        }
+    }
+    let l = &sb.lifetime;
+    // Kept in the superblock at each clean unmount: a mount that crashed is not counted.
+    let crashed = if js.needs_recovery || sb.state & state::CLEAN == 0 { ", not counting the mount that did not unmount cleanly" } else { "" };
+    outln!("lifetime        to the last clean unmount{crashed}:");
+    outln!("                {} commits, {} syncs", l.commits, l.syncs);
+    outln!("                {} payload bytes, {} journal bytes, {} final-location bytes", l.payload_bytes, l.journal_bytes, l.final_bytes);
+    if l.payload_bytes > 0 {
+        outln!("                {:.2} journal and {:.2} final-location bytes per payload byte", l.journal_bytes as f64 / l.payload_bytes as f64, l.final_bytes as f64 / l.payload_bytes as f64);
+    }
+    Ok(ExitCode::SUCCESS)
+}
