@@ -99,6 +99,21 @@ fn on_loop_devices_the_counts_equal_sys_block() {
         check_counts(&r);
         assert_eq!(r["device"]["source"], "/sys/block");
     }
+    // engine:manylogs: one loop device holds the logs and the file system, so its count is
+    // the journal's and the final bytes together.
+    let json = dir.path().join("manylogs.json");
+    let o = okeanos(&[
+        "bench", "multistream", "--target", "engine:manylogs", "--modes", "data,wasteless", "--streams", "3", "--duration", "500ms", "--dir", dir.path().to_str().unwrap(),
+        "--fs-size", "256M", "--journal-size", "16M", "--quiet", "--json", json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    for r in runs(&json) {
+        assert!(r["error"].is_null() && r["target"] == "engine:manylogs" && u(&r, "syncs") > 0 && u(&r, "journal_bytes") > 0, "{r}");
+        let dev = &r["device"];
+        assert_eq!(dev["source"], "/sys/block");
+        assert_eq!(u(&r, "journal_bytes") + u(&r, "final_bytes"), u(dev, "fs_written"), "journal and final bytes vs the one device's count: {r}");
+        assert_eq!(u(dev, "journal_written"), 0, "{r}");
+    }
 }
 
 #[test]

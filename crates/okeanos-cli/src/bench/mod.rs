@@ -173,6 +173,7 @@ pub struct BenchArgs {
 pub struct TargetArgs {
     /// Targets, comma-separated: engine (image file, internal journal), engine:external,
     /// engine:loop (loop devices, root), engine:nvm (loop device, NVM journal in /dev/shm),
+    /// engine:manylogs (loop device, root, a log in every group),
     /// engine:remote / engine:remote-tls (a journal server started on 127.0.0.1),
     /// engine:jetstream / engine:jetstream-default-fsync (a 3-node nats-server cluster on
     /// 127.0.0.1), mount:PATH, kernel:ext4-journal, kernel:ext4-ordered, kernel:ext4-writeback,

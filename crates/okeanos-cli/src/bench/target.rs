@@ -20,7 +20,7 @@ pub enum Target {
     /// The library: an image file (internal journal), with an external journal file, on loop
     /// devices, or with a remote journal on a journal server this benchmark starts on
     /// 127.0.0.1.
-    Engine { external: bool, loopdev: bool, remote: bool, tls: bool, nats: Option<NatsSync>, nvm: bool },
+    Engine(Placement),
     Mount(PathBuf),
     Kernel(String),
     /// The floor line: a raw loop device, each record one 4 KiB O_DIRECT write and a flush
@@ -28,19 +28,61 @@ pub enum Target {
     Device,
 }
 
+/// Where the engine target's file system and journal are: one value per placement, each with its
+/// own target name.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Placement {
+    /// An image file with its internal journal (`engine`).
+    Image,
+    /// An image file and an external journal file (`engine:external`).
+    External,
+    /// A loop device and an external journal on a second loop device, O_DIRECT (`engine:loop`).
+    Loop,
+    /// A loop device, the journal in an NVM file on tmpfs (`engine:nvm`).
+    Nvm,
+    /// A loop device formatted with a log in every group (`engine:manylogs`).
+    Manylogs,
+    /// An image file, the journal on a journal server this benchmark starts on 127.0.0.1,
+    /// over TLS or not (`engine:remote`, `engine:remote-tls`).
+    Remote { tls: bool },
+    /// An image file, the journal on a 3-node NATS JetStream cluster on 127.0.0.1.
+    JetStream(NatsSync),
+}
+
+impl Placement {
+    const ALL: [(&'static str, Placement); 9] = [
+        ("engine", Placement::Image),
+        ("engine:external", Placement::External),
+        ("engine:loop", Placement::Loop),
+        ("engine:nvm", Placement::Nvm),
+        ("engine:manylogs", Placement::Manylogs),
+        ("engine:remote", Placement::Remote { tls: false }),
+        ("engine:remote-tls", Placement::Remote { tls: true }),
+        ("engine:jetstream", Placement::JetStream(NatsSync::Always)),
+        ("engine:jetstream-default-fsync", Placement::JetStream(NatsSync::Default)),
+    ];
+
+    fn parse(s: &str) -> Option<Placement> {
+        Placement::ALL.iter().find(|(n, _)| *n == s).map(|(_, p)| *p)
+    }
+
+    pub fn name(self) -> &'static str {
+        Placement::ALL.iter().find(|(_, p)| *p == self).map_or("engine", |(n, _)| n)
+    }
+
+    /// On loop devices (root).
+    fn loop_devices(self) -> bool {
+        matches!(self, Placement::Loop | Placement::Nvm | Placement::Manylogs)
+    }
+}
+
 pub const KERNEL_KINDS: [&str; 5] = ["ext4-journal", "ext4-ordered", "ext4-writeback", "ext4-fastcommit", "xfs"];
 
 impl Target {
     pub fn parse(s: &str) -> Result<Target, String> {
         match s {
-            "engine" | "engine:image" => Ok(Target::Engine { external: false, loopdev: false, remote: false, tls: false, nats: None, nvm: false }),
-            "engine:external" => Ok(Target::Engine { external: true, loopdev: false, remote: false, tls: false, nats: None, nvm: false }),
-            "engine:loop" => Ok(Target::Engine { external: true, loopdev: true, remote: false, tls: false, nats: None, nvm: false }),
-            "engine:nvm" => Ok(Target::Engine { external: false, loopdev: true, remote: false, tls: false, nats: None, nvm: true }),
-            "engine:remote" => Ok(Target::Engine { external: false, loopdev: false, remote: true, tls: false, nats: None, nvm: false }),
-            "engine:remote-tls" => Ok(Target::Engine { external: false, loopdev: false, remote: true, tls: true, nats: None, nvm: false }),
-            "engine:jetstream" => Ok(Target::Engine { external: false, loopdev: false, remote: true, tls: false, nats: Some(NatsSync::Always), nvm: false }),
-            "engine:jetstream-default-fsync" => Ok(Target::Engine { external: false, loopdev: false, remote: true, tls: false, nats: Some(NatsSync::Default), nvm: false }),
+            "engine:image" => Ok(Target::Engine(Placement::Image)),
+            _ if Placement::parse(s).is_some() => Ok(Target::Engine(Placement::parse(s).unwrap_or(Placement::Image))),
             "device:loop" => Ok(Target::Device),
             _ => {
                 if let Some(p) = s.strip_prefix("mount:") {
@@ -55,7 +97,7 @@ impl Target {
                     }
                     Ok(Target::Kernel(k.to_string()))
                 } else {
-                    Err(format!("unknown target {s:?}: use engine, engine:external, engine:loop, engine:nvm, engine:remote, engine:remote-tls, engine:jetstream, engine:jetstream-default-fsync, mount:PATH, kernel:ext4-journal|ext4-ordered|ext4-writeback|ext4-fastcommit|xfs or device:loop"))
+                    Err(format!("unknown target {s:?}: use engine, engine:external, engine:loop, engine:nvm, engine:manylogs, engine:remote, engine:remote-tls, engine:jetstream, engine:jetstream-default-fsync, mount:PATH, kernel:ext4-journal|ext4-ordered|ext4-writeback|ext4-fastcommit|xfs or device:loop"))
                 }
             }
         }
@@ -63,14 +105,7 @@ impl Target {
 
     pub fn name(&self) -> String {
         match self {
-            Target::Engine { nats: Some(NatsSync::Always), .. } => "engine:jetstream".into(),
-            Target::Engine { nats: Some(NatsSync::Default), .. } => "engine:jetstream-default-fsync".into(),
-            Target::Engine { remote: true, tls: true, .. } => "engine:remote-tls".into(),
-            Target::Engine { remote: true, .. } => "engine:remote".into(),
-            Target::Engine { nvm: true, .. } => "engine:nvm".into(),
-            Target::Engine { loopdev: true, .. } => "engine:loop".into(),
-            Target::Engine { external: true, .. } => "engine:external".into(),
-            Target::Engine { .. } => "engine".into(),
+            Target::Engine(p) => p.name().into(),
             Target::Mount(p) => format!("mount:{}", p.display()),
             Target::Kernel(k) => format!("kernel:{k}"),
             Target::Device => "device:loop".into(),
@@ -82,18 +117,22 @@ impl Target {
         match self {
             Target::Kernel(k) => k.clone(),
             Target::Mount(_) => "mount".into(),
-            Target::Engine { .. } => "engine".into(),
+            Target::Engine(_) => "engine".into(),
             Target::Device => "raw-4k-write+flush".into(),
         }
     }
 
     /// Whether `--modes` applies (the engine), or the target has one mode of its own.
     pub fn takes_modes(&self) -> bool {
-        matches!(self, Target::Engine { .. })
+        matches!(self, Target::Engine(_))
     }
 
     pub fn needs_root(&self) -> bool {
-        matches!(self, Target::Kernel(_) | Target::Device | Target::Engine { loopdev: true, .. })
+        match self {
+            Target::Kernel(_) | Target::Device => true,
+            Target::Engine(p) => p.loop_devices(),
+            Target::Mount(_) => false,
+        }
     }
 }
 
@@ -224,9 +263,9 @@ pub struct Crashed {
 
 pub fn prepare(t: &Target, cfg: Option<ContentConfig>, s: &Setup) -> Result<Box<dyn Env>, String> {
     match t {
-        Target::Engine { external, loopdev, remote, tls, nats, nvm } => {
+        Target::Engine(p) => {
             let cfg = cfg.ok_or("the engine target needs a mode")?;
-            Ok(Box::new(EngineEnv::new(*external, *loopdev, *remote, *tls, *nats, *nvm, cfg, s)?))
+            Ok(Box::new(EngineEnv::new(*p, cfg, s)?))
         }
         Target::Mount(p) => Ok(Box::new(DirEnv::mount(p)?)),
         Target::Kernel(k) => Ok(Box::new(DirEnv::kernel(k, s)?)),
@@ -310,15 +349,24 @@ impl Drop for ServerProcess {
 }
 
 impl EngineEnv {
-    #[allow(clippy::too_many_arguments)]
-    fn new(external: bool, loopdev: bool, remote: bool, tls: bool, nats: Option<NatsSync>, nvm: bool, cfg: ContentConfig, s: &Setup) -> Result<EngineEnv, String> {
+    fn new(placement: Placement, cfg: ContentConfig, s: &Setup) -> Result<EngineEnv, String> {
+        let external = matches!(placement, Placement::External | Placement::Loop);
+        let nats = match placement {
+            Placement::JetStream(sync) => Some(sync),
+            _ => None,
+        };
+        let (remote, tls) = match placement {
+            Placement::Remote { tls } => (true, tls),
+            _ => (false, false),
+        };
         let mut opts = engine_options(cfg, &s.mount_options)?;
         let bs = 4096u64;
         let mut mkfs = MkfsOptions { journal_blocks: s.journal_bytes / bs, external_journal: external, zero_journal: !s.lazy_journal_init, ..Default::default() };
         let mut extra = s.mount_options.clone();
         let mut server = None;
         let mut cluster = None;
-        let (fs, loops, image, journal, tmp, target) = if nvm {
+        let target = placement.name();
+        let (fs, loops, image, journal, tmp) = if placement == Placement::Nvm {
             // The file system on a loop device (O_DIRECT, as engine:loop), its journal in an
             // NVM file on tmpfs: this machine has no persistent memory, so msync to memory
             // stands in for clwb + sfence (docs/BENCHMARKS.md says what that measures).
@@ -332,15 +380,25 @@ impl EngineEnv {
             drop(region);
             let fs = Okeanos::mount(fsd, None, opts).map_err(|e| e.to_string())?;
             let i = loops.fs_dev.clone();
-            (fs, Some(loops), i, None, Some(shm), "engine:nvm")
-        } else if loopdev {
+            (fs, Some(loops), i, None, Some(shm))
+        } else if placement == Placement::Manylogs {
+            // A log in every group of the loop device (mkfs's default geometry), as
+            // `okeanos mkfs --journal manylogs` makes it; the log table in the journal region.
+            let loops = LoopSet::new(&s.dir, s.fs_bytes, 1 << 20)?;
+            let fsd: Arc<dyn Device> = Arc::new(FileDevice::open_direct(&loops.fs_dev, true).map_err(|e| e.to_string())?);
+            let m = MkfsOptions { manylogs: true, ..mkfs };
+            Okeanos::mkfs(fsd.as_ref(), None, &m).map_err(|e| e.to_string())?;
+            let fs = Okeanos::mount(fsd, None, opts).map_err(|e| e.to_string())?;
+            let i = loops.fs_dev.clone();
+            (fs, Some(loops), i, None, None)
+        } else if placement == Placement::Loop {
             let loops = LoopSet::new(&s.dir, s.fs_bytes, s.journal_bytes)?;
             let fsd: Arc<dyn Device> = Arc::new(FileDevice::open_direct(&loops.fs_dev, true).map_err(|e| e.to_string())?);
             let jd: Arc<dyn Device> = Arc::new(FileDevice::open_direct(&loops.journal_dev, true).map_err(|e| e.to_string())?);
             Okeanos::mkfs(fsd.as_ref(), Some(jd.as_ref()), &mkfs).map_err(|e| e.to_string())?;
             let fs = Okeanos::mount(fsd, Some(jd), opts).map_err(|e| e.to_string())?;
             let (i, j) = (loops.fs_dev.clone(), Some(loops.journal_dev.clone()));
-            (fs, Some(loops), i, j, None, "engine:loop")
+            (fs, Some(loops), i, j, None)
         } else {
             let tmp = tempfile::Builder::new().prefix("okeanos-bench-").tempdir_in(&s.dir).map_err(|e| format!("{}: {e}", s.dir.display()))?;
             if let Some(sync) = nats {
@@ -377,15 +435,7 @@ impl EngineEnv {
             let mut o = opts;
             o.journal_path = journal.clone();
             let fs = Okeanos::open(&image, o).map_err(|e| e.to_string())?;
-            let name = match nats {
-                Some(NatsSync::Always) => "engine:jetstream",
-                Some(NatsSync::Default) => "engine:jetstream-default-fsync",
-                None if tls => "engine:remote-tls",
-                None if remote => "engine:remote",
-                None if external => "engine:external",
-                None => "engine",
-            };
-            (fs, None, image, journal, Some(tmp), name)
+            (fs, None, image, journal, Some(tmp))
         };
         fs.mkdir_path("/bench").map_err(|e| e.to_string())?;
         fs.sync().map_err(|e| e.to_string())?;
