@@ -54,7 +54,7 @@ pub fn journal_state(sb: &Superblock, devs: &Devices, jsb: &JournalSuperblock) -
         return match crate::runtime::open::open_manylogs(sb, devs) {
             Ok(m) => {
                 let needs = !m.recovery().is_empty();
-                let kept = m.recovered_kept().len();
+                let kept = m.snapshots().map_or(0, |s| s.recovered_kept().len());
                 let state = match (needs, kept) {
                     (true, _) => format!("needs recovery from transaction {}", m.floor()),
                     (false, 0) => format!("clean, next transaction {}", m.floor()),
@@ -115,7 +115,7 @@ fn dump_manylogs(sb: &Superblock, devs: &Devices, region: LogRegion, jsb: Journa
     let placement = crate::runtime::open::open_manylogs(sb, devs)?;
     let starts = placement.recovery();
     if starts.is_empty() {
-        let kept = placement.recovered_kept().len();
+        let kept = placement.snapshots().map_or(0, |s| s.recovered_kept().len());
         let end_reason = if kept == 0 { "log table is clean".to_string() } else { format!("log table written by recovery: nothing to replay, {kept} data blocks kept in their logs") };
         return Ok(JournalDump { region, jsb, end_reason, transactions: Vec::new(), revoked: Vec::new(), damage: None, state });
     }
@@ -137,7 +137,7 @@ fn dump_manylogs(sb: &Superblock, devs: &Devices, region: LogRegion, jsb: Journa
         }
         revoked.push(v);
     }
-    let end_reason = format!("{} logs scanned from their snapshot positions, {} blocks in the map", starts.len(), placement.recovery_map().len());
+    let end_reason = format!("{} logs scanned from their snapshot positions, {} blocks in the map", starts.len(), placement.snapshots().map_or(0, |s| s.recovery_map().len()));
     Ok(JournalDump { region, jsb, end_reason, transactions: txs, revoked, damage, state })
 }
 

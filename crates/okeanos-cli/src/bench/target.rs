@@ -50,24 +50,34 @@ pub enum Placement {
 }
 
 impl Placement {
-    const ALL: [(&'static str, Placement); 9] = [
-        ("engine", Placement::Image),
-        ("engine:external", Placement::External),
-        ("engine:loop", Placement::Loop),
-        ("engine:nvm", Placement::Nvm),
-        ("engine:manylogs", Placement::Manylogs),
-        ("engine:remote", Placement::Remote { tls: false }),
-        ("engine:remote-tls", Placement::Remote { tls: true }),
-        ("engine:jetstream", Placement::JetStream(NatsSync::Always)),
-        ("engine:jetstream-default-fsync", Placement::JetStream(NatsSync::Default)),
+    const ALL: [Placement; 9] = [
+        Placement::Image,
+        Placement::External,
+        Placement::Loop,
+        Placement::Nvm,
+        Placement::Manylogs,
+        Placement::Remote { tls: false },
+        Placement::Remote { tls: true },
+        Placement::JetStream(NatsSync::Always),
+        Placement::JetStream(NatsSync::Default),
     ];
 
     fn parse(s: &str) -> Option<Placement> {
-        Placement::ALL.iter().find(|(n, _)| *n == s).map(|(_, p)| *p)
+        Placement::ALL.into_iter().find(|p| p.name() == s)
     }
 
     pub fn name(self) -> &'static str {
-        Placement::ALL.iter().find(|(_, p)| *p == self).map_or("engine", |(n, _)| n)
+        match self {
+            Placement::Image => "engine",
+            Placement::External => "engine:external",
+            Placement::Loop => "engine:loop",
+            Placement::Nvm => "engine:nvm",
+            Placement::Manylogs => "engine:manylogs",
+            Placement::Remote { tls: false } => "engine:remote",
+            Placement::Remote { tls: true } => "engine:remote-tls",
+            Placement::JetStream(NatsSync::Always) => "engine:jetstream",
+            Placement::JetStream(NatsSync::Default) => "engine:jetstream-default-fsync",
+        }
     }
 
     /// On loop devices (root).
@@ -80,9 +90,11 @@ pub const KERNEL_KINDS: [&str; 5] = ["ext4-journal", "ext4-ordered", "ext4-write
 
 impl Target {
     pub fn parse(s: &str) -> Result<Target, String> {
+        if let Some(p) = Placement::parse(s) {
+            return Ok(Target::Engine(p));
+        }
         match s {
             "engine:image" => Ok(Target::Engine(Placement::Image)),
-            _ if Placement::parse(s).is_some() => Ok(Target::Engine(Placement::parse(s).unwrap_or(Placement::Image))),
             "device:loop" => Ok(Target::Device),
             _ => {
                 if let Some(p) = s.strip_prefix("mount:") {

@@ -334,13 +334,13 @@ impl Okeanos {
     /// not see (a large read or write through another path): manylogs puts the next commits
     /// in the log nearest it. A no-op for the other placements.
     pub fn hint_position(&self, block: u64) {
-        self.lock().fs.journal.placement.note_position(block);
+        self.lock().fs.journal.note_position(block);
     }
 
     /// Commits placed so far and how many landed in the log of the disk head's group or a
     /// neighbour's (manylogs; None for the other placements).
-    pub fn near_head(&self) -> Option<crate::journal::placement::manylogs::NearHead> {
-        self.lock().fs.journal.placement.near_head()
+    pub fn near_head(&self) -> Option<crate::journal::placement::NearHead> {
+        self.lock().fs.journal.near_head()
     }
 
     /// Where the journal is now: "internal", "external", "remote", "nvm", "manylogs", or

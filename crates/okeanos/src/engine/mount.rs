@@ -85,7 +85,7 @@ impl Okeanos {
         let mut journal = open::journal(&mut devs, &sb, region, jsb, &opts, next_tid, remote)?;
         // Blocks a manylogs recovery kept logged: owed by their transactions (which the mount's
         // table keeps live), parked in their logs.
-        let kept = journal.placement.recovered_kept();
+        let kept = journal.recovered_kept();
         journal.adopt_logged(&kept);
         if devs.nvm.is_some() {
             stats.on_nvm_slots(journal.placement.capacity(), journal.placement.capacity() - journal.placement.free_blocks(), 0);
@@ -106,7 +106,7 @@ impl Okeanos {
             None => "mounted read-only".to_string(),
         };
         let mut fs = FsState::new(sb, gdt, journal, opts.cache_blocks, opts.read_only.then_some(ro_reason));
-        fs.parking = match (&devs.nvm, fs.journal.placement.parks_on_device()) {
+        fs.parking = match (&devs.nvm, fs.journal.parks_on_device()) {
             (Some(nvm), _) => Some(crate::fs::Parking::Nvm(nvm.clone())),
             (None, true) => Some(crate::fs::Parking::Logs(devs.fs.clone())),
             (None, false) => None,

@@ -223,7 +223,7 @@ impl Okeanos {
     /// When the checkpoint decision must look again with nothing else happening: the next
     /// write-back period, or the next snapshot of a placement that snapshots its map.
     fn next_background_ns(&self, core: &Core) -> u64 {
-        let snapshot = if self.inner.opts.snapshot_period.is_zero() || !core.fs.journal.placement.snapshots() { u64::MAX } else { core.next_snapshot_ns };
+        let snapshot = if self.inner.opts.snapshot_period.is_zero() || !core.fs.journal.snapshots() { u64::MAX } else { core.next_snapshot_ns };
         core.next_writeback_ns.min(snapshot)
     }
 
@@ -399,7 +399,7 @@ impl Okeanos {
     /// what is not kept logged goes home, so that recovery reads the logs only past it.
     fn snapshot_step(&self, core: &mut Core, now: u64) -> Option<JournalStep> {
         let period = self.inner.opts.snapshot_period.as_nanos() as u64;
-        if period == 0 || now < core.next_snapshot_ns || !core.fs.journal.placement.snapshots() {
+        if period == 0 || now < core.next_snapshot_ns || !core.fs.journal.snapshots() {
             return None;
         }
         core.next_snapshot_ns = now + period;
@@ -433,7 +433,7 @@ impl Okeanos {
     /// from NVM first (nvm journal). A failed load aborts the journal. Blocks parked in a log
     /// (manylogs) are copied home by the checkpoint's plan instead.
     fn unpark_for(&self, core: &mut Core, goal: CheckpointGoal) -> Result<(), JournalStep> {
-        if core.fs.cache.parked_count() == 0 || core.fs.journal.placement.parks_on_device() {
+        if core.fs.cache.parked_count() == 0 || core.fs.journal.parks_on_device() {
             return Ok(());
         }
         for b in core.fs.journal.checkpoint_choose(&core.fs.cache, goal) {

@@ -245,9 +245,9 @@ impl FsState {
             Parking::Nvm(nvm) => nvm.load(at, &mut data)?,
             Parking::Logs(dev) => {
                 // Where the block is now: a log swap may have moved it since it was parked.
-                let at = self.journal.placement.frozen_copy(block).unwrap_or(at);
+                let at = self.journal.frozen_copy(block).unwrap_or(at);
                 dev.read_at(at * data.len() as u64, &mut data)?;
-                let expect = self.journal.placement.frozen_hash(block);
+                let expect = self.journal.frozen_hash(block);
                 if expect != Some(crate::format::journal::data_hash(block, 0, &data)) {
                     return Err(FsError::Io(format!("the logged copy of block {block} at device block {at} does not match its journal checksum")));
                 }
@@ -276,7 +276,7 @@ impl FsState {
     pub fn shrink_cache(&mut self) {
         let FsState { cache, journal, parking, .. } = self;
         if parking.is_some() {
-            cache.shrink_with(&|b| journal.placement.frozen_copy(b));
+            cache.shrink_with(&|b| journal.frozen_copy(b));
         } else {
             // Nothing can be parked: skip the scan of owed buffers on every operation.
             cache.shrink();
@@ -411,7 +411,7 @@ impl<'a> Fs<'a> {
     pub fn cache_device_block(&mut self, block: u64, data: Vec<u8>, kind: BufKind) {
         self.st.read_misses += 1;
         // The disk head is there now (manylogs logs the next commit near it).
-        self.st.journal.placement.note_position(block);
+        self.st.journal.note_position(block);
         self.st.cache.insert(block, data, kind);
     }
 

@@ -78,7 +78,7 @@ impl Journal {
         assert!(self.committing.is_none() || self.placement.checkpoint_beside_commit(), "this placement checkpoints only between commits");
         let mut plan = self.checkpoint_writes(cache, goal)?;
         if plan.kept.home.is_some() {
-            self.placement.snapshot_stage(plan.kept, &plan.keep).push_to(&mut plan.io);
+            self.placement.snapshots().expect("a home tid comes from a placement with snapshots").snapshot_stage(plan.kept, &plan.keep).push_to(&mut plan.io);
             plan.table = true;
         } else if plan.release > 0 {
             self.placement.release_stage(plan.kept).push_to(&mut plan.io);
@@ -114,7 +114,7 @@ impl Journal {
                 }
             }
             CheckpointGoal::Snapshot => {
-                let mut room = self.placement.map_room();
+                let mut room = self.placement.snapshots().map_or(0, |s| s.map_room());
                 for t in &self.log {
                     for &b in &t.checkpoint {
                         if room > 0 && self.stays_logged(cache, b, t.tid) {
@@ -146,17 +146,15 @@ impl Journal {
     /// Whether owed block `b` of transaction `tid` may stay logged across a snapshot: data
     /// whose copy in `tid` is whole in the placement's map. Metadata always goes home.
     fn stays_logged(&self, cache: &Cache, b: u64, tid: Tid) -> bool {
-        cache.peek(b).is_some_and(|buf| buf.kind == BufKind::Data) && self.placement.keeps_logged(b, tid)
+        cache.peek(b).is_some_and(|buf| buf.kind == BufKind::Data) && self.placement.snapshots().is_some_and(|s| s.keeps_logged(b, tid))
     }
 
     /// The home tid a checkpoint writing `chosen` reaches (placements that snapshot): the
     /// newest tid up to which every owed block is chosen or stays logged (at most as many as
     /// the map holds, listed in the second value). None: no further than the last snapshot.
     fn home_point(&self, cache: &Cache, chosen: &BTreeSet<u64>) -> Option<(Tid, Vec<u64>)> {
-        if !self.placement.snapshots() {
-            return None;
-        }
-        let room = self.placement.map_room();
+        let snapshots = self.placement.snapshots()?;
+        let room = snapshots.map_room();
         let mut keep = Vec::new();
         let mut home = self.log.front().map_or(self.committed_tid, |t| t.tid - 1);
         'log: for t in &self.log {
@@ -176,7 +174,7 @@ impl Journal {
         if self.log.back().is_none_or(|t| t.tid == home) {
             home = home.max(self.committed_tid);
         }
-        (home > self.placement.home()).then_some((home, keep))
+        (home > snapshots.home()).then_some((home, keep))
     }
 
     fn checkpoint_build(&self, cache: &Cache, chosen: BTreeSet<u64>) -> Option<CheckpointPlan> {
@@ -202,15 +200,17 @@ impl Journal {
         // journal's parked blocks are loaded before the plan is made.)
         let mut writes = Vec::new();
         let mut copies = Vec::new();
+        let parking = self.placement.parking();
         for &b in &chosen {
             let buf = cache.peek(b).expect("owed block stays cached");
             let tid = buf.cp_tid.expect("owed block has an owner");
             let kind = if buf.kind == BufKind::Data { BlockKind::FinalData } else { BlockKind::FinalMeta };
             match buf.parked {
-                Some(_) if self.placement.parks_on_device() => {
+                Some(_) if parking.is_some_and(|p| p.parks_on_device()) => {
                     // Where it is now (a log swap may have moved it since it was parked).
-                    let at = self.placement.frozen_copy(b).expect("a block parked in a log is mapped");
-                    let hash = self.placement.frozen_hash(b).expect("a block parked in a log is mapped");
+                    let parking = parking.expect("checked");
+                    let at = parking.frozen_copy(b).expect("a block parked in a log is mapped");
+                    let hash = parking.frozen_hash(b).expect("a block parked in a log is mapped");
                     copies.push((IoCopy { from: (DevId::Fs, at), to: (DevId::Fs, b), check: CopyCheck::Tag(hash), kind }, tid));
                 }
                 Some(_) => panic!("block {b} is parked in NVM: the engine loads it before the checkpoint"),
@@ -269,7 +269,9 @@ impl Journal {
         if let Some(&(last, _)) = plan.written.iter().max() {
             // The disk head ends near the highest block written (each slice goes in block
             // order, and the cached blocks in block order).
-            self.placement.note_position(last);
+            if let Some(h) = self.placement.head() {
+                h.note_position(last);
+            }
         }
         self.cp.blocks += plan.written.len() as u64;
         self.cp.runs += plan.runs;
@@ -318,7 +320,9 @@ impl Journal {
                 if let Some(t) = self.logged_tx_mut(tid) {
                     t.checkpoint.remove(&b);
                 }
-                self.placement.went_home(b, tid);
+                if let Some(p) = self.placement.parking_mut() {
+                    p.went_home(b, tid);
+                }
                 if parked {
                     // Parked (before the checkpoint and copied home, or while its home write
                     // was in flight): its slot or log space may be reused once released, and

@@ -196,7 +196,7 @@ impl Journal {
         w.push(Arc::new(c), BlockKind::Commit);
         assert!(w.blocks.len() as u64 <= self.log_blocks(tx.units(), tx.revoked.len() as u64), "layout within the reserved size");
         let records = w.blocks.clone();
-        let images = if self.placement.wants_images() {
+        let images = if self.placement.parking().is_some_and(|p| p.wants_images()) {
             journaled
                 .iter()
                 .filter(|(b, _)| whole.contains(b) || partial.contains(b))

@@ -38,7 +38,7 @@ impl Journal {
     /// locally, or None if the placement cannot fall back (the journal then aborts).
     pub fn fallback_begin(&mut self, cache: &Cache) -> Option<FallbackPlan> {
         let tid = self.committing.as_ref().expect("a commit in flight").tx.tid;
-        if !self.placement.fall_back(tid) {
+        if !self.placement.fallback().is_some_and(|f| f.fall_back(tid)) {
             return None;
         }
         let mut io = IoPlan::default();
@@ -90,11 +90,11 @@ impl Journal {
     /// A host that fell back returns to its server once nothing is left in the local journal
     /// (nothing committed owes a checkpoint, nothing is committing): the placement's plan and
     /// the epoch it takes over with, or None.
-    pub fn return_begin(&self) -> Option<(IoPlan, u64)> {
+    pub fn return_begin(&mut self) -> Option<(IoPlan, u64)> {
         if self.committing.is_some() || !self.log.is_empty() || self.aborted.is_some() {
             return None;
         }
-        let (stages, epoch) = self.placement.return_plan(self.running.tid)?;
+        let (stages, epoch) = self.placement.fallback()?.return_plan(self.running.tid)?;
         let mut io = IoPlan::default();
         for s in stages {
             s.push_to(&mut io);
@@ -104,6 +104,6 @@ impl Journal {
 
     /// The return plan completed: transactions go to the server again.
     pub fn return_finish(&mut self, epoch: u64) {
-        self.placement.returned(epoch);
+        self.placement.fallback().expect("a return follows a fallback").returned(epoch);
     }
 }

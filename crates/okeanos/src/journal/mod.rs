@@ -179,7 +179,7 @@ impl Journal {
         }
     }
 
-    /// Takes over the blocks a recovery kept logged (manylogs, [`Placement::recovered_kept`]):
+    /// Takes over the blocks a recovery kept logged (manylogs, [`placement::Snapshots::recovered_kept`]):
     /// each owed by its transaction, which stays in the log until a checkpoint copies them
     /// home; freeing one needs a revoke. Before the first transaction of the mount.
     pub fn adopt_logged(&mut self, kept: &[(u64, u64, Tid)]) {
@@ -227,8 +227,51 @@ impl Journal {
         self.placement.free_blocks()
     }
 
-    /// What the placement must keep once the first `released` transactions of the log are
-    /// checkpointed.
+    /// Where the placement keeps the newest committed version of `block` addressable while it
+    /// is owed to checkpoint ([`placement::Parking::frozen_copy`]), if it parks blocks.
+    pub fn frozen_copy(&self, block: u64) -> Option<u64> {
+        self.placement.parking().and_then(|p| p.frozen_copy(block))
+    }
+
+    /// The tag's data hash of [`Self::frozen_copy`], if the placement keeps one.
+    pub fn frozen_hash(&self, block: u64) -> Option<u32> {
+        self.placement.parking().and_then(|p| p.frozen_hash(block))
+    }
+
+    /// Whether the placement parks blocks on the file-system device (a checkpoint copies them
+    /// home from there).
+    pub fn parks_on_device(&self) -> bool {
+        self.placement.parking().is_some_and(|p| p.parks_on_device())
+    }
+
+    /// Whether the placement parks blocks at all (the cache may then drop owed buffers).
+    pub fn parks(&self) -> bool {
+        self.placement.parking().is_some()
+    }
+
+    /// Whether the placement snapshots its map of logged blocks (a periodic snapshot is due).
+    pub fn snapshots(&self) -> bool {
+        self.placement.snapshots().is_some()
+    }
+
+    /// The disk head moved to `block` for I/O the journal did not log: a placement that
+    /// follows the head takes note.
+    pub fn note_position(&mut self, block: u64) {
+        if let Some(h) = self.placement.head() {
+            h.note_position(block);
+        }
+    }
+
+    /// Commits placed near the disk head, for a placement that follows it.
+    pub fn near_head(&mut self) -> Option<placement::NearHead> {
+        self.placement.head().map(|h| h.near_head())
+    }
+
+    /// The blocks a recovery left logged, for [`Self::adopt_logged`] and the cache.
+    pub fn recovered_kept(&self) -> Vec<(u64, u64, Tid)> {
+        self.placement.snapshots().map_or_else(Vec::new, |s| s.recovered_kept())
+    }
+
     /// What the log keeps once its first `released` transactions go: the oldest one left,
     /// which is the commit in flight when a checkpoint beside it releases everything before
     /// (its blocks are being written, and the tail must not pass them).

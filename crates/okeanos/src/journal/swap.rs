@@ -24,7 +24,7 @@ impl Journal {
             return None;
         }
         let kept = self.kept(0);
-        let (stages, blocks) = self.placement.swap_begin(kept, idle, self.cfg.max_tx_blocks)?;
+        let (stages, blocks) = self.placement.swaps()?.swap_begin(kept, idle, self.cfg.max_tx_blocks)?;
         let mut io = IoPlan::default();
         for s in stages {
             io.push_stage(s);
@@ -35,6 +35,6 @@ impl Journal {
     /// The swap's I/O completed: the moved log is free.
     pub fn swap_finish(&mut self, plan: SwapPlan) {
         debug_assert!(plan.blocks > 0);
-        self.placement.swapped();
+        self.placement.swaps().expect("a swap was planned").swapped();
     }
 }

@@ -311,7 +311,7 @@ pub fn recover(
     let (mut scanned, mut probed, mut end_reason, mut first_tid) = (0, 0, String::new(), None);
     let mut readers: Vec<LogReader> = starts.iter().map(|s| LogReader::new(devs, s.region)).collect();
     let interleaved = starts.iter().any(|s| s.interleaved.is_some());
-    let mapped = placement.recovery_map();
+    let mapped = placement.snapshots().map_or_else(Vec::new, |s| s.recovery_map());
     let mut log_damage: Vec<Damage> = Vec::new();
     for (start, log) in starts.iter().zip(readers.iter_mut()) {
         next_tid = next_tid.max(start.tid_bound);
@@ -372,7 +372,7 @@ pub fn recover(
         mark_errors(devs, d, wall_ns)?;
     }
     let mut finish = IoPlan::default();
-    placement.recovered_keeping(next_tid, &kept).push_to(&mut finish);
+    crate::journal::placement::recovered_keeping(placement, next_tid, &kept).push_to(&mut finish);
     execute(&finish, devs, stats)?;
     let t3 = now_ns();
     let report = RecoveryReport {

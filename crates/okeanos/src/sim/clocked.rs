@@ -8,21 +8,29 @@ use crate::clock::Clock;
 use crate::device::{Device, DeviceError, DeviceStats};
 use std::sync::{Arc, Mutex};
 
-pub struct ClockedDevice {
-    inner: Arc<dyn Device>,
+/// A model and the clock it advances: each operation completes when the model says, and the
+/// clock moves there before the caller goes on.
+struct Timeline {
     model: Mutex<Box<dyn DiskModel>>,
     clock: Arc<VirtualClock>,
 }
 
-impl ClockedDevice {
-    pub fn new(inner: Arc<dyn Device>, model: Box<dyn DiskModel>, clock: Arc<VirtualClock>) -> Self {
-        ClockedDevice { inner, model: Mutex::new(model), clock }
-    }
-
+impl Timeline {
     fn tick(&self, op: Op, offset: u64, len: u64) {
         let now = self.clock.now_ns();
         let done = self.model.lock().unwrap_or_else(|e| e.into_inner()).submit(now, op, offset, len);
         self.clock.advance_to(done);
+    }
+}
+
+pub struct ClockedDevice {
+    inner: Arc<dyn Device>,
+    time: Timeline,
+}
+
+impl ClockedDevice {
+    pub fn new(inner: Arc<dyn Device>, model: Box<dyn DiskModel>, clock: Arc<VirtualClock>) -> Self {
+        ClockedDevice { inner, time: Timeline { model: Mutex::new(model), clock } }
     }
 }
 
@@ -35,17 +43,17 @@ impl Device for ClockedDevice {
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
         self.inner.read_at(offset, buf)?;
-        self.tick(Op::Read, offset, buf.len() as u64);
+        self.time.tick(Op::Read, offset, buf.len() as u64);
         Ok(())
     }
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
         self.inner.write_at(offset, data)?;
-        self.tick(Op::Write, offset, data.len() as u64);
+        self.time.tick(Op::Write, offset, data.len() as u64);
         Ok(())
     }
     fn flush(&self) -> Result<(), DeviceError> {
         self.inner.flush()?;
-        self.tick(Op::Flush, 0, 0);
+        self.time.tick(Op::Flush, 0, 0);
         Ok(())
     }
     fn counters(&self) -> DeviceStats {
@@ -58,19 +66,12 @@ impl Device for ClockedDevice {
 /// fence a persist barrier, a flush free), as [`crate::nvm::TimedNvm`] does in real time.
 pub struct ClockedNvm {
     inner: Arc<dyn crate::nvm::Nvm>,
-    model: Mutex<Box<dyn DiskModel>>,
-    clock: Arc<VirtualClock>,
+    time: Timeline,
 }
 
 impl ClockedNvm {
     pub fn new(inner: Arc<dyn crate::nvm::Nvm>, model: Box<dyn DiskModel>, clock: Arc<VirtualClock>) -> Self {
-        ClockedNvm { inner, model: Mutex::new(model), clock }
-    }
-
-    fn tick(&self, op: Op, at: u64, len: u64) {
-        let now = self.clock.now_ns();
-        let done = self.model.lock().unwrap_or_else(|e| e.into_inner()).submit(now, op, at, len);
-        self.clock.advance_to(done);
+        ClockedNvm { inner, time: Timeline { model: Mutex::new(model), clock } }
     }
 }
 
@@ -83,7 +84,7 @@ impl crate::nvm::Nvm for ClockedNvm {
     }
     fn store(&self, at: u64, data: &[u8]) -> Result<(), DeviceError> {
         self.inner.store(at, data)?;
-        self.tick(Op::Write, at, data.len() as u64);
+        self.time.tick(Op::Write, at, data.len() as u64);
         Ok(())
     }
     fn flush(&self, at: u64, len: u64) -> Result<(), DeviceError> {
@@ -91,12 +92,12 @@ impl crate::nvm::Nvm for ClockedNvm {
     }
     fn fence(&self) -> Result<(), DeviceError> {
         self.inner.fence()?;
-        self.tick(Op::Flush, 0, 0);
+        self.time.tick(Op::Flush, 0, 0);
         Ok(())
     }
     fn load(&self, at: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
         self.inner.load(at, buf)?;
-        self.tick(Op::Read, at, buf.len() as u64);
+        self.time.tick(Op::Read, at, buf.len() as u64);
         Ok(())
     }
     fn durability(&self) -> crate::nvm::Durability {

@@ -23,7 +23,7 @@ use crate::device::{Device, MemDevice, SparseDevice};
 use crate::fs::mkfs::MkfsOptions;
 use crate::fs::FsError;
 use crate::journal::content::ContentConfig;
-use crate::journal::placement::manylogs::NearHead;
+use crate::journal::placement::NearHead;
 use crate::models;
 use crate::options::MountOptions;
 use std::cell::{Cell, RefCell};

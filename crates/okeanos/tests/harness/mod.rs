@@ -42,7 +42,7 @@ pub struct Run {
     /// The journal is on an external device (the recorder's second device).
     pub external: bool,
     /// Manylogs: where the commits went (how many wrapped a log's end).
-    pub near_head: Option<okeanos::journal::placement::manylogs::NearHead>,
+    pub near_head: Option<okeanos::journal::placement::NearHead>,
     /// What the checkpoints wrote, copied from logs and skipped, and parked blocks read back.
     pub checkpoint: okeanos::stats::CheckpointCounts,
     /// Manylogs: periodic snapshots of the map of logged blocks.

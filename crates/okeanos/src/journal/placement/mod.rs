@@ -44,13 +44,13 @@ pub struct Records {
     pub blocks: Vec<(Arc<Vec<u8>>, BlockKind)>,
     /// The same transaction as whole blocks: each block it logged (whole, as records or as
     /// differential metadata) in its committed version, for a placement that keeps block
-    /// images (nvm; empty unless [`Placement::wants_images`]). Shared with the cache, not copied.
+    /// images (nvm; empty unless [`Parking::wants_images`]). Shared with the cache, not copied.
     pub images: Vec<(u64, Arc<Vec<u8>>, BlockKind)>,
     /// The blocks it revokes.
     pub revoked: Vec<u64>,
     /// Every block it logs, with where its whole image is among `blocks` and the tag's data
     /// hash of it, when it is logged whole and unescaped (None: as records or escaped). A
-    /// placement that keeps logged blocks addressable ([`Placement::frozen_copy`]) maps them.
+    /// placement that keeps logged blocks addressable ([`Parking::frozen_copy`]) maps them.
     pub logged: Vec<(u64, Option<(usize, u32)>)>,
     /// The highest block the commit writes in place (outside the journal) before its records,
     /// if any: where the disk head will be (manylogs puts the records near it).
@@ -92,9 +92,9 @@ pub struct Kept {
     pub oldest: Option<(Tid, Extent)>,
     /// The tid the next transaction gets.
     pub next_tid: Tid,
-    /// For a placement that snapshots its map of logged blocks ([`Placement::snapshots`]):
+    /// For a placement that snapshots its map of logged blocks ([`Placement::snapshots`], [`Snapshots`]):
     /// the newest tid up to which every change is at its final location once the checkpoint's
-    /// writes are durable, or in a block [`Placement::keeps_logged`] (None: no new snapshot,
+    /// writes are durable, or in a block [`Snapshots::keeps_logged`] (None: no new snapshot,
     /// keep the last one's).
     pub home: Option<Tid>,
 }
@@ -140,7 +140,10 @@ pub struct Interleaved {
     pub swept: Tid,
 }
 
-/// Where the journal lives (docs/DESIGN.md section 5).
+/// Where the journal lives (docs/DESIGN.md section 5): what every placement does. What only
+/// some do is a capability the placement offers through an accessor ([`Self::parking`],
+/// [`Self::snapshots`], [`Self::swaps`], [`Self::fallback`], [`Self::head`]); the core asks for
+/// it and does without when it is absent, and never infers it from the placement's kind.
 pub trait Placement: Send + std::fmt::Debug {
     /// The placement's name in messages and reports ("internal", "external").
     fn name(&self) -> &'static str;
@@ -168,49 +171,6 @@ pub trait Placement: Send + std::fmt::Debug {
     fn checkpoint_target(&self) -> u64 {
         self.capacity() / 2
     }
-    /// A swap to make now (manylogs, section III-G: a log over 80% full moved to an empty
-    /// one far from the head), as the stages that make it durable and the log blocks it
-    /// moves; None when none is due. `idle`: the file system has been quiet for a while (any
-    /// crowded log may go, else only the head's); `max_tx`: the largest transaction, which
-    /// the logs not taking part must still be able to take. The swap is in flight until
-    /// [`Self::swapped`]: nothing else may plan a table meanwhile (the core runs it in the
-    /// checkpoint's place).
-    fn swap_begin(&mut self, _kept: Kept, _idle: bool, _max_tx: u64) -> Option<(Vec<IoStage>, u64)> {
-        None
-    }
-    /// The swap's stages completed.
-    fn swapped(&mut self) {
-        panic!("{} has no swaps", self.name());
-    }
-    /// Whether `place` needs [`Records::images`] (the committed blocks whole): only a
-    /// placement that keeps block images builds them, off the others' commit path.
-    fn wants_images(&self) -> bool {
-        false
-    }
-    /// Where the newest committed version of `block` can be loaded from while it is owed to
-    /// checkpoint, if this placement keeps it addressable (nvm: its frozen slot; the DRAM
-    /// cache may then park the buffer). None by default.
-    fn frozen_copy(&self, _block: u64) -> Option<u64> {
-        None
-    }
-    /// The journal tag's data hash of the copy [`Self::frozen_copy`] names, when the placement
-    /// keeps one: a load from there is checked against it.
-    fn frozen_hash(&self, _block: u64) -> Option<u32> {
-        None
-    }
-    /// Whether [`Self::frozen_copy`] positions are blocks of the file-system device (manylogs:
-    /// a log) rather than offsets of NVM: a checkpoint then copies a parked block home from
-    /// there instead of loading it into the cache first.
-    fn parks_on_device(&self) -> bool {
-        false
-    }
-    /// The disk head moved to `block` of the file system for I/O the journal did not log (a
-    /// checkpoint write, a read miss, a hint from the library). Only manylogs cares.
-    fn note_position(&mut self, _block: u64) {}
-    /// Commits placed and how many landed near the disk head (manylogs only).
-    fn near_head(&self) -> Option<manylogs::NearHead> {
-        None
-    }
     /// Whether a checkpoint may run while a commit is in flight: its release stage is planned
     /// from what is committed then and touches nothing a commit writes. The ring's is (the
     /// journal superblock's tail, behind every commit); the nvm table's is not (releasing a
@@ -231,45 +191,9 @@ pub trait Placement: Send + std::fmt::Debug {
     /// The commit point of `tid` passed: its stage was flushed, syncs may return.
     fn on_durable(&mut self, _tid: Tid) {}
 
-    /// Whether the placement's tables record a map of logged blocks, so that a checkpoint may
-    /// leave blocks logged ([`Self::keeps_logged`]) and still advance what recovery can skip
-    /// (manylogs; [`Kept::home`]).
-    fn snapshots(&self) -> bool {
-        false
-    }
-
-    /// Whether data block `block`, owed by committed transaction `tid`, may stay logged across
-    /// a snapshot: its copy in `tid` is whole in the placement's map.
-    fn keeps_logged(&self, _block: u64, _tid: Tid) -> bool {
-        false
-    }
-
-    /// How many blocks a snapshot can keep logged.
-    fn map_room(&self) -> usize {
-        0
-    }
-
-    /// The home tid of the newest durable snapshot (0 without snapshots).
-    fn home(&self) -> Tid {
-        0
-    }
-
-    /// A checkpoint wrote `block`'s copy of transaction `tid` home.
-    fn went_home(&mut self, _block: u64, _tid: Tid) {}
-
-    /// The blocks recovery reads from the snapshot's map instead of a log scan:
-    /// (file-system block, device block in a log, tid, tag data hash).
-    fn recovery_map(&self) -> Vec<(u64, u64, Tid, u32)> {
-        Vec::new()
-    }
     /// The stage that records, durably, that every transaction older than `kept.oldest` is at
     /// its final location, so that their space may be reused once it is flushed.
     fn release_stage(&self, kept: Kept) -> Stage;
-    /// The release stage of a checkpoint that leaves the blocks `keep` logged and advances
-    /// the home tid to [`Kept::home`] (placements that [`Self::snapshots`]).
-    fn snapshot_stage(&self, kept: Kept, _keep: &[u64]) -> Stage {
-        self.release_stage(kept)
-    }
     /// The release stage completed: reuse the space.
     fn released(&mut self, kept: Kept);
     /// At mount: the journal is in use from the current tail (recovery after a crash starts
@@ -282,35 +206,164 @@ pub trait Placement: Send + std::fmt::Debug {
     /// recovery). Their transactions are replayed as one sequence: one revoke table, one replay
     /// plan, so a revoke in a later log covers copies in an earlier one.
     fn recovery(&self) -> Vec<RecoveryStart>;
-    /// A placement that fell back and whose local journal is empty now: the plan that returns
-    /// it to its server (record a new epoch locally, reconnect, FENCE, TRIM what the server
-    /// still holds, record the return), and that epoch. None: nothing to return to.
-    fn return_plan(&self, _next_tid: Tid) -> Option<(Vec<Stage>, u64)> {
-        None
-    }
-    /// The return plan completed.
-    fn returned(&mut self, _epoch: u64) {}
-    /// A commit's operations on a journal server failed (network, server): switch to the local
-    /// journal if this placement has one (true), after the core checkpointed everything
-    /// committed. The default: no fallback, the journal aborts.
-    fn fall_back(&mut self, _failed_tid: Tid) -> bool {
-        false
-    }
     /// The last step of recovery, after the replayed blocks are durable: the log is recovered
     /// (empty) and the journal continues with `next_tid`. Until this stage is durable, a crash
     /// just means recovery runs again.
     fn recovered_stage(&self, next_tid: Tid) -> Stage;
 
-    /// [`Self::recovered_stage`] for a recovery that left the mapped blocks `kept` logged
-    /// (file-system block, device block, tid, tag hash; placements that [`Self::snapshots`]).
-    fn recovered_keeping(&self, next_tid: Tid, kept: &[(u64, u64, Tid, u32)]) -> Stage {
-        assert!(kept.is_empty(), "only a placement with a map keeps blocks logged across recovery");
-        self.recovered_stage(next_tid)
+    /// Capability: committed blocks stay addressable where the placement keeps them, so the
+    /// cache may drop them while they are owed to checkpoint (nvm, manylogs).
+    fn parking(&self) -> Option<&dyn Parking> {
+        None
     }
+    /// Capability: a map of logged blocks in the placement's tables, so that a checkpoint may
+    /// leave blocks logged and recovery reads them from the map (manylogs).
+    fn snapshots(&self) -> Option<&dyn Snapshots> {
+        None
+    }
+    /// Capability: logs that move when crowded (manylogs).
+    fn swaps(&mut self) -> Option<&mut dyn Swaps> {
+        None
+    }
+    /// Capability: a local journal to fall back to when the journal's server fails, and a way
+    /// back (remote).
+    fn fallback(&mut self) -> Option<&mut dyn Fallback> {
+        None
+    }
+    /// [`Self::parking`], to record that a parked block went home.
+    fn parking_mut(&mut self) -> Option<&mut dyn Parking> {
+        None
+    }
+    /// Capability: the placement follows the disk head (manylogs).
+    fn head(&mut self) -> Option<&mut dyn HeadAware> {
+        None
+    }
+}
 
+/// Where a placement parks committed blocks: see [`Parking::parks_on_device`].
+pub trait Parking {
+    /// Whether `place` needs [`Records::images`] (the committed blocks whole, which this
+    /// placement stores as its frozen copies): only then are they built, off the others'
+    /// commit path.
+    fn wants_images(&self) -> bool {
+        false
+    }
+    /// Where the newest committed version of `block` can be loaded from while it is owed to
+    /// checkpoint, if this placement keeps it addressable (nvm: its frozen slot; the DRAM
+    /// cache may then park the buffer).
+    fn frozen_copy(&self, block: u64) -> Option<u64>;
+    /// The journal tag's data hash of the copy [`Self::frozen_copy`] names, when the placement
+    /// keeps one: a load from there is checked against it.
+    fn frozen_hash(&self, _block: u64) -> Option<u32> {
+        None
+    }
+    /// Whether [`Self::frozen_copy`] positions are blocks of the file-system device (manylogs:
+    /// a log) rather than offsets of NVM: a checkpoint then copies a parked block home from
+    /// there instead of loading it into the cache first.
+    fn parks_on_device(&self) -> bool;
+    /// A checkpoint wrote `block`'s copy of transaction `tid` home: a copy parked there is no
+    /// longer the one to load (unless a newer transaction logged the block since).
+    fn went_home(&mut self, _block: u64, _tid: Tid) {}
+}
+
+/// A map of logged blocks in the placement's tables (manylogs' snapshots, section III-F).
+pub trait Snapshots {
+    /// Whether data block `block`, owed by committed transaction `tid`, may stay logged across
+    /// a snapshot: its copy in `tid` is whole in the placement's map.
+    fn keeps_logged(&self, block: u64, tid: Tid) -> bool;
+    /// How many blocks a snapshot can keep logged.
+    fn map_room(&self) -> usize;
+    /// The home tid of the newest durable snapshot.
+    fn home(&self) -> Tid;
+    /// The blocks recovery reads from the snapshot's map instead of a log scan:
+    /// (file-system block, device block in a log, tid, tag data hash).
+    fn recovery_map(&self) -> Vec<(u64, u64, Tid, u32)>;
+    /// The release stage of a checkpoint that leaves the blocks `keep` logged and advances
+    /// the home tid to [`Kept::home`].
+    fn snapshot_stage(&self, kept: Kept, keep: &[u64]) -> Stage;
+    /// [`Placement::recovered_stage`] for a recovery that left the mapped blocks `kept` logged
+    /// (file-system block, device block, tid, tag hash).
+    fn recovered_keeping(&self, next_tid: Tid, kept: &[(u64, u64, Tid, u32)]) -> Stage;
     /// After a recovery that kept blocks logged: each (file-system block, device block, tid),
     /// for the mount to take over as owed blocks parked in their logs.
-    fn recovered_kept(&self) -> Vec<(u64, u64, Tid)> {
-        Vec::new()
+    fn recovered_kept(&self) -> Vec<(u64, u64, Tid)>;
+}
+
+/// Logs that move when crowded (manylogs, section III-G).
+pub trait Swaps {
+    /// A swap to make now (a log over 80% full moved to an empty one far from the head), as
+    /// the stages that make it durable and the log blocks it moves; None when none is due.
+    /// `idle`: the file system has been quiet for a while (any crowded log may go, else only
+    /// the head's); `max_tx`: the largest transaction, which the logs not taking part must
+    /// still be able to take. The swap is in flight until [`Self::swapped`]: nothing else may
+    /// plan a table meanwhile (the core runs it in the checkpoint's place).
+    fn swap_begin(&mut self, kept: Kept, idle: bool, max_tx: u64) -> Option<(Vec<IoStage>, u64)>;
+    /// The swap's stages completed.
+    fn swapped(&mut self);
+}
+
+/// A journal on a server with a local journal to fall back to (docs/REMOTE.md).
+pub trait Fallback {
+    /// A commit's operations on the server failed (network, server): switch to the local
+    /// journal (true), after the core checkpointed everything committed; false: no local
+    /// journal to switch to, the journal aborts.
+    fn fall_back(&mut self, failed_tid: Tid) -> bool;
+    /// Fell back and the local journal is empty now: the plan that returns to the server
+    /// (record a new epoch locally, reconnect, FENCE, TRIM what the server still holds, record
+    /// the return), and that epoch. None: nothing to return to.
+    fn return_plan(&self, next_tid: Tid) -> Option<(Vec<Stage>, u64)>;
+    /// The return plan completed.
+    fn returned(&mut self, epoch: u64);
+}
+
+/// A placement that follows the disk head (manylogs).
+pub trait HeadAware {
+    /// The disk head moved to `block` of the file system for I/O the journal did not log (a
+    /// checkpoint write, a read miss, a hint from the library).
+    fn note_position(&mut self, block: u64);
+    /// Commits placed and how many landed near the disk head.
+    fn near_head(&self) -> NearHead;
+}
+
+/// Commits placed, and how many landed in the log of the head's group or a neighbour's.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct NearHead {
+    pub commits: u64,
+    pub near: u64,
+    /// In the head's own group.
+    pub same: u64,
+    /// Transactions that reached a log's end and went on at its start (space reused).
+    pub wraps: u64,
+    /// Transactions that went to another log than the one before.
+    pub switches: u64,
+    /// Log swaps completed, and the log blocks they moved.
+    pub swaps: u64,
+    pub swap_blocks: u64,
+}
+
+impl NearHead {
+    /// The counts accumulated since `base` (an earlier reading of the same placement).
+    pub fn since(&self, base: &NearHead) -> NearHead {
+        NearHead {
+            commits: self.commits - base.commits,
+            near: self.near - base.near,
+            same: self.same - base.same,
+            wraps: self.wraps - base.wraps,
+            switches: self.switches - base.switches,
+            swaps: self.swaps - base.swaps,
+            swap_blocks: self.swap_blocks - base.swap_blocks,
+        }
+    }
+}
+
+/// [`Placement::recovered_stage`], or [`Snapshots::recovered_keeping`] when recovery left
+/// blocks logged (only a placement with a map can).
+pub fn recovered_keeping(placement: &dyn Placement, next_tid: Tid, kept: &[(u64, u64, Tid, u32)]) -> Stage {
+    match placement.snapshots() {
+        Some(s) => s.recovered_keeping(next_tid, kept),
+        None => {
+            assert!(kept.is_empty(), "only a placement with a map keeps blocks logged across recovery");
+            placement.recovered_stage(next_tid)
+        }
     }
 }

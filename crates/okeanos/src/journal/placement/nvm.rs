@@ -33,7 +33,7 @@
 //!
 //! Recovery ([`analyze`]) reads the table, not a log: the decision table is on that function.
 
-use super::{Extent, Kept, Placement, Records, RecoveryStart, Stage};
+use super::{Extent, Kept, Parking, Placement, Records, RecoveryStart, Stage};
 use crate::det::HashMap;
 use crate::format::nvm::{self as nf, Entry, EntryRead, NvmHeader, SlotState};
 use crate::journal::plan::{BlockKind, NvmBytes, NvmOp};
@@ -168,10 +168,6 @@ impl Placement for NvmSlots {
         self.h.slots
     }
 
-    fn wants_images(&self) -> bool {
-        true
-    }
-
     fn free_blocks(&self) -> u64 {
         self.free.len() as u64
     }
@@ -199,16 +195,6 @@ impl Placement for NvmSlots {
         } else {
             free + CHECKPOINT_STEP_SLOTS
         }
-    }
-
-    /// The newest committed copy, while it is frozen (UBJ: frozen blocks go on serving as
-    /// cache). It stays in its slot until a newer commit of the block (which dirties, and so
-    /// loads, the buffer first) or the checkpoint that releases it (which loads every parked
-    /// buffer before it writes).
-    fn frozen_copy(&self, block: u64) -> Option<u64> {
-        let &s = self.newest.get(&block)?;
-        let slot = &self.slots[s as usize];
-        (slot.state == SlotState::Frozen && !slot.reusable).then(|| self.h.data_at(s as u64))
     }
 
     fn place(&mut self, records: Records) -> (Stage, Extent) {
@@ -312,6 +298,38 @@ impl Placement for NvmSlots {
 
     fn recovered_stage(&self, _next_tid: Tid) -> Stage {
         Stage::default()
+    }
+
+    fn parking(&self) -> Option<&dyn Parking> {
+        Some(self)
+    }
+
+    fn parking_mut(&mut self) -> Option<&mut dyn Parking> {
+        Some(self)
+    }
+}
+
+/// Frozen slots serve as cache (UBJ, section 3): the DRAM cache may drop a committed block
+/// while its slot holds it.
+impl Parking for NvmSlots {
+    /// A slot holds a whole block: `place` takes the committed blocks as images.
+    fn wants_images(&self) -> bool {
+        true
+    }
+
+    /// The newest committed copy, while it is frozen (UBJ: frozen blocks go on serving as
+    /// cache). It stays in its slot until a newer commit of the block (which dirties, and so
+    /// loads, the buffer first) or the checkpoint that releases it (which loads every parked
+    /// buffer before it writes).
+    fn frozen_copy(&self, block: u64) -> Option<u64> {
+        let &s = self.newest.get(&block)?;
+        let slot = &self.slots[s as usize];
+        (slot.state == SlotState::Frozen && !slot.reusable).then(|| self.h.data_at(s as u64))
+    }
+
+    /// Slots are NVM, not blocks of a device: a checkpoint loads a parked block first.
+    fn parks_on_device(&self) -> bool {
+        false
     }
 }
 

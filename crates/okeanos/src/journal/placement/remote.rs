@@ -13,7 +13,7 @@
 //! transactions up to `upto` once the host fell back) and the local ring's. They are replayed
 //! as one sequence, so nothing older overwrites anything newer.
 
-use super::{Extent, Kept, Placement, Records, RecoveryStart, Ring, Stage};
+use super::{Extent, Fallback, Kept, Placement, Records, RecoveryStart, Ring, Stage};
 use crate::format::journal::RemoteState;
 use crate::journal::plan::RemoteOp;
 use crate::journal::transaction::Tid;
@@ -118,6 +118,26 @@ impl Placement for Remote {
         s
     }
 
+    fn recovery(&self) -> Vec<RecoveryStart> {
+        self.fetched.into_iter().chain(self.ring.scan_start()).collect()
+    }
+
+    /// Both logs are replayed: the server is trimmed to nothing, the ring marked empty, and
+    /// the host writes to the server again.
+    fn recovered_stage(&self, next_tid: Tid) -> Stage {
+        let state = RemoteState { local: false, upto: 0, ..self.ring.remote_state() };
+        let mut s = self.ring.clean_stage_with(next_tid, state);
+        s.remote.push(RemoteOp::Trim { upto: next_tid - 1 });
+        s
+    }
+
+    fn fallback(&mut self) -> Option<&mut dyn Fallback> {
+        Some(self)
+    }
+}
+
+/// The internal ring is the fallback (docs/REMOTE.md, "The host side").
+impl Fallback for Remote {
     /// The server failed: from now on the ring is the journal. The core checkpoints every
     /// committed transaction first (so the server holds nothing recovery needs) and writes the
     /// journal superblock saying so with the failed transaction's ring copy.
@@ -151,18 +171,5 @@ impl Placement for Remote {
         self.ring.set_remote_state(RemoteState { local: false, epoch, upto: 0 });
         self.held.clear();
         self.used = 0;
-    }
-
-    fn recovery(&self) -> Vec<RecoveryStart> {
-        self.fetched.into_iter().chain(self.ring.scan_start()).collect()
-    }
-
-    /// Both logs are replayed: the server is trimmed to nothing, the ring marked empty, and
-    /// the host writes to the server again.
-    fn recovered_stage(&self, next_tid: Tid) -> Stage {
-        let state = RemoteState { local: false, upto: 0, ..self.ring.remote_state() };
-        let mut s = self.ring.clean_stage_with(next_tid, state);
-        s.remote.push(RemoteOp::Trim { upto: next_tid - 1 });
-        s
     }
 }

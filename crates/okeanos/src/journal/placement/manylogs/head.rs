@@ -4,37 +4,6 @@
 
 use super::*;
 
-/// Commits placed, and how many landed in the log of the head's group or a neighbour's.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct NearHead {
-    pub commits: u64,
-    pub near: u64,
-    /// In the head's own group.
-    pub same: u64,
-    /// Transactions that reached a log's end and went on at its start (space reused).
-    pub wraps: u64,
-    /// Transactions that went to another log than the one before.
-    pub switches: u64,
-    /// Log swaps completed, and the log blocks they moved.
-    pub swaps: u64,
-    pub swap_blocks: u64,
-}
-
-impl NearHead {
-    /// The counts accumulated since `base` (an earlier reading of the same placement).
-    pub fn since(&self, base: &NearHead) -> NearHead {
-        NearHead {
-            commits: self.commits - base.commits,
-            near: self.near - base.near,
-            same: self.same - base.same,
-            wraps: self.wraps - base.wraps,
-            switches: self.switches - base.switches,
-            swaps: self.swaps - base.swaps,
-            swap_blocks: self.swap_blocks - base.swap_blocks,
-        }
-    }
-}
-
 impl Manylogs {
     /// The log the head is at: the group of the last non-logged I/O.
     pub(super) fn head_log(&self) -> usize {

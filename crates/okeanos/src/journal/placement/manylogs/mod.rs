@@ -34,11 +34,10 @@ mod swap;
 mod table;
 
 pub use geometry::Geometry;
-pub use head::NearHead;
 pub use table::{read_table, refuse_fallback, sweep_after_fallback, ReadTable};
 use swap::Swap;
 
-use super::{Extent, Kept, LogRegion, Placement, Records, RecoveryStart, RegionKind, Stage};
+use super::{Extent, HeadAware, Kept, NearHead, LogRegion, Parking, Placement, Records, RecoveryStart, RegionKind, Snapshots, Stage, Swaps};
 use crate::format::logtable::{flags, LogEntry, LogMap, LogTable, MapEntry, SnapPos};
 use crate::journal::checkpoint::COPY_SLICE_BLOCKS;
 use crate::journal::plan::{BlockKind, CopyCheck, DevId, IoCopy, IoStage, IoWrite};
@@ -107,7 +106,7 @@ pub struct Manylogs {
     /// The in-memory map of logged blocks (the paper's MTL, section III-E): each block whose
     /// newest committed version was logged whole and unescaped, with the device block that
     /// holds it, its transaction and the tag's data hash. The cache may drop such a block's
-    /// data ([`Placement::frozen_copy`]); a read then loads it from the log, and a checkpoint
+    /// data ([`Parking::frozen_copy`]); a read then loads it from the log, and a checkpoint
     /// copies it from the log home. An entry goes when the block is logged again (a newer
     /// position, or none if as records), revoked, or its transaction's space is released.
     map: crate::det::HashMap<u64, Mapped>,
@@ -159,7 +158,7 @@ impl Manylogs {
     /// left there carries tids below the next one.
     ///
     /// A table written by recovery that kept mapped blocks logged names, per log, the part
-    /// that holds them ([`Placement::recovered_keeping`]): that part stays live, as one
+    /// that holds them ([`Snapshots::recovered_keeping`]): that part stays live, as one
     /// [`Placed`] released with the newest transaction of a block kept there, the map names
     /// them again, and the next commit of that log goes after it.
     pub fn new(geo: Geometry, ReadTable { table, map, .. }: ReadTable) -> Self {
@@ -285,10 +284,6 @@ impl Placement for Manylogs {
         true
     }
 
-    fn note_position(&mut self, block: u64) {
-        self.position = Some(block);
-    }
-
     fn place(&mut self, records: Records) -> (Stage, Extent) {
         if let Some(b) = records.near {
             self.position = Some(b);
@@ -343,65 +338,8 @@ impl Placement for Manylogs {
         }
     }
 
-    fn snapshots(&self) -> bool {
-        self.geo.map_capacity().is_some()
-    }
-
-    fn keeps_logged(&self, block: u64, tid: Tid) -> bool {
-        self.fault_snapshot_unhomed || self.map.get(&block).is_some_and(|m| m.tid == tid)
-    }
-
-    fn map_room(&self) -> usize {
-        self.geo.map_capacity().unwrap_or(0)
-    }
-
-    fn home(&self) -> Tid {
-        self.snap.borrow().home
-    }
-
-    fn went_home(&mut self, block: u64, tid: Tid) {
-        if self.map.get(&block).is_some_and(|m| m.tid == tid) {
-            self.map.remove(&block);
-        }
-    }
-
-    fn recovery_map(&self) -> Vec<(u64, u64, Tid, u32)> {
-        if self.mounted.needs_no_recovery() {
-            return Vec::new();
-        }
-        self.mounted_map.entries.iter().map(|e| (e.block, e.at, e.tid, e.hash)).collect()
-    }
-
-    /// A swap moves log `from`'s transactions, block for block, to the start of the empty log
-    /// `to` (the blocks are position-independent), in three steps, each flushed:
-    ///
-    /// 1. a table recording `to` empty with tail tid `min` (above every tid either holds):
-    ///    from then on nothing recovery finds in `to` below `min` counts, so the copies in
-    ///    flight are stale to it, torn or whole;
-    /// 2. the copies, each read checked against the CRC of what was written;
-    /// 3. a table recording `to` holding the transactions and `from` empty with tail tid
-    ///    `min`, so its old contents are stale in turn.
-    ///
-    /// A crash before step 3 is durable leaves `from` as the table names it and `to` ignored;
-    /// after it, the reverse. Neither log takes commits until [`Placement::swapped`], so `from`
-    /// is reused only after the table that moved its transactions is durable.
-    fn swap_begin(&mut self, kept: Kept, idle: bool, max_tx: u64) -> Option<(Vec<IoStage>, u64)> {
-        self.begin_swap(kept, idle, max_tx)
-    }
-
-    fn swapped(&mut self) {
-        self.finish_swap()
-    }
-
     fn release_stage(&self, kept: Kept) -> Stage {
-        self.snapshot_stage(kept, &[])
-    }
-
-    fn snapshot_stage(&self, kept: Kept, keep: &[u64]) -> Stage {
-        if self.fault_reuse_before_table {
-            return Stage::default();
-        }
-        self.table_stage(&self.table_after(kept, Some(keep), false))
+        Snapshots::snapshot_stage(self, kept, &[])
     }
 
     fn released(&mut self, kept: Kept) {
@@ -416,19 +354,6 @@ impl Placement for Manylogs {
         }
         // Their blocks are home (the checkpoint wrote or copied each one there).
         self.map.retain(|_, m| m.tid >= floor);
-    }
-
-    /// A block whose newest committed version is in a log, unescaped: the cache may drop it.
-    fn frozen_copy(&self, block: u64) -> Option<u64> {
-        self.map.get(&block).map(|m| m.at)
-    }
-
-    fn frozen_hash(&self, block: u64) -> Option<u32> {
-        self.map.get(&block).map(|m| m.hash)
-    }
-
-    fn parks_on_device(&self) -> bool {
-        true
     }
 
     fn mount_stage(&self, kept: Kept) -> Stage {
@@ -473,7 +398,78 @@ impl Placement for Manylogs {
     }
 
     fn recovered_stage(&self, next_tid: Tid) -> Stage {
-        self.recovered_keeping(next_tid, &[])
+        Snapshots::recovered_keeping(self, next_tid, &[])
+    }
+
+    fn parking(&self) -> Option<&dyn Parking> {
+        Some(self)
+    }
+
+    fn parking_mut(&mut self) -> Option<&mut dyn Parking> {
+        Some(self)
+    }
+
+    /// Only with room for a map in the journal region (a version 3 table).
+    fn snapshots(&self) -> Option<&dyn Snapshots> {
+        self.geo.map_capacity().is_some().then_some(self as &dyn Snapshots)
+    }
+
+    fn swaps(&mut self) -> Option<&mut dyn Swaps> {
+        Some(self)
+    }
+
+    fn head(&mut self) -> Option<&mut dyn HeadAware> {
+        Some(self)
+    }
+
+}
+
+impl Parking for Manylogs {
+    /// A block whose newest committed version is in a log, unescaped: the cache may drop it.
+    fn frozen_copy(&self, block: u64) -> Option<u64> {
+        self.map.get(&block).map(|m| m.at)
+    }
+
+    fn frozen_hash(&self, block: u64) -> Option<u32> {
+        self.map.get(&block).map(|m| m.hash)
+    }
+
+    fn parks_on_device(&self) -> bool {
+        true
+    }
+
+    fn went_home(&mut self, block: u64, tid: Tid) {
+        if self.map.get(&block).is_some_and(|m| m.tid == tid) {
+            self.map.remove(&block);
+        }
+    }
+}
+
+impl Snapshots for Manylogs {
+    fn keeps_logged(&self, block: u64, tid: Tid) -> bool {
+        self.fault_snapshot_unhomed || self.map.get(&block).is_some_and(|m| m.tid == tid)
+    }
+
+    fn map_room(&self) -> usize {
+        self.geo.map_capacity().unwrap_or(0)
+    }
+
+    fn home(&self) -> Tid {
+        self.snap.borrow().home
+    }
+
+    fn recovery_map(&self) -> Vec<(u64, u64, Tid, u32)> {
+        if self.mounted.needs_no_recovery() {
+            return Vec::new();
+        }
+        self.mounted_map.entries.iter().map(|e| (e.block, e.at, e.tid, e.hash)).collect()
+    }
+
+    fn snapshot_stage(&self, kept: Kept, keep: &[u64]) -> Stage {
+        if self.fault_reuse_before_table {
+            return Stage::default();
+        }
+        self.table_stage(&self.table_after(kept, Some(keep), false))
     }
 
     /// The table recovery ends with. Blocks the map named that no later transaction touched
@@ -507,9 +503,38 @@ impl Placement for Manylogs {
         }
         self.mounted_map.entries.iter().map(|e| (e.block, e.at, e.tid)).collect()
     }
+}
 
-    fn near_head(&self) -> Option<NearHead> {
-        Some(self.near_head)
+impl Swaps for Manylogs {
+    /// A swap moves log `from`'s transactions, block for block, to the start of the empty log
+    /// `to` (the blocks are position-independent), in three steps, each flushed:
+    ///
+    /// 1. a table recording `to` empty with tail tid `min` (above every tid either holds):
+    ///    from then on nothing recovery finds in `to` below `min` counts, so the copies in
+    ///    flight are stale to it, torn or whole;
+    /// 2. the copies, each read checked against the CRC of what was written;
+    /// 3. a table recording `to` holding the transactions and `from` empty with tail tid
+    ///    `min`, so its old contents are stale in turn.
+    ///
+    /// A crash before step 3 is durable leaves `from` as the table names it and `to` ignored;
+    /// after it, the reverse. Neither log takes commits until [`Swaps::swapped`], so `from`
+    /// is reused only after the table that moved its transactions is durable.
+    fn swap_begin(&mut self, kept: Kept, idle: bool, max_tx: u64) -> Option<(Vec<IoStage>, u64)> {
+        self.begin_swap(kept, idle, max_tx)
+    }
+
+    fn swapped(&mut self) {
+        self.finish_swap()
+    }
+}
+
+impl HeadAware for Manylogs {
+    fn note_position(&mut self, block: u64) {
+        self.position = Some(block);
+    }
+
+    fn near_head(&self) -> NearHead {
+        self.near_head
     }
 }
 

@@ -49,7 +49,7 @@ impl Manylogs {
         (room >= self.geo.log_blocks / 4 + max_tx).then_some((from, to))
     }
 
-    /// Plans a swap ([`Placement::swap_begin`] says its three steps and why they are safe).
+    /// Plans a swap ([`super::Swaps::swap_begin`] says its three steps and why they are safe).
     pub(super) fn begin_swap(&mut self, kept: Kept, idle: bool, max_tx: u64) -> Option<(Vec<IoStage>, u64)> {
         let (from, to) = self.swap_choice(idle, max_tx)?;
         let l = &self.logs[from];
@@ -111,7 +111,7 @@ impl Manylogs {
     }
 
     /// The swap is durable: the moved transactions, parked blocks and snapshot entries are
-    /// recorded at their new positions ([`Placement::swapped`]).
+    /// recorded at their new positions ([`super::Swaps::swapped`]).
     pub(super) fn finish_swap(&mut self) {
         let s = self.swapping.take().expect("a swap in flight");
         self.durable_seq.set(s.seq);
