@@ -189,6 +189,16 @@ fn the_simulator_is_deterministic_and_its_fuzzer_can_fail() {
     let again = okeanos(&["sim", "--crash-fuzz", "--seed", "100", "--runs", "40", "--points", "5", "--canary"]);
     assert!(!violations(&canary).is_empty());
     assert_eq!(violations(&canary), violations(&again), "the same seeds found other violations");
+    // Named placements, nvm and remote among them: every run on it, and the reproduce line
+    // names it; a placement without crash states to build is refused.
+    for journal in ["nvm", "remote"] {
+        let ok = okeanos(&["sim", "--crash-fuzz", "--journal", journal, "--seed", "100", "--runs", "20", "--points", "4"]);
+        assert!(ok.status.success() && text(&ok).contains("0 violations") && text(&ok).contains(&format!("runs by journal: {journal} 20")), "{}", text(&ok));
+        let canary = okeanos(&["sim", "--crash-fuzz", "--journal", journal, "--seed", "100", "--runs", "40", "--points", "8", "--canary"]);
+        assert!(!canary.status.success() && text(&canary).contains(&format!("--journal {journal} --canary")), "{}", text(&canary));
+    }
+    let dropped = okeanos(&["sim", "--crash-fuzz", "--journal", "dropped"]);
+    assert!(!dropped.status.success() && text(&dropped).contains("dropped has nothing to recover"), "{}", text(&dropped));
 }
 
 /// Every journal placement in the simulator's experiments: `sim multistream` and `sim postmark`

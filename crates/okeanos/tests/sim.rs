@@ -133,13 +133,39 @@ fn crash_fuzzing_finds_nothing_and_the_canary_fails_it() {
     let modes: Vec<ContentConfig> = crashfuzz::ALL.iter().map(|m| ContentConfig::parse(m).unwrap()).collect();
     let mut states = 0;
     for seed in 0..60 {
-        let r = crashfuzz::run_seed(seed, &modes, 6, false).unwrap();
+        let r = crashfuzz::run_seed(seed, &modes, 6, false, None).unwrap();
         assert!(r.violations.is_empty(), "{:?}", r.violations);
         states += r.states;
     }
     assert_eq!(states, 360);
-    let caught = (0..60).map(|seed| crashfuzz::run_seed(seed, &modes, 6, true).unwrap().violations.len()).sum::<usize>();
+    let caught = (0..60).map(|seed| crashfuzz::run_seed(seed, &modes, 6, true, None).unwrap().violations.len()).sum::<usize>();
     assert!(caught > 0, "skipping the commit flush must produce violations");
+}
+
+/// The fuzzer on the placements a seed does not draw (nvm, remote): nothing found, and each
+/// placement's own canary (the fence before the NVM commit word; the append on the server) is.
+/// Every run on the named placement (its report says so) and its crash states build the NVM
+/// and the server's log at the crash; a quarter of the remote runs lose their server mid-run.
+#[test]
+fn crash_fuzzing_on_nvm_and_remote_finds_nothing_and_their_canaries_fail_it() {
+    use crashfuzz::FuzzJournal;
+    let modes: Vec<ContentConfig> = crashfuzz::ALL.iter().map(|m| ContentConfig::parse(m).unwrap()).collect();
+    for (journal, seeds) in [(FuzzJournal::Nvm, 60), (FuzzJournal::Remote, 30)] {
+        let (mut states, mut fallbacks) = (0, 0);
+        for seed in 0..seeds {
+            let r = crashfuzz::run_seed(seed, &modes, 8, false, Some(journal)).unwrap();
+            assert_eq!(r.journal, journal.name());
+            assert!(r.violations.is_empty(), "{}: {:?}", journal.name(), r.violations);
+            states += r.states;
+            fallbacks += r.fallbacks;
+        }
+        assert_eq!(states, 8 * seeds as usize);
+        // Some remote runs lose their server and fall back; the crash states span the switch.
+        assert_eq!(fallbacks > 0, journal == FuzzJournal::Remote, "{}: {fallbacks} fallbacks", journal.name());
+        let caught = (0..seeds).map(|seed| crashfuzz::run_seed(seed, &modes, 8, true, Some(journal)).unwrap().violations.len()).sum::<usize>();
+        assert!(caught > 0, "{}: the placement's canary must produce violations", journal.name());
+        eprintln!("{}: {states} crash states clean, the canary caught in {caught}", journal.name());
+    }
 }
 
 /// Seeds that found a bug once, kept as regressions. 1313: a manylogs log swapped into a log
@@ -149,7 +175,7 @@ fn crash_fuzzing_finds_nothing_and_the_canary_fails_it() {
 #[test]
 fn seeds_that_once_failed_stay_clean() {
     let modes: Vec<ContentConfig> = crashfuzz::ALL.iter().map(|m| ContentConfig::parse(m).unwrap()).collect();
-    let r = crashfuzz::run_seed(1313, &modes, 8, false).unwrap();
+    let r = crashfuzz::run_seed(1313, &modes, 8, false, None).unwrap();
     assert!(r.swaps >= 2, "the run no longer swaps logs: {r:?}");
     assert!(r.violations.is_empty(), "{:?}", r.violations);
 }

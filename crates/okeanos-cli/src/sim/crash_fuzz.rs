@@ -9,13 +9,14 @@ pub(super) fn crash_fuzz(a: &SimArgs) -> Result<ExitCode, String> {
         Some(m) => m.split(',').map(|x| ContentConfig::parse(x.trim())).collect::<Result<_, _>>()?,
         None => crashfuzz::ALL.iter().map(|m| ContentConfig::parse(m)).collect::<Result<_, _>>()?,
     };
+    let journal = crashfuzz::FuzzJournal::parse(&a.fuzz_journal)?;
     if modes.is_empty() || a.runs == 0 || a.points == 0 {
         return Err("--crash-fuzz needs at least one mode, one run and one point".into());
     }
     let seeds: Vec<u64> = (0..a.runs).map(|k| a.seed.wrapping_add(k)).collect();
     let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
     let t0 = Instant::now();
-    let results = parallel(&seeds, jobs, false, |&seed| crashfuzz::run_seed(seed, &modes, a.points, a.canary));
+    let results = parallel(&seeds, jobs, false, |&seed| crashfuzz::run_seed(seed, &modes, a.points, a.canary, journal));
     let mut per_mode: std::collections::BTreeMap<String, (u64, usize, usize)> = Default::default();
     let mut violations = Vec::new();
     let mut errors = Vec::new();
@@ -23,6 +24,7 @@ pub(super) fn crash_fuzz(a: &SimArgs) -> Result<ExitCode, String> {
     let mut copied = 0;
     let mut swaps = 0;
     let mut snapshots = 0;
+    let mut fallbacks = 0;
     let mut journals: std::collections::BTreeMap<&'static str, usize> = Default::default();
     for (seed, r) in seeds.iter().zip(results) {
         match r {
@@ -31,6 +33,7 @@ pub(super) fn crash_fuzz(a: &SimArgs) -> Result<ExitCode, String> {
                 copied += r.copied;
                 swaps += r.swaps;
                 snapshots += r.snapshots;
+                fallbacks += r.fallbacks;
                 *journals.entry(r.journal).or_default() += 1;
                 let e = per_mode.entry(r.mode.clone()).or_default();
                 e.0 += 1;
@@ -47,7 +50,7 @@ pub(super) fn crash_fuzz(a: &SimArgs) -> Result<ExitCode, String> {
     }
     let states: usize = per_mode.values().map(|x| x.1).sum();
     println!("runs by journal: {}", journals.iter().map(|(j, n)| format!("{j} {n}")).collect::<Vec<_>>().join(", "));
-    println!("{} runs, {states} crash states, {} violations, {} errors in {:.1} s{}; {overlaps} commits beside a checkpoint, {copied} blocks copied home from manylogs logs, {swaps} log swaps, {snapshots} map snapshots", a.runs, violations.len(), errors.len(), t0.elapsed().as_secs_f64(), if a.canary { " (canary: commit flush skipped)" } else { "" });
+    println!("{} runs, {states} crash states, {} violations, {} errors in {:.1} s{}; {overlaps} commits beside a checkpoint, {copied} blocks copied home from manylogs logs, {swaps} log swaps, {snapshots} map snapshots, {fallbacks} fallbacks from a dead journal server", a.runs, violations.len(), errors.len(), t0.elapsed().as_secs_f64(), if a.canary { " (canary: the placement's ordering broken)" } else { "" });
     for v in violations.iter().take(20) {
         println!("VIOLATION {v}");
     }
@@ -56,7 +59,8 @@ pub(super) fn crash_fuzz(a: &SimArgs) -> Result<ExitCode, String> {
     }
     if let Some(first) = violations.first().or(errors.first()) {
         let seed = first.split_whitespace().nth(1).unwrap_or("?").trim_end_matches(':');
-        println!("reproduce: okeanos sim --crash-fuzz --seed {seed} --runs 1 --points {}{}", a.points, if a.canary { " --canary" } else { "" });
+        let on = if journal.is_some() { format!(" --journal {}", a.fuzz_journal) } else { String::new() };
+        println!("reproduce: okeanos sim --crash-fuzz --seed {seed} --runs 1 --points {}{on}{}", a.points, if a.canary { " --canary" } else { "" });
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)

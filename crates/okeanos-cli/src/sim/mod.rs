@@ -43,9 +43,15 @@ pub struct SimArgs {
     /// Policies to fuzz (default: all seven).
     #[arg(long)]
     modes: Option<String>,
-    /// The canary: skip the commit flush, which must make the fuzzer find violations.
+    /// The canary, which must make the fuzzer find violations: the placement's own ordering
+    /// broken (a disk journal skips the commit's flush, nvm the fence before the commit word,
+    /// remote the append on the server).
     #[arg(long)]
     canary: bool,
+    /// Where the fuzzed journal is: drawn (each seed draws internal, external or manylogs),
+    /// internal, external, manylogs, nvm or remote.
+    #[arg(long = "journal", default_value = "drawn")]
+    fuzz_journal: String,
 }
 
 #[derive(Subcommand)]

@@ -2,16 +2,23 @@
 //! runs in the simulator on crash-recording devices — appends and in-place overwrites of
 //! several files, fsyncs and fdatasyncs, virtual time passing so that commit intervals and
 //! age-based checkpoints fire, a journal small enough to wrap (internal, external, or manylogs
-//! with the disk head moved between groups) — then crashes at random points:
+//! with the disk head moved between groups, drawn from the seed; or the one asked for, nvm and
+//! remote among them) — then crashes at random points:
 //! the unflushed writes are each kept, lost or torn at sector boundaries as the crash model
-//! allows (docs/DESIGN.md section 3). Each crash state is recovered, checked against the policy's
-//! guarantee ([`super::check`]) and by fsck. A seed names one run exactly.
+//! allows (docs/DESIGN.md section 3), each NVM cache line keeps a random prefix of its stores
+//! not yet persisted, and a journal server holds what it acknowledged by then, with or without
+//! the append in flight. Each crash state is recovered, checked against the policy's
+//! guarantee ([`super::check`]) and by fsck. A seed and a journal name one run exactly.
 
 use super::check::{check, History};
 use crate::models as model;
 use super::rng::Rng;
 use super::world::{World, WorldConfig};
+use super::world::{NvmConfig, RemoteConfig};
 use crate::device::{CrashRecorder, CrashState, Device, MemDevice, TearPlan};
+use crate::nvm::{MemNvm, Nvm, NvmHandle};
+use crate::remote::memory::{MemLog, MemServer};
+use std::sync::Mutex;
 use crate::fs::mkfs::MkfsOptions;
 use crate::journal::content::ContentConfig;
 use crate::options::MountOptions;
@@ -22,6 +29,46 @@ use std::time::Duration;
 
 /// The seven policies the fuzzer draws from.
 pub const ALL: [&str; 7] = ["writeback", "ordered", "data", "wasteless", "wasteless+dmeta", "selective", "selective+dmeta"];
+
+/// Where a run's journal is. Without one named, each seed draws internal, external or manylogs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FuzzJournal {
+    Internal,
+    External,
+    Manylogs,
+    /// UBJ's slot table in (simulated) NVM: crash states cut NVM cache lines.
+    Nvm,
+    /// A journal server (the in-memory stand-in), the internal ring as its fallback: crash
+    /// states pair the host's disk with what the server had acknowledged.
+    Remote,
+}
+
+impl FuzzJournal {
+    pub const ALL: [FuzzJournal; 5] = [FuzzJournal::Internal, FuzzJournal::External, FuzzJournal::Manylogs, FuzzJournal::Nvm, FuzzJournal::Remote];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FuzzJournal::Internal => "internal",
+            FuzzJournal::External => "external",
+            FuzzJournal::Manylogs => "manylogs",
+            FuzzJournal::Nvm => "nvm",
+            FuzzJournal::Remote => "remote",
+        }
+    }
+
+    /// `drawn` (None: each seed draws internal, external or manylogs) or a placement's name.
+    pub fn parse(s: &str) -> Result<Option<FuzzJournal>, String> {
+        if s == "drawn" {
+            return Ok(None);
+        }
+        FuzzJournal::ALL.into_iter().find(|j| j.name() == s).map(Some).ok_or_else(|| {
+            format!("--journal {s}: use drawn (internal, external or manylogs by seed), internal, external, manylogs, nvm or remote (replicated is remote with followers, the same crash states; dropped has nothing to recover)")
+        })
+    }
+}
+
+/// NVM for nvm runs: about a thousand slots of 1 KiB (the fewest a journal may have).
+const NVM_BYTES: u64 = 1100 << 10;
 
 /// The outcome of one seeded run.
 #[derive(Debug, Clone)]
@@ -42,6 +89,8 @@ pub struct RunReport {
     pub swaps: u64,
     /// Manylogs periodic snapshots of the map of logged blocks during the workload.
     pub snapshots: u64,
+    /// Remote runs whose server died: the host fell back to its local journal.
+    pub fallbacks: u64,
 }
 
 const MB: u64 = 1 << 20;
@@ -49,12 +98,19 @@ const MB: u64 = 1 << 20;
 /// Manylogs runs: a 256-block log in every 512-block group of a 16 MiB file system.
 const MANYLOGS_GROUP: u32 = 512;
 
-fn world_config(cfg: ContentConfig, canary: bool, external: bool, manylogs: bool, slow_disk: bool) -> WorldConfig {
+fn world_config(cfg: ContentConfig, canary: bool, journal: FuzzJournal, slow_disk: bool) -> WorldConfig {
+    let (external, manylogs) = (journal == FuzzJournal::External, journal == FuzzJournal::Manylogs);
     let mut mount = MountOptions::default().content_config(cfg);
     mount.commit_interval = Duration::from_secs(1);
     mount.writeback_period = Duration::from_millis(700);
     mount.expire_period = Some(Duration::from_secs(2));
-    mount.faults.skip_commit_flush = canary;
+    // The canary breaks the placement's own ordering: the commit's flush on a disk, the
+    // fence before the commit word in NVM, the append on a server.
+    match journal {
+        FuzzJournal::Nvm => mount.faults.nvm_no_fence = canary,
+        FuzzJournal::Remote => mount.faults.skip_remote_append = canary,
+        _ => mount.faults.skip_commit_flush = canary,
+    }
     // Commits beside checkpoints whatever the disk (the default turns them off for an
     // internal journal on a spinning one): the fuzzer is here to find what overlap breaks.
     mount.checkpoint_thread = Some(true);
@@ -74,22 +130,31 @@ fn world_config(cfg: ContentConfig, canary: bool, external: bool, manylogs: bool
         mount,
         wall_origin: 1_700_000_000_000_000_000,
         frozen_wall: false,
-        remote: None,
-        nvm: None,
+        remote: (journal == FuzzJournal::Remote).then(|| RemoteConfig::single(model::preset("net-lan").expect("preset"), model::preset("ssd").expect("preset"), false)),
+        nvm: (journal == FuzzJournal::Nvm).then(|| NvmConfig { region: Arc::new(MemNvm::new(NVM_BYTES)), model: model::preset("nvm").expect("preset") }),
         journal_at: None,
         timed_reads: None,
     }
 }
 
-/// Runs one seed: the workload, then `points` crash states, each recovered and checked.
-pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool) -> Result<RunReport, String> {
+/// Runs one seed on `journal` (None: drawn from the seed): the workload, then `points` crash
+/// states, each recovered and checked.
+pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool, journal: Option<FuzzJournal>) -> Result<RunReport, String> {
     let mut rng = Rng::new(seed);
     let cfg = modes[rng.below(modes.len() as u64) as usize];
-    let placement = rng.below(10);
-    let (external, manylogs) = (placement < 3, placement >= 7);
+    // Drawn even when the journal is named, so that the rest of a seed's draws do not move.
+    let drawn = rng.below(10);
+    let journal = journal.unwrap_or(if drawn < 3 {
+        FuzzJournal::External
+    } else if drawn >= 7 {
+        FuzzJournal::Manylogs
+    } else {
+        FuzzJournal::Internal
+    });
+    let (external, manylogs) = (journal == FuzzJournal::External, journal == FuzzJournal::Manylogs);
     let slow_disk = rng.chance(0.5);
     // Format, then move the images onto recording devices.
-    let mut wc = world_config(cfg, canary, external, manylogs, slow_disk);
+    let mut wc = world_config(cfg, canary, journal, slow_disk);
     // Half the manylogs runs checkpoint lazily: blocks stay logged until the logs fill, so
     // more of them are parked and copied home from the logs.
     let lazy = manylogs && rng.chance(0.5);
@@ -102,7 +167,12 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool)
     // stream's draws, and so every earlier seed's run, stay as they were.)
     let mix = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     wc.mount.snapshot_period = if manylogs && mix >> 62 != 0 { Duration::from_millis(1 + (mix >> 40) % 16) } else { Duration::ZERO };
-    let mkfs = MkfsOptions { journal_blocks: 256, manylogs, blocks_per_group: manylogs.then_some(MANYLOGS_GROUP), log_area_blocks: if manylogs { 256 } else { 0 }, ..Default::default() };
+    let mut mkfs = MkfsOptions { journal_blocks: 256, manylogs, blocks_per_group: manylogs.then_some(MANYLOGS_GROUP), log_area_blocks: if manylogs { 256 } else { 0 }, ..Default::default() };
+    if journal == FuzzJournal::Nvm {
+        // 1 KiB blocks: the smallest slot pool a journal may have fits in a small region, and
+        // the workload fills a good part of it.
+        mkfs.block_size = 1024;
+    }
     let (fs0, j0) = World::format(&wc, &mkfs).map_err(|e| e.to_string())?;
     let snap = |d: &Arc<dyn Device>| -> Result<Vec<u8>, String> {
         let mut b = vec![0u8; d.len_bytes() as usize];
@@ -111,11 +181,25 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool)
     };
     let rec = CrashRecorder::new();
     let fs_dev: Arc<dyn Device> = Arc::new(rec.device("fs", snap(&fs0)?));
+    if let Some(n) = &mut wc.nvm {
+        // The formatted region, recording from here on.
+        let mut b = vec![0u8; n.region.len() as usize];
+        n.region.load(0, &mut b).map_err(|e| e.to_string())?;
+        n.region = Arc::new(rec.nvm("nvm", b));
+    }
+    if let Some(r) = &mut wc.remote {
+        r.recorder = Some(rec.clone());
+    }
     let j_dev: Option<Arc<dyn Device>> = match &j0 {
         Some(j) => Some(Arc::new(rec.device("journal", snap(j)?))),
         None => None,
     };
     let mut w = World::mount(fs_dev, j_dev, wc).map_err(|e| format!("mount: {e}"))?;
+    if let Some(server) = w.server.as_ref().filter(|_| mix >> 62 == 0) {
+        // One remote run in four loses its server after a few appends: the host falls back to
+        // its local journal, and the crash states span the switch. (From the seed, as above.)
+        server.lock().unwrap_or_else(|e| e.into_inner()).die_after = Some(2 + (mix >> 32) as usize % 12);
+    }
     let mut files: BTreeMap<String, History> = BTreeMap::new();
     let mut inos: Vec<(String, u32)> = Vec::new();
     let overwritten = vec!["/ow".to_string()];
@@ -188,13 +272,14 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool)
         }
     }
     let events = rec.event_count();
+    let server = w.server.as_ref().map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).clone());
     let overlaps = w.fs.counters().overlaps;
     let copied = w.fs.checkpoint_counts().copied;
     let swaps = w.fs.near_head().map_or(0, |n| n.swaps);
     let snapshots = w.fs.counters().snapshots;
+    let fallbacks = w.fs.counters().fallbacks;
     drop(w);
-    let journal = if external { "external" } else if manylogs { "manylogs" } else { "internal" };
-    let mut report = RunReport { seed, mode: cfg.name(), journal, ops, events, states: 0, violations: Vec::new(), overlaps, copied, swaps, snapshots };
+    let mut report = RunReport { seed, mode: cfg.name(), journal: journal.name(), ops, events, states: 0, violations: Vec::new(), overlaps, copied, swaps, snapshots, fallbacks };
     for p in 0..points {
         // Crash points: uniform over the run, with some right after flushes and acks.
         let k = if p % 3 == 2 {
@@ -212,28 +297,72 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool)
                 _ => TearPlan::Torn(rng.next_u64()),
             })
             .collect();
-        let st = CrashState { after_events: k, fates, nvm: Vec::new(), label: format!("after event {k} of {events}, {} unflushed writes", pending.len()) };
+        // Each NVM line not yet persisted keeps none of its stores, all of them or a random
+        // prefix, a third of the time each (whole lines kept or lost apart are what a missing
+        // fence exposes). Drawn only on nvm runs, so the other runs' draws stay as they were.
+        let lines: Vec<u32> = if journal == FuzzJournal::Nvm {
+            rec.nvm_pending(k)
+                .iter()
+                .map(|l| match rng.below(3) {
+                    0 => 0,
+                    1 => l.pending,
+                    _ => rng.below(l.pending as u64 + 1) as u32,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let mut label = format!("after event {k} of {events}, {} unflushed writes", pending.len());
+        if journal == FuzzJournal::Nvm {
+            label.push_str(&format!(", {} NVM lines cut", lines.len()));
+        }
+        // The server holds what it acknowledged by then, and in some states the append in
+        // flight too (written on the server, its acknowledgement lost).
+        let held = server.as_ref().map(|s| {
+            let in_flight = rng.chance(0.5);
+            label.push_str(if in_flight { ", the server's append in flight kept" } else { ", the server's append in flight lost" });
+            s.at(k, in_flight)
+        });
+        let st = CrashState { after_events: k, fates, nvm: lines, label };
         let mut images = rec.build(&st);
         let jimg = if external { Some(images.remove(1)) } else { None };
         let fimg = images.remove(0);
+        let crashed = Crashed { fs: fimg, journal: jimg, nvm: (journal == FuzzJournal::Nvm).then(|| rec.build_nvm(&st).remove(0)), server: held };
         report.states += 1;
-        if let Err(e) = recover_and_check(cfg, &files, &overwritten, k, fimg, jimg) {
+        if let Err(e) = recover_and_check(cfg, &files, &overwritten, k, crashed) {
             // Why recovery found damage, if it did: from the crashed image built again (the
             // failed mount recorded the damage in it).
             let mut again = rec.build(&st);
             let j = external.then(|| Arc::new(MemDevice::from_bytes(again.remove(1))) as Arc<dyn Device>);
             let dump = crate::inspect::dump_journal(Arc::new(MemDevice::from_bytes(again.remove(0))) as Arc<dyn Device>, j);
             let why = dump.ok().and_then(|d| d.damage).map_or(String::new(), |d| format!(" (damage: {})", d.reason));
-            report.violations.push(format!("seed {seed} ({}, {journal} journal): {}: {e}{why}", cfg.name(), st.label));
+            report.violations.push(format!("seed {seed} ({}, {} journal): {}: {e}{why}", cfg.name(), journal.name(), st.label));
         }
     }
     Ok(report)
 }
 
-fn recover_and_check(cfg: ContentConfig, files: &BTreeMap<String, History>, overwritten: &[String], k: usize, fimg: Vec<u8>, jimg: Option<Vec<u8>>) -> Result<(), String> {
-    let fs_dev: Arc<dyn Device> = Arc::new(MemDevice::from_bytes(fimg));
-    let j_dev: Option<Arc<dyn Device>> = jimg.map(|j| Arc::new(MemDevice::from_bytes(j)) as Arc<dyn Device>);
-    let fs = Okeanos::mount(fs_dev.clone(), j_dev.clone(), MountOptions::default().content_config(cfg)).map_err(|e| format!("recovery mount: {e}"))?;
+/// What a crash left: the disks' images, the NVM's, the server's log.
+struct Crashed {
+    fs: Vec<u8>,
+    journal: Option<Vec<u8>>,
+    nvm: Option<Vec<u8>>,
+    server: Option<MemLog>,
+}
+
+fn recover_and_check(cfg: ContentConfig, files: &BTreeMap<String, History>, overwritten: &[String], k: usize, crashed: Crashed) -> Result<(), String> {
+    let fs_dev: Arc<dyn Device> = Arc::new(MemDevice::from_bytes(crashed.fs));
+    let j_dev: Option<Arc<dyn Device>> = crashed.journal.map(|j| Arc::new(MemDevice::from_bytes(j)) as Arc<dyn Device>);
+    let mut opts = MountOptions::default().content_config(cfg);
+    if let Some(b) = crashed.nvm {
+        opts.nvm = Some(NvmHandle(Arc::new(MemNvm::from_bytes(b)) as Arc<dyn Nvm>));
+    }
+    if let Some(log) = crashed.server {
+        let log = Arc::new(Mutex::new(log));
+        opts.remote_connector = Some(crate::remote::Connector(Arc::new(move |_| Ok(Box::new(MemServer::new(log.clone(), None)) as Box<dyn crate::remote::Link>))));
+        opts.remote_host = Some("sim".into());
+    }
+    let fs = Okeanos::mount(fs_dev.clone(), j_dev.clone(), opts).map_err(|e| format!("recovery mount: {e}"))?;
     check(cfg.mode, files, overwritten, k, &fs)?;
     fs.unmount().map_err(|e| format!("unmount: {e}"))?;
     let r = fsck(fs_dev, j_dev);

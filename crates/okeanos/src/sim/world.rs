@@ -78,7 +78,8 @@ pub struct WorldConfig {
 /// operations are timed on `model` (`models::nvm`): each store as a write of its bytes, each
 /// fence as a persist barrier, one after another (a stage's NVM operations are ordered).
 pub struct NvmConfig {
-    pub region: Arc<crate::nvm::MemNvm>,
+    /// In memory, or recording into a crash recorder (crash fuzzing).
+    pub region: Arc<dyn crate::nvm::Nvm>,
     pub model: Box<dyn DiskModel>,
 }
 
@@ -102,12 +103,15 @@ pub struct RemoteConfig {
     /// The followers' disks of a replicated log (none: one journal server).
     pub followers: Vec<Box<dyn DiskModel>>,
     pub leader_loss: Option<(u64, u64)>,
+    /// The stand-in server notes when it acknowledged each append and completed each trim on
+    /// this recorder's clock (crash fuzzing builds the server's state at a crash from it).
+    pub recorder: Option<Arc<crate::device::CrashRecorder>>,
 }
 
 impl RemoteConfig {
     /// One journal server.
     pub fn single(net: Box<dyn DiskModel>, server_disk: Box<dyn DiskModel>, drop_journal: bool) -> Self {
-        RemoteConfig { net, server_disk, drop_journal, followers: Vec::new(), leader_loss: None }
+        RemoteConfig { net, server_disk, drop_journal, followers: Vec::new(), leader_loss: None, recorder: None }
     }
 }
 
@@ -183,10 +187,10 @@ impl World {
         }
         let server = cfg.remote.as_ref().map(|r| {
             let log = Arc::new(std::sync::Mutex::new(crate::remote::memory::MemLog::default()));
-            let l = log.clone();
-            opts.remote_connector = Some(crate::remote::Connector(Arc::new(move |_| Ok(Box::new(crate::remote::memory::MemServer::new(l.clone(), None)) as Box<dyn crate::remote::Link>))));
+            let (l, rec) = (log.clone(), r.recorder.clone());
+            opts.remote_connector = Some(crate::remote::Connector(Arc::new(move |_| Ok(Box::new(crate::remote::memory::MemServer::new(l.clone(), rec.clone())) as Box<dyn crate::remote::Link>))));
             opts.remote_host = Some("sim".into());
-            opts.faults.skip_remote_append = r.drop_journal;
+            opts.faults.skip_remote_append |= r.drop_journal;
             log
         });
         if let Some(n) = &cfg.nvm {
@@ -284,9 +288,17 @@ impl World {
                     tap.mute(false);
                 }
                 if let Err(e) = executed {
-                    self.error = Some(e.to_string());
+                    let message = e.to_string();
                     self.fs.journal_complete(work, Err(e));
                     self.release_all();
+                    // The journal decides what follows: a host whose journal server failed
+                    // falls back to its local journal (the next step), anything else stops
+                    // the journal, and the simulation with it.
+                    if self.fs.debug_state(|j, _| j.aborted.is_some()) {
+                        self.error = Some(message);
+                    } else {
+                        self.kick();
+                    }
                     return;
                 }
                 self.in_flight[lane] = Some(InFlight { work, stage: 0, flushing: false });
