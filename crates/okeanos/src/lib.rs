@@ -37,6 +37,8 @@
 //! commit, checkpoint, revoke, recovery; content policies; placements; no I/O) · [`fs`]
 //! (namespace and files) · [`runtime`] and [`engine`] (threads, locks, executing plans).
 
+#[macro_use]
+mod counts;
 pub mod cache;
 pub mod clock;
 pub mod det;

@@ -223,9 +223,10 @@ impl Default for MountOptions {
 
 impl MountOptions {
     /// The age after which committed blocks are written home: `expire=`, else the
-    /// placement's default (`nvm`: 300 s, UBJ's checkpoint period; others 30 s).
-    pub fn expire_or(&self, nvm: bool) -> Duration {
-        self.expire_period.unwrap_or(Duration::from_secs(if nvm { 300 } else { 30 }))
+    /// placement's default (`Placement::defaults`: nvm 300 s, UBJ's checkpoint period; others
+    /// 30 s).
+    pub fn expire_or(&self, placement_default: Duration) -> Duration {
+        self.expire_period.unwrap_or(placement_default)
     }
 
     pub fn data(mut self, mode: DataMode) -> Self {

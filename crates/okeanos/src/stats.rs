@@ -70,10 +70,13 @@ pub struct RecoveryReport {
     pub nvm_slots_scanned: u64,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct KindCount {
-    pub blocks: u64,
-    pub bytes: u64,
+counters! {
+    /// Blocks and bytes of one kind.
+    #[derive(Debug, Clone, Default, Serialize)]
+    pub struct KindCount {
+        pub blocks: u64,
+        pub bytes: u64,
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -325,12 +328,6 @@ impl Stats {
     }
 }
 
-impl KindCount {
-    fn minus(&self, b: &KindCount) -> KindCount {
-        KindCount { blocks: self.blocks - b.blocks, bytes: self.bytes - b.bytes }
-    }
-}
-
 impl Counters {
     /// The counts accumulated since `base` (an earlier snapshot of the same mount): per-kind
     /// bytes and blocks, totals, commits, syncs and records, with the per-commit ratios
@@ -343,16 +340,16 @@ impl Counters {
         let handles_in_commits = self.handles_per_commit * self.commits as f64 - base.handles_per_commit * base.commits as f64;
         let blocks_in_commits = self.journal_blocks_per_commit * self.commits as f64 - base.journal_blocks_per_commit * base.commits as f64;
         Counters {
-            descriptor: self.descriptor.minus(&base.descriptor),
-            commit: self.commit.minus(&base.commit),
-            revoke: self.revoke.minus(&base.revoke),
-            multiwrite: self.multiwrite.minus(&base.multiwrite),
-            journal_data: self.journal_data.minus(&base.journal_data),
-            journal_meta: self.journal_meta.minus(&base.journal_meta),
-            journal_super: self.journal_super.minus(&base.journal_super),
-            final_data: self.final_data.minus(&base.final_data),
-            final_meta: self.final_meta.minus(&base.final_meta),
-            log_swap: self.log_swap.minus(&base.log_swap),
+            descriptor: self.descriptor.since(&base.descriptor),
+            commit: self.commit.since(&base.commit),
+            revoke: self.revoke.since(&base.revoke),
+            multiwrite: self.multiwrite.since(&base.multiwrite),
+            journal_data: self.journal_data.since(&base.journal_data),
+            journal_meta: self.journal_meta.since(&base.journal_meta),
+            journal_super: self.journal_super.since(&base.journal_super),
+            final_data: self.final_data.since(&base.final_data),
+            final_meta: self.final_meta.since(&base.final_meta),
+            log_swap: self.log_swap.since(&base.log_swap),
             journal_bytes: self.journal_bytes - base.journal_bytes,
             final_bytes: self.final_bytes - base.final_bytes,
             payload_bytes: self.payload_bytes - base.payload_bytes,

@@ -520,3 +520,38 @@ fn random_writes_into_a_sparse_file_fit_their_handles() {
     fs.unmount().unwrap();
     assert_fsck_clean(dev, None);
 }
+
+/// A placement's defaults reach the mount unless an option is given: manylogs writes in-place
+/// data in the background past 1 MiB (and logs write calls up to 32 KiB), a ring does neither,
+/// nvm keeps committed blocks 300 s before age sends them home; `dirty_background_bytes=` wins
+/// over the placement.
+#[test]
+fn the_placements_defaults_apply_unless_the_mount_says_otherwise() {
+    use okeanos::{MemDevice, MkfsOptions, MountOptions};
+    let background = |fs: &Okeanos| fs.debug_state(|j, _| (j.cfg.dirty_background_blocks, j.placement.defaults()));
+    let manylogs = || {
+        let dev = Arc::new(MemDevice::new(64 * MB));
+        Okeanos::mkfs(dev.as_ref(), None, &MkfsOptions { manylogs: true, blocks_per_group: Some(2048), log_area_blocks: 256, ..Default::default() }).unwrap();
+        dev
+    };
+    let fs = Okeanos::mount(manylogs() as Arc<dyn Device>, None, MountOptions::default()).unwrap();
+    let (blocks, d) = background(&fs);
+    assert_eq!((blocks, d.logged_write_size, d.dirty_background_bytes), (256, Some(32 << 10), 1 << 20), "manylogs: 1 MiB of 4 KiB blocks");
+    fs.unmount().unwrap();
+    let fs = Okeanos::mount(manylogs() as Arc<dyn Device>, None, MountOptions::parse("dirty_background_bytes=0").unwrap()).unwrap();
+    assert_eq!(background(&fs).0, 0, "the option wins");
+    fs.unmount().unwrap();
+    let fs = Okeanos::mount(mem_fs(16 * MB, 1024) as Arc<dyn Device>, None, MountOptions::default()).unwrap();
+    let (blocks, d) = background(&fs);
+    assert_eq!((blocks, d.logged_write_size, d.expire.as_secs()), (0, None, 30), "a ring changes nothing");
+    fs.unmount().unwrap();
+    // nvm: frozen blocks serve as cache for 300 s (UBJ's checkpoint period).
+    let dev = Arc::new(MemDevice::new(16 * MB));
+    let nvm = Arc::new(okeanos::nvm::MemNvm::new(17 << 20));
+    Okeanos::mkfs_nvm(dev.as_ref(), nvm.as_ref(), &MkfsOptions { journal_blocks: 256, nvm_path: Some("nvm".into()), ..Default::default() }).unwrap();
+    let mut o = MountOptions::default();
+    o.nvm = Some(okeanos::nvm::NvmHandle(nvm));
+    let fs = Okeanos::mount(dev as Arc<dyn Device>, None, o).unwrap();
+    assert_eq!(background(&fs).1.expire.as_secs(), 300);
+    fs.unmount().unwrap();
+}

@@ -114,14 +114,16 @@ pub struct DeviceCounters {
     flushes: AtomicU64,
 }
 
-/// A snapshot of [`DeviceCounters`].
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct DeviceStats {
-    pub bytes_read: u64,
-    pub bytes_written: u64,
-    pub reads: u64,
-    pub writes: u64,
-    pub flushes: u64,
+counters! {
+    /// A snapshot of [`DeviceCounters`].
+    #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+    pub struct DeviceStats {
+        pub bytes_read: u64,
+        pub bytes_written: u64,
+        pub reads: u64,
+        pub writes: u64,
+        pub flushes: u64,
+    }
 }
 
 impl DeviceCounters {
@@ -143,19 +145,6 @@ impl DeviceCounters {
             reads: self.reads.load(Ordering::Relaxed),
             writes: self.writes.load(Ordering::Relaxed),
             flushes: self.flushes.load(Ordering::Relaxed),
-        }
-    }
-}
-
-impl DeviceStats {
-    /// Counts since `earlier`.
-    pub fn since(&self, earlier: &DeviceStats) -> DeviceStats {
-        DeviceStats {
-            bytes_read: self.bytes_read - earlier.bytes_read,
-            bytes_written: self.bytes_written - earlier.bytes_written,
-            reads: self.reads - earlier.reads,
-            writes: self.writes - earlier.writes,
-            flushes: self.flushes - earlier.flushes,
         }
     }
 }

@@ -112,8 +112,8 @@ impl Okeanos {
             (None, false) => None,
         };
         let now = clock.now_ns();
-        for &(block, at, tid) in &kept {
-            fs.cache.insert_parked(block, at, tid, crate::cache::BufKind::Data, now);
+        for k in &kept {
+            fs.cache.insert_parked(k.block, k.at, k.tid, crate::cache::BufKind::Data, now);
         }
         let committed_at_mount = fs.journal.committed_tid;
         let checkpoint_thread = opts.checkpoint_thread.unwrap_or_else(|| !(devs.journal.is_none() && devs.fs.seeks() == Some(true)));

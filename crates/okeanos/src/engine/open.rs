@@ -94,22 +94,10 @@ pub(super) fn recover(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
     Ok((next_tid, remote))
 }
 
-/// `dirty_background_bytes=` on a manylogs file system unless given.
-pub const MANYLOGS_DIRTY_BACKGROUND: u64 = 1 << 20;
-
-/// The logged-write-size of selective content on a manylogs file system unless
-/// `logged_write_size=` says otherwise.
-pub const MANYLOGS_LOGGED_WRITE_SIZE: usize = 32 << 10;
-
 /// The journal the mount runs with, after recovery (`jsb` read again): back to the server if
 /// the host fell back and it answers, the placement, the transaction limits.
 pub(super) fn journal(devs: &mut Devices, sb: &Superblock, region: LogRegion, jsb: JournalSuperblock, opts: &MountOptions, next_tid: u64, remote: Option<runtime::remote::Opened>) -> FsResult<Journal> {
     let mut content = opts.content().map_err(FsError::Invalid)?;
-    if sb.manylogs() && content.logged_write_size.is_none() {
-        // Manylogs logs small write calls near the head and puts large ones in place first
-        // (the paper's LoggedWriteSize, 32 KiB by default here; section IV-C).
-        content.logged_write_size = Some(MANYLOGS_LOGGED_WRITE_SIZE);
-    }
     let mut jsb = jsb;
     let mut remote = remote;
     if sb.remote.is_some() && jsb.remote.local && jsb.start == 0 && !opts.read_only {
@@ -158,6 +146,11 @@ pub(super) fn journal(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
         (None, Some(_)) if jsb.remote.local && !opts.read_only => Box::new(Remote::new(Ring::new(region, jsb), region.ring_len(), None)),
         _ => Box::new(Ring::new(region, jsb)),
     };
+    // The placement's defaults, where the mount gave no option.
+    let defaults = placement.defaults();
+    if content.logged_write_size.is_none() {
+        content.logged_write_size = defaults.logged_write_size;
+    }
     // Transactions must fit the internal ring too: a remote journal falls back to it.
     let capacity = if sb.remote.is_some() { placement.capacity().min(region.ring_len()) } else { placement.capacity() };
     let smallest = crate::fs::mkfs::MIN_JOURNAL_BLOCKS - 1;
@@ -177,9 +170,7 @@ pub(super) fn journal(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
     }
     cfg.fault_skip_commit_flush = opts.faults.skip_commit_flush;
     cfg.lazy_checkpoint = opts.lazy_checkpoint;
-    // Background writeback: on manylogs by default (the paper's Fig. 2b small syncs beside a
-    // large writer, docs/SIMULATION.md), elsewhere when asked.
-    let background = opts.dirty_background_bytes.unwrap_or(if sb.manylogs() { MANYLOGS_DIRTY_BACKGROUND } else { 0 });
+    let background = opts.dirty_background_bytes.unwrap_or(defaults.dirty_background_bytes);
     cfg.dirty_background_blocks = usize::try_from(background / sb.block_size as u64).unwrap_or(usize::MAX);
     cfg.fault_early_unwritten = opts.faults.early_unwritten;
     cfg.fault_ordered_after_commit = opts.faults.ordered_after_commit;

@@ -346,7 +346,7 @@ impl Okeanos {
             // A lazy checkpoint writes nothing home for age (the period still paces the
             // journal's wake-ups).
             if !opts.lazy_checkpoint {
-                core.expiring = Some(now.saturating_sub(opts.expire_or(self.inner.devs.nvm.is_some()).as_nanos() as u64));
+                core.expiring = Some(now.saturating_sub(opts.expire_or(core.fs.journal.placement.defaults().expire).as_nanos() as u64));
             }
         }
         if let Some(step) = self.early_step(core) {

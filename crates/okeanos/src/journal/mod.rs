@@ -128,32 +128,21 @@ pub struct Journal {
     pub datasync: datasync::DatasyncQueue,
 }
 
-/// What the checkpoints of a mount wrote and what they were spared.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct CheckpointCounts {
-    /// Blocks written home.
-    pub blocks: u64,
-    /// The device writes they took once adjacent blocks were merged into runs.
-    pub runs: u64,
-    /// Of the blocks written home, those copied from a log (not in the cache).
-    pub copied: u64,
-    /// Logged copies of released transactions that no checkpoint wrote: a newer logged copy
-    /// of the block superseded them (an overwrite skipped), or the block was freed.
-    pub skipped: u64,
-    /// Parked blocks loaded back from a log for a read or a change.
-    pub log_reads: u64,
-}
-
-impl CheckpointCounts {
-    /// The counts accumulated since `base` (an earlier reading of the same mount).
-    pub fn since(&self, base: &CheckpointCounts) -> CheckpointCounts {
-        CheckpointCounts {
-            blocks: self.blocks - base.blocks,
-            runs: self.runs - base.runs,
-            copied: self.copied - base.copied,
-            skipped: self.skipped - base.skipped,
-            log_reads: self.log_reads - base.log_reads,
-        }
+counters! {
+    /// What the checkpoints of a mount wrote and what they were spared.
+    #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+    pub struct CheckpointCounts {
+        /// Blocks written home.
+        pub blocks: u64,
+        /// The device writes they took once adjacent blocks were merged into runs.
+        pub runs: u64,
+        /// Of the blocks written home, those copied from a log (not in the cache).
+        pub copied: u64,
+        /// Logged copies of released transactions that no checkpoint wrote: a newer logged copy
+        /// of the block superseded them (an overwrite skipped), or the block was freed.
+        pub skipped: u64,
+        /// Parked blocks loaded back from a log for a read or a change.
+        pub log_reads: u64,
     }
 }
 
@@ -182,13 +171,13 @@ impl Journal {
     /// Takes over the blocks a recovery kept logged (manylogs, [`placement::Snapshots::recovered_kept`]):
     /// each owed by its transaction, which stays in the log until a checkpoint copies them
     /// home; freeing one needs a revoke. Before the first transaction of the mount.
-    pub fn adopt_logged(&mut self, kept: &[(u64, u64, Tid)]) {
+    pub fn adopt_logged(&mut self, kept: &[placement::LoggedBlock]) {
         assert!(self.log.is_empty() && self.running.is_empty() && self.committing.is_none(), "blocks kept logged are taken over at mount");
         let mut by_tid: std::collections::BTreeMap<Tid, Vec<u64>> = Default::default();
-        for &(block, _, tid) in kept {
-            assert!(tid < self.running.tid, "a kept block's transaction is older than the next");
-            by_tid.entry(tid).or_default().push(block);
-            self.logged_copies.insert(block, tid);
+        for k in kept {
+            assert!(k.tid < self.running.tid, "a kept block's transaction is older than the next");
+            by_tid.entry(k.tid).or_default().push(k.block);
+            self.logged_copies.insert(k.block, k.tid);
         }
         for (tid, blocks) in by_tid {
             let checkpoint = blocks.iter().copied().collect();
@@ -268,7 +257,7 @@ impl Journal {
     }
 
     /// The blocks a recovery left logged, for [`Self::adopt_logged`] and the cache.
-    pub fn recovered_kept(&self) -> Vec<(u64, u64, Tid)> {
+    pub fn recovered_kept(&self) -> Vec<placement::LoggedBlock> {
         self.placement.snapshots().map_or_else(Vec::new, |s| s.recovered_kept())
     }
 

@@ -77,7 +77,7 @@
 //! the journal superblock records the new tail, so the transactions in the ring at a crash
 //! have tids below `sequence + ring length`; older leftovers have lower tids still.
 
-use super::placement::{LogRegion, RecoveryStart};
+use super::placement::{LogRegion, LoggedBlock, RecoveryStart};
 use super::plan::BlockKind;
 use super::revoke::RevokeTable;
 use super::transaction::Tid;
@@ -691,20 +691,20 @@ pub fn revoke_feed(table: &mut RevokeTable, tid: Tid, block: &[u8]) -> Result<()
 /// Returns the plan and the mapped blocks no scanned transaction touched: they stay logged
 /// (the paper keeps data under the MTL, section III-E), and the placement's recovered table
 /// names them again.
-pub fn with_map(mut plan: Vec<ReplayBlock>, mapped: &[(u64, u64, Tid, u32)], revoked: &RevokeTable) -> (Vec<ReplayBlock>, Vec<(u64, u64, Tid, u32)>) {
+pub fn with_map(mut plan: Vec<ReplayBlock>, mapped: &[LoggedBlock], revoked: &RevokeTable) -> (Vec<ReplayBlock>, Vec<LoggedBlock>) {
     if mapped.is_empty() {
         return (plan, Vec::new());
     }
     let at: HashMap<u64, usize> = plan.iter().enumerate().map(|(k, r)| (r.fs_block, k)).collect();
     let mut kept = Vec::new();
-    for &(block, dev_block, tid, hash) in mapped {
-        if revoked.is_revoked(block, tid) {
+    for m in mapped {
+        if revoked.is_revoked(m.block, m.tid) {
             continue;
         }
-        match at.get(&block) {
-            Some(&k) if plan[k].base == ReplayBase::Disk => plan[k].base = ReplayBase::Mapped { block: dev_block, hash },
+        match at.get(&m.block) {
+            Some(&k) if plan[k].base == ReplayBase::Disk => plan[k].base = ReplayBase::Mapped { block: m.at, hash: m.hash },
             Some(_) => {}
-            None => kept.push((block, dev_block, tid, hash)),
+            None => kept.push(*m),
         }
     }
     (plan, kept)

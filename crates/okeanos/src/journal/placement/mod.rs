@@ -140,6 +140,26 @@ pub struct Interleaved {
     pub swept: Tid,
 }
 
+/// What a placement changes in the mount's defaults; an option given at mount wins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Defaults {
+    /// How long a committed block may stay owed before age sends it home (`expire=`): ext3's
+    /// 30 s unless the placement says otherwise.
+    pub expire: std::time::Duration,
+    /// Selective content's LoggedWriteSize (`logged_write_size=`): write calls up to it are
+    /// logged, larger ones go in place first. None: the policy's own default.
+    pub logged_write_size: Option<usize>,
+    /// In-place data written early in the background past this many bytes
+    /// (`dirty_background_bytes=`; 0: only at commit).
+    pub dirty_background_bytes: u64,
+}
+
+impl Default for Defaults {
+    fn default() -> Self {
+        Defaults { expire: std::time::Duration::from_secs(30), logged_write_size: None, dirty_background_bytes: 0 }
+    }
+}
+
 /// Where the journal lives (docs/DESIGN.md section 5): what every placement does. What only
 /// some do is a capability the placement offers through an accessor ([`Self::parking`],
 /// [`Self::snapshots`], [`Self::swaps`], [`Self::fallback`], [`Self::head`]); the core asks for
@@ -166,6 +186,10 @@ pub trait Placement: Send + std::fmt::Debug {
     /// whole runs low (the same as [`Self::space_low`] for a single log).
     fn space_exhausted(&self, max_tx: u64) -> bool {
         self.space_low(max_tx)
+    }
+    /// The mount's defaults this placement changes.
+    fn defaults(&self) -> Defaults {
+        Defaults::default()
     }
     /// How much a checkpoint for space frees (at least; everything it can if more).
     fn checkpoint_target(&self) -> u64 {
@@ -266,6 +290,20 @@ pub trait Parking {
     fn went_home(&mut self, _block: u64, _tid: Tid) {}
 }
 
+/// A block whose committed copy stays in a log instead of at home: an entry of a snapshot's map
+/// (manylogs), read by recovery and taken over by the mount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoggedBlock {
+    /// The file-system block.
+    pub block: u64,
+    /// Where the copy is: a block of the file-system device, in a log.
+    pub at: u64,
+    /// The transaction whose copy it is.
+    pub tid: Tid,
+    /// The journal tag's data hash of the copy.
+    pub hash: u32,
+}
+
 /// A map of logged blocks in the placement's tables (manylogs' snapshots, section III-F).
 pub trait Snapshots {
     /// Whether data block `block`, owed by committed transaction `tid`, may stay logged across
@@ -275,18 +313,16 @@ pub trait Snapshots {
     fn map_room(&self) -> usize;
     /// The home tid of the newest durable snapshot.
     fn home(&self) -> Tid;
-    /// The blocks recovery reads from the snapshot's map instead of a log scan:
-    /// (file-system block, device block in a log, tid, tag data hash).
-    fn recovery_map(&self) -> Vec<(u64, u64, Tid, u32)>;
+    /// The blocks recovery reads from the snapshot's map instead of a log scan.
+    fn recovery_map(&self) -> Vec<LoggedBlock>;
     /// The release stage of a checkpoint that leaves the blocks `keep` logged and advances
     /// the home tid to [`Kept::home`].
     fn snapshot_stage(&self, kept: Kept, keep: &[u64]) -> Stage;
-    /// [`Placement::recovered_stage`] for a recovery that left the mapped blocks `kept` logged
-    /// (file-system block, device block, tid, tag hash).
-    fn recovered_keeping(&self, next_tid: Tid, kept: &[(u64, u64, Tid, u32)]) -> Stage;
-    /// After a recovery that kept blocks logged: each (file-system block, device block, tid),
-    /// for the mount to take over as owed blocks parked in their logs.
-    fn recovered_kept(&self) -> Vec<(u64, u64, Tid)>;
+    /// [`Placement::recovered_stage`] for a recovery that left the mapped blocks `kept` logged.
+    fn recovered_keeping(&self, next_tid: Tid, kept: &[LoggedBlock]) -> Stage;
+    /// After a recovery that kept blocks logged: each of them, for the mount to take over as
+    /// owed blocks parked in their logs.
+    fn recovered_kept(&self) -> Vec<LoggedBlock>;
 }
 
 /// Logs that move when crowded (manylogs, section III-G).
@@ -325,40 +361,27 @@ pub trait HeadAware {
     fn near_head(&self) -> NearHead;
 }
 
-/// Commits placed, and how many landed in the log of the head's group or a neighbour's.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct NearHead {
-    pub commits: u64,
-    pub near: u64,
-    /// In the head's own group.
-    pub same: u64,
-    /// Transactions that reached a log's end and went on at its start (space reused).
-    pub wraps: u64,
-    /// Transactions that went to another log than the one before.
-    pub switches: u64,
-    /// Log swaps completed, and the log blocks they moved.
-    pub swaps: u64,
-    pub swap_blocks: u64,
-}
-
-impl NearHead {
-    /// The counts accumulated since `base` (an earlier reading of the same placement).
-    pub fn since(&self, base: &NearHead) -> NearHead {
-        NearHead {
-            commits: self.commits - base.commits,
-            near: self.near - base.near,
-            same: self.same - base.same,
-            wraps: self.wraps - base.wraps,
-            switches: self.switches - base.switches,
-            swaps: self.swaps - base.swaps,
-            swap_blocks: self.swap_blocks - base.swap_blocks,
-        }
+counters! {
+    /// Commits placed, and how many landed in the log of the head's group or a neighbour's.
+    #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+    pub struct NearHead {
+        pub commits: u64,
+        pub near: u64,
+        /// In the head's own group.
+        pub same: u64,
+        /// Transactions that reached a log's end and went on at its start (space reused).
+        pub wraps: u64,
+        /// Transactions that went to another log than the one before.
+        pub switches: u64,
+        /// Log swaps completed, and the log blocks they moved.
+        pub swaps: u64,
+        pub swap_blocks: u64,
     }
 }
 
 /// [`Placement::recovered_stage`], or [`Snapshots::recovered_keeping`] when recovery left
 /// blocks logged (only a placement with a map can).
-pub fn recovered_keeping(placement: &dyn Placement, next_tid: Tid, kept: &[(u64, u64, Tid, u32)]) -> Stage {
+pub fn recovered_keeping(placement: &dyn Placement, next_tid: Tid, kept: &[LoggedBlock]) -> Stage {
     match placement.snapshots() {
         Some(s) => s.recovered_keeping(next_tid, kept),
         None => {

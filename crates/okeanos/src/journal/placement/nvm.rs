@@ -33,7 +33,7 @@
 //!
 //! Recovery ([`analyze`]) reads the table, not a log: the decision table is on that function.
 
-use super::{Extent, Kept, Parking, Placement, Records, RecoveryStart, Stage};
+use super::{Defaults, Extent, Kept, Parking, Placement, Records, RecoveryStart, Stage};
 use crate::det::HashMap;
 use crate::format::nvm::{self as nf, Entry, EntryRead, NvmHeader, SlotState};
 use crate::journal::plan::{BlockKind, NvmBytes, NvmOp};
@@ -166,6 +166,12 @@ impl Placement for NvmSlots {
 
     fn capacity(&self) -> u64 {
         self.h.slots
+    }
+
+    /// Frozen slots go on serving as cache: blocks stay there 300 s unless space runs low
+    /// (UBJ's checkpoint period, docs/JOURNALING.md).
+    fn defaults(&self) -> Defaults {
+        Defaults { expire: std::time::Duration::from_secs(300), ..Defaults::default() }
     }
 
     fn free_blocks(&self) -> u64 {

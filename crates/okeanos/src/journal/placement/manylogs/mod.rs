@@ -37,7 +37,7 @@ pub use geometry::Geometry;
 pub use table::{read_table, refuse_fallback, sweep_after_fallback, ReadTable};
 use swap::Swap;
 
-use super::{Extent, HeadAware, Kept, NearHead, LogRegion, Parking, Placement, Records, RecoveryStart, RegionKind, Snapshots, Stage, Swaps};
+use super::{Defaults, Extent, HeadAware, Kept, LoggedBlock, NearHead, LogRegion, Parking, Placement, Records, RecoveryStart, RegionKind, Snapshots, Stage, Swaps};
 use crate::format::logtable::{flags, LogEntry, LogMap, LogTable, MapEntry, SnapPos};
 use crate::journal::checkpoint::COPY_SLICE_BLOCKS;
 use crate::journal::plan::{BlockKind, CopyCheck, DevId, IoCopy, IoStage, IoWrite};
@@ -240,6 +240,13 @@ impl Manylogs {
 
 }
 
+/// `dirty_background_bytes=` on a manylogs file system unless given.
+pub const DIRTY_BACKGROUND: u64 = 1 << 20;
+
+/// The logged-write-size of selective content on a manylogs file system unless
+/// `logged_write_size=` says otherwise.
+pub const LOGGED_WRITE_SIZE: usize = 32 << 10;
+
 fn encode(log: usize, pos: u64) -> u64 {
     (log as u64) << 32 | pos
 }
@@ -282,6 +289,14 @@ impl Placement for Manylogs {
 
     fn checkpoint_beside_commit(&self) -> bool {
         true
+    }
+
+    /// Small write calls are logged near the head and large ones go in place first (the
+    /// paper's LoggedWriteSize, section IV-C; [`LOGGED_WRITE_SIZE`]), and in-place data is
+    /// written in the background ([`DIRTY_BACKGROUND`]), so that a small sync beside a large
+    /// writer waits for little (the paper's Fig. 2b, docs/SIMULATION.md).
+    fn defaults(&self) -> Defaults {
+        Defaults { logged_write_size: Some(LOGGED_WRITE_SIZE), dirty_background_bytes: DIRTY_BACKGROUND, ..Defaults::default() }
     }
 
     fn place(&mut self, records: Records) -> (Stage, Extent) {
@@ -458,11 +473,11 @@ impl Snapshots for Manylogs {
         self.snap.borrow().home
     }
 
-    fn recovery_map(&self) -> Vec<(u64, u64, Tid, u32)> {
+    fn recovery_map(&self) -> Vec<LoggedBlock> {
         if self.mounted.needs_no_recovery() {
             return Vec::new();
         }
-        self.mounted_map.entries.iter().map(|e| (e.block, e.at, e.tid, e.hash)).collect()
+        self.mounted_map.entries.iter().map(|e| LoggedBlock { block: e.block, at: e.at, tid: e.tid, hash: e.hash }).collect()
     }
 
     fn snapshot_stage(&self, kept: Kept, keep: &[u64]) -> Stage {
@@ -476,32 +491,32 @@ impl Snapshots for Manylogs {
     /// stay logged (`kept`): each log holding one keeps its recorded tail up to its snapshot
     /// position, the map names them, and everything else is home (the home tid is the last
     /// one). Every other log starts again at position 0. Nothing kept: the table is clean.
-    fn recovered_keeping(&self, next_tid: Tid, kept: &[(u64, u64, Tid, u32)]) -> Stage {
+    fn recovered_keeping(&self, next_tid: Tid, kept: &[LoggedBlock]) -> Stage {
         let n = self.logs.len();
         let (mut logs, mut snaps) = (vec![LogEntry::default(); n], vec![SnapPos::default(); n]);
-        for &(_, at, _, _) in kept {
-            let i = self.geo.group_of(at);
+        for k in kept {
+            let i = self.geo.group_of(k.at);
             let (e, s) = (self.mounted.logs[i], self.mounted_map.snaps[i]);
             logs[i] = LogEntry { tail: e.tail, end: s.pos, tail_tid: e.tail_tid };
             snaps[i] = SnapPos { pos: s.pos, tid: 0 };
         }
-        let floor = kept.iter().map(|e| e.2).min().unwrap_or(next_tid);
+        let floor = kept.iter().map(|e| e.tid).min().unwrap_or(next_tid);
         let seq = self.durable_seq.get() + 1;
         self.planned_seq.set(seq);
         let clean = kept.is_empty();
         let version = if self.geo.map_capacity().is_some() { 3 } else { 2 };
         assert!(version == 3 || clean, "blocks stay logged only with a map");
         let table = LogTable { version, flags: if clean { flags::CLEAN } else { flags::RECOVERED }, seq, floor, durable: next_tid - 1, log_blocks: self.geo.log_blocks as u32, fs_uuid: self.geo.fs_uuid, logs };
-        let entries = kept.iter().map(|&(block, at, tid, hash)| MapEntry { block, at, tid, hash }).collect();
+        let entries = kept.iter().map(|k| MapEntry { block: k.block, at: k.at, tid: k.tid, hash: k.hash }).collect();
         let map = LogMap { seq, home: next_tid - 1, durable: next_tid - 1, fs_uuid: self.geo.fs_uuid, snaps, entries };
         self.executed_at_once((table, map))
     }
 
-    fn recovered_kept(&self) -> Vec<(u64, u64, Tid)> {
+    fn recovered_kept(&self) -> Vec<LoggedBlock> {
         if self.mounted.is_clean() {
             return Vec::new();
         }
-        self.mounted_map.entries.iter().map(|e| (e.block, e.at, e.tid)).collect()
+        self.mounted_map.entries.iter().map(|e| LoggedBlock { block: e.block, at: e.at, tid: e.tid, hash: e.hash }).collect()
     }
 }
 
