@@ -425,7 +425,7 @@ fn a_dead_server_falls_back_to_the_local_journal_and_loses_nothing() {
             let want: String = (0..n).map(|k| format!("writer {w} record {k:06}\n")).collect();
             assert!(text.starts_with(&want), "{mode} writer {w}: {} bytes, {n} records acknowledged", text.len());
         }
-        let placement = fs.debug_state(|j, _| j.placement.name());
+        let placement = fs.debug_state(|j, _| j.placement().name());
         assert_eq!(placement, "remote, fallen back to the internal journal", "{mode} {how}: the server is gone, the host stays in its local journal");
         fs.unmount().unwrap();
         let o = Command::new(BIN).arg("fsck").arg(&img).output().unwrap();
@@ -443,7 +443,7 @@ fn a_dead_server_falls_back_to_the_local_journal_and_loses_nothing() {
             f.fdatasync().unwrap();
         }
         drop(f);
-        assert_eq!(fs.debug_state(|j, _| j.placement.name()), "remote", "{mode} {how}");
+        assert_eq!(fs.debug_state(|j, _| j.placement().name()), "remote", "{mode} {how}");
         let c = fs.counters();
         assert_eq!(c.journal_bytes - c.remote_bytes, 4096, "{mode} {how}: commits went to the server (locally only the mount's journal superblock)");
         let last = fs.committed_tid();
@@ -535,11 +535,11 @@ fn a_host_returns_to_its_server_while_mounted() {
         write(&f, k);
     }
     assert_eq!(fs.counters().fallbacks, 1);
-    assert_ne!(fs.debug_state(|j, _| j.placement.name()), "remote");
+    assert_ne!(fs.debug_state(|j, _| j.placement().name()), "remote");
     let s2 = start(&jdir);
     let t0 = Instant::now();
     let mut k = 40;
-    while fs.debug_state(|j, _| j.placement.name()) != "remote" {
+    while fs.debug_state(|j, _| j.placement().name()) != "remote" {
         assert!(t0.elapsed() < Duration::from_secs(30), "did not return to the server");
         write(&f, k);
         k += 1;

@@ -94,7 +94,7 @@ fn crash_test_with(policy: &str, canary: bool, server: MemLog, revive_at: Option
     assert!(canary || dies || trims > 2, "checkpoints trimmed the server during the run ({trims})");
     assert_eq!(fs.counters().fallbacks, dies as u64, "the host fell back when its server died");
     if revive_at.is_some() {
-        assert_eq!(fs.debug_state(|j, _| j.placement.name()), "remote", "the host returned to its server while mounted");
+        assert_eq!(fs.debug_state(|j, _| j.placement().name()), "remote", "the host returned to its server while mounted");
     }
     drop(fs); // the crash at the end
     let (mut states, mut violations) = (0, Vec::new());
@@ -187,7 +187,7 @@ fn crash_states_of_the_return_to_the_server() {
     let rdev = Arc::new(recorder.device("fs", dev.snapshot()));
     let log = Arc::new(Mutex::new(back.clone()));
     let fs = Okeanos::mount(rdev as Arc<dyn Device>, None, opts(cfg, connector(log.clone(), Some(recorder.clone())))).unwrap();
-    assert_eq!(fs.debug_state(|j, _| j.placement.name()), "remote", "the mount returned to the server");
+    assert_eq!(fs.debug_state(|j, _| j.placement().name()), "remote", "the mount returned to the server");
     fs.unmount().unwrap();
     let trimmed_at = log.lock().unwrap().trims.first().map(|t| t.0).expect("the return trimmed the server");
     let mut states = 0;

@@ -303,7 +303,7 @@ fn every_server_gone_falls_back_to_the_local_journal() {
     fs.unmount().unwrap();
     // Mounted again: back on the stream.
     let fs = Okeanos::open(&img, opts("data=data,remote_ack_timeout=5")).unwrap();
-    assert_eq!(fs.debug_state(|j, _| j.placement.name()), "remote");
+    assert_eq!(fs.debug_state(|j, _| j.placement().name()), "remote");
     let f = fs.create_file("/after").unwrap();
     f.append(b"x").unwrap();
     f.fdatasync().unwrap();

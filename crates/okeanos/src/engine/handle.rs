@@ -80,7 +80,7 @@ impl Okeanos {
             if core.closing {
                 return Err(FsError::ReadOnly("unmounting".into()));
             }
-            if let Some(e) = &core.fs.journal.aborted {
+            if let Some(e) = core.fs.journal.aborted() {
                 return Err(FsError::Io(format!("journal aborted: {e}")));
             }
             let now_wall = self.inner.clock.wall_ns();
@@ -97,7 +97,7 @@ impl Okeanos {
                 Ok(t) => break t,
                 Err(Admit::NeedCommit) => {
                     let tid = core.fs.journal.running.tid;
-                    core.fs.journal.commit_requested = core.fs.journal.commit_requested.max(tid);
+                    core.fs.journal.request_commit(tid);
                 }
                 Err(Admit::NeedSpace) => {
                     core.want_space = true;

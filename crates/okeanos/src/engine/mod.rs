@@ -124,7 +124,7 @@ impl Inner {
     /// read-only with the reason, every waiting sync fails, and one line says so in the log.
     /// What committed before stays in the journal: the next mount recovers it.
     fn stop_journal(&self, core: &mut Core, why: String) {
-        if core.fs.journal.aborted.is_none() {
+        if core.fs.journal.aborted().is_none() {
             eprintln!("okeanos: journal stopped, file system read-only: {why}; what was synced is kept and the next mount recovers it");
         }
         core.fs.journal.commit_failed(why.clone());
@@ -295,7 +295,7 @@ impl Okeanos {
         self.inner.jcv.notify_all();
         self.inner.ccv.notify_all();
         loop {
-            if let Some(e) = &core.fs.journal.aborted {
+            if let Some(e) = core.fs.journal.aborted() {
                 return Err(FsError::Io(format!("journal aborted: {e}")));
             }
             if core.fs.journal.log.front().is_none_or(|t| t.tid > target) {
@@ -308,7 +308,7 @@ impl Okeanos {
 
     /// Asks for a checkpoint of everything committed; the transaction it must release.
     fn force_checkpoint(core: &mut Core) -> Tid {
-        let target = core.fs.journal.committed_tid;
+        let target = core.fs.journal.committed_tid();
         core.force_checkpoint = Some(core.force_checkpoint.unwrap_or(0).max(target));
         target
     }
@@ -346,7 +346,7 @@ impl Okeanos {
     /// Where the journal is now: "internal", "external", "remote", "nvm", "manylogs", or
     /// "remote, fallen back to the internal journal".
     pub fn placement(&self) -> String {
-        self.lock().fs.journal.placement.name().to_string()
+        self.lock().fs.journal.placement().name().to_string()
     }
 
     /// The content policy's name and guarantee.

@@ -88,7 +88,7 @@ impl Okeanos {
         let kept = journal.recovered_kept();
         journal.adopt_logged(&kept);
         if devs.nvm.is_some() {
-            stats.on_nvm_slots(journal.placement.capacity(), journal.placement.capacity() - journal.placement.free_blocks(), 0);
+            stats.on_nvm_slots(journal.placement().capacity(), journal.placement().capacity() - journal.placement().free_blocks(), 0);
         }
         if !opts.read_only {
             sb.state = state::MOUNTED;
@@ -115,7 +115,7 @@ impl Okeanos {
         for k in &kept {
             fs.cache.insert_parked(k.block, k.at, k.tid, crate::cache::BufKind::Data, now);
         }
-        let committed_at_mount = fs.journal.committed_tid;
+        let committed_at_mount = fs.journal.committed_tid();
         let checkpoint_thread = opts.checkpoint_thread.unwrap_or_else(|| !(devs.journal.is_none() && devs.fs.seeks() == Some(true)));
         let inner = Arc::new(Inner {
             checkpoint_thread,
@@ -189,7 +189,7 @@ impl Okeanos {
             return Ok(());
         }
         let mut core = self.lock();
-        if let Some(e) = &core.fs.journal.aborted {
+        if let Some(e) = core.fs.journal.aborted() {
             return Err(FsError::Io(format!("journal aborted, image left for recovery: {e}")));
         }
         let devs = &self.inner.devs;

@@ -80,7 +80,7 @@ impl Drop for AbortOnPanic {
     fn drop(&mut self) {
         if std::thread::panicking() {
             let mut core = self.0.core.lock().unwrap_or_else(|e| e.into_inner());
-            core.fs.journal.aborted.get_or_insert_with(|| "the journal thread failed (a bug: see the log for the panic)".into());
+            core.fs.journal.abort("the journal thread failed (a bug: see the log for the panic)");
             core.stop = true;
             self.0.deliver_syncs(&mut core, true);
             drop(core);
@@ -140,7 +140,7 @@ impl Okeanos {
     fn yield_to_commit(&self) {
         let mut core = self.lock();
         let Some(tid) = core.fs.journal.committing.as_ref().map(|c| c.tx.tid) else { return };
-        while core.fs.journal.committed_tid < tid && core.fs.journal.aborted.is_none() && !core.abandoned {
+        while core.fs.journal.committed_tid() < tid && core.fs.journal.aborted().is_none() && !core.abandoned {
             core = self.inner.ccv.wait(core).unwrap_or_else(|e| e.into_inner());
         }
     }
@@ -151,7 +151,7 @@ impl Okeanos {
     }
 
     fn beside(&self, core: &Core) -> bool {
-        self.inner.checkpoint_thread && core.fs.journal.placement.checkpoint_beside_commit()
+        self.inner.checkpoint_thread && core.fs.journal.placement().checkpoint_beside_commit()
     }
 
     /// The journal's next step at `now` for `lane`: the one decision procedure of the journal
@@ -196,7 +196,7 @@ impl Okeanos {
                 }
             }
             Lane::Checkpoint => {
-                if core.stop || core.fs.journal.aborted.is_some() || !beside {
+                if core.stop || core.fs.journal.aborted().is_some() || !beside {
                     return if core.stop { JournalStep::Stop } else { JournalStep::Idle { wake_ns: u64::MAX } };
                 }
                 if let Some(step) = self.checkpoint_step(core, now) {
@@ -236,7 +236,7 @@ impl Okeanos {
         if let Some(work) = core.pending.take() {
             return Some(JournalStep::Work(work));
         }
-        if core.fs.journal.aborted.is_some() {
+        if core.fs.journal.aborted().is_some() {
             self.inner.wake_all();
             self.inner.deliver_syncs(core, false);
             return Some(if core.stop { JournalStep::Stop } else { JournalStep::Idle { wake_ns: u64::MAX } });
@@ -317,7 +317,7 @@ impl Okeanos {
             }
         }
         if core.want_space || core.fs.journal.space_low() {
-            let target = core.fs.journal.placement.checkpoint_target();
+            let target = core.fs.journal.placement().checkpoint_target();
             if let Err(step) = self.unpark_for(core, CheckpointGoal::Space { target_free: target }) {
                 return Some(step);
             }
@@ -346,7 +346,7 @@ impl Okeanos {
             // A lazy checkpoint writes nothing home for age (the period still paces the
             // journal's wake-ups).
             if !opts.lazy_checkpoint {
-                core.expiring = Some(now.saturating_sub(opts.expire_or(core.fs.journal.placement.defaults().expire).as_nanos() as u64));
+                core.expiring = Some(now.saturating_sub(opts.expire_or(core.fs.journal.placement().defaults().expire).as_nanos() as u64));
             }
         }
         if let Some(step) = self.early_step(core) {
@@ -503,7 +503,7 @@ impl Okeanos {
             _ => inner.ccv.notify_one(),
         }
         if inner.devs.nvm.is_some() {
-            let p = &core.fs.journal.placement;
+            let p = &core.fs.journal.placement();
             inner.stats.on_nvm_slots(p.capacity(), p.capacity() - p.free_blocks(), core.fs.cache.parked_count() as u64);
         }
         inner.stats.on_checkpoint_counts(core.fs.journal.cp);
@@ -646,10 +646,10 @@ impl Okeanos {
             crate::fs::DatasyncNeed::InPlace(_) => core.fs.journal.running.tid,
         };
         let j = &mut core.fs.journal;
-        if j.committed_tid >= tid {
+        if j.committed_tid() >= tid {
             return None;
         }
-        j.commit_requested = j.commit_requested.max(tid);
+        j.request_commit(tid);
         Some(tid)
     }
 
@@ -658,10 +658,10 @@ impl Okeanos {
         let mut core = self.lock();
         let j = &mut core.fs.journal;
         let tid = j.current_tid();
-        if j.committed_tid >= tid {
+        if j.committed_tid() >= tid {
             return None;
         }
-        j.commit_requested = j.commit_requested.max(tid);
+        j.request_commit(tid);
         Some(tid)
     }
 

@@ -31,8 +31,8 @@ impl Await {
     fn settled(self, core: &Core) -> bool {
         let j = &core.fs.journal;
         match self {
-            Await::Commit(tid) => j.committed_tid >= tid,
-            Await::InPlace { ticket, tid } => j.datasync.done >= ticket || j.committed_tid >= tid,
+            Await::Commit(tid) => j.committed_tid() >= tid,
+            Await::InPlace { ticket, tid } => j.datasync.done >= ticket || j.committed_tid() >= tid,
         }
     }
 }
@@ -68,7 +68,7 @@ impl Okeanos {
             self.inner.stats.on_sync(self.inner.clock.now_ns() - t0);
             return done(Ok(()));
         }
-        if let Some(e) = &core.fs.journal.aborted {
+        if let Some(e) = core.fs.journal.aborted() {
             let e = FsError::Io(format!("journal aborted: {e}"));
             drop(core);
             return done(Err(e));
@@ -152,13 +152,13 @@ impl Okeanos {
                 if len >= offset {
                     return Ok(len);
                 }
-                if let Some(e) = &core.fs.journal.aborted {
+                if let Some(e) = core.fs.journal.aborted() {
                     return Err(FsError::Io(format!("journal aborted: {e}")));
                 }
                 if core.stop || core.abandoned {
                     return Err(FsError::Io("the file system is being unmounted".into()));
                 }
-                (len, core.fs.journal.committed_tid, self.inner.wake_gen.load(SeqCst))
+                (len, core.fs.journal.committed_tid(), self.inner.wake_gen.load(SeqCst))
             };
             let now = std::time::Instant::now();
             if now >= deadline {
@@ -199,7 +199,7 @@ impl Okeanos {
             if (Await::InPlace { ticket, tid }).settled(&core) {
                 return Ok(());
             }
-            if let Some(e) = &core.fs.journal.aborted {
+            if let Some(e) = core.fs.journal.aborted() {
                 return Err(FsError::Io(format!("journal aborted: {e}")));
             }
             if core.manual {
@@ -217,18 +217,15 @@ impl Okeanos {
     /// be woken: it looks at the request before it sleeps, under the lock, so a request it
     /// already saw needs no wake-up).
     fn request_commit(&self, core: &mut Core, tid: Tid) -> bool {
-        let j = &mut core.fs.journal;
-        let raised = tid > j.commit_requested;
-        j.commit_requested = j.commit_requested.max(tid);
-        raised
+        core.fs.journal.request_commit(tid)
     }
 
     pub(super) fn wait_committed<'a>(&'a self, mut core: MutexGuard<'a, Core>, tid: Tid) -> FsResult<()> {
         loop {
-            if core.fs.journal.committed_tid >= tid {
+            if core.fs.journal.committed_tid() >= tid {
                 return Ok(());
             }
-            if let Some(e) = &core.fs.journal.aborted {
+            if let Some(e) = core.fs.journal.aborted() {
                 return Err(FsError::Io(format!("journal aborted: {e}")));
             }
             let raised = self.request_commit(&mut core, tid);
@@ -283,7 +280,7 @@ impl Inner {
         if core.sync_waiters.is_empty() {
             return;
         }
-        let failed = core.fs.journal.aborted.clone();
+        let failed = core.fs.journal.aborted().map(str::to_string);
         let now = self.clock.now_ns();
         let mut ready = Vec::new();
         let mut keep = Vec::new();

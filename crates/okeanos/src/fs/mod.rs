@@ -314,7 +314,7 @@ impl FsState {
     ///
     /// [`Journal::syncs_in_place`]: crate::journal::Journal::syncs_in_place
     pub fn touch_overwrite(&mut self, ino: u32, blocks: impl IntoIterator<Item = u64>) {
-        let (tid, committed) = (self.journal.running.tid, self.journal.committed_tid);
+        let (tid, committed) = (self.journal.running.tid, self.journal.committed_tid());
         self.sync_tid.insert(ino, tid);
         let entry = self.overwrites.entry(ino).or_insert_with(|| (tid, Default::default()));
         if entry.0 != tid {
@@ -335,7 +335,7 @@ impl FsState {
             return self.datasync_need(ino);
         }
         match self.sync_tid.get(&ino).copied().unwrap_or(0) {
-            t if t > self.journal.committed_tid => DatasyncNeed::Commit(t),
+            t if t > self.journal.committed_tid() => DatasyncNeed::Commit(t),
             _ => DatasyncNeed::Nothing,
         }
     }
@@ -344,8 +344,8 @@ impl FsState {
     pub fn datasync_need(&self, ino: u32) -> DatasyncNeed {
         let j = &self.journal;
         let tid = self.datasync_tid.get(&ino).copied().unwrap_or(0);
-        match self.overwrites.get(&ino).filter(|(t, _)| *t > j.committed_tid) {
-            None if tid > j.committed_tid => DatasyncNeed::Commit(tid),
+        match self.overwrites.get(&ino).filter(|(t, _)| *t > j.committed_tid()) {
+            None if tid > j.committed_tid() => DatasyncNeed::Commit(tid),
             None => DatasyncNeed::Nothing,
             // The block map and size that lead to the blocks are committed, and the blocks
             // are the running transaction's: in place, when the journal is idle. With a
@@ -354,7 +354,7 @@ impl FsState {
             // group on the same device, and splitting the syncs into commits and steps made
             // each group smaller (SQLite at 16 processes lost a quarter of its rate;
             // docs/BENCHMARKS.md, "fdatasync of overwrites without a commit").
-            Some((t, blocks)) if tid <= j.committed_tid && *t == j.running.tid && j.aborted.is_none() => {
+            Some((t, blocks)) if tid <= j.committed_tid() && *t == j.running.tid && j.aborted().is_none() => {
                 if j.committing.is_some() || j.commit_wanted() || j.datasync_pending() {
                     DatasyncNeed::Commit(*t)
                 } else {
@@ -368,13 +368,13 @@ impl FsState {
     /// Records that the running transaction changed the bytes of file `ino` from `low` on,
     /// taking its size from `old_size` to `new_size` (the durable watermark, [`durable`]).
     pub fn note_bytes(&mut self, ino: u32, low: u64, old_size: u64, new_size: u64) {
-        let (tid, committed) = (self.journal.running.tid, self.journal.committed_tid);
+        let (tid, committed) = (self.journal.running.tid, self.journal.committed_tid());
         self.watermarks.entry(ino).or_insert_with(|| durable::Watermark::new(old_size)).note(tid, low, new_size, committed);
     }
 
     /// The durable watermark of file `ino` now `size` long.
     pub fn durable_len(&mut self, ino: u32, size: u64) -> u64 {
-        let committed = self.journal.committed_tid;
+        let committed = self.journal.committed_tid();
         match self.watermarks.get_mut(&ino) {
             Some(w) => {
                 let len = w.durable_len(committed).min(size);

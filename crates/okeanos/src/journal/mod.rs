@@ -104,21 +104,21 @@ pub enum Admit {
 pub struct Journal {
     pub cfg: JournalConfig,
     pub policy: Box<dyn ContentPolicy>,
-    /// Where the journal lives.
-    pub placement: Box<dyn Placement>,
+    /// Where the journal lives ([`Self::placement`] to ask it).
+    placement: Box<dyn Placement>,
     pub running: Transaction,
     /// The transaction whose commit I/O is in flight, and where it sits in the log.
     pub committing: Option<commit::Committing>,
     pub log: VecDeque<LoggedTx>,
     /// Highest committed tid (0 = none yet).
-    pub committed_tid: Tid,
-    /// Highest tid a sync asked to commit.
-    pub commit_requested: Tid,
+    committed_tid: Tid,
+    /// Highest tid a sync asked to commit ([`Self::request_commit`]).
+    commit_requested: Tid,
     /// Blocks with a copy in the log, and the newest tid holding one: freeing such a block
     /// needs a revoke record.
     pub logged_copies: HashMap<u64, Tid>,
-    /// The first error that aborted the journal; nothing commits after it.
-    pub aborted: Option<String>,
+    /// The first error that aborted the journal; nothing commits after it ([`Self::abort`]).
+    aborted: Option<String>,
     /// Checkpoint accounting (manylogs paper, Fig. 7b): what checkpoints did not have to write.
     pub cp: CheckpointCounts,
     /// The running transaction's in-place blocks written early, with the version written
@@ -214,6 +214,37 @@ impl Journal {
     /// Journal blocks free for new transactions.
     pub fn free_blocks(&self) -> u64 {
         self.placement.free_blocks()
+    }
+
+    /// The placement, to ask what it is and what it offers (its name, its defaults, its
+    /// capacity); the journal alone changes it.
+    pub fn placement(&self) -> &dyn Placement {
+        self.placement.as_ref()
+    }
+
+    /// The newest committed transaction (0: none yet).
+    pub fn committed_tid(&self) -> Tid {
+        self.committed_tid
+    }
+
+    /// Asks for transaction `tid` to be committed (a sync waits for it). Whether this raised
+    /// the request: a commit may be due that was not before.
+    pub fn request_commit(&mut self, tid: Tid) -> bool {
+        let raised = tid > self.commit_requested;
+        self.commit_requested = self.commit_requested.max(tid);
+        raised
+    }
+
+    /// Why the journal stopped, if it did: nothing commits after it.
+    pub fn aborted(&self) -> Option<&str> {
+        self.aborted.as_deref()
+    }
+
+    /// Stops the journal with `reason`, unless it already stopped (the first reason stays).
+    pub fn abort(&mut self, reason: impl Into<String>) {
+        if self.aborted.is_none() {
+            self.aborted = Some(reason.into());
+        }
     }
 
     /// Where the placement keeps the newest committed version of `block` addressable while it

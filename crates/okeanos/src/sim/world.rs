@@ -294,7 +294,7 @@ impl World {
                     // The journal decides what follows: a host whose journal server failed
                     // falls back to its local journal (the next step), anything else stops
                     // the journal, and the simulation with it.
-                    if self.fs.debug_state(|j, _| j.aborted.is_some()) {
+                    if self.fs.debug_state(|j, _| j.aborted().is_some()) {
                         self.error = Some(message);
                     } else {
                         self.kick();
