@@ -528,7 +528,7 @@ fn random_writes_into_a_sparse_file_fit_their_handles() {
 #[test]
 fn the_placements_defaults_apply_unless_the_mount_says_otherwise() {
     use okeanos::{MemDevice, MkfsOptions, MountOptions};
-    let background = |fs: &Okeanos| fs.debug_state(|j, _| (j.cfg.dirty_background_blocks, j.placement().defaults()));
+    let background = |fs: &Okeanos| fs.debug_state(|j, _| (j.cfg().dirty_background_blocks, j.placement().defaults()));
     let manylogs = || {
         let dev = Arc::new(MemDevice::new(64 * MB));
         Okeanos::mkfs(dev.as_ref(), None, &MkfsOptions { manylogs: true, blocks_per_group: Some(2048), log_area_blocks: 256, ..Default::default() }).unwrap();

@@ -96,7 +96,7 @@ impl Okeanos {
             match core.fs.journal.handle_start(c, now) {
                 Ok(t) => break t,
                 Err(Admit::NeedCommit) => {
-                    let tid = core.fs.journal.running.tid;
+                    let tid = core.fs.journal.running_tid();
                     core.fs.journal.request_commit(tid);
                 }
                 Err(Admit::NeedSpace) => {
@@ -172,7 +172,7 @@ impl Okeanos {
 
     pub(super) fn data_journaled(fs: &Fs, ino: u32) -> bool {
         let symlink = fs.st.inodes.get(&ino).is_some_and(|m| m.inode.is_symlink());
-        symlink || fs.st.journal.policy.journals_data()
+        symlink || fs.st.journal.policy().journals_data()
     }
 
     // ----------------------------------------------------------------------------------------

@@ -257,7 +257,7 @@ impl Okeanos {
         // The checkpoint counts as of now when the state is free (published after each
         // journal step otherwise; unmount calls this holding the lock).
         if let Ok(core) = self.inner.core.try_lock() {
-            self.inner.stats.on_checkpoint_counts(core.fs.journal.cp);
+            self.inner.stats.on_checkpoint_counts(core.fs.journal.checkpoint_counts());
         }
         let mut c = self.inner.stats.snapshot(devs.fs.counters(), devs.journal.as_ref().map(|j| j.counters()));
         if let Some(nvm) = &devs.nvm {
@@ -282,7 +282,7 @@ impl Okeanos {
     /// from logs and skipped. Beside it, commits go on (a placement that checkpoints beside
     /// commits) or wait between its steps.
     pub fn checkpoint(&self) -> FsResult<crate::stats::CheckpointCounts> {
-        let before = self.lock().fs.journal.cp;
+        let before = self.lock().fs.journal.checkpoint_counts();
         self.sync()?;
         let mut core = self.lock();
         if core.manual {
@@ -298,12 +298,12 @@ impl Okeanos {
             if let Some(e) = core.fs.journal.aborted() {
                 return Err(FsError::Io(format!("journal aborted: {e}")));
             }
-            if core.fs.journal.log.front().is_none_or(|t| t.tid > target) {
+            if core.fs.journal.oldest_owed_tid().is_none_or(|t| t > target) {
                 break;
             }
             core = self.inner.cv.wait(core).unwrap_or_else(|e| e.into_inner());
         }
-        Ok(core.fs.journal.cp.since(&before))
+        Ok(core.fs.journal.checkpoint_counts().since(&before))
     }
 
     /// Asks for a checkpoint of everything committed; the transaction it must release.
@@ -322,12 +322,12 @@ impl Okeanos {
 
     /// Whether every transaction up to `tid` is checkpointed and its space released.
     pub fn checkpoint_released(&self, tid: Tid) -> bool {
-        self.lock().fs.journal.log.front().is_none_or(|t| t.tid > tid)
+        self.lock().fs.journal.oldest_owed_tid().is_none_or(|t| t > tid)
     }
 
     /// The checkpoint accounting of this mount so far (under the state lock).
     pub fn checkpoint_counts(&self) -> crate::stats::CheckpointCounts {
-        self.lock().fs.journal.cp
+        self.lock().fs.journal.checkpoint_counts()
     }
 
     /// Tells the journal that the disk head moved to file-system block `block` for I/O it does
@@ -352,7 +352,7 @@ impl Okeanos {
     /// The content policy's name and guarantee.
     pub fn mode(&self) -> (String, &'static str) {
         let core = self.lock();
-        (core.fs.journal.policy.name(), core.fs.journal.policy.guarantee())
+        (core.fs.journal.policy().name(), core.fs.journal.policy().guarantee())
     }
 
     /// Why the file system is read-only, if it is.

@@ -199,7 +199,7 @@ impl Okeanos {
             runtime::execute(&plan.io, devs, stats)?;
             let Core { fs, .. } = &mut *core;
             fs.journal.checkpoint_finish(&mut fs.cache, plan);
-            if fs.journal.log.is_empty() {
+            if fs.journal.oldest_owed_tid().is_none() {
                 break;
             }
         }

@@ -139,7 +139,7 @@ impl Okeanos {
     /// home writes. One commit per slice at most: the checkpoint always goes on.
     fn yield_to_commit(&self) {
         let mut core = self.lock();
-        let Some(tid) = core.fs.journal.committing.as_ref().map(|c| c.tx.tid) else { return };
+        let Some(tid) = core.fs.journal.committing_tid() else { return };
         while core.fs.journal.committed_tid() < tid && core.fs.journal.aborted().is_none() && !core.abandoned {
             core = self.inner.ccv.wait(core).unwrap_or_else(|e| e.into_inner());
         }
@@ -215,7 +215,7 @@ impl Okeanos {
             }
         }
         let interval = self.inner.opts.commit_interval.as_nanos() as u64;
-        let next_commit = core.fs.journal.running.start_ns.map_or(u64::MAX, |s| s.saturating_add(interval));
+        let next_commit = core.fs.journal.running_since_ns().map_or(u64::MAX, |s| s.saturating_add(interval));
         let wake_ns = if beside { next_commit } else { next_commit.min(self.next_background_ns(core)) };
         JournalStep::Idle { wake_ns }
     }
@@ -243,11 +243,11 @@ impl Okeanos {
         }
         let interval = self.inner.opts.commit_interval.as_nanos() as u64;
         let j = &core.fs.journal;
-        let commit = j.committing.is_none()
+        let commit = j.committing_tid().is_none()
             && (j.commit_wanted()
                 || j.commit_due(now, interval)
-                || (core.want_space && !j.running.is_empty() && j.log.is_empty())
-                || (core.stop && !j.running.is_empty()));
+                || (core.want_space && !j.running_is_empty() && j.oldest_owed_tid().is_none())
+                || (core.stop && !j.running_is_empty()));
         if !commit {
             return None;
         }
@@ -258,8 +258,7 @@ impl Okeanos {
         }
         if beside {
             if let Some(cp) = &core.checkpointing {
-                let r = &core.fs.journal.running;
-                if r.final_data.iter().chain(&r.final_unordered).any(|b| cp.contains(b)) {
+                if core.fs.journal.running_in_place().any(|b| cp.contains(b)) {
                     // Woken when the checkpoint completes.
                     return Some(JournalStep::Idle { wake_ns: u64::MAX });
                 }
@@ -288,7 +287,7 @@ impl Okeanos {
         }
         if let Some(target) = core.force_checkpoint {
             // Asked for (`okeanos checkpoint`): everything committed goes home, O_DUR included.
-            if core.fs.journal.log.front().is_some_and(|t| t.tid <= target) {
+            if core.fs.journal.oldest_owed_tid().is_some_and(|t| t <= target) {
                 let goal = CheckpointGoal::Space { target_free: u64::MAX };
                 if let Err(step) = self.unpark_for(core, goal) {
                     return Some(step);
@@ -324,7 +323,7 @@ impl Okeanos {
             if let Some(plan) = core.fs.journal.checkpoint_begin(&core.fs.cache, CheckpointGoal::Space { target_free: target }) {
                 return Some(self.checkpoint_start(core, plan));
             }
-            if core.fs.journal.committing.is_some() {
+            if core.fs.journal.committing_tid().is_some() {
                 // The space is the commit's in flight: look again when it completes.
                 return Some(JournalStep::Idle { wake_ns: u64::MAX });
             }
@@ -335,7 +334,7 @@ impl Okeanos {
             core.next_writeback_ns = now + opts.writeback_period.as_nanos() as u64;
             if opts.idle_checkpoint {
                 // Idle for `idle_after` (above), with transactions still owing blocks.
-                if now.saturating_sub(core.idle_seen.1) >= opts.idle_after.as_nanos() as u64 && !core.fs.journal.log.is_empty() {
+                if now.saturating_sub(core.idle_seen.1) >= opts.idle_after.as_nanos() as u64 && !core.fs.journal.oldest_owed_tid().is_none() {
                     // Everything owed, whatever its age, in the bounded steps of age-based
                     // writeback (O_DUR blocks stay logged).
                     core.expiring = Some(u64::MAX);
@@ -417,8 +416,9 @@ impl Okeanos {
     /// Hands out a planned checkpoint, unless the commit in flight writes one of its blocks in
     /// place (then it waits for that commit, and is planned again).
     fn checkpoint_start(&self, core: &mut Core, plan: crate::journal::checkpoint::CheckpointPlan) -> JournalStep {
-        if let Some(c) = &core.fs.journal.committing {
-            let clash = plan.written.iter().any(|(b, _)| c.tx.final_data.contains(b) || c.tx.final_unordered.contains(b));
+        let j = &core.fs.journal;
+        if j.committing_tid().is_some() {
+            let clash = plan.written.iter().any(|(b, _)| j.committing_writes_in_place(*b));
             if clash {
                 // Woken when the commit completes; planned again then.
                 return JournalStep::Idle { wake_ns: u64::MAX };
@@ -466,7 +466,7 @@ impl Okeanos {
             return None;
         }
         let slice = (window / 8).max(20_000);
-        let handles = core.fs.journal.running.handles;
+        let handles = core.fs.journal.running_handles();
         if opts.batch_handles > 0 && handles >= opts.batch_handles {
             // Enough syncs to share the commit's flushes: waiting for more idles the device
             // (docs/BENCHMARKS.md, "Batching").
@@ -506,7 +506,7 @@ impl Okeanos {
             let p = &core.fs.journal.placement();
             inner.stats.on_nvm_slots(p.capacity(), p.capacity() - p.free_blocks(), core.fs.cache.parked_count() as u64);
         }
-        inner.stats.on_checkpoint_counts(core.fs.journal.cp);
+        inner.stats.on_checkpoint_counts(core.fs.journal.checkpoint_counts());
         match (work, res) {
             (JournalWork::Commit { plan, started_ns }, Ok(())) => {
                 self.commit_done(core, plan, started_ns, now);
@@ -541,7 +541,7 @@ impl Okeanos {
                 core.fs.journal.early_finish(plan);
             }
             (JournalWork::Datasync(plan), Ok(())) => {
-                inner.stats.on_datasync_step(plan.covers.saturating_sub(core.fs.journal.datasync.done));
+                inner.stats.on_datasync_step(plan.covers.saturating_sub(core.fs.journal.datasyncs_done()));
                 core.fs.journal.datasync_finish(plan);
             }
             (JournalWork::Checkpoint(plan), Ok(())) => {
@@ -643,7 +643,7 @@ impl Okeanos {
         let tid = match core.fs.sync_need(ino, datasync) {
             crate::fs::DatasyncNeed::Nothing => 0,
             crate::fs::DatasyncNeed::Commit(t) => t,
-            crate::fs::DatasyncNeed::InPlace(_) => core.fs.journal.running.tid,
+            crate::fs::DatasyncNeed::InPlace(_) => core.fs.journal.running_tid(),
         };
         let j = &mut core.fs.journal;
         if j.committed_tid() >= tid {

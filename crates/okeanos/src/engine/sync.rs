@@ -32,7 +32,7 @@ impl Await {
         let j = &core.fs.journal;
         match self {
             Await::Commit(tid) => j.committed_tid() >= tid,
-            Await::InPlace { ticket, tid } => j.datasync.done >= ticket || j.committed_tid() >= tid,
+            Await::InPlace { ticket, tid } => j.datasyncs_done() >= ticket || j.committed_tid() >= tid,
         }
     }
 }
@@ -185,7 +185,7 @@ impl Okeanos {
     /// Asks the journal for `blocks` written in place and flushed (journal/datasync.rs), and
     /// wakes the lane that does it.
     fn request_in_place(&self, core: &mut Core, blocks: Vec<u64>) -> Await {
-        let tid = core.fs.journal.running.tid;
+        let tid = core.fs.journal.running_tid();
         let ticket = core.fs.journal.datasync_request(blocks);
         self.inner.jcv.notify_one();
         self.inner.ccv.notify_one();

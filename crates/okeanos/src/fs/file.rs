@@ -90,7 +90,7 @@ impl<'a> Fs<'a> {
         let old_size = self.load(ino)?.inode.size;
         // Only overwrites, inside the size: an fdatasync may write them in place without a
         // commit (journal/datasync.rs), if the content policy keeps every block in place.
-        let mut in_place = self.st.journal.cfg.datasync_in_place && kind == BufKind::Data && !durable && !keep_size && end <= old_size;
+        let mut in_place = self.st.journal.cfg().datasync_in_place && kind == BufKind::Data && !durable && !keep_size && end <= old_size;
         let mut touched = Vec::new();
         let mut pos = off;
         let mut rest = data;

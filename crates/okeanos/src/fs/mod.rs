@@ -251,7 +251,7 @@ impl FsState {
                 if expect != Some(crate::format::journal::data_hash(block, 0, &data)) {
                     return Err(FsError::Io(format!("the logged copy of block {block} at device block {at} does not match its journal checksum")));
                 }
-                self.journal.cp.log_reads += 1;
+                self.journal.note_log_read();
             }
         }
         self.read_misses += 1;
@@ -300,7 +300,7 @@ impl FsState {
 
     /// Records that the running transaction changed inode `ino` (and its data if `data`).
     pub fn touch(&mut self, ino: u32, data: bool) {
-        let tid = self.journal.running.tid;
+        let tid = self.journal.running_tid();
         self.sync_tid.insert(ino, tid);
         if data {
             self.datasync_tid.insert(ino, tid);
@@ -314,7 +314,7 @@ impl FsState {
     ///
     /// [`Journal::syncs_in_place`]: crate::journal::Journal::syncs_in_place
     pub fn touch_overwrite(&mut self, ino: u32, blocks: impl IntoIterator<Item = u64>) {
-        let (tid, committed) = (self.journal.running.tid, self.journal.committed_tid());
+        let (tid, committed) = (self.journal.running_tid(), self.journal.committed_tid());
         self.sync_tid.insert(ino, tid);
         let entry = self.overwrites.entry(ino).or_insert_with(|| (tid, Default::default()));
         if entry.0 != tid {
@@ -354,8 +354,8 @@ impl FsState {
             // group on the same device, and splitting the syncs into commits and steps made
             // each group smaller (SQLite at 16 processes lost a quarter of its rate;
             // docs/BENCHMARKS.md, "fdatasync of overwrites without a commit").
-            Some((t, blocks)) if tid <= j.committed_tid() && *t == j.running.tid && j.aborted().is_none() => {
-                if j.committing.is_some() || j.commit_wanted() || j.datasync_pending() {
+            Some((t, blocks)) if tid <= j.committed_tid() && *t == j.running_tid() && j.aborted().is_none() => {
+                if j.committing_tid().is_some() || j.commit_wanted() || j.datasync_pending() {
                     DatasyncNeed::Commit(*t)
                 } else {
                     DatasyncNeed::InPlace(blocks.iter().copied().collect())
@@ -368,7 +368,7 @@ impl FsState {
     /// Records that the running transaction changed the bytes of file `ino` from `low` on,
     /// taking its size from `old_size` to `new_size` (the durable watermark, [`durable`]).
     pub fn note_bytes(&mut self, ino: u32, low: u64, old_size: u64, new_size: u64) {
-        let (tid, committed) = (self.journal.running.tid, self.journal.committed_tid());
+        let (tid, committed) = (self.journal.running_tid(), self.journal.committed_tid());
         self.watermarks.entry(ino).or_insert_with(|| durable::Watermark::new(old_size)).note(tid, low, new_size, committed);
     }
 

@@ -102,30 +102,30 @@ pub enum Admit {
 }
 
 pub struct Journal {
-    pub cfg: JournalConfig,
-    pub policy: Box<dyn ContentPolicy>,
+    cfg: JournalConfig,
+    policy: Box<dyn ContentPolicy>,
     /// Where the journal lives ([`Self::placement`] to ask it).
     placement: Box<dyn Placement>,
-    pub running: Transaction,
+    running: Transaction,
     /// The transaction whose commit I/O is in flight, and where it sits in the log.
-    pub committing: Option<commit::Committing>,
-    pub log: VecDeque<LoggedTx>,
+    committing: Option<commit::Committing>,
+    log: VecDeque<LoggedTx>,
     /// Highest committed tid (0 = none yet).
     committed_tid: Tid,
     /// Highest tid a sync asked to commit ([`Self::request_commit`]).
     commit_requested: Tid,
     /// Blocks with a copy in the log, and the newest tid holding one: freeing such a block
     /// needs a revoke record.
-    pub logged_copies: HashMap<u64, Tid>,
+    logged_copies: HashMap<u64, Tid>,
     /// The first error that aborted the journal; nothing commits after it ([`Self::abort`]).
     aborted: Option<String>,
     /// Checkpoint accounting (manylogs paper, Fig. 7b): what checkpoints did not have to write.
-    pub cp: CheckpointCounts,
+    cp: CheckpointCounts,
     /// The running transaction's in-place blocks written early, with the version written
     /// (journal/writeback.rs).
-    pub early: HashMap<u64, std::sync::Arc<Vec<u8>>>,
+    early: HashMap<u64, std::sync::Arc<Vec<u8>>>,
     /// fdatasyncs of overwrites waiting to be written in place (journal/datasync.rs).
-    pub datasync: datasync::DatasyncQueue,
+    datasync: datasync::DatasyncQueue,
 }
 
 counters! {
@@ -220,6 +220,71 @@ impl Journal {
     /// capacity); the journal alone changes it.
     pub fn placement(&self) -> &dyn Placement {
         self.placement.as_ref()
+    }
+
+    /// The journal's configuration (limits, switches).
+    pub fn cfg(&self) -> &JournalConfig {
+        &self.cfg
+    }
+
+    /// What is journaled: the content policy.
+    pub fn policy(&self) -> &dyn ContentPolicy {
+        self.policy.as_ref()
+    }
+
+    /// The running transaction's tid (the one new changes join).
+    pub fn running_tid(&self) -> Tid {
+        self.running.tid
+    }
+
+    /// When the running transaction took its first change (None: it has none).
+    pub fn running_since_ns(&self) -> Option<u64> {
+        self.running.start_ns
+    }
+
+    /// Handles that joined the running transaction.
+    pub fn running_handles(&self) -> u32 {
+        self.running.handles
+    }
+
+    /// Whether the running transaction holds no change.
+    pub fn running_is_empty(&self) -> bool {
+        self.running.is_empty()
+    }
+
+    /// The blocks the running transaction writes in place when it commits.
+    pub fn running_in_place(&self) -> impl Iterator<Item = &u64> {
+        self.running.final_data.iter().chain(&self.running.final_unordered)
+    }
+
+    /// The transaction whose commit is in flight, if one is.
+    pub fn committing_tid(&self) -> Option<Tid> {
+        self.committing.as_ref().map(|c| c.tx.tid)
+    }
+
+    /// Whether the commit in flight writes `block` in place.
+    pub fn committing_writes_in_place(&self, block: u64) -> bool {
+        self.committing.as_ref().is_some_and(|c| c.tx.final_data.contains(&block) || c.tx.final_unordered.contains(&block))
+    }
+
+    /// The oldest committed transaction still owed to checkpoint (None: nothing is owed).
+    pub fn oldest_owed_tid(&self) -> Option<Tid> {
+        self.log.front().map(|t| t.tid)
+    }
+
+    /// What the checkpoints of this mount wrote and were spared.
+    pub fn checkpoint_counts(&self) -> CheckpointCounts {
+        self.cp
+    }
+
+    /// A parked block was read back from its log (for a read or a change).
+    pub fn note_log_read(&mut self) {
+        self.cp.log_reads += 1;
+    }
+
+    /// fdatasyncs served in place so far (their tickets).
+    pub fn datasyncs_done(&self) -> u64 {
+        self.datasync.done
     }
 
     /// The newest committed transaction (0: none yet).
