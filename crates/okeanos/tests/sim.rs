@@ -171,7 +171,7 @@ fn crash_fuzzing_on_nvm_and_remote_finds_nothing_and_their_canaries_fail_it() {
 /// Seeds that found a bug once, kept as regressions. 1313: a manylogs log swapped into a log
 /// that held stale copies of newer transactions (from an earlier swap out of it); recovery took
 /// them, past the moved transactions, for committed ones and reported damage (the log table's
-/// `durable` and the past-end rule, journal/recovery.rs).
+/// `durable` and the past-end rule, journal/recovery/).
 #[test]
 fn seeds_that_once_failed_stay_clean() {
     let modes: Vec<ContentConfig> = crashfuzz::ALL.iter().map(|m| ContentConfig::parse(m).unwrap()).collect();

@@ -12,7 +12,7 @@
 //!
 //! Recovery goes through the placement too: it says where its log of committed transactions
 //! begins ([`RecoveryStart`]: positions on a device, the first one and its tid) and how to mark
-//! the log recovered; the scan, revoke and replay passes (`journal/recovery.rs`) are shared. A
+//! the log recovered; the scan, revoke and replay passes (`journal/recovery/`) are shared. A
 //! placement whose log is not a local device (a server) reads it into an in-memory device
 //! first and describes that.
 //!

@@ -20,7 +20,7 @@
 //! Transactions of one log have increasing tids, but consecutive tids may sit in different
 //! logs: recovery scans every log from the position its table's map records (after its
 //! newest transaction at or below the map's home tid), accepting any higher tid at a
-//! transaction boundary, and merges what it finds by tid (journal/recovery.rs, "Interleaved
+//! transaction boundary, and merges what it finds by tid (journal/recovery/, "Interleaved
 //! logs"). The map names the logged blocks up to the home tid that are not home: recovery
 //! keeps them logged, and the mount takes them over (docs/JOURNALING.md, "The map on disk").
 //!

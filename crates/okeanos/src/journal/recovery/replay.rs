@@ -1,0 +1,107 @@
+//! Passes 2 and 3: the revoke table from the committed transactions' revoke blocks, and the
+//! replay plan (each block's newest unrevoked copy and the records after it), with a snapshot's
+//! map where the placement keeps one.
+
+use super::*;
+
+/// Pass 2: the revoke blocks to read, with the tid of their transaction.
+pub fn revoke_reads(txs: &[ScannedTx]) -> Vec<(LogRegion, u64, Tid)> {
+    txs.iter().flat_map(|t| t.revoke_blocks.iter().map(move |&p| (t.region, p, t.tid))).collect()
+}
+
+/// Pass 2: adds one revoke block to the table.
+pub fn revoke_feed(table: &mut RevokeTable, tid: Tid, block: &[u8]) -> Result<(), FormatError> {
+    let r = RevokeBlock::decode(block)?;
+    for b in r.blocks {
+        table.add(b, tid);
+    }
+    Ok(())
+}
+
+/// Pass 3 with a snapshot's map (manylogs; docs/JOURNALING.md, "The map on disk"): every
+/// change up to the snapshot's home tid is at its final location or in a mapped block, and the
+/// scanned transactions all follow it. A mapped block is written home from its log unless a
+/// scanned transaction revoked it (freed since: its copy must not return) or logged it whole
+/// (the newer copy wins); records on it replay over the mapped copy, not over home, which
+/// holds an older version.
+///
+/// Returns the plan and the mapped blocks no scanned transaction touched: they stay logged
+/// (the paper keeps data under the MTL, section III-E), and the placement's recovered table
+/// names them again.
+pub fn with_map(mut plan: Vec<ReplayBlock>, mapped: &[LoggedBlock], revoked: &RevokeTable) -> (Vec<ReplayBlock>, Vec<LoggedBlock>) {
+    if mapped.is_empty() {
+        return (plan, Vec::new());
+    }
+    let at: HashMap<u64, usize> = plan.iter().enumerate().map(|(k, r)| (r.fs_block, k)).collect();
+    let mut kept = Vec::new();
+    for m in mapped {
+        if revoked.is_revoked(m.block, m.tid) {
+            continue;
+        }
+        match at.get(&m.block) {
+            Some(&k) if plan[k].base == ReplayBase::Disk => plan[k].base = ReplayBase::Mapped { block: m.at, hash: m.hash },
+            Some(_) => {}
+            None => kept.push(*m),
+        }
+    }
+    (plan, kept)
+}
+
+/// Where replay of one block starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayBase {
+    /// The block's current contents at its final location.
+    Disk,
+    /// A zeroed block (the block was allocated by a transaction whose records follow).
+    Zero,
+    /// A whole logged copy at a log position.
+    Journal { dev: crate::journal::plan::DevId, block: u64, escaped: bool },
+    /// A block a snapshot's map names (manylogs): the copy at device block `block` of the
+    /// file-system device, checked against the journal tag's data hash.
+    Mapped { block: u64, hash: u32 },
+}
+
+/// Replay of one block: start from `base`, apply the records in order, write the result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayBlock {
+    pub fs_block: u64,
+    pub base: ReplayBase,
+    pub patches: Vec<(u16, Vec<u8>)>,
+    pub kind: BlockKind,
+}
+
+/// Pass 3: for every block, its newest unrevoked whole copy (or its final location, or
+/// zeros when a record says the block was freshly allocated) and the records after it, in
+/// transaction order. A record only covers what its transaction changed, so replay needs the
+/// block as the previous transactions left it: every transaction's changes are either in the
+/// log or were checkpointed before the tail passed it (docs/JOURNALING.md).
+pub fn replay_plan(txs: &[ScannedTx], revoked: &RevokeTable) -> Vec<ReplayBlock> {
+    let mut plan: HashMap<u64, ReplayBlock> = HashMap::default();
+    for t in txs {
+        for item in &t.items {
+            let tag = item.tag();
+            if revoked.is_revoked(tag.fs_block, t.tid) {
+                continue;
+            }
+            let kind = if tag.is_metadata() { BlockKind::FinalMeta } else { BlockKind::FinalData };
+            let e = plan.entry(tag.fs_block).or_insert(ReplayBlock { fs_block: tag.fs_block, base: ReplayBase::Disk, patches: Vec::new(), kind });
+            e.kind = kind;
+            match item {
+                ScanItem::Full { pos, tag } => {
+                    e.base = ReplayBase::Journal { dev: t.region.dev(), block: t.region.device_block(*pos), escaped: tag.flags & jf::tag_flags::ESCAPED != 0 };
+                    e.patches.clear();
+                }
+                ScanItem::Record { tag, bytes } => {
+                    if tag.flags & jf::tag_flags::FRESH != 0 {
+                        e.base = ReplayBase::Zero;
+                        e.patches.clear();
+                    }
+                    e.patches.push((tag.offset, bytes.clone()));
+                }
+            }
+        }
+    }
+    let mut v: Vec<ReplayBlock> = plan.into_values().collect();
+    v.sort_by_key(|c| c.fs_block);
+    v
+}
