@@ -436,15 +436,26 @@ pub fn umount(mnt: &Path) -> Result<ExitCode, String> {
         args.push("-z");
     }
     // fusermount3 for an unprivileged mount, umount(8) as root; their messages are kept and
-    // shown only when both fail.
-    let fm = Command::new("fusermount3").args(&args).arg(mnt).output();
-    if !fm.as_ref().is_ok_and(|o| o.status.success()) {
+    // shown only when both fail. "Busy" is tried again for up to 2 s: a process that forks
+    // holds every open file until its child execs (close-on-exec), a moment in which the
+    // mount is busy without anyone using it.
+    let said = |o: &std::io::Result<std::process::Output>| o.as_ref().map_or_else(|e| e.to_string(), |o| String::from_utf8_lossy(&o.stderr).lines().next().unwrap_or("").to_string());
+    let mut tries = 0;
+    loop {
+        let fm = Command::new("fusermount3").args(&args).arg(mnt).output();
+        if fm.as_ref().is_ok_and(|o| o.status.success()) {
+            break;
+        }
         let um = Command::new("umount").args(if stale { vec!["-l"] } else { vec![] }).arg(mnt).output();
-        if !um.as_ref().is_ok_and(|o| o.status.success()) {
-            let said = |o: &std::io::Result<std::process::Output>| o.as_ref().map_or_else(|e| e.to_string(), |o| String::from_utf8_lossy(&o.stderr).lines().next().unwrap_or("").to_string());
-            let why = [said(&um), said(&fm)].into_iter().find(|w| !w.is_empty()).unwrap_or_default();
+        if um.as_ref().is_ok_and(|o| o.status.success()) {
+            break;
+        }
+        let why = [said(&um), said(&fm)].into_iter().find(|w| !w.is_empty()).unwrap_or_default();
+        tries += 1;
+        if !why.contains("busy") || tries >= 20 {
             return Err(format!("could not unmount {}: {why}", mnt.display()));
         }
+        std::thread::sleep(Duration::from_millis(100));
     }
     if stale {
         let _ = std::fs::remove_file(pid_file(mnt));
