@@ -7,6 +7,8 @@ use crate::format::Superblock;
 use crate::fs::FsError;
 use crate::journal::placement::{LogRegion, Ring};
 use crate::journal::recovery::ScannedTx;
+use crate::clock::Clock;
+use crate::runtime::placement::JournalKind;
 use crate::runtime::{self, Devices};
 use crate::stats::{RecoveryReport, Stats};
 use std::sync::Arc;
@@ -50,8 +52,9 @@ pub fn journal_state(sb: &Superblock, devs: &Devices, jsb: &JournalSuperblock) -
         let state = if needs { format!("needs recovery from block {}, transaction {}", jsb.start, jsb.sequence) } else { format!("clean, next transaction {}", jsb.sequence) };
         JournalState { kind: kind.into(), summary: format!("{kind}, {blocks} blocks, {state}"), needs_recovery: needs, next_tid: jsb.sequence, problem: None }
     };
-    if sb.manylogs() {
-        return match crate::runtime::open::open_manylogs(sb, devs) {
+    let kind = JournalKind::of(sb);
+    if let JournalKind::Manylogs = kind {
+        return match crate::runtime::placement::open_manylogs(sb, devs) {
             Ok(m) => {
                 let needs = !m.recovery().is_empty();
                 let kept = m.snapshots().map_or(0, |s| s.recovered_kept().len());
@@ -65,7 +68,7 @@ pub fn journal_state(sb: &Superblock, devs: &Devices, jsb: &JournalSuperblock) -
             Err(e) => JournalState { kind: "manylogs".into(), summary: format!("manylogs, log table unreadable: {e}"), needs_recovery: false, next_tid: 0, problem: Some(format!("manylogs log table: {e}")) },
         };
     }
-    if let Some(n) = &sb.nvm {
+    if let JournalKind::Nvm(n) = kind {
         return JournalState { kind: "nvm".into(), summary: format!("nvm, in {}", n.path), needs_recovery: false, next_tid: jsb.sequence, problem: None };
     }
     match sb.journal {
@@ -88,7 +91,7 @@ pub fn dump_journal(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> R
     let (sb, devs, region, jsb) = open(&dev, journal)?;
     let bs = sb.block_size as u64;
     let state = journal_state(&sb, &devs, &jsb);
-    if sb.manylogs() {
+    if let JournalKind::Manylogs = JournalKind::of(&sb) {
         return dump_manylogs(&sb, &devs, region, jsb, state);
     }
     let Some(start) = Ring::new(region, jsb.clone()).scan_start() else {
@@ -112,15 +115,16 @@ pub fn dump_journal(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> R
 /// table without a map), merged by tid. The blocks the map names are not listed.
 fn dump_manylogs(sb: &Superblock, devs: &Devices, region: LogRegion, jsb: JournalSuperblock, state: JournalState) -> Result<JournalDump, FsError> {
     use crate::journal::placement::Placement;
-    let placement = crate::runtime::open::open_manylogs(sb, devs)?;
-    let starts = placement.recovery();
+    let placement = crate::runtime::placement::open_manylogs(sb, devs)?;
+    let recovery = placement.recovery();
+    let starts = recovery.logs();
     if starts.is_empty() {
         let kept = placement.snapshots().map_or(0, |s| s.recovered_kept().len());
         let end_reason = if kept == 0 { "log table is clean".to_string() } else { format!("log table written by recovery: nothing to replay, {kept} data blocks kept in their logs") };
         return Ok(JournalDump { region, jsb, end_reason, transactions: Vec::new(), revoked: Vec::new(), damage: None, state });
     }
     let (mut txs, mut log_damage) = (Vec::new(), Vec::new());
-    for start in &starts {
+    for start in starts {
         let mut log = runtime::LogReader::new(devs, start.region);
         let (mut scan, probe) = runtime::scan_log(&mut log, start, sb.block_count, sb.block_size as usize)?;
         let rec = start.interleaved.expect("manylogs logs are interleaved");
@@ -145,34 +149,14 @@ fn dump_manylogs(sb: &Superblock, devs: &Devices, region: LogRegion, jsb: Journa
 /// its journal clean. `None` if the journal was already clean.
 pub fn recover_image(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> Result<Option<RecoveryReport>, FsError> {
     let (sb, mut devs, region, jsb) = open(&dev, journal)?;
-    if let Some(rec) = &sb.nvm {
-        // The nvm placement: its recovery reads the slot table in NVM.
-        let nvm = crate::nvm::MappedNvm::open(std::path::Path::new(&rec.path), true).map_err(|e| FsError::Io(format!("the NVM journal {}: {e}", rec.path)))?;
-        devs.nvm = Some(Arc::new(nvm));
-        let h = runtime::nvm::open_header(devs.nvm.as_deref().expect("just set"), sb.uuid, sb.block_size)?;
-        let origin = std::time::Instant::now();
-        let now = || origin.elapsed().as_nanos() as u64;
-        return Ok(runtime::nvm::recover(&devs, &h, sb.block_count, false, &Stats::new(sb.block_size as usize), &now)?.0);
-    }
-    let manylogs = if sb.manylogs() { Some(crate::runtime::open::open_manylogs(&sb, &devs)?) } else { None };
-    if jsb.start == 0 && manylogs.is_none() {
+    let clock = crate::clock::SystemClock::default();
+    let opts = crate::options::MountOptions::default();
+    let mut opened = crate::runtime::placement::open(&mut devs, &sb, region, &jsb, &opts, &clock, true)?;
+    if opened.placement().recovery().is_empty() {
         return Ok(None);
     }
-    if let Some(r) = sb.remote.as_ref().filter(|_| !jsb.remote.local) {
-        // The committed transactions are on the server, not in the local journal.
-        return Err(FsError::Invalid(format!(
-            "this file system's journal is on the journal server {}: mount it (okeanos mount, or the library) to recover from the server",
-            r.server
-        )));
-    }
-    let origin = std::time::Instant::now();
-    let now = || origin.elapsed().as_nanos() as u64;
-    let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
-    let placement: Box<dyn crate::journal::placement::Placement> = match manylogs {
-        Some(m) => Box::new(m),
-        None => Box::new(Ring::new(region, jsb)),
-    };
-    let Some((report, _)) = runtime::recover(&devs, placement.as_ref(), sb.block_count, &Stats::new(sb.block_size as usize), &now, wall)? else {
+    let now = || clock.now_ns();
+    let Some((report, _)) = runtime::recover(&devs, opened.placement(), sb.block_count, &Stats::new(sb.block_size as usize), &now, clock.wall_ns())? else {
         return Ok(None);
     };
     // Unmounted with a clean journal: the superblock says so (keeping an ERRORS state that
@@ -236,17 +220,12 @@ pub struct NvmTable {
 /// Reads the slot table of the nvm journal of the file system on `dev`, if it has one. Fails
 /// (naming the holder) while a mount has it open.
 pub fn nvm_table(dev: &Arc<dyn Device>) -> Result<Option<NvmTable>, FsError> {
-    use crate::format::nvm as nf;
     use crate::nvm::Nvm;
     let (sb, _) = crate::runtime::open::read_meta(dev.as_ref())?;
-    let Some(rec) = &sb.nvm else { return Ok(None) };
+    let JournalKind::Nvm(rec) = JournalKind::of(&sb) else { return Ok(None) };
     let nvm = crate::nvm::MappedNvm::open(std::path::Path::new(&rec.path), false).map_err(|e| FsError::Io(format!("the NVM journal {}: {e}", rec.path)))?;
     let header = runtime::nvm::open_header(&nvm, sb.uuid, sb.block_size)?;
-    let mut word = [0u8; 8];
-    nvm.load(nf::COMMIT_WORD_AT, &mut word)?;
-    let commit_word = u64::from_le_bytes(word);
-    let mut table = vec![0u8; (header.slots * nf::ENTRY_SIZE) as usize];
-    nvm.load(nf::TABLE_AT, &mut table)?;
+    let (commit_word, table) = runtime::nvm::read_table(&nvm, &header)?;
     let analysis = crate::journal::placement::nvm::analyze(&header, commit_word, &table, sb.block_count).map_err(|e| FsError::Corrupt(format!("{}: {e}", rec.path)))?;
     Ok(Some(NvmTable { path: rec.path.clone(), header, commit_word, durability: nvm.durability(), analysis }))
 }

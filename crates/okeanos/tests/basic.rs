@@ -555,3 +555,47 @@ fn the_placements_defaults_apply_unless_the_mount_says_otherwise() {
     assert_eq!(background(&fs).1.expire.as_secs(), 300);
     fs.unmount().unwrap();
 }
+
+/// Recovery moves the placement on to what it wrote (`Placement::recovered`): the placement
+/// a mount runs with after recovery is the one a fresh open of the recovered image finds, so
+/// a mount builds its placement once. On a ring and on manylogs, whose recovery may keep
+/// blocks in their logs.
+#[test]
+fn recovery_leaves_the_placement_as_a_fresh_open_of_what_it_wrote() {
+    use okeanos::runtime::{self, open, placement, Devices};
+    use okeanos::{MemDevice, MkfsOptions, MountOptions};
+    let clock = okeanos::clock::SystemClock::default();
+    let crashed = |dev: Arc<MemDevice>, mode: DataMode| {
+        let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, opts(mode)).unwrap();
+        exercise(&fs);
+        let image = Arc::new(MemDevice::from_bytes(dev.snapshot()));
+        drop(fs);
+        image
+    };
+    let check = |image: Arc<MemDevice>, what: &str| {
+        let dev: Arc<dyn Device> = image.clone();
+        let (sb, _) = open::read_meta(dev.as_ref()).unwrap();
+        let mut devs = Devices::new(dev, None, sb.block_size as usize);
+        let (region, jsb) = open::open_journal(&sb, &devs).unwrap();
+        let o = MountOptions::default();
+        let mut opened = placement::open(&mut devs, &sb, region, &jsb, &o, &clock, false).unwrap();
+        assert!(!opened.placement().recovery().is_empty(), "{what}: the crash left something to recover");
+        let stats = okeanos::stats::Stats::new(sb.block_size as usize);
+        runtime::recover(&devs, opened.placement(), sb.block_count, &stats, &|| 0, 0).unwrap().expect("a recovery");
+        let moved_on = format!("{:?}", opened.placement());
+        let (_, jsb) = open::open_journal(&sb, &devs).unwrap();
+        let mut fresh = placement::open(&mut devs, &sb, region, &jsb, &o, &clock, false).unwrap();
+        assert!(fresh.placement().recovery().is_empty(), "{what}: once recovered, nothing is left to recover");
+        assert_eq!(moved_on, format!("{:?}", fresh.placement()), "{what}: moved on, and opened afresh");
+        // And the mount that runs from it finds what was synced.
+        let fs = Okeanos::mount(image as Arc<dyn Device>, None, MountOptions::default()).unwrap();
+        verify(&fs);
+        fs.unmount().unwrap();
+    };
+    check(crashed(mem_fs(32 * MB, 1024), DataMode::Wasteless), "internal ring");
+    for mode in [DataMode::Data, DataMode::Ordered] {
+        let dev = Arc::new(MemDevice::new(64 * MB));
+        Okeanos::mkfs(dev.as_ref(), None, &MkfsOptions { manylogs: true, blocks_per_group: Some(2048), log_area_blocks: 256, ..Default::default() }).unwrap();
+        check(crashed(dev, mode), &format!("manylogs, {mode:?}"));
+    }
+}

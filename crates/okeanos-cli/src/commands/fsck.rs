@@ -34,7 +34,7 @@ fn fsck_checked(img: &ImageArg, no_write: bool) -> Result<ExitCode, String> {
             outln!("{} is mounted (by {h}): checking what is on disk with its live journal replayed in memory", img.image.display());
         }
         let (sb, _) = okeanos::runtime::open::read_meta(dev.as_ref()).map_err(|e| e.to_string())?;
-        if sb.nvm.is_none() && sb.remote.is_none() {
+        if okeanos::runtime::placement::JournalKind::of(&sb).recovers_in_image() {
             let ov: Arc<dyn Device> = Arc::new(okeanos::device::OverlayDevice::new(dev.clone()));
             let jov = jdev.clone().map(|j| Arc::new(okeanos::device::OverlayDevice::new(j)) as Arc<dyn Device>);
             if let Some(r) = okeanos::inspect::recover_image(ov.clone(), jov.clone()).map_err(|e| e.to_string())? {

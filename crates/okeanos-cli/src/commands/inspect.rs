@@ -114,7 +114,7 @@ pub(crate) fn stat(img: &ImageArg, dev: Arc<dyn Device>, jdev: Option<Arc<dyn De
     if let Some(h) = &in_use {
         outln!("in use by       {h}");
     }
-    if sb.nvm.is_some() {
+    if js.kind == "nvm" {
         match okeanos::inspect::nvm_table(&dev) {
             Ok(Some(t)) => outln!("{}", nvm_summary(&t)),
             Ok(None) => {}

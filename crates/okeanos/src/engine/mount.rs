@@ -67,12 +67,10 @@ impl Okeanos {
         let mut devs = Devices::new(dev.clone(), journal, sb.block_size as usize);
         let (region, jsb) = open_journal(&sb, &devs)?;
         let stats = Stats::new(sb.block_size as usize);
-        let (next_tid, remote) = open::recover(&mut devs, &sb, region, &jsb, &opts, &stats, clock.as_ref())?;
-        devs.remote_log = None;
+        let (opened, next_tid) = open::recover(&mut devs, &sb, region, &jsb, &opts, &stats, clock.as_ref())?;
         let dev = devs.fs.clone();
         // Recovery may have replayed the superblock and descriptors: read them again.
         let (mut sb, gdt) = read_meta(dev.as_ref())?;
-        let (_, jsb) = open_journal(&sb, &devs)?;
         let errors = error_state(&sb);
         if let Some(why) = &errors {
             if !opts.read_only && !opts.errors_remount_ro {
@@ -82,7 +80,7 @@ impl Okeanos {
             }
             opts.read_only = true;
         }
-        let mut journal = open::journal(&mut devs, &sb, region, jsb, &opts, next_tid, remote)?;
+        let mut journal = open::journal(&mut devs, &sb, opened, &opts, next_tid)?;
         // Blocks a manylogs recovery kept logged: owed by their transactions (which the mount's
         // table keeps live), parked in their logs.
         let kept = journal.recovered_kept();
@@ -106,10 +104,13 @@ impl Okeanos {
             None => "mounted read-only".to_string(),
         };
         let mut fs = FsState::new(sb, gdt, journal, opts.cache_blocks, opts.read_only.then_some(ro_reason));
-        fs.parking = match (&devs.nvm, fs.journal.parks_on_device()) {
-            (Some(nvm), _) => Some(crate::fs::Parking::Nvm(nvm.clone())),
-            (None, true) => Some(crate::fs::Parking::Logs(devs.fs.clone())),
-            (None, false) => None,
+        // Where the placement parks committed blocks the cache drops: in its logs on the
+        // file-system device, or in the NVM it opened.
+        fs.parking = match (fs.journal.parks(), fs.journal.parks_on_device(), &devs.nvm) {
+            (false, _, _) => None,
+            (true, true, _) => Some(crate::fs::Parking::Logs(devs.fs.clone())),
+            (true, false, Some(nvm)) => Some(crate::fs::Parking::Nvm(nvm.clone())),
+            (true, false, None) => return Err(FsError::Invalid(format!("the {} journal parks blocks in NVM, and this mount has none", fs.journal.placement().name()))),
         };
         let now = clock.now_ns();
         for k in &kept {

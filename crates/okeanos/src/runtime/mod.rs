@@ -4,12 +4,13 @@
 
 pub mod nvm;
 pub mod open;
+pub mod placement;
 pub mod remote;
 
 use crate::device::{Device, DeviceError};
 use crate::remote::client::RemoteError;
 use crate::format::journal as jf;
-use crate::journal::placement::{LogRegion, Placement};
+use crate::journal::placement::{LogRegion, Placement, Recovery, TableReplay};
 use crate::journal::plan::{DevId, IoCopy, IoPlan, IoWrite, RemoteOp};
 use crate::format::superblock::{state, ErrorRecord, Superblock};
 use crate::journal::recovery::{self, Damage, Probe, ReplayBase, ReplayBlock, Scan};
@@ -289,23 +290,77 @@ pub enum RecoveryError {
     Device(#[from] DeviceError),
     #[error("journal recovery: corrupt revoke block or superblock: {0}")]
     Format(#[from] crate::format::FormatError),
+    /// A copy that must be replayed fails its check (an nvm slot's data).
+    #[error("journal recovery: {0}")]
+    Damaged(String),
 }
 
-/// Runs the three passes of recovery over the placement's log and marks it recovered. Returns
-/// the report and the tid for the next transaction, or None when the log needed no recovery.
-/// Safe to run again after a crash at any point inside it.
+/// Recovers what the placement says needs it ([`Placement::recovery`]) and marks it recovered.
+/// Returns the report and the tid for the next transaction, or None when nothing needed
+/// recovery. Safe to run again after a crash at any point inside it.
 pub fn recover(
     devs: &Devices,
-    placement: &dyn Placement,
+    placement: &mut dyn Placement,
     fs_blocks: u64,
     stats: &Stats,
     now_ns: &dyn Fn() -> u64,
     wall_ns: i64,
 ) -> Result<Option<(RecoveryReport, u64)>, RecoveryError> {
-    let starts = placement.recovery();
-    if starts.is_empty() {
-        return Ok(None);
+    match placement.recovery() {
+        Recovery::Logs(starts) if starts.is_empty() => Ok(None),
+        Recovery::Logs(starts) => recover_logs(devs, placement, starts, fs_blocks, stats, now_ns, wall_ns),
+        Recovery::Table(table) => recover_table(devs, placement, table, stats, now_ns),
     }
+}
+
+/// A table's recovery (nvm): the copies it decided are written home and flushed, then its
+/// recovered stage marks the table empty. The table was read when the placement was opened
+/// (`read_ns` of the report's scan time).
+fn recover_table(devs: &Devices, placement: &mut dyn Placement, t: TableReplay, stats: &Stats, now_ns: &dyn Fn() -> u64) -> Result<Option<(RecoveryReport, u64)>, RecoveryError> {
+    let t1 = now_ns();
+    let copies: Vec<ReplayBlock> = t
+        .copies
+        .iter()
+        .map(|c| ReplayBlock { fs_block: c.block, base: ReplayBase::Nvm { slot: c.slot, at: c.at, crc: c.crc }, patches: Vec::new(), kind: crate::journal::plan::BlockKind::FinalMeta })
+        .collect();
+    replay(devs, &copies, stats)?;
+    let mut finish = IoPlan::default();
+    placement.recovered_stage(t.next_tid).push_to(&mut finish);
+    execute(&finish, devs, stats)?;
+    placement.recovered(t.next_tid, &[]);
+    let t2 = now_ns();
+    Ok(t.report.then(|| {
+        let report = RecoveryReport {
+            transactions: 0,
+            first_tid: 0,
+            last_tid: t.last_tid,
+            blocks_scanned: 0,
+            revoke_records: t.tombstones,
+            blocks_replayed: copies.len() as u64,
+            end_reason: t.summary.clone(),
+            damage: None,
+            blocks_probed: 0,
+            next_tid: t.next_tid,
+            scan_ns: t.read_ns,
+            revoke_ns: 0,
+            replay_ns: t2 - t1,
+            nvm_slots_scanned: t.slots_scanned,
+        };
+        (report, t.next_tid)
+    }))
+}
+
+/// The three passes of recovery over the placement's logs (scan, revokes, replay), then its
+/// recovered stage.
+fn recover_logs(
+    devs: &Devices,
+    placement: &mut dyn Placement,
+    starts: Vec<crate::journal::placement::RecoveryStart>,
+    fs_blocks: u64,
+    stats: &Stats,
+    now_ns: &dyn Fn() -> u64,
+    wall_ns: i64,
+) -> Result<Option<(RecoveryReport, u64)>, RecoveryError> {
     let t0 = now_ns();
     let (mut txs, mut damage, mut next_tid) = (Vec::new(), None, 0);
     let (mut scanned, mut probed, mut end_reason, mut first_tid) = (0, 0, String::new(), None);
@@ -374,6 +429,7 @@ pub fn recover(
     let mut finish = IoPlan::default();
     crate::journal::placement::recovered_keeping(placement, next_tid, &kept).push_to(&mut finish);
     execute(&finish, devs, stats)?;
+    placement.recovered(next_tid, &kept);
     let t3 = now_ns();
     let report = RecoveryReport {
         transactions: txs.len() as u64,
@@ -408,7 +464,7 @@ fn mark_errors(devs: &Devices, damage: &Damage, wall_ns: i64) -> Result<(), Reco
 
 /// Writes the replayed blocks home. Returns the mapped blocks (and where they were) that
 /// failed their check and were left as home has them.
-fn replay(devs: &Devices, blocks: &[ReplayBlock], stats: &Stats) -> Result<Vec<(u64, u64)>, DeviceError> {
+fn replay(devs: &Devices, blocks: &[ReplayBlock], stats: &Stats) -> Result<Vec<(u64, u64)>, RecoveryError> {
     let bs = devs.block_size as u64;
     let mut bad = Vec::new();
     for r in blocks {
@@ -425,6 +481,19 @@ fn replay(devs: &Devices, blocks: &[ReplayBlock], stats: &Stats) -> Result<Vec<(
                 let mut b = devs.read_block(dev, block)?;
                 if escaped {
                     jf::unescape(&mut b);
+                }
+                b
+            }
+            ReplayBase::Nvm { slot, at, crc } => {
+                let nvm = devs.nvm.as_ref().ok_or_else(|| RecoveryError::Damaged("the journal's copies are in NVM, and this mount has none".into()))?;
+                let mut b = vec![0u8; bs as usize];
+                nvm.load(at, &mut b)?;
+                if crate::format::nvm::data_crc(r.fs_block, &b) != crc {
+                    return Err(RecoveryError::Damaged(format!(
+                        "{}: slot {slot} holds the newest committed copy of block {} but its data fails its checksum (damaged NVM); refusing to mount rather than lose it silently",
+                        nvm.name(),
+                        r.fs_block
+                    )));
                 }
                 b
             }

@@ -1,12 +1,13 @@
-//! The nvm placement at run time: carrying out a plan's NVM operations, and recovery of the
-//! slot table at mount (the decisions are `journal::placement::nvm::analyze`'s).
+//! The nvm placement at run time: carrying out a plan's NVM operations, and reading the header
+//! and the slot table (recovery's decisions are `journal::placement::nvm::analyze`'s, its
+//! copies written home by `runtime::recover` like any placement's).
 
 use super::Devices;
 use crate::device::DeviceError;
-use crate::format::nvm::{self as nf, NvmHeader, SlotState};
+use crate::format::nvm::{self as nf, NvmHeader};
 use crate::journal::plan::NvmOp;
 use crate::nvm::Nvm;
-use crate::stats::{RecoveryReport, Stats};
+use crate::stats::Stats;
 
 /// Carries out NVM operations in order.
 pub fn execute(devs: &Devices, ops: &[NvmOp], stats: &Stats) -> Result<(), DeviceError> {
@@ -41,70 +42,11 @@ pub fn open_header(nvm: &dyn Nvm, fs_uuid: [u8; 16], block_size: u32) -> Result<
     Ok(h)
 }
 
-/// Recovers an nvm journal: writes each block's newest committed frozen copy home, flushes,
-/// then empties the table in two fenced steps (outranked entries first). With `read_only`,
-/// writes go to the (overlay) file-system device only and the table is left as it is.
-/// Returns the report (None when nothing was committed and not yet home) and the next tid.
-pub fn recover(devs: &Devices, h: &NvmHeader, fs_blocks: u64, read_only: bool, stats: &Stats, now_ns: &dyn Fn() -> u64) -> Result<(Option<RecoveryReport>, u64), crate::fs::FsError> {
-    let nvm = devs.nvm.as_ref().expect("an nvm journal has its NVM");
-    let t0 = now_ns();
+/// Reads the commit word and the slot table, as recovery and inspection decide from them.
+pub fn read_table(nvm: &dyn Nvm, h: &NvmHeader) -> Result<(u64, Vec<u8>), DeviceError> {
     let mut word = [0u8; 8];
     nvm.load(nf::COMMIT_WORD_AT, &mut word)?;
-    let commit_word = u64::from_le_bytes(word);
     let mut table = vec![0u8; (h.slots * nf::ENTRY_SIZE) as usize];
     nvm.load(nf::TABLE_AT, &mut table)?;
-    let r = crate::journal::placement::nvm::analyze(h, commit_word, &table, fs_blocks).map_err(|e| crate::fs::FsError::Corrupt(format!("{}: {e}", nvm.name())))?;
-    let t1 = now_ns();
-    let bs = h.block_size as usize;
-    let mut data = vec![0u8; bs];
-    for &(block, slot, crc) in &r.replay {
-        nvm.load(h.data_at(slot), &mut data)?;
-        if nf::data_crc(block, &data) != crc {
-            return Err(crate::fs::FsError::Corrupt(format!(
-                "{}: slot {slot} holds the newest committed copy of block {block} but its data fails its checksum (damaged NVM); refusing to mount rather than lose it silently",
-                nvm.name()
-            )));
-        }
-        devs.fs.write_at(block * bs as u64, &data)?;
-        stats.on_write(crate::journal::plan::BlockKind::FinalMeta, bs);
-    }
-    if !r.replay.is_empty() {
-        devs.fs.flush()?;
-    }
-    if !read_only {
-        for step in [&r.free_first, &r.free_then] {
-            if step.is_empty() {
-                continue;
-            }
-            for &slot in step {
-                let at = h.entry_at(slot) + nf::STATE_AT;
-                nvm.store(at, &nf::state_word(SlotState::Free))?;
-                nvm.flush(at, 8)?;
-            }
-            nvm.fence()?;
-        }
-    }
-    let t2 = now_ns();
-    let next_tid = r.next_tid.max(1);
-    let needed = r.frozen > 0 || r.tombstones > 0 || r.uncommitted > 0 || r.invalid > 0;
-    let report = needed.then(|| RecoveryReport {
-        transactions: 0,
-        first_tid: 0,
-        last_tid: commit_word,
-        blocks_scanned: 0,
-        revoke_records: r.tombstones,
-        blocks_replayed: r.replay.len() as u64,
-        end_reason: format!(
-            "nvm slot table: {} slots, commit word {commit_word}: {} frozen written home, {} clean, {} tombstones, {} above the commit word dropped, {} torn",
-            r.slots_scanned, r.frozen, r.clean, r.tombstones, r.uncommitted, r.invalid
-        ),
-        damage: None,
-        blocks_probed: 0,
-        next_tid,
-        scan_ns: t1 - t0,
-        revoke_ns: 0,
-        replay_ns: t2 - t1,
-        nvm_slots_scanned: r.slots_scanned,
-    });
-    Ok((report, next_tid))
+    Ok((u64::from_le_bytes(word), table))
 }

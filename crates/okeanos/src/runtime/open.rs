@@ -79,19 +79,6 @@ pub fn error_state(sb: &Superblock) -> Option<String> {
     })
 }
 
-/// The manylogs placement of `sb` from the newest valid copy of its log table.
-pub fn open_manylogs(sb: &Superblock, devs: &Devices) -> FsResult<crate::journal::placement::Manylogs> {
-    use crate::journal::placement::manylogs::{read_table, refuse_fallback, sweep_after_fallback, Geometry};
-    let geo = Geometry::of(sb);
-    let mut read = |b| devs.read_block(crate::journal::plan::DevId::Fs, b);
-    let table = read_table(&geo, &mut read)?;
-    let swept = sweep_after_fallback(&geo, &table, sb.mkfs_time_ns, &mut read)?;
-    if let Some(why) = refuse_fallback(&table, swept) {
-        return Err(FsError::Corrupt(why));
-    }
-    Ok(crate::journal::placement::Manylogs::new(geo, table).with_swept(swept))
-}
-
 /// Locates the journal of `sb` and reads its superblock.
 pub fn open_journal(sb: &Superblock, devs: &Devices) -> FsResult<(LogRegion, JournalSuperblock)> {
     let bs = sb.block_size as u64;

@@ -10,11 +10,12 @@
 //! whatever order suits it. It never sees which content policy filled the blocks, and the core
 //! never asks which placement it has.
 //!
-//! Recovery goes through the placement too: it says where its log of committed transactions
-//! begins ([`RecoveryStart`]: positions on a device, the first one and its tid) and how to mark
-//! the log recovered; the scan, revoke and replay passes (`journal/recovery/`) are shared. A
-//! placement whose log is not a local device (a server) reads it into an in-memory device
-//! first and describes that.
+//! Recovery goes through the placement too ([`Recovery`]): it says where its log of committed
+//! transactions begins ([`RecoveryStart`]: positions on a device, the first one and its tid)
+//! and how to mark the log recovered; the scan, revoke and replay passes (`journal/recovery/`)
+//! are shared. A placement whose log is not a local device (a server) reads it into an
+//! in-memory device first and describes that. A placement that keeps a table instead of a log
+//! (nvm) decides from the table when it is opened and hands recovery the copies to write home.
 //!
 //! Placements: [`Ring`] (`internal`: a region of the file-system device; `external`: a device
 //! or file of its own), [`Remote`] (a journal server, with the internal ring as fallback) and
@@ -97,6 +98,68 @@ pub struct Kept {
     /// writes are durable, or in a block [`Snapshots::keeps_logged`] (None: no new snapshot,
     /// keep the last one's).
     pub home: Option<Tid>,
+}
+
+/// What recovery does for a placement, in one of two shapes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recovery {
+    /// Scan these logs from where each begins (none: nothing to recover). Their transactions
+    /// are replayed as one sequence: one revoke table, one replay plan, so a revoke in a later
+    /// log covers copies in an earlier one (ring, remote, manylogs).
+    Logs(Vec<RecoveryStart>),
+    /// The placement read its table when it was opened and decided already (nvm): write these
+    /// copies home, then its recovered stage empties the table.
+    Table(TableReplay),
+}
+
+impl Recovery {
+    /// Nothing to replay and nothing to mark recovered.
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Recovery::Logs(l) => l.is_empty(),
+            Recovery::Table(t) => t.copies.is_empty() && !t.marks,
+        }
+    }
+
+    /// The logs to scan (none for a table).
+    pub fn logs(&self) -> &[RecoveryStart] {
+        match self {
+            Recovery::Logs(l) => l,
+            Recovery::Table(_) => &[],
+        }
+    }
+}
+
+/// One copy a table names: the newest committed copy of `block`, in `slot` at byte `at` of
+/// the placement's non-volatile memory, whose data must match `crc` (`format::nvm::data_crc`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotCopy {
+    pub block: u64,
+    pub slot: u64,
+    pub at: u64,
+    pub crc: u32,
+}
+
+/// A table's recovery, decided when the placement was opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableReplay {
+    /// Copies to write home, in block order.
+    pub copies: Vec<SlotCopy>,
+    /// The recovered stage has entries to change even with nothing to copy.
+    pub marks: bool,
+    /// The table held something a crash left (frozen copies, tombstones, entries of a commit
+    /// that did not complete, torn entries): recovery reports on it.
+    pub report: bool,
+    /// Newest committed tid (the commit word), tombstones and entries read, for the report.
+    pub last_tid: Tid,
+    pub tombstones: u64,
+    pub slots_scanned: u64,
+    /// The report's account of the table, one line.
+    pub summary: String,
+    /// The journal continues at or above this.
+    pub next_tid: Tid,
+    /// How long reading the table took when the placement was opened (the report's scan time).
+    pub read_ns: u64,
 }
 
 /// Where recovery's scan begins in a placement's log.
@@ -226,14 +289,17 @@ pub trait Placement: Send + std::fmt::Debug {
     /// At a clean unmount, with nothing left in the log: the journal is empty and the next
     /// mount continues with `next_tid`.
     fn clean_stage(&self, next_tid: Tid) -> Stage;
-    /// The logs recovery must scan, oldest transactions first (none when nothing needs
-    /// recovery). Their transactions are replayed as one sequence: one revoke table, one replay
-    /// plan, so a revoke in a later log covers copies in an earlier one.
-    fn recovery(&self) -> Vec<RecoveryStart>;
+    /// What recovery must do ([`Recovery`]): the logs to scan, oldest transactions first, or
+    /// the copies a table already decided; empty when nothing needs recovery.
+    fn recovery(&self) -> Recovery;
     /// The last step of recovery, after the replayed blocks are durable: the log is recovered
     /// (empty) and the journal continues with `next_tid`. Until this stage is durable, a crash
     /// just means recovery runs again.
     fn recovered_stage(&self, next_tid: Tid) -> Stage;
+    /// The recovered stage ([`recovered_keeping`]) is durable: the placement is now what it
+    /// recorded, ready to run from `next_tid` (with `kept` still logged), as a mount opening
+    /// it after recovery would find it. A mount builds its placement once.
+    fn recovered(&mut self, next_tid: Tid, kept: &[LoggedBlock]);
 
     /// Capability: committed blocks stay addressable where the placement keeps them, so the
     /// cache may drop them while they are owed to checkpoint (nvm, manylogs).

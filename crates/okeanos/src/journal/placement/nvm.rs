@@ -33,7 +33,7 @@
 //!
 //! Recovery ([`analyze`]) reads the table, not a log: the decision table is on that function.
 
-use super::{Defaults, Extent, Kept, Parking, Placement, Records, RecoveryStart, Stage};
+use super::{Defaults, Extent, Kept, Parking, Placement, Records, Recovery, SlotCopy, Stage, TableReplay};
 use crate::det::HashMap;
 use crate::format::nvm::{self as nf, Entry, EntryRead, NvmHeader, SlotState};
 use crate::journal::plan::{BlockKind, NvmBytes, NvmOp};
@@ -72,6 +72,21 @@ pub struct NvmSlots {
     /// Canary: a block's older copy is free for reuse as soon as a new copy is placed, before
     /// the commit point (the paper's "released immediately").
     pub fault_free_before_commit: bool,
+    /// Opened after a crash: what recovery decided from the table ([`NvmSlots::recovering`]).
+    recovering: Option<Recovering>,
+}
+
+/// The table as a crash left it, and what recovery does with it.
+#[derive(Debug)]
+struct Recovering {
+    decided: TableRecovery,
+    commit_word: u64,
+    /// The journal continues at or above this (the journal superblock's sequence, at least).
+    floor: Tid,
+    /// A read-only mount writes the copies to its in-memory overlay and leaves the table.
+    read_only: bool,
+    /// How long reading the table took (for the report).
+    read_ns: u64,
 }
 
 impl NvmSlots {
@@ -87,7 +102,33 @@ impl NvmSlots {
             committing: None,
             fault_no_fence_before_commit_word: false,
             fault_free_before_commit: false,
+            recovering: None,
         }
+    }
+
+    /// The placement over a table as the last mount left it (`commit_word` and the table's
+    /// bytes, read at open): recovery's decisions ([`analyze`]) are made now, and
+    /// [`Placement::recovery`] hands them to recovery; its recovered stage empties the table
+    /// (none with `read_only`). `floor`: the journal continues at or above it.
+    pub fn recovering(h: NvmHeader, commit_word: u64, table: &[u8], fs_blocks: u64, floor: Tid, read_only: bool) -> Result<Self, crate::format::FormatError> {
+        let decided = analyze(&h, commit_word, table, fs_blocks)?;
+        let mut p = NvmSlots::new(h);
+        p.recovering = Some(Recovering { decided, commit_word, floor, read_only, read_ns: 0 });
+        Ok(p)
+    }
+
+    /// Records how long reading the table took (recovery's report gives it as its scan time).
+    pub fn read_in(mut self, ns: u64) -> Self {
+        if let Some(r) = &mut self.recovering {
+            r.read_ns = ns;
+        }
+        self
+    }
+
+    /// The tid the journal continues with, at least (after recovery: above every tid the
+    /// table names).
+    pub fn floor(&self) -> Tid {
+        self.recovering.as_ref().map_or(1, |r| r.floor.max(r.decided.next_tid.max(1)))
     }
 
     pub fn header(&self) -> &NvmHeader {
@@ -297,13 +338,49 @@ impl Placement for NvmSlots {
         Stage::default()
     }
 
-    /// Recovery of the table runs before the journal is built (`runtime::nvm::recover`).
-    fn recovery(&self) -> Vec<RecoveryStart> {
-        Vec::new()
+    /// The copies the table names as each block's newest committed frozen one, decided at
+    /// open (UBJ, section 3.4: the frozen copies are written home and the table emptied).
+    fn recovery(&self) -> Recovery {
+        let Some(r) = &self.recovering else { return Recovery::Logs(Vec::new()) };
+        let d = &r.decided;
+        let copies = d.replay.iter().map(|&(block, slot, crc)| SlotCopy { block, slot, at: self.h.data_at(slot), crc }).collect();
+        Recovery::Table(TableReplay {
+            copies,
+            marks: !r.read_only && !(d.free_first.is_empty() && d.free_then.is_empty()),
+            report: d.frozen > 0 || d.tombstones > 0 || d.uncommitted > 0 || d.invalid > 0,
+            last_tid: r.commit_word,
+            tombstones: d.tombstones,
+            slots_scanned: d.slots_scanned,
+            summary: format!(
+                "nvm slot table: {} slots, commit word {}: {} frozen written home, {} clean, {} tombstones, {} above the commit word dropped, {} torn",
+                d.slots_scanned, r.commit_word, d.frozen, d.clean, d.tombstones, d.uncommitted, d.invalid
+            ),
+            next_tid: self.floor(),
+            read_ns: r.read_ns,
+        })
     }
 
+    /// After the copies are home and flushed: every entry FREE, in two fenced steps, outranked
+    /// entries first (see [`analyze`]). A read-only mount leaves the table as it is.
     fn recovered_stage(&self, _next_tid: Tid) -> Stage {
-        Stage::default()
+        let mut nvm = Vec::new();
+        if let Some(r) = self.recovering.as_ref().filter(|r| !r.read_only) {
+            for step in [&r.decided.free_first, &r.decided.free_then] {
+                if step.is_empty() {
+                    continue;
+                }
+                for &slot in step {
+                    self.state_store(&mut nvm, slot as u32, SlotState::Free);
+                }
+                nvm.push(NvmOp::Fence);
+            }
+        }
+        Stage { nvm, ..Stage::default() }
+    }
+
+    /// Every entry is FREE now (or, read-only, the table is left and nothing is placed).
+    fn recovered(&mut self, _next_tid: Tid, _kept: &[super::LoggedBlock]) {
+        self.recovering = None;
     }
 
     fn parking(&self) -> Option<&dyn Parking> {

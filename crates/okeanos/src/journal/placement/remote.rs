@@ -13,7 +13,7 @@
 //! transactions up to `upto` once the host fell back) and the local ring's. They are replayed
 //! as one sequence, so nothing older overwrites anything newer.
 
-use super::{Extent, Fallback, Kept, Placement, Records, RecoveryStart, Ring, Stage};
+use super::{Extent, Fallback, Kept, Placement, Records, Recovery, RecoveryStart, Ring, Stage};
 use crate::format::journal::RemoteState;
 use crate::journal::plan::RemoteOp;
 use crate::journal::transaction::Tid;
@@ -42,6 +42,32 @@ impl Remote {
 
     fn local(&self) -> bool {
         self.ring.remote_state().local
+    }
+
+    /// The fallback ring (its superblock, features).
+    pub fn ring(&self) -> &Ring {
+        &self.ring
+    }
+
+    pub fn ring_mut(&mut self) -> &mut Ring {
+        &mut self.ring
+    }
+
+    /// The fallback ring alone (a host that fell back, mounted read-only).
+    pub fn into_ring(self) -> Ring {
+        self.ring
+    }
+
+    /// Whether the host writes to its fallback ring now.
+    pub fn is_local(&self) -> bool {
+        self.local()
+    }
+
+    /// Back on the server at mount (after the mount recorded `epoch` and trimmed the server,
+    /// `runtime::remote::reopen`), whose quota holds `capacity` blocks.
+    pub fn rejoined(&mut self, epoch: u64, capacity: u64) {
+        self.returned(epoch);
+        self.capacity = capacity;
     }
 
     /// Transactions up to this one may be dropped after a checkpoint that keeps `kept`.
@@ -118,17 +144,29 @@ impl Placement for Remote {
         s
     }
 
-    fn recovery(&self) -> Vec<RecoveryStart> {
-        self.fetched.into_iter().chain(self.ring.scan_start()).collect()
+    fn recovery(&self) -> Recovery {
+        Recovery::Logs(self.fetched.into_iter().chain(self.ring.scan_start()).collect())
     }
 
     /// Both logs are replayed: the server is trimmed to nothing, the ring marked empty, and
-    /// the host writes to the server again.
+    /// the host writes to the server again. A host that fell back recovers its ring alone and
+    /// stays local (it returns once the mount reaches the server).
     fn recovered_stage(&self, next_tid: Tid) -> Stage {
+        if self.local() {
+            return self.ring.recovered_stage(next_tid);
+        }
         let state = RemoteState { local: false, upto: 0, ..self.ring.remote_state() };
         let mut s = self.ring.clean_stage_with(next_tid, state);
         s.remote.push(RemoteOp::Trim { upto: next_tid - 1 });
         s
+    }
+
+    fn recovered(&mut self, next_tid: Tid, kept: &[super::LoggedBlock]) {
+        if !self.local() {
+            self.ring.set_remote_state(RemoteState { local: false, upto: 0, ..self.ring.remote_state() });
+        }
+        self.ring.recovered(next_tid, kept);
+        self.fetched = None;
     }
 
     fn fallback(&mut self) -> Option<&mut dyn Fallback> {

@@ -2,7 +2,7 @@
 //! Journal block 0 is the journal superblock; the log occupies `[first, total)` and wraps.
 //! [`LogRegion`] is the geometry (also what recovery's scan walks); [`Ring`] the placement.
 
-use super::{Extent, Kept, Placement, Records, RecoveryStart, Stage};
+use super::{Extent, Kept, Placement, Records, Recovery, RecoveryStart, Stage};
 use crate::format::journal::{JournalSuperblock, RemoteState};
 use crate::journal::plan::{BlockKind, DevId, IoWrite};
 use crate::journal::transaction::Tid;
@@ -126,6 +126,17 @@ impl Ring {
         self.jsb.remote = state;
     }
 
+    /// The journal superblock as it stands: what the mount read, with the remote state and
+    /// features since recorded (and, after recovery, the empty log it recorded).
+    pub fn superblock(&self) -> &JournalSuperblock {
+        &self.jsb
+    }
+
+    /// Journal features the superblock writes from now on carry as well.
+    pub fn add_features(&mut self, features: u32) {
+        self.jsb.features |= features;
+    }
+
     /// Whether no transaction occupies the log.
     pub fn is_empty(&self) -> bool {
         self.head == self.tail
@@ -223,12 +234,17 @@ impl Placement for Ring {
     /// From the journal superblock as read at mount: the tail and its tid, unless clean. Every
     /// transaction takes at least one block and space is reused only after the superblock
     /// records the new tail, so the ring holds tids below `sequence + ring length`.
-    fn recovery(&self) -> Vec<RecoveryStart> {
-        self.scan_start().into_iter().collect()
+    fn recovery(&self) -> Recovery {
+        Recovery::Logs(self.scan_start().into_iter().collect())
     }
 
     fn recovered_stage(&self, next_tid: Tid) -> Stage {
         self.jsb_stage(0, next_tid)
+    }
+
+    fn recovered(&mut self, next_tid: Tid, _kept: &[super::LoggedBlock]) {
+        self.jsb.start = 0;
+        self.jsb.sequence = next_tid;
     }
 }
 

@@ -59,6 +59,10 @@ pub enum ReplayBase {
     /// A block a snapshot's map names (manylogs): the copy at device block `block` of the
     /// file-system device, checked against the journal tag's data hash.
     Mapped { block: u64, hash: u32 },
+    /// A frozen copy in a slot of non-volatile memory (nvm): `slot`'s data at byte `at`,
+    /// checked against the slot entry's data CRC. A mismatch is damage recovery refuses to
+    /// hide: the copy is the only committed version.
+    Nvm { slot: u64, at: u64, crc: u32 },
 }
 
 /// Replay of one block: start from `base`, apply the records in order, write the result.

@@ -37,7 +37,7 @@ pub use geometry::Geometry;
 pub use table::{read_table, refuse_fallback, sweep_after_fallback, ReadTable};
 use swap::Swap;
 
-use super::{Defaults, Extent, HeadAware, Kept, LoggedBlock, NearHead, LogRegion, Parking, Placement, Records, RecoveryStart, RegionKind, Snapshots, Stage, Swaps};
+use super::{Defaults, Extent, HeadAware, Kept, LoggedBlock, NearHead, LogRegion, Parking, Placement, Records, Recovery, RecoveryStart, RegionKind, Snapshots, Stage, Swaps};
 use crate::format::logtable::{flags, LogEntry, LogMap, LogTable, MapEntry, SnapPos};
 use crate::journal::checkpoint::COPY_SLICE_BLOCKS;
 use crate::journal::plan::{BlockKind, CopyCheck, DevId, IoCopy, IoStage, IoWrite};
@@ -117,6 +117,9 @@ pub struct Manylogs {
     /// logged), and that of the table last planned, which becomes it once durable.
     snap: RefCell<Snap>,
     planned_snap: RefCell<Option<Snap>>,
+    /// The table and map recovery's last stage writes ([`Snapshots::recovered_keeping`]): what
+    /// the placement becomes once it is durable ([`Placement::recovered`]).
+    recovered_to: RefCell<Option<(LogTable, LogMap)>>,
     /// Canary for the crash tests: releases log space without writing the table that records
     /// the release, so space is reused while the durable table still names it live. Recovery
     /// must then miss committed transactions.
@@ -196,6 +199,7 @@ impl Manylogs {
             pending: VecDeque::new(),
             snap,
             planned_snap: RefCell::new(None),
+            recovered_to: RefCell::new(None),
             fault_reuse_before_table: false,
             swept: 0,
             fault_keep_first_position: false,
@@ -383,9 +387,9 @@ impl Placement for Manylogs {
     /// tids below the floor plus every log's length: each transaction takes a block, and no
     /// space holding a transaction at or above the floor is reused before a newer table
     /// (whose floor is higher) is durable.
-    fn recovery(&self) -> Vec<RecoveryStart> {
+    fn recovery(&self) -> Recovery {
         if self.mounted.needs_no_recovery() {
-            return Vec::new();
+            return Recovery::Logs(Vec::new());
         }
         // Everything up to the map's home tid is home or mapped: each log is read from its
         // snapshot position, the first transaction above it (its tail for a table without a
@@ -394,7 +398,8 @@ impl Placement for Manylogs {
         // kept logged hold the floor back, so the bound counts from home, not the floor.)
         let home = self.mounted_map.home;
         let bound = home.max(self.mounted.floor - 1) + self.geo.log_blocks * self.logs.len() as u64 + 2;
-        self.mounted
+        Recovery::Logs(
+            self.mounted
             .logs
             .iter()
             .zip(&self.mounted_map.snaps)
@@ -409,11 +414,24 @@ impl Placement for Manylogs {
                 tid_bound: bound,
                 interleaved: Some(super::Interleaved { end: e.end as u64, tail_tid: s.tid, floor: home + 1, past_end_min: self.mounted.durable + 1, swept: self.swept }),
             })
-            .collect()
+            .collect(),
+        )
     }
 
     fn recovered_stage(&self, next_tid: Tid) -> Stage {
         Snapshots::recovered_keeping(self, next_tid, &[])
+    }
+
+    /// The placement over the table recovery wrote, as [`Manylogs::new`] reads it: every log
+    /// empty but the parts that keep blocks logged.
+    fn recovered(&mut self, _next_tid: Tid, _kept: &[LoggedBlock]) {
+        let (table, map) = self.recovered_to.take().expect("recovered after its recovered stage");
+        let mut next = Manylogs::new(self.geo.clone(), ReadTable { table, map, other_invalid: None });
+        next.fault_reuse_before_table = self.fault_reuse_before_table;
+        next.fault_keep_first_position = self.fault_keep_first_position;
+        next.fault_swap_unreserved = self.fault_swap_unreserved;
+        next.fault_snapshot_unhomed = self.fault_snapshot_unhomed;
+        *self = next;
     }
 
     fn parking(&self) -> Option<&dyn Parking> {
@@ -509,6 +527,9 @@ impl Snapshots for Manylogs {
         let table = LogTable { version, flags: if clean { flags::CLEAN } else { flags::RECOVERED }, seq, floor, durable: next_tid - 1, log_blocks: self.geo.log_blocks as u32, fs_uuid: self.geo.fs_uuid, logs };
         let entries = kept.iter().map(|k| MapEntry { block: k.block, at: k.at, tid: k.tid, hash: k.hash }).collect();
         let map = LogMap { seq, home: next_tid - 1, durable: next_tid - 1, fs_uuid: self.geo.fs_uuid, snaps, entries };
+        // A table without a map (version 2) is read back with the map its logs imply.
+        let read_back = if version >= 3 { map.clone() } else { table::legacy_map(&table) };
+        *self.recovered_to.borrow_mut() = Some((table.clone(), read_back));
         self.executed_at_once((table, map))
     }
 

@@ -1,0 +1,236 @@
+//! Opening a placement from the superblock and the devices: the one place that tells the
+//! journal's kinds apart (docs/DESIGN.md, section 5). Everything else (the mount, recovery,
+//! fsck, inspection) asks the placement it gets here.
+//!
+//! A mount opens its placement once, as the last mount left it ([`open`]); recovery asks it
+//! what to recover and moves it on ([`Placement::recovered`]); then it becomes the journal's
+//! ([`Opened::run`]). An offline tool opens it the same way without reaching outside the image.
+
+use super::Devices;
+use crate::clock::Clock;
+use crate::device::Device;
+use crate::format::journal::{JournalSuperblock, RemoteState};
+use crate::format::superblock::{NvmRecord, RemoteRecord};
+use crate::format::Superblock;
+use crate::fs::{FsError, FsResult};
+use crate::journal::content::DataMode;
+use crate::journal::placement::{LogRegion, NvmSlots, Placement, Remote, Ring};
+use crate::journal::plan::DevId;
+use crate::journal::transaction::Tid;
+use crate::options::MountOptions;
+use std::sync::{Arc, Mutex};
+
+/// Where the superblock says the journal lives.
+#[derive(Debug, Clone, Copy)]
+pub enum JournalKind<'a> {
+    /// A ring in the file system (`internal`) or on a device of its own (`external`).
+    Ring,
+    /// A journal server, with the internal ring as its fallback.
+    Remote(&'a RemoteRecord),
+    /// A small log in every block group.
+    Manylogs,
+    /// A slot table in non-volatile memory (UBJ).
+    Nvm(&'a NvmRecord),
+}
+
+impl JournalKind<'_> {
+    /// The journal kind of `sb`.
+    pub fn of(sb: &Superblock) -> JournalKind<'_> {
+        if let Some(n) = &sb.nvm {
+            JournalKind::Nvm(n)
+        } else if sb.manylogs() {
+            JournalKind::Manylogs
+        } else if let Some(r) = &sb.remote {
+            JournalKind::Remote(r)
+        } else {
+            JournalKind::Ring
+        }
+    }
+
+    /// Whether recovery reads and writes only the image's own devices, so that it can run
+    /// into an in-memory overlay (not an nvm journal's memory, not a server).
+    pub fn recovers_in_image(&self) -> bool {
+        matches!(self, JournalKind::Ring | JournalKind::Manylogs)
+    }
+}
+
+/// A placement opened, of its kind: what the mount turns into the journal's placement once
+/// recovery is done ([`Opened::run`]).
+enum Kinded {
+    Ring(Ring),
+    Remote(Remote),
+    Manylogs(crate::journal::placement::Manylogs),
+    Nvm(NvmSlots),
+}
+
+/// A placement opened as the last mount left it, and what the mount needs beside it.
+pub struct Opened {
+    placement: Kinded,
+    region: LogRegion,
+    /// The tid the journal continues with, at least, before recovery.
+    pub floor: Tid,
+    /// The connection to the journal server (a remote journal taken over for recovery).
+    pub remote: Option<super::remote::Opened>,
+}
+
+/// Opens the placement of the file system `sb`, whose journal region is `region` (superblock
+/// `jsb`), as the last mount left it: recovery asks it what to recover
+/// ([`Placement::recovery`]), and [`Opened::run`] makes it the journal's. Opening an nvm
+/// journal's memory sets `devs.nvm`; taking a remote journal over connects to its server and
+/// reads its log back. `offline` (recovery of an unmounted image): nothing outside the image
+/// but an nvm journal's memory is reached, and a journal whose transactions are on a server is
+/// refused.
+pub fn open(devs: &mut Devices, sb: &Superblock, region: LogRegion, jsb: &JournalSuperblock, opts: &MountOptions, clock: &dyn Clock, offline: bool) -> FsResult<Opened> {
+    let mut floor = jsb.sequence.max(1);
+    let mut remote = None;
+    let placement = match JournalKind::of(sb) {
+        JournalKind::Nvm(rec) => {
+            let nvm = open_nvm(rec, opts)?;
+            devs.nvm = Some(nvm.clone());
+            let h = super::nvm::open_header(nvm.as_ref(), sb.uuid, sb.block_size)?;
+            // Recovery's decisions come from the commit word and the table, read now.
+            let t0 = clock.now_ns();
+            let (word, table) = super::nvm::read_table(nvm.as_ref(), &h)?;
+            let mut p = NvmSlots::recovering(h, word, &table, sb.block_count, floor, opts.read_only).map_err(|e| FsError::Corrupt(format!("{}: {e}", nvm.name())))?;
+            floor = p.floor();
+            p = p.read_in(clock.now_ns() - t0);
+            p.fault_no_fence_before_commit_word = opts.faults.nvm_no_fence;
+            p.fault_free_before_commit = opts.faults.nvm_free_early;
+            Kinded::Nvm(p)
+        }
+        JournalKind::Manylogs => {
+            let mut m = open_manylogs(sb, devs)?;
+            floor = floor.max(m.floor());
+            m.fault_reuse_before_table = opts.faults.manylogs_reuse_early;
+            m.fault_keep_first_position = opts.faults.manylogs_keep_first_position;
+            m.fault_swap_unreserved = opts.faults.manylogs_swap_unreserved;
+            m.fault_snapshot_unhomed = opts.faults.manylogs_snapshot_unhomed;
+            Kinded::Manylogs(m)
+        }
+        JournalKind::Remote(rec) if offline && !jsb.remote.local && jsb.start != 0 => {
+            return Err(FsError::Invalid(format!(
+                "this file system's journal is on the journal server {}: mount it (okeanos mount, or the library) to recover from the server",
+                rec.server
+            )))
+        }
+        // After a clean unmount the server holds nothing (it was trimmed): read-only use needs
+        // no server then.
+        JournalKind::Remote(_) if !offline && !jsb.remote.local && !(opts.read_only && jsb.start == 0) => {
+            let record = remote_state_writer(devs, region, jsb);
+            let o = super::remote::open(sb, jsb, opts, devs, &|| clock.now_ns(), record)?;
+            let ring = Ring::new(region, JournalSuperblock { remote: RemoteState { epoch: o.epoch, ..jsb.remote }, ..jsb.clone() });
+            let mut r = Remote::new(ring, o.capacity, o.fetched);
+            r.fault_skip_append = opts.faults.skip_remote_append;
+            remote = Some(o);
+            Kinded::Remote(r)
+        }
+        // Fell back: its ring is the journal, until the mount reaches the server again.
+        JournalKind::Remote(_) if !offline && jsb.remote.local && !opts.read_only => Kinded::Remote(Remote::new(Ring::new(region, jsb.clone()), region.ring_len(), None)),
+        JournalKind::Remote(_) | JournalKind::Ring => Kinded::Ring(Ring::new(region, jsb.clone())),
+    };
+    Ok(Opened { placement, region, floor, remote })
+}
+
+impl Opened {
+    /// The placement, for recovery to ask and move on ([`Placement::recovered`]).
+    pub fn placement(&mut self) -> &mut dyn Placement {
+        match &mut self.placement {
+            Kinded::Ring(p) => p,
+            Kinded::Remote(p) => p,
+            Kinded::Manylogs(p) => p,
+            Kinded::Nvm(p) => p,
+        }
+    }
+
+    /// After recovery: the placement the journal runs with from `next_tid`, and the most
+    /// blocks it can take at once (a remote journal's must fit its fallback ring too). A host
+    /// that fell back returns to its server now if its ring is empty and the server answers.
+    pub fn run(self, devs: &mut Devices, sb: &Superblock, opts: &MountOptions, next_tid: Tid) -> FsResult<(Box<dyn Placement>, u64)> {
+        // Multiwrite records need the journal feature; the mount writes the journal superblock
+        // (with the flag) before the first commit.
+        let multiwrite = if matches!(opts.content().map_err(FsError::Invalid)?.mode, DataMode::Wasteless | DataMode::Selective) { crate::format::journal::jfeature::MULTIWRITE } else { 0 };
+        let region = self.region;
+        let placement: Box<dyn Placement> = match self.placement {
+            Kinded::Ring(mut r) => {
+                r.add_features(multiwrite);
+                Box::new(r)
+            }
+            // Fell back, and the mount turned read-only (errors=remount-ro): the ring alone.
+            Kinded::Remote(r) if r.is_local() && opts.read_only => {
+                let mut ring = r.into_ring();
+                ring.add_features(multiwrite);
+                Box::new(ring)
+            }
+            Kinded::Remote(mut r) => {
+                if r.is_local() && r.ring().is_empty() && r.ring().superblock().start == 0 && !opts.read_only {
+                    let jsb = r.ring().superblock().clone();
+                    let record = remote_state_writer(devs, region, &jsb);
+                    if let Ok(o) = super::remote::reopen(sb, &jsb, opts, devs, next_tid, record) {
+                        r.rejoined(o.epoch, o.capacity);
+                        r.fault_skip_append = opts.faults.skip_remote_append;
+                    }
+                }
+                r.ring_mut().add_features(multiwrite);
+                if !opts.read_only {
+                    // A host that fell back (now or later) reconnects with this when it returns.
+                    devs.reconnect = Some(super::remote::reconnector(sb, r.ring().superblock(), opts)?);
+                    if devs.link.is_none() {
+                        devs.link = Some(Arc::new(Mutex::new(Box::new(crate::remote::NotConnected) as Box<dyn crate::remote::Link>)));
+                    }
+                }
+                Box::new(r)
+            }
+            Kinded::Manylogs(m) => Box::new(m),
+            Kinded::Nvm(p) => Box::new(p),
+        };
+        let capacity = match JournalKind::of(sb) {
+            JournalKind::Remote(_) => placement.capacity().min(region.ring_len()),
+            _ => placement.capacity(),
+        };
+        Ok((placement, capacity))
+    }
+}
+
+/// The NVM region an nvm journal's superblock record names, or the one the mount gives; timed
+/// as persistent memory when the mount emulates its disks (`device_model=`).
+fn open_nvm(rec: &NvmRecord, opts: &MountOptions) -> FsResult<Arc<dyn crate::nvm::Nvm>> {
+    let nvm: Arc<dyn crate::nvm::Nvm> = match (&opts.nvm, &opts.nvm_path) {
+        (Some(h), _) => h.0.clone(),
+        (None, p) => {
+            let path = p.clone().unwrap_or_else(|| rec.path.clone().into());
+            Arc::new(crate::nvm::MappedNvm::open(&path, !opts.read_only).map_err(|e| FsError::Io(format!("the NVM journal {}: {e} (give another path with nvm=)", path.display())))?)
+        }
+    };
+    Ok(match &opts.device_model {
+        Some(_) => Arc::new(crate::nvm::TimedNvm::new(nvm, crate::models::preset("nvm").map_err(FsError::Invalid)?)),
+        None => nvm,
+    })
+}
+
+/// The manylogs placement of `sb` from the newest valid copy of its log table.
+pub fn open_manylogs(sb: &Superblock, devs: &Devices) -> FsResult<crate::journal::placement::Manylogs> {
+    use crate::journal::placement::manylogs::{read_table, refuse_fallback, sweep_after_fallback, Geometry};
+    let geo = Geometry::of(sb);
+    let mut read = |b| devs.read_block(DevId::Fs, b);
+    let table = read_table(&geo, &mut read)?;
+    let swept = sweep_after_fallback(&geo, &table, sb.mkfs_time_ns, &mut read)?;
+    if let Some(why) = refuse_fallback(&table, swept) {
+        return Err(FsError::Corrupt(why));
+    }
+    Ok(crate::journal::placement::Manylogs::new(geo, table).with_swept(swept))
+}
+
+/// Writes the local journal superblock with another remote state, durably (before the step
+/// on the server that depends on it). Used only while mounting, before the journal exists.
+pub fn remote_state_writer(devs: &Devices, region: LogRegion, jsb: &JournalSuperblock) -> impl FnMut(RemoteState) -> FsResult<()> {
+    let log_dev: Arc<dyn Device> = if region.dev() == DevId::Journal { devs.journal.clone().expect("checked by open_journal") } else { devs.fs.clone() };
+    let at = region.device_block(0) * jsb.block_size as u64;
+    let base = jsb.clone();
+    move |state| {
+        let mut b = vec![0u8; base.block_size as usize];
+        JournalSuperblock { remote: state, ..base.clone() }.encode(&mut b);
+        log_dev.write_at(at, &b)?;
+        log_dev.flush()?;
+        Ok(())
+    }
+}
