@@ -25,6 +25,9 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
+/// How many times a busy lock is tried, 10 ms apart, before the opener is refused.
+const LOCK_TRIES: u32 = 10;
+
 /// Which lock an opener takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LockMode {
@@ -44,11 +47,22 @@ pub(crate) fn lock(file: &File, path: &Path, mode: LockMode) -> Result<(), Devic
         LockMode::Exclusive => libc::LOCK_EX,
         LockMode::Shared => libc::LOCK_SH,
     };
-    // SAFETY: flock on a descriptor we own; no memory is passed.
-    if unsafe { libc::flock(file.as_raw_fd(), op | libc::LOCK_NB) } == 0 {
-        return Ok(());
-    }
-    let e = std::io::Error::last_os_error();
+    // A lock that is busy is tried again for a moment: a multithreaded program that forks
+    // (std::process::Command) lends every open descriptor, and with it the lock of a device
+    // just closed, to the child until it execs. A real holder is still there after that.
+    let mut tries = 0;
+    let e = loop {
+        // SAFETY: flock on a descriptor we own; no memory is passed.
+        if unsafe { libc::flock(file.as_raw_fd(), op | libc::LOCK_NB) } == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        tries += 1;
+        if e.raw_os_error() != Some(libc::EWOULDBLOCK) || tries >= LOCK_TRIES {
+            break e;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
     let device = path.display().to_string();
     if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
         let holder = holder_of(file).unwrap_or_else(|| "another process or another open file of this process".into());
