@@ -54,7 +54,6 @@ pub mod nvm;
 pub mod options;
 pub mod remote;
 pub mod runtime;
-pub mod sim;
 pub mod stats;
 pub mod workload;
 

@@ -11,7 +11,7 @@ use common::*;
 use okeanos::journal::content::ContentConfig;
 use okeanos::remote::memory::{MemLog, MemServer};
 use okeanos::remote::{Connector, Link};
-use okeanos::sim::check::{check, History};
+use okeanos_sim::check::{check, History};
 use okeanos::{CrashRecorder, Device, MemDevice, MkfsOptions, MountOptions, Okeanos};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -4,7 +4,7 @@
 use super::*;
 
 pub(super) fn crash_fuzz(a: &SimArgs) -> Result<ExitCode, String> {
-    use okeanos::sim::crashfuzz;
+    use okeanos_sim::crashfuzz;
     let modes: Vec<ContentConfig> = match &a.modes {
         Some(m) => m.split(',').map(|x| ContentConfig::parse(x.trim())).collect::<Result<_, _>>()?,
         None => crashfuzz::ALL.iter().map(|m| ContentConfig::parse(m)).collect::<Result<_, _>>()?,

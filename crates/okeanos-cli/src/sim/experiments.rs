@@ -15,7 +15,7 @@ pub(super) fn multistream(c: &Common, m: &ModelArgs) -> Result<Vec<Run>, String>
     Ok(parallel(&plan, m.jobs(), c.quiet, |(mode, spec)| {
         let mut r = m.run_of("multistream", *mode, spec.streams, spec.size, spec.rate, spec.sync.name(), spec.sync_every);
         let t0 = Instant::now();
-        let res = m.world_for(*mode, spec.rate, spec.streams).and_then(|cfg| World::new(cfg, &m.mkfs()).map_err(|e| e.to_string())).and_then(|w| okeanos::sim::multistream::run(w, spec, m.seed));
+        let res = m.world_for(*mode, spec.rate, spec.streams).and_then(|cfg| World::new(cfg, &m.mkfs()).map_err(|e| e.to_string())).and_then(|w| okeanos_sim::multistream::run(w, spec, m.seed));
         r.wall_s = t0.elapsed().as_secs_f64();
         match res {
             Ok(o) => {
@@ -42,9 +42,9 @@ pub(super) fn mixed_runs(c: &Common, m: &ModelArgs, x: &MixedArgs) -> Result<Vec
     Ok(parallel(&plan, m.jobs(), c.quiet, |(mode, spec)| {
         let mut r = m.run_of("mixed", *mode, spec.streams, spec.size, spec.rate, spec.sync.name(), 1);
         let t0 = Instant::now();
-        let large = okeanos::sim::mixed::Large { read: mx.read, request: mx.request as u64 };
+        let large = okeanos_sim::mixed::Large { read: mx.read, request: mx.request as u64 };
         let make = || m.world(*mode).expect("checked");
-        match okeanos::sim::mixed::run(&make, &m.mkfs(), spec, &large, mx.file_size, m.seed) {
+        match okeanos_sim::mixed::run(&make, &m.mkfs(), spec, &large, mx.file_size, m.seed) {
             Ok(o) => {
                 r.simulated(o.virtual_s, &o.during, &o.after, o.writes);
                 r.extra = serde_json::json!({
@@ -75,8 +75,8 @@ pub(super) fn postmark(c: &Common, m: &ModelArgs, files: usize, transactions: us
     Ok(parallel(&plan, m.jobs(), c.quiet, |&(mode, n, size)| {
         let mut r = m.run_of(if varmail { "varmail" } else { "postmark" }, mode, n, size, okeanos::workload::Rate::Closed, if sync { "fdatasync" } else { "none" }, 1);
         let t0 = Instant::now();
-        let spec = okeanos::sim::postmark::Spec { files, transactions, clients: n, request: size, min_file, max_file, sync, varmail };
-        let res = m.world(mode).and_then(|cfg| World::new(cfg, &m.mkfs()).map_err(|e| e.to_string())).and_then(|w| okeanos::sim::postmark::run(w, &spec, m.seed));
+        let spec = okeanos_sim::postmark::Spec { files, transactions, clients: n, request: size, min_file, max_file, sync, varmail };
+        let res = m.world(mode).and_then(|cfg| World::new(cfg, &m.mkfs()).map_err(|e| e.to_string())).and_then(|w| okeanos_sim::postmark::run(w, &spec, m.seed));
         match res {
             Ok(o) => {
                 r.simulated(o.virtual_s, &o.during, &o.after, o.writes);
@@ -118,8 +118,8 @@ pub(super) fn iozone(c: &Common, m: &ModelArgs, sizes: &str, patterns: &str) -> 
     Ok(parallel(&plan, m.jobs(), c.quiet, |&(mode, bytes, random)| {
         let mut r = m.run_of("iozone", mode, 1, request, okeanos::workload::Rate::Closed, "fsync", c.sync_every);
         let t0 = Instant::now();
-        let spec = okeanos::sim::iozone::Spec { file_bytes: bytes, request, random, sync_every: if c.sync_every == 1 { 0 } else { c.sync_every } };
-        let res = m.world(mode).and_then(|cfg| World::new(cfg, &m.mkfs()).map_err(|e| e.to_string())).and_then(|w| okeanos::sim::iozone::run(w, &spec, m.seed));
+        let spec = okeanos_sim::iozone::Spec { file_bytes: bytes, request, random, sync_every: if c.sync_every == 1 { 0 } else { c.sync_every } };
+        let res = m.world(mode).and_then(|cfg| World::new(cfg, &m.mkfs()).map_err(|e| e.to_string())).and_then(|w| okeanos_sim::iozone::run(w, &spec, m.seed));
         match res {
             Ok(o) => {
                 r.simulated(o.virtual_s, &o.during, &o.after, o.writes);
@@ -180,7 +180,7 @@ pub(super) fn recovery(c: &Common, m: &ModelArgs, records: usize) -> Result<Vec<
         let mut r = m.run_of("recovery", mode, n, size, okeanos::workload::Rate::Closed, "fsync", 1);
         let t0 = Instant::now();
         let make = || m.world(mode).expect("checked");
-        match okeanos::sim::recovery::run(&make, &mkfs, n, size, records) {
+        match okeanos_sim::recovery::run(&make, &mkfs, n, size, records) {
             Ok(o) => {
                 let rep = &o.report;
                 r.ops = o.writes;

@@ -15,7 +15,7 @@ use crate::report::Run;
 use clap::{Args, Subcommand};
 use okeanos::journal::content::ContentConfig;
 use okeanos::models as model;
-use okeanos::sim::world::{World, WorldConfig};
+use okeanos_sim::world::{World, WorldConfig};
 use okeanos::workload::Multistream;
 use okeanos::{MkfsOptions, MountOptions};
 use std::process::ExitCode;
@@ -269,7 +269,7 @@ pub fn run(a: SimArgs) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         Some(SimCmd::Nearhead { schemes, rates, duration, writer, model, disk_size, large_size, request, device_request, writers, logged_write_size, seed, commit_log, append_rate, durable, varmail, fileserver, no_log_swap, json }) => {
-            use okeanos::sim::nearhead::{self, Scheme, Spec};
+            use okeanos_sim::nearhead::{self, Scheme, Spec};
             let schemes: Vec<Scheme> = schemes.split(',').map(|s| Scheme::parse(s.trim())).collect::<Result<_, _>>()?;
             let rates: Vec<u64> = rates.split(',').map(|r| r.trim().parse::<u64>().map_err(|_| format!("--rates: {r:?} is not a number"))).collect::<Result<_, _>>()?;
             // Fig. 5: one run per flush period (carried in the rate column as flushes/s).
@@ -339,7 +339,7 @@ pub fn run(a: SimArgs) -> Result<ExitCode, String> {
             println!("{:<16} {:>5} {:>6} {:>10} {:>10} {:>6} {:>10}", "model", "iops", "op", "alone MB/s", "with MB/s", "loss", "random ms");
             for r in iops.split(',') {
                 let r: u64 = r.trim().parse().map_err(|_| format!("--iops: {r:?} is not a number"))?;
-                let o = okeanos::sim::calibrate::run(&model, r, writes, request, duration, seed)?;
+                let o = okeanos_sim::calibrate::run(&model, r, writes, request, duration, seed)?;
                 println!(
                     "{:<16} {:>5} {:>6} {:>10.1} {:>10.1} {:>5.0}% {:>10.2}",
                     o.model, o.iops, if o.write { "write" } else { "read" }, o.alone_bps / 1e6, o.shared_bps / 1e6, 100.0 * (1.0 - o.shared_bps / o.alone_bps.max(1.0)), o.random_mean_ns as f64 / 1e6
@@ -348,7 +348,7 @@ pub fn run(a: SimArgs) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         Some(SimCmd::LazyCheckpoint { rate, duration, writers, file_size, sequential, hot, hot_blocks, cache_blocks, no_log_swap, model, disk_size, seed, json }) => {
-            use okeanos::sim::lazyckpt::{self, Spec};
+            use okeanos_sim::lazyckpt::{self, Spec};
             if !(0.0..=1.0).contains(&sequential) || !(0.0..=1.0).contains(&hot) {
                 return Err("--sequential and --hot are chances between 0 and 1".into());
             }

@@ -96,12 +96,12 @@ impl ModelArgs {
             "external" => (true, None),
             "internal" | "nvm" => (false, None),
             "manylogs" => (false, None),
-            "remote" | "dropped" => (false, Some(okeanos::sim::world::RemoteConfig::single(model::preset(&self.net)?, model::preset(&self.server_model)?, self.journal == "dropped"))),
+            "remote" | "dropped" => (false, Some(okeanos_sim::world::RemoteConfig::single(model::preset(&self.net)?, model::preset(&self.server_model)?, self.journal == "dropped"))),
             "replicated" => {
                 if self.replicas < 3 || self.replicas % 2 == 0 {
                     return Err(format!("--replicas {}: an odd number, at least 3", self.replicas));
                 }
-                let mut r = okeanos::sim::world::RemoteConfig::single(model::preset(&self.net)?, model::preset(&self.server_model)?, false);
+                let mut r = okeanos_sim::world::RemoteConfig::single(model::preset(&self.net)?, model::preset(&self.server_model)?, false);
                 r.followers = (1..self.replicas).map(|_| model::preset(&self.server_model)).collect::<Result<_, _>>()?;
                 if let Some(at) = &self.leader_loss_at {
                     let ns = |s: &str| okeanos::workload::parse_duration(s).map(|d| d.as_nanos() as u64);
@@ -142,7 +142,7 @@ impl ModelArgs {
                     if bytes > 16 << 30 {
                         return Err("the simulator keeps NVM in memory: --nvm-size at most 16G".into());
                     }
-                    Some(okeanos::sim::world::NvmConfig { region: std::sync::Arc::new(okeanos::nvm::MemNvm::new(bytes)), model: model::preset("nvm")? })
+                    Some(okeanos_sim::world::NvmConfig { region: std::sync::Arc::new(okeanos::nvm::MemNvm::new(bytes)), model: model::preset("nvm")? })
                 }
                 _ => None,
             },

@@ -11,7 +11,7 @@ use okeanos::{CrashRecorder, DataMode, Device, MemDevice, MkfsOptions, MountOpti
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-pub use okeanos::sim::check::History;
+pub use okeanos_sim::check::History;
 
 /// Where the crash-tested journal lives.
 #[derive(Debug, Clone, Copy)]
@@ -55,7 +55,7 @@ pub struct Run {
 
 /// Checks the guarantee of `mode` on a recovered file system, for a crash after `k` events.
 pub fn check(mode: DataMode, run: &Run, k: usize, fs: &Okeanos) -> Result<(), String> {
-    okeanos::sim::check::check(mode, &run.files, &run.overwritten, k, fs)
+    okeanos_sim::check::check(mode, &run.files, &run.overwritten, k, fs)
 }
 
 fn mount_opts(cfg: ContentConfig, nvm: Option<Arc<dyn okeanos::nvm::Nvm>>) -> MountOptions {

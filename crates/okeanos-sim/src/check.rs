@@ -2,8 +2,8 @@
 //! file system against the history of what was written and acknowledged. Shared by the crash
 //! tests and the simulator's crash fuzzer.
 
-use crate::journal::content::DataMode;
-use crate::{FsError, Okeanos};
+use okeanos::journal::content::DataMode;
+use okeanos::{FsError, Okeanos};
 use std::collections::BTreeMap;
 
 /// One file's history: its versions (the event count when each write started, and the

@@ -2,13 +2,14 @@
 //! runtime), it is deterministic, and its crash fuzzer finds the canary's violations and
 //! none without it.
 
+#[path = "../../okeanos/tests/common.rs"]
 mod common;
 use common::*;
 use okeanos::journal::content::ContentConfig;
-use okeanos::sim::clock::FrozenWallClock;
-use okeanos::sim::world::{World, WorldConfig};
+use okeanos_sim::clock::FrozenWallClock;
+use okeanos_sim::world::{World, WorldConfig};
 use okeanos::models as model;
-use okeanos::sim::{crashfuzz, multistream};
+use okeanos_sim::{crashfuzz, multistream};
 use okeanos::workload::{Multistream, Rate, SyncKind};
 use okeanos::{Device, FileDevice, MemDevice, MountOptions, Okeanos};
 use std::sync::Arc;
@@ -200,11 +201,11 @@ fn timed_emulation_mounts_and_refuses_unknown_models() {
 
 #[test]
 fn the_postmark_mix_completes_and_data_journaling_serves_more_transactions() {
-    let spec = okeanos::sim::postmark::Spec { files: 30, transactions: 200, clients: 10, request: 1024, min_file: 512, max_file: 8192, sync: true, varmail: false };
+    let spec = okeanos_sim::postmark::Spec { files: 30, transactions: 200, clients: 10, request: 1024, min_file: 512, max_file: 8192, sync: true, varmail: false };
     let mut tps = Vec::new();
     for mode in ["ordered", "wasteless"] {
         let w = World::new(world_cfg(ContentConfig::parse(mode).unwrap(), true), &Default::default()).unwrap();
-        let o = okeanos::sim::postmark::run(w, &spec, 3).unwrap();
+        let o = okeanos_sim::postmark::run(w, &spec, 3).unwrap();
         assert!(o.error.is_none(), "{mode}: {:?}", o.error);
         assert_eq!(o.transactions, 200);
         assert!(o.writes > 200 && o.during.syncs == o.writes, "{mode}: every write request synced: {} writes, {} syncs", o.writes, o.during.syncs);
@@ -223,7 +224,7 @@ fn the_remote_journal_runs_in_virtual_time() {
     let spec = Multistream { streams: 20, size: 128, rate: Rate::Bits(1e4), sync: SyncKind::Fdatasync, sync_every: 1, duration: Duration::from_secs(5) };
     let run = |net: &str, drop_journal: bool| {
         let mut cfg = world_cfg(ContentConfig::parse("wasteless").unwrap(), false);
-        cfg.remote = Some(okeanos::sim::world::RemoteConfig::single(model::preset(net).unwrap(), model::preset("ssd").unwrap(), drop_journal));
+        cfg.remote = Some(okeanos_sim::world::RemoteConfig::single(model::preset(net).unwrap(), model::preset("ssd").unwrap(), drop_journal));
         let w = World::new(cfg, &Default::default()).unwrap();
         multistream::run(w, &spec, 5).unwrap()
     };
@@ -248,7 +249,7 @@ fn the_replicated_journal_waits_for_a_majority_and_for_an_election() {
     let spec = Multistream { streams: 20, size: 128, rate: Rate::Closed, sync: SyncKind::Fdatasync, sync_every: 1, duration: Duration::from_secs(4) };
     let run = |followers: usize, leader_loss: Option<(u64, u64)>| {
         let mut cfg = world_cfg(ContentConfig::parse("wasteless").unwrap(), false);
-        let mut r = okeanos::sim::world::RemoteConfig::single(model::preset("net-lan").unwrap(), model::preset("ssd").unwrap(), false);
+        let mut r = okeanos_sim::world::RemoteConfig::single(model::preset("net-lan").unwrap(), model::preset("ssd").unwrap(), false);
         r.followers = (0..followers).map(|_| model::preset("ssd").unwrap()).collect();
         r.leader_loss = leader_loss;
         cfg.remote = Some(r);
@@ -273,7 +274,7 @@ fn ubj_figure_5_one_home_write_for_three_writes_and_two_commits() {
     let cfg = ContentConfig::parse("data").unwrap();
     let mut w = world_cfg(cfg, false);
     w.mount = MountOptions::parse("data=data,commit=30,writeback_period=90,expire=30").unwrap();
-    w.nvm = Some(okeanos::sim::world::NvmConfig { region: Arc::new(okeanos::nvm::MemNvm::new(24 * MB)), model: model::preset("nvm").unwrap() });
+    w.nvm = Some(okeanos_sim::world::NvmConfig { region: Arc::new(okeanos::nvm::MemNvm::new(24 * MB)), model: model::preset("nvm").unwrap() });
     let mut world = World::new(w, &okeanos::MkfsOptions { journal_blocks: 256, ..Default::default() }).unwrap();
     let root = world.fs.root();
     let ino = world.settle(|fs| fs.create(root, b"a", 0o644)).unwrap().ino;
@@ -303,7 +304,7 @@ fn ubj_figure_5_one_home_write_for_three_writes_and_two_commits() {
 /// with ordered journaling's mid-disk journal (virtual time: deterministic).
 #[test]
 fn nearhead_commits_follow_the_reader_and_spare_its_bandwidth() {
-    use okeanos::sim::nearhead::{run, Scheme, Spec};
+    use okeanos_sim::nearhead::{run, Scheme, Spec};
     let small = |scheme| {
         let mut s = Spec::paper(scheme, 160);
         s.disk_bytes = Some(6 << 30);
@@ -331,7 +332,7 @@ fn nearhead_commits_follow_the_reader_and_spare_its_bandwidth() {
 /// unlink then found no such file. The eviction is queued instead.
 #[test]
 fn fileserver_instances_run_beside_the_reader() {
-    use okeanos::sim::nearhead::{run, Fileserver, Scheme, Spec};
+    use okeanos_sim::nearhead::{run, Fileserver, Scheme, Spec};
     // The paper's disk and reader, eight instances (the run that first failed).
     let mut s = Spec::paper(Scheme::Manylogs, 20);
     s.writers = 8;
@@ -379,7 +380,7 @@ fn snapshots_are_taken_under_load_and_recovery_keeps_data_logged() {
         c
     };
     let mkfs = okeanos::MkfsOptions { manylogs: true, ..Default::default() };
-    let o = okeanos::sim::recovery::run(&make, &mkfs, 50, 4096, 40).unwrap();
+    let o = okeanos_sim::recovery::run(&make, &mkfs, 50, 4096, 40).unwrap();
     assert!(o.before.snapshots >= 2, "snapshots under load: {}", o.before.snapshots);
     let kept: u64 = o.report.end_reason.rsplit(", ").find_map(|p| p.strip_suffix(" of them kept logged")).and_then(|n| n.parse().ok()).unwrap_or(0);
     assert!(kept >= 500, "data written before the last snapshot stays logged: {:?}", o.report);

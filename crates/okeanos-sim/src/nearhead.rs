@@ -19,13 +19,13 @@
 
 use super::rng::Rng;
 use super::world::{Wake, World, WorldConfig};
-use crate::device::{Device, MemDevice, SparseDevice};
-use crate::fs::mkfs::MkfsOptions;
-use crate::fs::FsError;
-use crate::journal::content::ContentConfig;
-use crate::journal::placement::NearHead;
-use crate::models;
-use crate::options::MountOptions;
+use okeanos::device::{Device, MemDevice, SparseDevice};
+use okeanos::fs::mkfs::MkfsOptions;
+use okeanos::fs::FsError;
+use okeanos::journal::content::ContentConfig;
+use okeanos::journal::placement::NearHead;
+use okeanos::models;
+use okeanos::options::MountOptions;
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 use std::time::Duration;
@@ -393,7 +393,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, String> {
         journal_blocks: (128 << 20) / BS,
         ..Default::default()
     };
-    crate::Okeanos::mkfs(fs.as_ref(), journal.as_deref(), &mkfs).map_err(|e| e.to_string())?;
+    okeanos::Okeanos::mkfs(fs.as_ref(), journal.as_deref(), &mkfs).map_err(|e| e.to_string())?;
     // Varmail and fileserver instances: a directory each, of this many files of this size.
     let dirs = spec.varmail.map(|v| (v.mails, v.append_bytes)).or(spec.fileserver.map(|f| (f.files, f.whole_bytes)));
     // Setup: the big file and the writers' files, scattered (a directory each), then unmount.

@@ -7,8 +7,8 @@
 
 use super::rng::Rng;
 use super::world::{Wake, World};
-use crate::fs::FsError;
-use crate::stats::Counters;
+use okeanos::fs::FsError;
+use okeanos::stats::Counters;
 use std::cell::{Cell, RefCell};
 
 #[derive(Debug, Clone)]

@@ -1,6 +1,6 @@
 //! Virtual time.
 
-use crate::clock::Clock;
+use okeanos::clock::Clock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A clock the simulator sets. Wall time is a fixed origin plus virtual time, or frozen (so
@@ -40,7 +40,7 @@ impl Clock for VirtualClock {
 /// real runtime's journal with the simulator's block for block.
 #[derive(Debug)]
 pub struct FrozenWallClock {
-    pub real: crate::clock::SystemClock,
+    pub real: okeanos::clock::SystemClock,
     pub wall: i64,
 }
 

@@ -5,9 +5,9 @@
 
 use super::rng::Rng;
 use super::world::{Wake, World};
-use crate::fs::FsError;
-use crate::stats::Counters;
-use crate::workload::{Multistream, SyncKind};
+use okeanos::fs::FsError;
+use okeanos::stats::Counters;
+use okeanos::workload::{Multistream, SyncKind};
 use std::cell::{Cell, RefCell};
 
 const WRITE: u32 = 0;

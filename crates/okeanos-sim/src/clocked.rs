@@ -3,9 +3,9 @@
 //! passes (which reads the clock between them) comes out in virtual time.
 
 use super::clock::VirtualClock;
-use crate::models::{DiskModel, Op};
-use crate::clock::Clock;
-use crate::device::{Device, DeviceError, DeviceStats};
+use okeanos::models::{DiskModel, Op};
+use okeanos::clock::Clock;
+use okeanos::device::{Device, DeviceError, DeviceStats};
 use std::sync::{Arc, Mutex};
 
 /// A model and the clock it advances: each operation completes when the model says, and the
@@ -63,19 +63,19 @@ impl Device for ClockedDevice {
 
 /// The NVM of an nvm journal in a sequential phase (recovery): each load, store and fence
 /// advances the virtual clock as the `nvm` model says (a store is a write of its bytes, a
-/// fence a persist barrier, a flush free), as [`crate::nvm::TimedNvm`] does in real time.
+/// fence a persist barrier, a flush free), as [`okeanos::nvm::TimedNvm`] does in real time.
 pub struct ClockedNvm {
-    inner: Arc<dyn crate::nvm::Nvm>,
+    inner: Arc<dyn okeanos::nvm::Nvm>,
     time: Timeline,
 }
 
 impl ClockedNvm {
-    pub fn new(inner: Arc<dyn crate::nvm::Nvm>, model: Box<dyn DiskModel>, clock: Arc<VirtualClock>) -> Self {
+    pub fn new(inner: Arc<dyn okeanos::nvm::Nvm>, model: Box<dyn DiskModel>, clock: Arc<VirtualClock>) -> Self {
         ClockedNvm { inner, time: Timeline { model: Mutex::new(model), clock } }
     }
 }
 
-impl crate::nvm::Nvm for ClockedNvm {
+impl okeanos::nvm::Nvm for ClockedNvm {
     fn name(&self) -> String {
         self.inner.name()
     }
@@ -100,10 +100,10 @@ impl crate::nvm::Nvm for ClockedNvm {
         self.time.tick(Op::Read, at, buf.len() as u64);
         Ok(())
     }
-    fn durability(&self) -> crate::nvm::Durability {
+    fn durability(&self) -> okeanos::nvm::Durability {
         self.inner.durability()
     }
-    fn counters(&self) -> crate::nvm::NvmStats {
+    fn counters(&self) -> okeanos::nvm::NvmStats {
         self.inner.counters()
     }
 }
@@ -114,7 +114,7 @@ impl crate::nvm::Nvm for ClockedNvm {
 /// their acknowledgements are timed the same way, as one round trip with the append's bytes,
 /// a write and a flush on the server's disk.
 pub struct ClockedLink {
-    inner: Box<dyn crate::remote::Link>,
+    inner: Box<dyn okeanos::remote::Link>,
     models: Arc<Mutex<LinkModels>>,
     clock: Arc<VirtualClock>,
 }
@@ -126,7 +126,7 @@ pub struct LinkModels {
 }
 
 impl ClockedLink {
-    pub fn new(inner: Box<dyn crate::remote::Link>, models: Arc<Mutex<LinkModels>>, clock: Arc<VirtualClock>) -> Self {
+    pub fn new(inner: Box<dyn okeanos::remote::Link>, models: Arc<Mutex<LinkModels>>, clock: Arc<VirtualClock>) -> Self {
         ClockedLink { inner, models, clock }
     }
 
@@ -148,31 +148,31 @@ impl ClockedLink {
     }
 }
 
-impl crate::remote::Link for ClockedLink {
-    fn journal(&self) -> crate::remote::client::ServerJournal {
+impl okeanos::remote::Link for ClockedLink {
+    fn journal(&self) -> okeanos::remote::client::ServerJournal {
         self.inner.journal()
     }
-    fn send_append(&mut self, tid: u64, block_size: u32, blocks: Vec<u8>) -> Result<(), crate::remote::client::RemoteError> {
+    fn send_append(&mut self, tid: u64, block_size: u32, blocks: Vec<u8>) -> Result<(), okeanos::remote::client::RemoteError> {
         let n = blocks.len() as u64;
         self.inner.send_append(tid, block_size, blocks)?;
         self.round_trip(n, Some((Op::Write, n)), 0);
         Ok(())
     }
-    fn wait_ack(&mut self) -> Result<u64, crate::remote::client::RemoteError> {
+    fn wait_ack(&mut self) -> Result<u64, okeanos::remote::client::RemoteError> {
         self.inner.wait_ack()
     }
-    fn trim(&mut self, upto: u64) -> Result<u64, crate::remote::client::RemoteError> {
+    fn trim(&mut self, upto: u64) -> Result<u64, okeanos::remote::client::RemoteError> {
         let r = self.inner.trim(upto)?;
         self.round_trip(0, None, 0);
         Ok(r)
     }
-    fn read_from(&mut self, from: u64) -> Result<Vec<(u64, u32, Vec<u8>)>, crate::remote::client::RemoteError> {
+    fn read_from(&mut self, from: u64) -> Result<Vec<(u64, u32, Vec<u8>)>, okeanos::remote::client::RemoteError> {
         let r = self.inner.read_from(from)?;
         let bytes: u64 = r.iter().map(|(_, _, b)| b.len() as u64).sum();
         self.round_trip(0, (bytes > 0).then_some((Op::Read, bytes)), bytes);
         Ok(r)
     }
-    fn fence(&mut self, epoch: u64) -> Result<u64, crate::remote::client::RemoteError> {
+    fn fence(&mut self, epoch: u64) -> Result<u64, okeanos::remote::client::RemoteError> {
         let r = self.inner.fence(epoch)?;
         self.round_trip(0, None, 0);
         Ok(r)

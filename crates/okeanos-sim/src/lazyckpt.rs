@@ -17,10 +17,10 @@
 use super::nearhead::{make_file, world, Scheme, Spec as DiskSpec};
 use super::rng::Rng;
 use super::world::{Wake, World};
-use crate::device::SparseDevice;
-use crate::fs::mkfs::MkfsOptions;
-use crate::fs::FsError;
-use crate::models;
+use okeanos::device::SparseDevice;
+use okeanos::fs::mkfs::MkfsOptions;
+use okeanos::fs::FsError;
+use okeanos::models;
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Duration;
@@ -110,7 +110,7 @@ pub fn run(spec: &Spec) -> Result<Outcome, String> {
     let disk_bytes = d.disk_bytes.unwrap_or(capacity).min(capacity) / BS * BS;
     let fs = Arc::new(SparseDevice::new(disk_bytes).named("sim-disk"));
     let mkfs = MkfsOptions { manylogs: true, blocks_per_group: Some((d.group_bytes / BS) as u32), log_area_blocks: (d.log_bytes / BS) as u32, ..Default::default() };
-    crate::Okeanos::mkfs(fs.as_ref(), None, &mkfs).map_err(|e| e.to_string())?;
+    okeanos::Okeanos::mkfs(fs.as_ref(), None, &mkfs).map_err(|e| e.to_string())?;
     let files = {
         let mut w = world(&d, fs.clone(), None, |_| {})?;
         let files = (0..spec.writers).map(|i| make_file(&mut w, &format!("w{i:02}"), spec.file_bytes)).collect::<Result<Vec<u32>, String>>()?;

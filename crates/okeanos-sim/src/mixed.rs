@@ -4,13 +4,13 @@
 //! offsets of their own preallocated files and sync after each write. Reports the large
 //! stream's bandwidth alone and shared, and the small writers' counters and sync latency.
 
-use crate::models::Op;
+use okeanos::models::Op;
 use super::rng::Rng;
 use super::world::{Wake, World, WorldConfig};
-use crate::fs::mkfs::MkfsOptions;
-use crate::fs::FsError;
-use crate::stats::Counters;
-use crate::workload::{Multistream, SyncKind};
+use okeanos::fs::mkfs::MkfsOptions;
+use okeanos::fs::FsError;
+use okeanos::stats::Counters;
+use okeanos::workload::{Multistream, SyncKind};
 use std::cell::{Cell, RefCell};
 
 #[derive(Debug, Clone)]

@@ -8,11 +8,11 @@
 use super::clock::VirtualClock;
 use super::clocked::{ClockedDevice, ClockedLink, ClockedNvm, LinkModels};
 use super::world::{Wake, World, WorldConfig};
-use crate::device::Device;
-use crate::fs::mkfs::MkfsOptions;
-use crate::fs::FsError;
-use crate::stats::{Counters, RecoveryReport};
-use crate::Okeanos;
+use okeanos::device::Device;
+use okeanos::fs::mkfs::MkfsOptions;
+use okeanos::fs::FsError;
+use okeanos::stats::{Counters, RecoveryReport};
+use okeanos::Okeanos;
 use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Duration;
@@ -110,14 +110,14 @@ pub fn run(make: &dyn Fn() -> WorldConfig, mkfs: &MkfsOptions, streams: usize, s
     // The recovering mount reaches the crashed host's journal wherever it was: the same NVM
     // region, the same server's log, each timed on its model.
     if let (Some(region), Some(n)) = (nvm, cfg.nvm) {
-        opts.nvm = Some(crate::nvm::NvmHandle(Arc::new(ClockedNvm::new(region, n.model, clock.clone()))));
+        opts.nvm = Some(okeanos::nvm::NvmHandle(Arc::new(ClockedNvm::new(region, n.model, clock.clone()))));
     }
     if let (Some(log), Some(r)) = (server, cfg.remote) {
         let models = Arc::new(std::sync::Mutex::new(LinkModels { net: r.net, server_disk: r.server_disk }));
         let c = clock.clone();
-        opts.remote_connector = Some(crate::remote::Connector(Arc::new(move |_| {
-            let server = Box::new(crate::remote::memory::MemServer::new(log.clone(), None));
-            Ok(Box::new(ClockedLink::new(server, models.clone(), c.clone())) as Box<dyn crate::remote::Link>)
+        opts.remote_connector = Some(okeanos::remote::Connector(Arc::new(move |_| {
+            let server = Box::new(okeanos::remote::memory::MemServer::new(log.clone(), None));
+            Ok(Box::new(ClockedLink::new(server, models.clone(), c.clone())) as Box<dyn okeanos::remote::Link>)
         })));
         opts.remote_host = Some("sim".into());
     }

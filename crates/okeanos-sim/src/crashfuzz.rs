@@ -11,18 +11,18 @@
 //! guarantee ([`super::check`]) and by fsck. A seed and a journal name one run exactly.
 
 use super::check::{check, History};
-use crate::models as model;
+use okeanos::models as model;
 use super::rng::Rng;
 use super::world::{World, WorldConfig};
 use super::world::{NvmConfig, RemoteConfig};
-use crate::device::{CrashRecorder, CrashState, Device, MemDevice, TearPlan};
-use crate::nvm::{MemNvm, Nvm, NvmHandle};
-use crate::remote::memory::{MemLog, MemServer};
+use okeanos::device::{CrashRecorder, CrashState, Device, MemDevice, TearPlan};
+use okeanos::nvm::{MemNvm, Nvm, NvmHandle};
+use okeanos::remote::memory::{MemLog, MemServer};
 use std::sync::Mutex;
-use crate::fs::mkfs::MkfsOptions;
-use crate::journal::content::ContentConfig;
-use crate::options::MountOptions;
-use crate::{fsck, FsError, Okeanos};
+use okeanos::fs::mkfs::MkfsOptions;
+use okeanos::journal::content::ContentConfig;
+use okeanos::options::MountOptions;
+use okeanos::{fsck, FsError, Okeanos};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -334,7 +334,7 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool,
             // failed mount recorded the damage in it).
             let mut again = rec.build(&st);
             let j = external.then(|| Arc::new(MemDevice::from_bytes(again.remove(1))) as Arc<dyn Device>);
-            let dump = crate::inspect::dump_journal(Arc::new(MemDevice::from_bytes(again.remove(0))) as Arc<dyn Device>, j);
+            let dump = okeanos::inspect::dump_journal(Arc::new(MemDevice::from_bytes(again.remove(0))) as Arc<dyn Device>, j);
             let why = dump.ok().and_then(|d| d.damage).map_or(String::new(), |d| format!(" (damage: {})", d.reason));
             report.violations.push(format!("seed {seed} ({}, {} journal): {}: {e}{why}", cfg.name(), journal.name(), st.label));
         }
@@ -359,7 +359,7 @@ fn recover_and_check(cfg: ContentConfig, files: &BTreeMap<String, History>, over
     }
     if let Some(log) = crashed.server {
         let log = Arc::new(Mutex::new(log));
-        opts.remote_connector = Some(crate::remote::Connector(Arc::new(move |_| Ok(Box::new(MemServer::new(log.clone(), None)) as Box<dyn crate::remote::Link>))));
+        opts.remote_connector = Some(okeanos::remote::Connector(Arc::new(move |_| Ok(Box::new(MemServer::new(log.clone(), None)) as Box<dyn okeanos::remote::Link>))));
         opts.remote_host = Some("sim".into());
     }
     let fs = Okeanos::mount(fs_dev.clone(), j_dev.clone(), opts).map_err(|e| format!("recovery mount: {e}"))?;

@@ -11,15 +11,15 @@
 //! uncached blocks, rare in these workloads, are not timed). Device time is all there is.
 
 use super::clock::VirtualClock;
-use crate::models::{DiskModel, Op};
-use crate::device::{Device, MemDevice};
-use crate::engine::{JournalStep, JournalWork, Lane};
-use crate::fs::mkfs::MkfsOptions;
-use crate::journal::plan::DevId;
-use crate::journal::transaction::Tid;
-use crate::options::MountOptions;
-use crate::fs::FsResult;
-use crate::{FsError, Okeanos};
+use okeanos::models::{DiskModel, Op};
+use okeanos::device::{Device, MemDevice};
+use okeanos::engine::{JournalStep, JournalWork, Lane};
+use okeanos::fs::mkfs::MkfsOptions;
+use okeanos::journal::plan::DevId;
+use okeanos::journal::transaction::Tid;
+use okeanos::options::MountOptions;
+use okeanos::fs::FsResult;
+use okeanos::{FsError, Okeanos};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
@@ -71,7 +71,7 @@ pub struct WorldConfig {
     pub journal_at: Option<u64>,
     /// The file-system device when it is sparse and notes its reads: reads of uncached blocks
     /// are then timed on `fs_model` ([`World::timed_reads`]).
-    pub timed_reads: Option<Arc<crate::device::SparseDevice>>,
+    pub timed_reads: Option<Arc<okeanos::device::SparseDevice>>,
 }
 
 /// The NVM of a simulated nvm journal: an in-memory region (kept across a remount) whose
@@ -79,7 +79,7 @@ pub struct WorldConfig {
 /// fence as a persist barrier, one after another (a stage's NVM operations are ordered).
 pub struct NvmConfig {
     /// In memory, or recording into a crash recorder (crash fuzzing).
-    pub region: Arc<dyn crate::nvm::Nvm>,
+    pub region: Arc<dyn okeanos::nvm::Nvm>,
     pub model: Box<dyn DiskModel>,
 }
 
@@ -105,7 +105,7 @@ pub struct RemoteConfig {
     pub leader_loss: Option<(u64, u64)>,
     /// The stand-in server notes when it acknowledged each append and completed each trim on
     /// this recorder's clock (crash fuzzing builds the server's state at a crash from it).
-    pub recorder: Option<Arc<crate::device::CrashRecorder>>,
+    pub recorder: Option<Arc<okeanos::device::CrashRecorder>>,
 }
 
 impl RemoteConfig {
@@ -125,12 +125,12 @@ pub struct World {
     remote: Option<RemoteConfig>,
     nvm_model: Option<Box<dyn DiskModel>>,
     journal_at: Option<u64>,
-    read_tap: Option<Arc<crate::device::SparseDevice>>,
+    read_tap: Option<Arc<okeanos::device::SparseDevice>>,
     copy_read_ns: u64,
     /// Where the server's log ends (its disk sees sequential appends).
     server_at: u64,
     /// The stand-in server's contents (kept across a remount).
-    pub server: Option<Arc<std::sync::Mutex<crate::remote::memory::MemLog>>>,
+    pub server: Option<Arc<std::sync::Mutex<okeanos::remote::memory::MemLog>>>,
     queue: BinaryHeap<Reverse<(u64, u64, Event)>>,
     seq: u64,
     /// The step in flight on each lane: a checkpoint may run beside a commit, as with the
@@ -186,15 +186,15 @@ impl World {
             opts.checkpoint_thread = Some(!(journal_dev.is_none() && cfg.fs_model.seeks()));
         }
         let server = cfg.remote.as_ref().map(|r| {
-            let log = Arc::new(std::sync::Mutex::new(crate::remote::memory::MemLog::default()));
+            let log = Arc::new(std::sync::Mutex::new(okeanos::remote::memory::MemLog::default()));
             let (l, rec) = (log.clone(), r.recorder.clone());
-            opts.remote_connector = Some(crate::remote::Connector(Arc::new(move |_| Ok(Box::new(crate::remote::memory::MemServer::new(l.clone(), rec.clone())) as Box<dyn crate::remote::Link>))));
+            opts.remote_connector = Some(okeanos::remote::Connector(Arc::new(move |_| Ok(Box::new(okeanos::remote::memory::MemServer::new(l.clone(), rec.clone())) as Box<dyn okeanos::remote::Link>))));
             opts.remote_host = Some("sim".into());
             opts.faults.skip_remote_append |= r.drop_journal;
             log
         });
         if let Some(n) = &cfg.nvm {
-            opts.nvm = Some(crate::nvm::NvmHandle(n.region.clone()));
+            opts.nvm = Some(okeanos::nvm::NvmHandle(n.region.clone()));
         }
         let fs = Okeanos::mount_with_clock(fs_dev.clone(), journal_dev.clone(), opts, clock.clone())?;
         let block_size = fs.statfs().block_size as u64;
@@ -226,7 +226,7 @@ impl World {
     }
 
     pub fn now(&self) -> u64 {
-        use crate::clock::Clock;
+        use okeanos::clock::Clock;
         self.clock.now_ns()
     }
 
@@ -387,7 +387,7 @@ impl World {
                     .remote
                     .iter()
                     .map(|op| match op {
-                        crate::journal::plan::RemoteOp::Append { blocks, .. } => Some(blocks.iter().map(|(b, _)| b.len() as u64).sum()),
+                        okeanos::journal::plan::RemoteOp::Append { blocks, .. } => Some(blocks.iter().map(|(b, _)| b.len() as u64).sum()),
                         _ => None,
                     })
                     .collect();
@@ -395,9 +395,9 @@ impl World {
                     .nvm
                     .iter()
                     .filter_map(|op| match op {
-                        crate::journal::plan::NvmOp::Store { at, data, .. } => Some((Op::Write, *at, data.as_slice().len() as u64)),
-                        crate::journal::plan::NvmOp::Fence => Some((Op::Flush, 0, 0)),
-                        crate::journal::plan::NvmOp::Flush { .. } => None,
+                        okeanos::journal::plan::NvmOp::Store { at, data, .. } => Some((Op::Write, *at, data.as_slice().len() as u64)),
+                        okeanos::journal::plan::NvmOp::Fence => Some((Op::Flush, 0, 0)),
+                        okeanos::journal::plan::NvmOp::Flush { .. } => None,
                     })
                     .collect();
                 let mut read_done = now;

@@ -6,7 +6,7 @@
 //! says what the model makes a random I/O cost: the calibration of every manylogs figure.
 
 use super::rng::Rng;
-use crate::models::{self, Op};
+use okeanos::models::{self, Op};
 use std::time::Duration;
 
 #[derive(Debug, Clone, serde::Serialize)]
