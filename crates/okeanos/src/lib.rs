@@ -43,6 +43,7 @@ pub mod cache;
 pub mod clock;
 pub mod det;
 pub mod exercise;
+pub mod faults;
 pub mod device;
 pub mod engine;
 pub mod format;

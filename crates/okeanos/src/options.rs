@@ -135,44 +135,7 @@ pub struct MountOptions {
     pub manual_journal: bool,
 }
 
-/// The canaries: faults that break one guarantee on purpose, so that the crash tests that must
-/// catch them can be shown to fail (docs/DESIGN.md, section 3). Test-only: none is accepted by
-/// [`MountOptions::parse`] except `fault_panic_write_len`, and that one only with
-/// `OKEANOS_TEST_FAULTS=1` in the environment.
-#[doc(hidden)]
-#[derive(Debug, Clone, Default)]
-pub struct Faults {
-    /// nvm: no fence between the slots and the commit word.
-    pub nvm_no_fence: bool,
-    /// nvm: older copies freed before the commit point.
-    pub nvm_free_early: bool,
-    /// remote: no APPEND is sent, so a commit counts as durable without the server.
-    pub skip_remote_append: bool,
-    /// manylogs: released log space is reused before the log table that records the release.
-    pub manylogs_reuse_early: bool,
-    /// manylogs: a snapshot keeps data blocks logged that are not whole in any log (records,
-    /// escaped copies), so recovery, which reads only past the snapshot, loses them.
-    pub manylogs_snapshot_unhomed: bool,
-    /// manylogs: a block logged whole again keeps the log position of its first copy, so a
-    /// block parked out of the cache loads (and a checkpoint copies home) an older version.
-    pub manylogs_keep_first_position: bool,
-    /// manylogs: a swap copies into its target log without first recording it reserved.
-    pub manylogs_swap_unreserved: bool,
-    /// Background writeback records its blocks as written without writing them, so commits
-    /// leave them out.
-    pub early_unwritten: bool,
-    /// The in-place fdatasync of overwrites writes them without the flush, so a sync returns
-    /// with its data still in the device's cache.
-    pub datasync_no_flush: bool,
-    /// The flush that makes a commit durable is skipped (every placement's first canary).
-    pub skip_commit_flush: bool,
-    /// Ordered data is written after its commit instead of before.
-    pub ordered_after_commit: bool,
-    /// A write of exactly this many bytes panics inside its handle, after it changed blocks (a
-    /// broken invariant, to test that the journal stops and nothing synced is lost); the
-    /// mount's test sets it with `fault_panic_write_len=N`.
-    pub panic_write_len: Option<usize>,
-}
+pub use crate::faults::Faults;
 
 impl Default for MountOptions {
     fn default() -> Self {

@@ -65,14 +65,11 @@ pub(super) fn journal(devs: &mut Devices, sb: &Superblock, opened: placement::Op
         }
         cfg.max_tx_blocks = m;
     }
-    cfg.fault_skip_commit_flush = opts.faults.skip_commit_flush;
     cfg.lazy_checkpoint = opts.lazy_checkpoint;
     let background = opts.dirty_background_bytes.unwrap_or(defaults.dirty_background_bytes);
     cfg.dirty_background_blocks = usize::try_from(background / sb.block_size as u64).unwrap_or(usize::MAX);
-    cfg.fault_early_unwritten = opts.faults.early_unwritten;
-    cfg.fault_ordered_after_commit = opts.faults.ordered_after_commit;
     cfg.datasync_in_place = opts.datasync_in_place;
-    cfg.fault_datasync_no_flush = opts.faults.datasync_no_flush;
+    cfg.faults = opts.faults.clone();
     let journal = Journal::new(cfg, content.policy(), placement, next_tid);
     Ok(journal)
 }

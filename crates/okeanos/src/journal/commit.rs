@@ -216,7 +216,7 @@ impl Journal {
         // Blocks written early (journal/writeback.rs) and unchanged since are not written again:
         // the ordered stage's flush makes them durable.
         let mut ordered: Vec<IoWrite> = in_place(&tx.final_data).into_iter().filter(|w| !self.written_early(cache, w.block)).collect();
-        let late = if self.cfg.fault_ordered_after_commit { std::mem::take(&mut ordered) } else { Vec::new() };
+        let late = if self.cfg.faults.ordered_after_commit { std::mem::take(&mut ordered) } else { Vec::new() };
         let early_written = tx.final_data.len() > ordered.len();
         let mut batch = Vec::new();
         self.early.clear();
@@ -225,7 +225,7 @@ impl Journal {
         if !unordered.is_empty() && !commit_flush.contains(&DevId::Fs) {
             commit_flush.insert(0, DevId::Fs);
         }
-        if self.cfg.fault_skip_commit_flush {
+        if self.cfg.faults.skip_commit_flush {
             commit_flush.clear();
         }
         let mut io = IoPlan::default();

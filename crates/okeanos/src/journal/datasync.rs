@@ -111,7 +111,7 @@ impl Journal {
             return None;
         }
         let mut io = IoPlan::default();
-        let flush = if self.cfg.fault_datasync_no_flush { Vec::new() } else { vec![DevId::Fs] };
+        let flush = if self.cfg.faults.datasync_no_flush { Vec::new() } else { vec![DevId::Fs] };
         io.push(blocks.iter().map(|(b, d)| IoWrite { dev: DevId::Fs, block: *b, data: d.clone(), kind: BlockKind::FinalData }).collect(), flush);
         Some(DatasyncPlan { early: EarlyPlan { io, blocks }, covers: self.datasync.asked })
     }

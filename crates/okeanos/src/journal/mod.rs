@@ -26,6 +26,7 @@ pub mod writeback;
 #[cfg(test)]
 mod tests;
 
+use crate::faults::Faults;
 use crate::cache::{BufKind, Cache};
 use crate::format::journal::{Descriptor, RevokeBlock};
 use content::{ContentPolicy, Route};
@@ -43,32 +44,24 @@ pub struct JournalConfig {
     pub block_size: usize,
     /// Largest transaction, in journal blocks (jbd2: a quarter of the journal).
     pub max_tx_blocks: u64,
-    /// Test-only fault: leave out the flush that makes a commit durable (the canary).
-    pub fault_skip_commit_flush: bool,
+    /// The canaries this one honours ([`Faults`], test-only).
+    pub faults: Faults,
     /// Checkpoint for space only when the placement as a whole runs low (`checkpoint=lazy`).
     pub lazy_checkpoint: bool,
     /// Background writeback of ordered in-place data (journal/writeback.rs): early writes start
     /// past this many blocks of the running transaction, and handles wait past twice as many
     /// (0: off).
     pub dirty_background_blocks: usize,
-    /// Test-only fault (canary): background writeback records its blocks as written without
-    /// writing them, so commits leave them out.
-    pub fault_early_unwritten: bool,
-    /// Test-only fault (canary): ordered data is written after its commit instead of before,
-    /// so a crash between them leaves committed metadata over data never written.
-    pub fault_ordered_after_commit: bool,
     /// fdatasync of overwrites writes them in place without a commit (journal/datasync.rs;
     /// `datasync=in_place`, the default) rather than committing (`datasync=commit`).
     pub datasync_in_place: bool,
-    /// Test-only fault (canary): the in-place fdatasync writes without the flush.
-    pub fault_datasync_no_flush: bool,
 }
 
 impl JournalConfig {
     /// The configuration for a placement of `capacity` journal blocks.
     pub fn new(capacity: u64, block_size: usize) -> Self {
         let max_tx_blocks = (capacity / 4).max(8);
-        JournalConfig { block_size, max_tx_blocks, fault_skip_commit_flush: false, lazy_checkpoint: false, dirty_background_blocks: 0, fault_early_unwritten: false, fault_ordered_after_commit: false, datasync_in_place: false, fault_datasync_no_flush: false }
+        JournalConfig { block_size, max_tx_blocks, faults: Faults::default(), lazy_checkpoint: false, dirty_background_blocks: 0, datasync_in_place: false }
     }
 }
 

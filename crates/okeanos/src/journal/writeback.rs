@@ -73,7 +73,7 @@ impl Journal {
         let blocks: Vec<(u64, Arc<Vec<u8>>)> = fresh.chain(rewritten).take(EARLY_STEP_BLOCKS).map(|b| (b, cache.peek(b).expect("in-place data stays cached").data.clone())).collect();
         assert!(!blocks.is_empty(), "unwritten in-place data counted is there to write");
         let mut io = IoPlan::default();
-        if self.cfg.fault_early_unwritten {
+        if self.cfg.faults.early_unwritten {
             // The canary: recorded as written, never written.
             return Some(EarlyPlan { io, blocks });
         }

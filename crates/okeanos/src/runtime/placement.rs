@@ -94,17 +94,13 @@ pub fn open(devs: &mut Devices, sb: &Superblock, region: LogRegion, jsb: &Journa
             let mut p = NvmSlots::recovering(h, word, &table, sb.block_count, floor, opts.read_only).map_err(|e| FsError::Corrupt(format!("{}: {e}", nvm.name())))?;
             floor = p.floor();
             p = p.read_in(clock.now_ns() - t0);
-            p.fault_no_fence_before_commit_word = opts.faults.nvm_no_fence;
-            p.fault_free_before_commit = opts.faults.nvm_free_early;
+            p.faults = opts.faults.clone();
             Kinded::Nvm(p)
         }
         JournalKind::Manylogs => {
             let mut m = open_manylogs(sb, devs)?;
             floor = floor.max(m.floor());
-            m.fault_reuse_before_table = opts.faults.manylogs_reuse_early;
-            m.fault_keep_first_position = opts.faults.manylogs_keep_first_position;
-            m.fault_swap_unreserved = opts.faults.manylogs_swap_unreserved;
-            m.fault_snapshot_unhomed = opts.faults.manylogs_snapshot_unhomed;
+            m.faults = opts.faults.clone();
             Kinded::Manylogs(m)
         }
         JournalKind::Remote(rec) if offline && !jsb.remote.local && jsb.start != 0 => {
@@ -120,7 +116,7 @@ pub fn open(devs: &mut Devices, sb: &Superblock, region: LogRegion, jsb: &Journa
             let o = super::remote::open(sb, jsb, opts, devs, &|| clock.now_ns(), record)?;
             let ring = Ring::new(region, JournalSuperblock { remote: RemoteState { epoch: o.epoch, ..jsb.remote }, ..jsb.clone() });
             let mut r = Remote::new(ring, o.capacity, o.fetched);
-            r.fault_skip_append = opts.faults.skip_remote_append;
+            r.faults.skip_remote_append = opts.faults.skip_remote_append;
             remote = Some(o);
             Kinded::Remote(r)
         }
@@ -167,7 +163,7 @@ impl Opened {
                     let record = remote_state_writer(devs, region, &jsb);
                     if let Ok(o) = super::remote::reopen(sb, &jsb, opts, devs, next_tid, record) {
                         r.rejoined(o.epoch, o.capacity);
-                        r.fault_skip_append = opts.faults.skip_remote_append;
+                        r.faults.skip_remote_append = opts.faults.skip_remote_append;
                     }
                 }
                 r.ring_mut().add_features(multiwrite);

@@ -33,6 +33,7 @@
 //!
 //! Recovery ([`analyze`]) reads the table, not a log: the decision table is on that function.
 
+use crate::faults::Faults;
 use super::{Defaults, Extent, Kept, Parking, Placement, Records, Recovery, SlotCopy, Stage, TableReplay};
 use crate::det::HashMap;
 use crate::format::nvm::{self as nf, Entry, EntryRead, NvmHeader, SlotState};
@@ -66,12 +67,8 @@ pub struct NvmSlots {
     named: HashMap<u64, Vec<u32>>,
     /// The commit in flight: its tid and the slots it filled.
     committing: Option<(Tid, Vec<(u64, u32)>)>,
-    /// Canary: no fence between the slots and the commit word (a test proves the crash tests
-    /// catch it).
-    pub fault_no_fence_before_commit_word: bool,
-    /// Canary: a block's older copy is free for reuse as soon as a new copy is placed, before
-    /// the commit point (the paper's "released immediately").
-    pub fault_free_before_commit: bool,
+    /// The canaries this one honours ([`Faults`], test-only).
+    pub faults: Faults,
     /// Opened after a crash: what recovery decided from the table ([`NvmSlots::recovering`]).
     recovering: Option<Recovering>,
 }
@@ -100,8 +97,7 @@ impl NvmSlots {
             newest: HashMap::default(),
             named: HashMap::default(),
             committing: None,
-            fault_no_fence_before_commit_word: false,
-            fault_free_before_commit: false,
+            faults: Faults::default(),
             recovering: None,
         }
     }
@@ -248,7 +244,7 @@ impl Placement for NvmSlots {
         assert!(self.committing.is_none(), "one commit at a time");
         let tid = records.tid;
         let mut ops = Vec::new();
-        if self.fault_free_before_commit {
+        if self.faults.nvm_free_early {
             for (b, _, _) in &records.images {
                 if let Some(&s) = self.newest.get(b) {
                     self.supersede(s);
@@ -271,7 +267,7 @@ impl Placement for NvmSlots {
             self.fill(&mut ops, s, Entry { block: b, tid, data_crc, state: SlotState::Frozen }, Some((data, kind)));
             placed.push((b, s));
         }
-        if !self.fault_no_fence_before_commit_word {
+        if !self.faults.nvm_no_fence {
             ops.push(NvmOp::Fence);
         }
         ops.push(NvmOp::Store { at: nf::COMMIT_WORD_AT, data: NvmBytes::Small(nf::commit_word(tid).to_vec()), kind: Some(BlockKind::Commit) });

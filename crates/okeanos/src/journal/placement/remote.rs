@@ -13,6 +13,7 @@
 //! transactions up to `upto` once the host fell back) and the local ring's. They are replayed
 //! as one sequence, so nothing older overwrites anything newer.
 
+use crate::faults::Faults;
 use super::{Extent, Fallback, Kept, Placement, Records, Recovery, RecoveryStart, Ring, Stage};
 use crate::format::journal::RemoteState;
 use crate::journal::plan::RemoteOp;
@@ -30,14 +31,14 @@ pub struct Remote {
     used: u64,
     /// The server's log as read back at mount, for recovery.
     fetched: Option<RecoveryStart>,
-    /// The canary: commit without sending (a test proves the crash tests catch it).
-    pub fault_skip_append: bool,
+    /// The canaries this one honours ([`Faults`], test-only).
+    pub faults: Faults,
 }
 
 impl Remote {
     /// `capacity`: blocks the server's quota holds. `fetched`: the server's log in memory.
     pub fn new(ring: Ring, capacity: u64, fetched: Option<RecoveryStart>) -> Self {
-        Remote { ring, capacity, held: VecDeque::new(), used: 0, fetched, fault_skip_append: false }
+        Remote { ring, capacity, held: VecDeque::new(), used: 0, fetched, faults: Faults::default() }
     }
 
     fn local(&self) -> bool {
@@ -110,7 +111,7 @@ impl Placement for Remote {
         self.held.push_back((records.tid, n));
         self.used += n;
         let op = RemoteOp::Append { tid: records.tid, blocks: records.blocks };
-        let ops = if self.fault_skip_append { Vec::new() } else { vec![op] };
+        let ops = if self.faults.skip_remote_append { Vec::new() } else { vec![op] };
         (Stage { remote: ops, ..Stage::default() }, Extent { start: records.tid, end: records.tid + 1, blocks: n })
     }
 

@@ -35,6 +35,7 @@ mod table;
 
 pub use geometry::Geometry;
 pub use table::{read_table, refuse_fallback, sweep_after_fallback, ReadTable};
+use crate::faults::Faults;
 use swap::Swap;
 
 use super::{Defaults, Extent, HeadAware, Kept, LoggedBlock, NearHead, LogRegion, Parking, Placement, Records, Recovery, RecoveryStart, RegionKind, Snapshots, Stage, Swaps};
@@ -120,24 +121,11 @@ pub struct Manylogs {
     /// The table and map recovery's last stage writes ([`Snapshots::recovered_keeping`]): what
     /// the placement becomes once it is durable ([`Placement::recovered`]).
     recovered_to: RefCell<Option<(LogTable, LogMap)>>,
-    /// Canary for the crash tests: releases log space without writing the table that records
-    /// the release, so space is reused while the durable table still names it live. Recovery
-    /// must then miss committed transactions.
-    pub fault_reuse_before_table: bool,
+    /// The canaries this one honours ([`Faults`], test-only).
+    pub faults: Faults,
     /// The newest whole transaction of this life a sweep found in the logs when the newer
     /// table copy was invalid ([`sweep_after_fallback`]); 0 without a sweep. Recovery checks it.
     swept: Tid,
-    /// Canary: a block logged whole again keeps the position of its first logged copy, so a
-    /// parked block loads, and a checkpoint copies home, an older version.
-    pub fault_keep_first_position: bool,
-    /// Canary: a swap copies into its target log without first recording the target reserved,
-    /// so a crash during the copy leaves copies that the durable table lets recovery take for
-    /// live transactions (torn ones among them).
-    pub fault_swap_unreserved: bool,
-    /// Canary: a snapshot keeps any data block logged, mapped or not (records, escaped
-    /// copies), and names only the mapped ones: recovery, reading only past the snapshot,
-    /// must then miss changes.
-    pub fault_snapshot_unhomed: bool,
 }
 
 /// A snapshot of the map: every change up to `home` is home or in `entries`.
@@ -200,11 +188,8 @@ impl Manylogs {
             snap,
             planned_snap: RefCell::new(None),
             recovered_to: RefCell::new(None),
-            fault_reuse_before_table: false,
             swept: 0,
-            fault_keep_first_position: false,
-            fault_swap_unreserved: false,
-            fault_snapshot_unhomed: false,
+            faults: Faults::default(),
         }
     }
 
@@ -345,7 +330,7 @@ impl Placement for Manylogs {
             let (_, changes) = self.pending.pop_front().expect("checked");
             for (b, m) in changes {
                 match m {
-                    Some(_) if self.fault_keep_first_position && self.map.contains_key(&b) => {}
+                    Some(_) if self.faults.manylogs_keep_first_position && self.map.contains_key(&b) => {}
                     Some(m) => {
                         self.map.insert(b, m);
                     }
@@ -427,10 +412,7 @@ impl Placement for Manylogs {
     fn recovered(&mut self, _next_tid: Tid, _kept: &[LoggedBlock]) {
         let (table, map) = self.recovered_to.take().expect("recovered after its recovered stage");
         let mut next = Manylogs::new(self.geo.clone(), ReadTable { table, map, other_invalid: None });
-        next.fault_reuse_before_table = self.fault_reuse_before_table;
-        next.fault_keep_first_position = self.fault_keep_first_position;
-        next.fault_swap_unreserved = self.fault_swap_unreserved;
-        next.fault_snapshot_unhomed = self.fault_snapshot_unhomed;
+        next.faults = self.faults.clone();
         *self = next;
     }
 
@@ -480,7 +462,7 @@ impl Parking for Manylogs {
 
 impl Snapshots for Manylogs {
     fn keeps_logged(&self, block: u64, tid: Tid) -> bool {
-        self.fault_snapshot_unhomed || self.map.get(&block).is_some_and(|m| m.tid == tid)
+        self.faults.manylogs_snapshot_unhomed || self.map.get(&block).is_some_and(|m| m.tid == tid)
     }
 
     fn map_room(&self) -> usize {
@@ -499,7 +481,7 @@ impl Snapshots for Manylogs {
     }
 
     fn snapshot_stage(&self, kept: Kept, keep: &[u64]) -> Stage {
-        if self.fault_reuse_before_table {
+        if self.faults.manylogs_reuse_early {
             return Stage::default();
         }
         self.table_stage(&self.table_after(kept, Some(keep), false))

@@ -63,7 +63,7 @@ impl Manylogs {
         reserve.0.logs[to] = LogEntry { tail: 0, end: 0, tail_tid: min_tid };
         reserve.1.snaps[to] = SnapPos { pos: 0, tid: min_tid };
         let mut moved = reserve.clone();
-        if !self.fault_swap_unreserved {
+        if !self.faults.manylogs_swap_unreserved {
             moved.0.seq += 1;
             moved.1.seq += 1;
         }
@@ -94,7 +94,7 @@ impl Manylogs {
         assert_eq!((pos, copies.len() as u64), (l.head, blocks), "the copies cover the log from tail to head");
 
         let mut stages = Vec::new();
-        if !self.fault_swap_unreserved {
+        if !self.faults.manylogs_swap_unreserved {
             let Stage { writes, flush, .. } = self.table_stage(&reserve);
             stages.push(IoStage { writes, flush, ..Default::default() });
         }

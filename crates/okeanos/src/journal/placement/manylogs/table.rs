@@ -150,7 +150,7 @@ impl Manylogs {
                     .iter()
                     .filter_map(|&b| {
                         let m = self.map.get(&b);
-                        assert!(m.is_some() || self.fault_snapshot_unhomed, "a block kept logged is mapped");
+                        assert!(m.is_some() || self.faults.manylogs_snapshot_unhomed, "a block kept logged is mapped");
                         m.map(|m| MapEntry { block: b, at: m.at, tid: m.tid, hash: m.hash })
                     })
                     .collect();
