@@ -46,6 +46,7 @@ pub mod exercise;
 pub mod faults;
 pub mod device;
 pub mod engine;
+pub mod error;
 pub mod format;
 pub mod fs;
 pub mod inspect;

@@ -95,7 +95,7 @@ pub fn fsck(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> FsckRepor
             return report;
         }
     };
-    let js = crate::inspect::journal_state(&sb, &devs, &jsb);
+    let js = crate::runtime::placement::journal_state(&sb, &devs, &jsb);
     if let Some(p) = &js.problem {
         report.problems.push(p.clone());
     } else if js.needs_recovery {

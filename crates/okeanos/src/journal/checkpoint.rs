@@ -23,10 +23,7 @@ use std::collections::BTreeSet;
 /// Home writes a checkpoint queues on the device at once (a stage each, no flush between).
 pub const CHECKPOINT_SLICE_BLOCKS: usize = 32;
 
-/// Blocks a checkpoint copies from logs to home in one stage: read (in log order), then
-/// written (in block order). Larger than a slice of writes from the cache: the reads and the
-/// writes are each sorted within the stage, so a larger stage seeks less (1 MiB of memory).
-pub const COPY_SLICE_BLOCKS: usize = 256;
+pub use super::plan::COPY_SLICE_BLOCKS;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CheckpointGoal {

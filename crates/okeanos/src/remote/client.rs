@@ -7,6 +7,7 @@ use super::transport::{ClientTls, Stream};
 use super::{read_frame, write_frame, FrameError};
 use crate::format::remote::{ErrorCode, JournalId, Msg};
 use std::net::{TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Debug, Clone)]
@@ -23,7 +24,7 @@ pub struct ClientConfig {
     /// TLS (`remote_tls_ca=`); plain TCP when `None`.
     pub tls: Option<ClientTls>,
     /// For a journal on NATS JetStream (`addr` of nats:// URLs).
-    pub jetstream: super::jetstream::JetStreamOptions,
+    pub jetstream: JetStreamOptions,
 }
 
 /// The journal's state on the server at HELLO.
@@ -251,5 +252,28 @@ impl super::Link for Client {
     }
     fn fence(&mut self, epoch: u64) -> Result<u64, RemoteError> {
         Client::fence(self, epoch)
+    }
+}
+
+/// How a host reaches and configures its JetStream journal.
+#[derive(Debug, Clone)]
+pub struct JetStreamOptions {
+    /// A NATS credentials file (`jetstream_creds=`).
+    pub creds: Option<PathBuf>,
+    /// A file holding an nkey seed (`jetstream_nkey=`).
+    pub nkey: Option<PathBuf>,
+    /// CA certificates (PEM) for TLS to the servers (`jetstream_tls_ca=`); TLS is required
+    /// when set.
+    pub tls_ca: Option<PathBuf>,
+    /// Replicas of a stream the mount creates, and the fewest it accepts in an existing one
+    /// (`jetstream_replicas=`, default 3).
+    pub replicas: usize,
+    /// `max_bytes` of a stream the mount creates: the local journal's size.
+    pub max_bytes: u64,
+}
+
+impl Default for JetStreamOptions {
+    fn default() -> Self {
+        JetStreamOptions { creds: None, nkey: None, tls_ca: None, replicas: 3, max_bytes: 64 << 20 }
     }
 }

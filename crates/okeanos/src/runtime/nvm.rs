@@ -29,15 +29,15 @@ pub fn execute(devs: &Devices, ops: &[NvmOp], stats: &Stats) -> Result<(), Devic
 }
 
 /// Reads and checks the header of `nvm` against the file system's uuid and block size.
-pub fn open_header(nvm: &dyn Nvm, fs_uuid: [u8; 16], block_size: u32) -> Result<NvmHeader, crate::fs::FsError> {
+pub fn open_header(nvm: &dyn Nvm, fs_uuid: [u8; 16], block_size: u32) -> Result<NvmHeader, crate::error::FsError> {
     let mut b = [0u8; 64];
     nvm.load(0, &mut b)?;
-    let h = NvmHeader::decode(&b, nvm.len()).map_err(|e| crate::fs::FsError::Corrupt(format!("{}: {e}", nvm.name())))?;
+    let h = NvmHeader::decode(&b, nvm.len()).map_err(|e| crate::error::FsError::Corrupt(format!("{}: {e}", nvm.name())))?;
     if h.fs_uuid != fs_uuid {
-        return Err(crate::fs::FsError::Invalid(format!("{} is the NVM journal of another file system (uuid mismatch)", nvm.name())));
+        return Err(crate::error::FsError::Invalid(format!("{} is the NVM journal of another file system (uuid mismatch)", nvm.name())));
     }
     if h.block_size != block_size {
-        return Err(crate::fs::FsError::Corrupt(format!("{}: block size {} differs from the file system's {block_size}", nvm.name(), h.block_size)));
+        return Err(crate::error::FsError::Corrupt(format!("{}: block size {} differs from the file system's {block_size}", nvm.name(), h.block_size)));
     }
     Ok(h)
 }

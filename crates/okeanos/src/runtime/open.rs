@@ -7,7 +7,7 @@ use crate::device::Device;
 use crate::format::journal::JournalSuperblock;
 use crate::format::superblock::{state, JournalLocation};
 use crate::format::{GroupDesc, Superblock};
-use crate::fs::{FsError, FsResult};
+use crate::error::{FsError, FsResult};
 use crate::journal::placement::LogRegion;
 
 /// Reads and validates the superblock and group descriptors.

@@ -12,7 +12,7 @@ use crate::device::Device;
 use crate::format::journal::{JournalSuperblock, RemoteState};
 use crate::format::superblock::{NvmRecord, RemoteRecord};
 use crate::format::Superblock;
-use crate::fs::{FsError, FsResult};
+use crate::error::{FsError, FsResult};
 use crate::journal::content::DataMode;
 use crate::journal::placement::{LogRegion, NvmSlots, Placement, Remote, Ring};
 use crate::journal::plan::DevId;
@@ -184,6 +184,54 @@ impl Opened {
             _ => placement.capacity(),
         };
         Ok((placement, capacity))
+    }
+}
+
+/// What the journal of an unmounted file system is and whether it needs recovery: one account
+/// that every read-only command (`stat`, `journal dump`, `fsck`) gives alike, for every
+/// placement.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct JournalState {
+    /// `internal`, `external`, `manylogs` or `nvm`.
+    pub kind: String,
+    /// One line: the placement, its size, its state and the next transaction.
+    pub summary: String,
+    pub needs_recovery: bool,
+    pub next_tid: u64,
+    /// Why the journal cannot be read, where it cannot.
+    pub problem: Option<String>,
+}
+
+/// Describes the journal of the file system whose superblock is `sb` (see [`JournalState`]).
+pub fn journal_state(sb: &Superblock, devs: &Devices, jsb: &JournalSuperblock) -> JournalState {
+    use crate::format::superblock::JournalLocation;
+    let ring = |kind: &str, blocks: u64| {
+        let needs = jsb.start != 0;
+        let state = if needs { format!("needs recovery from block {}, transaction {}", jsb.start, jsb.sequence) } else { format!("clean, next transaction {}", jsb.sequence) };
+        JournalState { kind: kind.into(), summary: format!("{kind}, {blocks} blocks, {state}"), needs_recovery: needs, next_tid: jsb.sequence, problem: None }
+    };
+    let kind = JournalKind::of(sb);
+    if let JournalKind::Manylogs = kind {
+        return match open_manylogs(sb, devs) {
+            Ok(m) => {
+                let needs = !m.recovery().is_empty();
+                let kept = m.snapshots().map_or(0, |s| s.recovered_kept().len());
+                let state = match (needs, kept) {
+                    (true, _) => format!("needs recovery from transaction {}", m.floor()),
+                    (false, 0) => format!("clean, next transaction {}", m.floor()),
+                    (false, k) => format!("recovered, {k} data blocks kept in their logs, next transaction {}", m.floor()),
+                };
+                JournalState { kind: "manylogs".into(), summary: format!("manylogs, {} logs of {} blocks, {state}", sb.group_count, sb.log_area_blocks), needs_recovery: needs, next_tid: m.floor(), problem: None }
+            }
+            Err(e) => JournalState { kind: "manylogs".into(), summary: format!("manylogs, log table unreadable: {e}"), needs_recovery: false, next_tid: 0, problem: Some(format!("manylogs log table: {e}")) },
+        };
+    }
+    if let JournalKind::Nvm(n) = kind {
+        return JournalState { kind: "nvm".into(), summary: format!("nvm, in {}", n.path), needs_recovery: false, next_tid: jsb.sequence, problem: None };
+    }
+    match sb.journal {
+        JournalLocation::Internal { blocks, .. } => ring("internal", blocks),
+        JournalLocation::External { blocks, .. } => ring("external", blocks),
     }
 }
 

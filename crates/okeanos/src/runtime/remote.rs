@@ -7,7 +7,7 @@ use super::Devices;
 use crate::device::{Device, MemDevice};
 use crate::format::journal::{jfeature, JournalSuperblock, RemoteState};
 use crate::format::Superblock;
-use crate::fs::{FsError, FsResult};
+use crate::error::{FsError, FsResult};
 use crate::journal::placement::{LogRegion, RecoveryStart};
 use crate::options::MountOptions;
 use crate::remote::client::{ClientConfig, RemoteError};

@@ -32,7 +32,6 @@ use super::Link;
 use async_nats::jetstream::{self, context::PublishErrorKind, stream};
 use async_nats::HeaderMap;
 use std::collections::{BTreeMap, VecDeque};
-use std::path::PathBuf;
 use std::time::Duration;
 
 mod message;
@@ -42,28 +41,7 @@ use message::number;
 
 const HEADER_ROOM: usize = 4096;
 
-/// How a host reaches and configures its JetStream journal.
-#[derive(Debug, Clone)]
-pub struct JetStreamOptions {
-    /// A NATS credentials file (`jetstream_creds=`).
-    pub creds: Option<PathBuf>,
-    /// A file holding an nkey seed (`jetstream_nkey=`).
-    pub nkey: Option<PathBuf>,
-    /// CA certificates (PEM) for TLS to the servers (`jetstream_tls_ca=`); TLS is required
-    /// when set.
-    pub tls_ca: Option<PathBuf>,
-    /// Replicas of a stream the mount creates, and the fewest it accepts in an existing one
-    /// (`jetstream_replicas=`, default 3).
-    pub replicas: usize,
-    /// `max_bytes` of a stream the mount creates: the local journal's size.
-    pub max_bytes: u64,
-}
-
-impl Default for JetStreamOptions {
-    fn default() -> Self {
-        JetStreamOptions { creds: None, nkey: None, tls_ca: None, replicas: 3, max_bytes: 64 << 20 }
-    }
-}
+pub use super::client::JetStreamOptions;
 
 /// Whether `addr` names NATS servers (`nats://`, `tls://`) rather than a journal server.
 pub fn is_nats(addr: &str) -> bool {

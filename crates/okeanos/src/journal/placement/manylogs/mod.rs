@@ -40,7 +40,7 @@ use swap::Swap;
 
 use super::{Defaults, Extent, HeadAware, Kept, LoggedBlock, NearHead, LogRegion, Parking, Placement, Records, Recovery, RecoveryStart, RegionKind, Snapshots, Stage, Swaps};
 use crate::format::logtable::{flags, LogEntry, LogMap, LogTable, MapEntry, SnapPos};
-use crate::journal::checkpoint::COPY_SLICE_BLOCKS;
+use crate::journal::plan::COPY_SLICE_BLOCKS;
 use crate::journal::plan::{BlockKind, CopyCheck, DevId, IoCopy, IoStage, IoWrite};
 use crate::journal::transaction::Tid;
 use std::cell::{Cell, RefCell};

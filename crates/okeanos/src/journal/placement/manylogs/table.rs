@@ -17,7 +17,7 @@ pub struct ReadTable {
 /// Reads both copies of the log table, each with its map (version 3); the valid pair with the
 /// higher sequence wins. A table whose map is torn or stale is invalid as a whole: its write
 /// was not durable, and the other copy is the newest durable one.
-pub fn read_table(geo: &Geometry, read: &mut ReadBlock) -> Result<ReadTable, crate::fs::FsError> {
+pub fn read_table(geo: &Geometry, read: &mut ReadBlock) -> Result<ReadTable, crate::error::FsError> {
     let mut best: Option<(LogTable, LogMap)> = None;
     let mut errors = Vec::new();
     for slot in 0..2 {
@@ -52,7 +52,7 @@ pub fn read_table(geo: &Geometry, read: &mut ReadBlock) -> Result<ReadTable, cra
             best = Some((t, m));
         }
     }
-    let (table, map) = best.ok_or_else(|| crate::fs::FsError::Corrupt(format!("no valid manylogs log table ({})", errors.join("; "))))?;
+    let (table, map) = best.ok_or_else(|| crate::error::FsError::Corrupt(format!("no valid manylogs log table ({})", errors.join("; "))))?;
     Ok(ReadTable { table, map, other_invalid: (!errors.is_empty()).then(|| errors.join("; ")) })
 }
 
@@ -70,7 +70,7 @@ pub fn read_table(geo: &Geometry, read: &mut ReadBlock) -> Result<ReadTable, cra
 /// - an older copy that needs recovery is recovered from, and a swept transaction that
 ///   recovery does not reach is damage ([`super::Interleaved::swept`]), reported as for any
 ///   damaged log.
-pub fn sweep_after_fallback(geo: &Geometry, t: &ReadTable, mkfs_time_ns: i64, read: &mut ReadBlock) -> Result<Option<Tid>, crate::fs::FsError> {
+pub fn sweep_after_fallback(geo: &Geometry, t: &ReadTable, mkfs_time_ns: i64, read: &mut ReadBlock) -> Result<Option<Tid>, crate::error::FsError> {
     if t.other_invalid.is_none() {
         return Ok(None);
     }
@@ -98,7 +98,7 @@ pub(super) fn legacy_map(t: &LogTable) -> LogMap {
 
 /// Reads and checks the map copy `slot` that completes table `t`. The outer error is a device
 /// error; the inner one a map that does not belong (torn, stale, or damaged).
-fn read_map(geo: &Geometry, slot: u64, t: &LogTable, read: &mut ReadBlock) -> Result<Result<LogMap, String>, crate::fs::FsError> {
+fn read_map(geo: &Geometry, slot: u64, t: &LogTable, read: &mut ReadBlock) -> Result<Result<LogMap, String>, crate::error::FsError> {
     if geo.map_capacity().is_none() {
         return Ok(Err("the journal region has no room for a map".into()));
     }
