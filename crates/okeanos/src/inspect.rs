@@ -176,9 +176,6 @@ pub fn nvm_table(dev: &Arc<dyn Device>) -> Result<Option<NvmTable>, FsError> {
     use crate::nvm::Nvm;
     let (sb, _) = crate::runtime::open::read_meta(dev.as_ref())?;
     let JournalKind::Nvm(rec) = JournalKind::of(&sb) else { return Ok(None) };
-    let nvm = crate::nvm::MappedNvm::open(std::path::Path::new(&rec.path), false).map_err(|e| FsError::Io(format!("the NVM journal {}: {e}", rec.path)))?;
-    let header = runtime::nvm::open_header(&nvm, sb.uuid, sb.block_size)?;
-    let (commit_word, table) = runtime::nvm::read_table(&nvm, &header)?;
-    let analysis = crate::journal::placement::nvm::analyze(&header, commit_word, &table, sb.block_count).map_err(|e| FsError::Corrupt(format!("{}: {e}", rec.path)))?;
-    Ok(Some(NvmTable { path: rec.path.clone(), header, commit_word, durability: nvm.durability(), analysis }))
+    let t = runtime::nvm::inspect_table(&rec.path, sb.uuid, sb.block_size, sb.block_count).map_err(|(e, _)| e)?;
+    Ok(Some(NvmTable { path: rec.path.clone(), header: t.header, commit_word: t.commit_word, durability: t.nvm.durability(), analysis: t.analysis }))
 }

@@ -18,7 +18,7 @@ fn nvm_summary(t: &okeanos::inspect::NvmTable) -> String {
         a.tombstones,
         a.uncommitted,
         a.invalid,
-        if a.frozen + a.tombstones + a.uncommitted + a.invalid > 0 { " (needs recovery)" } else { "" }
+        if a.needs_recovery() { " (needs recovery)" } else { "" }
     )
 }
 

@@ -50,3 +50,23 @@ pub fn read_table(nvm: &dyn Nvm, h: &NvmHeader) -> Result<(u64, Vec<u8>), Device
     nvm.load(nf::TABLE_AT, &mut table)?;
     Ok((u64::from_le_bytes(word), table))
 }
+
+/// An nvm journal's table as an inspecting command reads it.
+pub struct InspectedTable {
+    pub nvm: crate::nvm::MappedNvm,
+    pub header: NvmHeader,
+    pub commit_word: u64,
+    pub analysis: crate::journal::placement::nvm::TableRecovery,
+}
+
+/// Opens the NVM at `path` read-only (a shared lock: it fails, naming the holder, while a mount
+/// has it) and reads and analyses its table as recovery would, writing nothing. The flag says
+/// whether the error is damage (a bad header or table) rather than an NVM that cannot be opened.
+pub fn inspect_table(path: &str, fs_uuid: [u8; 16], block_size: u32, fs_blocks: u64) -> Result<InspectedTable, (crate::error::FsError, bool)> {
+    use crate::error::FsError;
+    let nvm = crate::nvm::MappedNvm::open(std::path::Path::new(path), false).map_err(|e| (FsError::Io(format!("the NVM journal {path}: {e}")), false))?;
+    let header = open_header(&nvm, fs_uuid, block_size).map_err(|e| (e, true))?;
+    let (commit_word, table) = read_table(&nvm, &header).map_err(|e| (e.into(), true))?;
+    let analysis = crate::journal::placement::nvm::analyze(&header, commit_word, &table, fs_blocks).map_err(|e| (FsError::Corrupt(format!("{path}: {e}")), true))?;
+    Ok(InspectedTable { nvm, header, commit_word, analysis })
+}

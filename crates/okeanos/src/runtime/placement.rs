@@ -231,17 +231,11 @@ pub fn journal_state(sb: &Superblock, devs: &Devices, jsb: &JournalSuperblock) -
         // something to do when it names frozen copies, tombstones, entries of a commit that did
         // not complete, or torn entries. An NVM that cannot be opened (in use by a mount, or
         // not on this machine) is described, not judged; a damaged header or table is a problem.
-        let read = || -> Result<NvmSlots, (String, bool)> {
-            let nvm = crate::nvm::MappedNvm::open(std::path::Path::new(&n.path), false).map_err(|e| (e.to_string(), false))?;
-            let h = super::nvm::open_header(&nvm, sb.uuid, sb.block_size).map_err(|e| (e.to_string(), true))?;
-            let (word, table) = super::nvm::read_table(&nvm, &h).map_err(|e| (e.to_string(), true))?;
-            NvmSlots::recovering(h, word, &table, sb.block_count, jsb.sequence.max(1), true).map_err(|e| (format!("{}: {e}", n.path), true))
-        };
-        return match read() {
-            Ok(p) => {
-                let needs = matches!(p.recovery(), crate::journal::placement::Recovery::Table(t) if t.report);
-                let state = if needs { format!("needs recovery, next transaction {}", p.floor()) } else { format!("clean, next transaction {}", p.floor()) };
-                JournalState { kind: "nvm".into(), summary: format!("nvm, in {}, {state}", n.path), needs_recovery: needs, next_tid: p.floor(), problem: None }
+        return match super::nvm::inspect_table(&n.path, sb.uuid, sb.block_size, sb.block_count) {
+            Ok(t) => {
+                let (needs, next) = (t.analysis.needs_recovery(), jsb.sequence.max(1).max(t.analysis.next_tid.max(1)));
+                let state = if needs { format!("needs recovery, next transaction {next}") } else { format!("clean, next transaction {next}") };
+                JournalState { kind: "nvm".into(), summary: format!("nvm, in {}, {state}", n.path), needs_recovery: needs, next_tid: next, problem: None }
             }
             Err((e, damaged)) => JournalState {
                 kind: "nvm".into(),

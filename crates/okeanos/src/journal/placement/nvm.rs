@@ -343,7 +343,7 @@ impl Placement for NvmSlots {
         Recovery::Table(TableReplay {
             copies,
             marks: !r.read_only && !(d.free_first.is_empty() && d.free_then.is_empty()),
-            report: d.frozen > 0 || d.tombstones > 0 || d.uncommitted > 0 || d.invalid > 0,
+            report: d.needs_recovery(),
             last_tid: r.commit_word,
             tombstones: d.tombstones,
             slots_scanned: d.slots_scanned,
@@ -432,6 +432,14 @@ pub struct TableRecovery {
     pub invalid: u64,
     /// The journal continues above every tid in the table.
     pub next_tid: Tid,
+}
+
+impl TableRecovery {
+    /// The table holds what a crash left: frozen copies to write home, tombstones, entries of
+    /// a commit that did not complete, or torn entries (clean entries alone need nothing).
+    pub fn needs_recovery(&self) -> bool {
+        self.frozen > 0 || self.tombstones > 0 || self.uncommitted > 0 || self.invalid > 0
+    }
 }
 
 /// Recovery's decision, from the commit word and the slot table (no I/O). One row per entry:

@@ -41,9 +41,6 @@ impl Remote {
         Remote { ring, capacity, held: VecDeque::new(), used: 0, fetched, faults: Faults::default() }
     }
 
-    fn local(&self) -> bool {
-        self.ring.remote_state().local
-    }
 
     /// The fallback ring (its superblock, features).
     pub fn ring(&self) -> &Ring {
@@ -61,7 +58,7 @@ impl Remote {
 
     /// Whether the host writes to its fallback ring now.
     pub fn is_local(&self) -> bool {
-        self.local()
+        self.ring.remote_state().local
     }
 
     /// Back on the server at mount (after the mount recorded `epoch` and trimmed the server,
@@ -79,7 +76,7 @@ impl Remote {
 
 impl Placement for Remote {
     fn name(&self) -> &'static str {
-        if self.local() {
+        if self.is_local() {
             "remote, fallen back to the internal journal"
         } else {
             "remote"
@@ -87,7 +84,7 @@ impl Placement for Remote {
     }
 
     fn capacity(&self) -> u64 {
-        if self.local() {
+        if self.is_local() {
             self.ring.capacity()
         } else {
             self.capacity
@@ -95,7 +92,7 @@ impl Placement for Remote {
     }
 
     fn free_blocks(&self) -> u64 {
-        if self.local() {
+        if self.is_local() {
             self.ring.free_blocks()
         } else {
             self.capacity.saturating_sub(self.used)
@@ -103,7 +100,7 @@ impl Placement for Remote {
     }
 
     fn place(&mut self, records: Records) -> (Stage, Extent) {
-        if self.local() {
+        if self.is_local() {
             return self.ring.place(records);
         }
         let n = records.blocks.len() as u64;
@@ -116,14 +113,14 @@ impl Placement for Remote {
     }
 
     fn release_stage(&self, kept: Kept) -> Stage {
-        if self.local() {
+        if self.is_local() {
             return self.ring.release_stage(kept);
         }
         Stage { remote: vec![RemoteOp::Trim { upto: Self::trim_upto(kept) }], ..Stage::default() }
     }
 
     fn released(&mut self, kept: Kept) {
-        if self.local() {
+        if self.is_local() {
             return self.ring.released(kept);
         }
         let upto = Self::trim_upto(kept);
@@ -139,7 +136,7 @@ impl Placement for Remote {
 
     fn clean_stage(&self, next_tid: Tid) -> Stage {
         let mut s = self.ring.clean_stage(next_tid);
-        if !self.local() {
+        if !self.is_local() {
             s.remote.push(RemoteOp::Trim { upto: next_tid - 1 });
         }
         s
@@ -153,7 +150,7 @@ impl Placement for Remote {
     /// the host writes to the server again. A host that fell back recovers its ring alone and
     /// stays local (it returns once the mount reaches the server).
     fn recovered_stage(&self, next_tid: Tid) -> Stage {
-        if self.local() {
+        if self.is_local() {
             return self.ring.recovered_stage(next_tid);
         }
         let state = RemoteState { local: false, upto: 0, ..self.ring.remote_state() };
@@ -163,7 +160,7 @@ impl Placement for Remote {
     }
 
     fn recovered(&mut self, next_tid: Tid, kept: &[super::LoggedBlock]) {
-        if !self.local() {
+        if !self.is_local() {
             self.ring.set_remote_state(RemoteState { local: false, upto: 0, ..self.ring.remote_state() });
         }
         self.ring.recovered(next_tid, kept);
@@ -181,7 +178,7 @@ impl Fallback for Remote {
     /// committed transaction first (so the server holds nothing recovery needs) and writes the
     /// journal superblock saying so with the failed transaction's ring copy.
     fn fall_back(&mut self, failed_tid: Tid) -> bool {
-        if self.local() {
+        if self.is_local() {
             return false;
         }
         let state = RemoteState { local: true, upto: failed_tid.saturating_sub(1), ..self.ring.remote_state() };
@@ -195,7 +192,7 @@ impl Fallback for Remote {
     /// Each step is durable before the next; a failure anywhere leaves the host local (the
     /// epoch it recorded is simply not used), except FENCED, which stops it.
     fn return_plan(&self, next_tid: Tid) -> Option<(Vec<Stage>, u64)> {
-        if !self.local() || !self.ring.is_empty() {
+        if !self.is_local() || !self.ring.is_empty() {
             return None;
         }
         let state = self.ring.remote_state();
