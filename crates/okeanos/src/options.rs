@@ -2,6 +2,7 @@
 //! `data=`, `commit=`, `journal_path=`, `ro`, `errors=`.
 
 use crate::journal::content::{ContentConfig, DataMode};
+use crate::journal::scheduler::SchedulerConfig;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -190,6 +191,26 @@ impl MountOptions {
     /// 30 s).
     pub fn expire_or(&self, placement_default: Duration) -> Duration {
         self.expire_period.unwrap_or(placement_default)
+    }
+
+    /// What the journal's scheduler reads of these options (journal/scheduler.rs), with
+    /// `checkpoint_thread` resolved at mount.
+    pub fn scheduler(&self, checkpoint_thread: bool) -> SchedulerConfig {
+        let ns = |d: Duration| d.as_nanos() as u64;
+        SchedulerConfig {
+            commit_interval_ns: ns(self.commit_interval),
+            min_batch_ns: ns(self.min_batch_time),
+            max_batch_ns: ns(self.max_batch_time),
+            batch_handles: self.batch_handles,
+            writeback_period_ns: ns(self.writeback_period),
+            expire_ns: self.expire_period.map(ns),
+            lazy_checkpoint: self.lazy_checkpoint,
+            idle_checkpoint: self.idle_checkpoint,
+            idle_after_ns: ns(self.idle_after),
+            snapshot_period_ns: ns(self.snapshot_period),
+            log_swap: self.log_swap,
+            checkpoint_thread,
+        }
     }
 
     pub fn data(mut self, mode: DataMode) -> Self {

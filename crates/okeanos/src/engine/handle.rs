@@ -100,7 +100,7 @@ impl Okeanos {
                     core.fs.journal.request_commit(tid);
                 }
                 Err(Admit::NeedSpace) => {
-                    core.want_space = true;
+                    core.sched.want_space();
                     self.inner.ccv.notify_one();
                 }
                 Err(Admit::NeedWriteback) => {

@@ -20,8 +20,9 @@
 //! - `handle.rs`: the state lock and handles (credits, waiting for room);
 //! - `ops.rs`: namespace and attribute operations; `write.rs`: the write path, fallocate and
 //!   truncation; `read.rs`: reads outside the lock; `evict.rs`: open files and eviction;
-//! - `sync.rs`: syncs waiting for their commit; `step.rs`: the journal's step function and
-//!   threads; `paths.rs`: path-level calls and [`File`]; `image.rs`: image files.
+//! - `sync.rs`: syncs waiting for their commit; `step.rs`: the journal threads over the
+//!   scheduler (journal/scheduler.rs) and the effects of its decisions; `paths.rs`:
+//!   path-level calls and [`File`]; `image.rs`: image files.
 
 mod evict;
 mod handle;
@@ -49,6 +50,7 @@ use crate::fs::namespace::{Attr, SetAttr};
 use crate::fs::{Fs, FsError, FsResult, FsState};
 use crate::journal::checkpoint::CheckpointGoal;
 use crate::journal::transaction::{Credits, Tid};
+use crate::journal::scheduler::Scheduler;
 use crate::journal::{Admit, Journal};
 use crate::options::MountOptions;
 use crate::runtime::open::{error_state, open_journal, read_meta};
@@ -79,43 +81,17 @@ pub struct StatFs {
 
 struct Core {
     fs: FsState,
-    /// A handle waits for log space.
-    want_space: bool,
-    /// Unmount asked the journal thread to stop.
-    stop: bool,
+    /// When to commit, checkpoint, fall back and return (journal/scheduler.rs); also whether
+    /// the journal stops (unmount) or was abandoned (every user handle dropped).
+    sched: Scheduler,
     /// No new operations (unmounting).
     closing: bool,
-    /// Every user handle was dropped without unmount: the journal thread exits at once.
-    abandoned: bool,
-    next_writeback_ns: u64,
-    /// Moving average of commit durations, and the handles of the last commit (batching).
-    avg_commit_ns: u64,
-    last_commit_handles: u32,
-    /// A batching window in progress: (started, handles seen at the last look, next look).
-    batch: Option<(u64, u32, u64)>,
-    /// Age-based writeback in progress, in bounded steps: the expiry threshold it works to.
-    expiring: Option<u64>,
-    /// When the next periodic snapshot of the map of logged blocks is due (manylogs).
-    next_snapshot_ns: u64,
     /// Driven step by step (the simulator): no journal thread, and operations that would wait
     /// for the journal return [`FsError::WouldBlock`] instead.
     manual: bool,
-    /// Work decided when the last step finished, taken before anything else (a fallback).
-    pending: Option<JournalWork>,
-    /// When a host that fell back may next try to return to its server, and the wait after a
-    /// failed try.
-    next_return_ns: u64,
-    return_backoff_ns: u64,
-    /// The blocks of the checkpoint in flight beside a commit (checkpoint lane), if one is.
-    checkpointing: Option<std::collections::BTreeSet<u64>>,
     /// Syncs that wait without a thread ([`Okeanos::fsync_then`]): what they wait for, when the
     /// sync began, and what to call once it is durable (or failed).
     sync_waiters: Vec<(sync::Await, u64, sync::SyncDone)>,
-    /// A checkpoint of every transaction up to this one was asked for ([`Okeanos::checkpoint`],
-    /// or `checkpoint=idle` after a quiet spell): it runs until they are all released.
-    force_checkpoint: Option<Tid>,
-    /// `checkpoint=idle`: the activity count last seen (changes and read misses) and since when.
-    idle_seen: (u64, u64),
 }
 
 impl Inner {
@@ -157,9 +133,6 @@ impl Inner {
 
 struct Inner {
     core: Mutex<Core>,
-    /// `checkpoint_thread` resolved at mount (`auto`: not with an internal journal on a disk
-    /// that seeks); the placement must allow it too (`Okeanos::checkpoint_beside`).
-    checkpoint_thread: bool,
     /// Handles waiting for the journal (log space, a full transaction) sleep here; the journal
     /// notifies it after each step.
     cv: Condvar,
@@ -222,7 +195,7 @@ impl Drop for UserGuard {
         // dropped mount must not find the image still held.
         {
             let mut core = self.0.core.lock().unwrap_or_else(|e| e.into_inner());
-            core.abandoned = true;
+            core.sched.abandon();
             self.0.deliver_syncs(&mut core, true);
             self.0.wake_all();
             self.0.jcv.notify_all();
@@ -309,7 +282,7 @@ impl Okeanos {
     /// Asks for a checkpoint of everything committed; the transaction it must release.
     fn force_checkpoint(core: &mut Core) -> Tid {
         let target = core.fs.journal.committed_tid();
-        core.force_checkpoint = Some(core.force_checkpoint.unwrap_or(0).max(target));
+        core.sched.force_checkpoint(target);
         target
     }
 

@@ -117,10 +117,11 @@ impl Okeanos {
             fs.cache.insert_parked(k.block, k.at, k.tid, crate::cache::BufKind::Data, now);
         }
         let committed_at_mount = fs.journal.committed_tid();
+        // `checkpoint_thread` resolved: `auto` is not with an internal journal on a disk that
+        // seeks; the placement must allow it too (`Scheduler::beside`).
         let checkpoint_thread = opts.checkpoint_thread.unwrap_or_else(|| !(devs.journal.is_none() && devs.fs.seeks() == Some(true)));
         let inner = Arc::new(Inner {
-            checkpoint_thread,
-            core: Mutex::new(Core { fs, want_space: false, stop: false, closing: false, abandoned: false, avg_commit_ns: 0, last_commit_handles: 0, batch: None, expiring: None, pending: None, next_return_ns: now, return_backoff_ns: 2_000_000_000, manual: opts.manual_journal, next_writeback_ns: now + opts.writeback_period.as_nanos() as u64, next_snapshot_ns: now + opts.snapshot_period.as_nanos() as u64, checkpointing: None, sync_waiters: Vec::new(), force_checkpoint: None, idle_seen: (0, now) }),
+            core: Mutex::new(Core { fs, sched: Scheduler::new(opts.scheduler(checkpoint_thread), now), closing: false, manual: opts.manual_journal, sync_waiters: Vec::new() }),
             cv: Condvar::new(),
             commit_cv: [Condvar::new(), Condvar::new()],
             sync_lock: Mutex::new(()),
@@ -175,7 +176,7 @@ impl Okeanos {
         {
             let mut core = self.lock();
             core.closing = true;
-            core.stop = true;
+            core.sched.stop();
             self.inner.wake_all();
             self.inner.jcv.notify_all();
             self.inner.ccv.notify_all();

@@ -77,7 +77,7 @@ impl Okeanos {
             drop(core);
             return done(Err(FsError::WouldBlock));
         }
-        if core.stop || core.abandoned {
+        if core.sched.stopping() {
             drop(core);
             return done(Err(FsError::Io("the file system is being unmounted".into())));
         }
@@ -155,7 +155,7 @@ impl Okeanos {
                 if let Some(e) = core.fs.journal.aborted() {
                     return Err(FsError::Io(format!("journal aborted: {e}")));
                 }
-                if core.stop || core.abandoned {
+                if core.sched.stopping() {
                     return Err(FsError::Io("the file system is being unmounted".into()));
                 }
                 (len, core.fs.journal.committed_tid(), self.inner.wake_gen.load(SeqCst))
@@ -205,7 +205,7 @@ impl Okeanos {
             if core.manual {
                 return Err(FsError::WouldBlock);
             }
-            if core.abandoned {
+            if core.sched.abandoned() {
                 return Err(FsError::Io("the file system was unmounted before the sync completed".into()));
             }
             // Every journal step ends by waking the handles' condition variable.

@@ -19,10 +19,13 @@ pub mod placement;
 pub mod plan;
 pub mod recovery;
 pub mod revoke;
+pub mod scheduler;
 pub mod swap;
 pub mod transaction;
 pub mod writeback;
 
+#[cfg(test)]
+mod scheduler_tests;
 #[cfg(test)]
 mod tests;
 

@@ -9,7 +9,7 @@ use crate::format::journal::{jfeature, JournalSuperblock};
 
 const BS: usize = 4096;
 
-fn journal(policy: &str) -> (Journal, Cache) {
+pub(super) fn journal(policy: &str) -> (Journal, Cache) {
     let jsb = JournalSuperblock {
         version: 1,
         features: jfeature::TX_CHECKSUM | jfeature::MULTIWRITE,

@@ -1,0 +1,757 @@
+//! The journal's scheduler: when to commit, checkpoint, snapshot the map, write back early,
+//! serve fdatasyncs in place, fall back to the local journal and return to the server. It is
+//! the one decision procedure that the engine's journal threads loop over (as jbd2's
+//! kjournald) and that the simulator drives in virtual time.
+//!
+//! Its shape is quinn-proto's: a state machine with no I/O, no threads and no clock. The
+//! caller passes the time in, asks for the next step of a lane ([`Scheduler::poll`]), runs the
+//! step's I/O plan itself, and reports its outcome ([`Scheduler::finish`]). What the engine
+//! must do about waiters (wake them, deliver syncs, note a committed transaction) and what it
+//! should count is left in [`Effects`], which it drains after each call. The one thing the
+//! scheduler asks of the file system above it goes through [`Host`]: loading blocks parked in
+//! NVM before a checkpoint writes them home.
+//!
+//! Decisions, in the order the commit lane takes them:
+//! - between commits (when checkpoints do not run beside them): fdatasyncs of overwrites in
+//!   place, a due snapshot of the map, early writes past the background threshold;
+//! - a commit when a sync, the commit interval, a full transaction, a handle waiting for space
+//!   or the unmount asks for one, after a short batching window (`batch_wait`);
+//! - checkpoints (in the commit lane when they may not run beside commits): asked for, a log
+//!   swap, for space, for age (bounded steps), when idle;
+//! - a return to the journal server after a fallback, with a doubling back-off.
+
+use super::checkpoint::{CheckpointGoal, CheckpointPlan};
+use super::commit::CommitPlan;
+use super::datasync::DatasyncPlan;
+use super::fallback::FallbackPlan;
+use super::plan::IoPlan;
+use super::swap::SwapPlan;
+use super::transaction::Tid;
+use super::writeback::EarlyPlan;
+use super::Journal;
+use crate::cache::Cache;
+use crate::device::DeviceError;
+use std::collections::BTreeSet;
+
+/// Blocks one step of age-based writeback writes at most (4 MiB with 4 KiB blocks).
+pub const EXPIRY_STEP_BLOCKS: usize = 1024;
+
+/// How often a host that fell back tries to return to its server (when its local journal is
+/// empty): first after 2 s, doubling after each failure up to a minute (a hung server costs
+/// the journal thread one acknowledgement timeout per try).
+pub const RETURN_RETRY_NS: u64 = 2_000_000_000;
+pub const RETURN_RETRY_MAX_NS: u64 = 60_000_000_000;
+
+/// The mount's options that the scheduler reads, in nanoseconds.
+#[derive(Debug, Clone, Default)]
+pub struct SchedulerConfig {
+    /// `commit=`: the running transaction commits at most this long after its first handle.
+    pub commit_interval_ns: u64,
+    /// `min_batch_time=`, `max_batch_time=`: bounds of the batching window.
+    pub min_batch_ns: u64,
+    pub max_batch_ns: u64,
+    /// `batch_handles=`: a commit with this many handles waits for no more (0: no bound).
+    pub batch_handles: u32,
+    /// `writeback_period=`: how often age-based writeback (and `checkpoint=idle`) looks.
+    pub writeback_period_ns: u64,
+    /// `expire=`: age after which committed blocks go home; None: the placement's default.
+    pub expire_ns: Option<u64>,
+    /// `checkpoint=lazy`: nothing is written home for age, log swaps are allowed.
+    pub lazy_checkpoint: bool,
+    /// `checkpoint=idle`, and how long nothing must happen first (`idle_after=`).
+    pub idle_checkpoint: bool,
+    pub idle_after_ns: u64,
+    /// `snapshot_period=` (0: never): snapshots of the map of logged blocks (manylogs).
+    pub snapshot_period_ns: u64,
+    /// `log_swap=`: a crowded log moves to an empty one (manylogs, with `checkpoint=lazy`).
+    pub log_swap: bool,
+    /// Checkpoints may run on a thread of their own (`checkpoint_thread=`, resolved at mount);
+    /// the placement must allow it too ([`Scheduler::beside`]).
+    pub checkpoint_thread: bool,
+}
+
+/// Journal work taken by [`Scheduler::poll`]: run its I/O, then hand it back to
+/// [`Scheduler::finish`].
+pub enum JournalWork {
+    Commit { plan: CommitPlan, started_ns: u64 },
+    Checkpoint(CheckpointPlan),
+    /// The commit in flight failed on the journal server: made durable locally instead.
+    Fallback { fallback: FallbackPlan, commit: CommitPlan, started_ns: u64 },
+    /// A host that fell back returns to its journal server.
+    Return { io: IoPlan, epoch: u64 },
+    /// A manylogs log swap (in a checkpoint's place).
+    Swap(SwapPlan),
+    /// Early writes of the running transaction's in-place data (journal/writeback.rs), in a
+    /// checkpoint's place.
+    Early(EarlyPlan),
+    /// fdatasyncs of overwrites: their blocks written in place and flushed, without a commit
+    /// (journal/datasync.rs), in a checkpoint's place.
+    Datasync(DatasyncPlan),
+}
+
+impl JournalWork {
+    /// The writes and flushes to carry out.
+    pub fn io(&self) -> &IoPlan {
+        match self {
+            JournalWork::Commit { plan, .. } => &plan.io,
+            JournalWork::Checkpoint(p) => &p.io,
+            JournalWork::Fallback { fallback, .. } => &fallback.io,
+            JournalWork::Return { io, .. } => io,
+            JournalWork::Swap(p) => &p.io,
+            JournalWork::Early(p) => &p.io,
+            JournalWork::Datasync(p) => &p.early.io,
+        }
+    }
+}
+
+/// What the journal does next.
+pub enum JournalStep {
+    Work(JournalWork),
+    /// Nothing to do before `wake_ns` (monotonic clock; `u64::MAX`: until something changes).
+    Idle { wake_ns: u64 },
+    /// Unmounting (or abandoned): the journal thread exits.
+    Stop,
+}
+
+/// The two kinds of journal work that may run at once: commits (and a remote journal's
+/// fallback and return) on the commit lane, checkpoints on the checkpoint lane — when the
+/// placement allows it ([`Scheduler::beside`]); otherwise the commit lane does both, in turn,
+/// and the checkpoint lane has nothing to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    Commit,
+    Checkpoint,
+}
+
+/// What the scheduler asks of the file system above it.
+pub trait Host {
+    fn journal(&self) -> &Journal;
+    /// The journal and the cache at once (plans read the cache; commits change it).
+    fn parts(&mut self) -> (&mut Journal, &mut Cache);
+    /// Changes and blocks read from the disk so far: `checkpoint=idle` waits until it stays
+    /// the same for `idle_after`.
+    fn activity(&self) -> u64;
+    /// Loads a block parked in NVM back into the cache (the nvm journal's checkpoints write
+    /// owed blocks home from DRAM).
+    fn unpark(&mut self, block: u64) -> Result<(), String>;
+    /// A commit made these blocks and inodes reusable.
+    fn freed(&mut self, blocks: Vec<u64>, inodes: Vec<u32>);
+    /// The journal stopped: the file system turns read-only with the reason.
+    fn read_only(&mut self, why: String);
+}
+
+/// A counter the engine keeps for a step (stats.rs).
+#[derive(Debug, Clone, Copy)]
+pub enum Counted {
+    /// A commit and a checkpoint were in flight at once.
+    Overlap,
+    Snapshot,
+    IdleCheckpoint,
+    Checkpoint,
+    Fallback,
+    LogSwap,
+    EarlyWrites(u64),
+    /// One in-place fdatasync step, covering this many syncs.
+    DatasyncStep(u64),
+    Commit { handles: u32, journal_blocks: u64, records: super::commit::RecordStats },
+}
+
+/// What the engine must do after a call into the scheduler, under the same lock.
+#[derive(Debug, Default)]
+pub struct Effects {
+    /// Transaction `tid` committed: its syncs may return.
+    pub committed: Option<Tid>,
+    /// Wake the other lane (it may wait for this step: a clash, or space held by a commit).
+    pub notify_commit_lane: bool,
+    pub notify_checkpoint_lane: bool,
+    /// Wake handles waiting for the journal (and syncs of the committed transaction).
+    pub notify_handles: bool,
+    /// Wake every waiter: handles and syncs of both transactions.
+    pub wake_all: bool,
+    /// Settle the syncs waiting without a thread.
+    pub deliver_syncs: bool,
+    pub counted: Vec<Counted>,
+}
+
+impl Effects {
+    /// Whether there is nothing to do.
+    pub fn is_empty(&self) -> bool {
+        self.committed.is_none() && !self.notify_commit_lane && !self.notify_checkpoint_lane && !self.notify_handles && !self.wake_all && !self.deliver_syncs && self.counted.is_empty()
+    }
+
+    fn wake(&mut self) {
+        self.wake_all = true;
+        self.deliver_syncs = true;
+    }
+}
+
+/// A batching window in progress.
+#[derive(Debug, Clone, Copy)]
+struct Batch {
+    started_ns: u64,
+    /// Handles seen at the last look, and when to look next.
+    handles_seen: u32,
+    next_ns: u64,
+}
+
+/// The scheduler's state.
+pub struct Scheduler {
+    cfg: SchedulerConfig,
+    /// A handle waits for log space.
+    want_space: bool,
+    /// Unmount asked the journal to stop (after committing what runs).
+    stop: bool,
+    /// Every user handle went without unmount: stop at once, without further I/O.
+    abandoned: bool,
+    next_writeback_ns: u64,
+    /// Moving average of commit durations, and the handles of the last commit (batching).
+    avg_commit_ns: u64,
+    last_commit_handles: u32,
+    batch: Option<Batch>,
+    /// Age-based writeback in progress, in bounded steps: the expiry threshold it works to.
+    expiring: Option<u64>,
+    /// When the next periodic snapshot of the map of logged blocks is due (manylogs).
+    next_snapshot_ns: u64,
+    /// Work decided when the last step finished, taken before anything else (a fallback).
+    pending: Option<JournalWork>,
+    /// When a host that fell back may next try to return to its server, and the wait after a
+    /// failed try.
+    next_return_ns: u64,
+    return_backoff_ns: u64,
+    /// The blocks of the checkpoint-lane step in flight (a checkpoint, swap, early writes or
+    /// in-place fdatasyncs), if one is: a commit that writes one of them in place waits.
+    checkpointing: Option<BTreeSet<u64>>,
+    /// A checkpoint of every transaction up to this one was asked for: it runs until they
+    /// are all released.
+    force_checkpoint: Option<Tid>,
+    /// `checkpoint=idle`: the activity last seen, and since when.
+    idle_seen: (u64, u64),
+    effects: Effects,
+}
+
+/// Whether a failed commit may fall back to the local journal: only an error of the journal
+/// server's kind that [`RemoteError::lets_host_fall_back`](crate::remote::client::RemoteError::lets_host_fall_back)
+/// says so of; an error of the host's own devices stops the journal.
+fn falls_back(e: &DeviceError) -> bool {
+    matches!(e, DeviceError::Remote(r) if r.lets_host_fall_back())
+}
+
+impl Scheduler {
+    /// A scheduler for a journal mounted at `now_ns`.
+    pub fn new(cfg: SchedulerConfig, now_ns: u64) -> Self {
+        Scheduler {
+            want_space: false,
+            stop: false,
+            abandoned: false,
+            next_writeback_ns: now_ns + cfg.writeback_period_ns,
+            avg_commit_ns: 0,
+            last_commit_handles: 0,
+            batch: None,
+            expiring: None,
+            next_snapshot_ns: now_ns + cfg.snapshot_period_ns,
+            pending: None,
+            next_return_ns: now_ns,
+            return_backoff_ns: RETURN_RETRY_NS,
+            checkpointing: None,
+            force_checkpoint: None,
+            idle_seen: (0, now_ns),
+            effects: Effects::default(),
+            cfg,
+        }
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // What the engine tells the scheduler.
+
+    /// A handle waits for log space: checkpoint (or commit) to make some.
+    pub fn want_space(&mut self) {
+        self.want_space = true;
+    }
+
+    /// Unmounting: commit what runs, then stop.
+    pub fn stop(&mut self) {
+        self.stop = true;
+    }
+
+    /// Every user handle went without unmount: stop where it stands.
+    pub fn abandon(&mut self) {
+        self.abandoned = true;
+    }
+
+    /// Unmounting or abandoned: no new syncs.
+    pub fn stopping(&self) -> bool {
+        self.stop || self.abandoned
+    }
+
+    pub fn abandoned(&self) -> bool {
+        self.abandoned
+    }
+
+    /// Checkpoint everything committed up to `target` (O_DUR included), as soon as it can.
+    pub fn force_checkpoint(&mut self, target: Tid) {
+        self.force_checkpoint = Some(self.force_checkpoint.unwrap_or(0).max(target));
+    }
+
+    /// Whether checkpoints run beside commits (a lane of their own).
+    pub fn beside(&self, journal: &Journal) -> bool {
+        self.cfg.checkpoint_thread && journal.placement().checkpoint_beside_commit()
+    }
+
+    /// The effects of the calls since the last drain; the caller carries them out and clears
+    /// them (keeping the allocation).
+    pub fn effects(&mut self) -> &mut Effects {
+        &mut self.effects
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // The next step.
+
+    /// The journal's next step at `now` for `lane` (`wall_ns`: the wall-clock time a commit
+    /// stamps). Beside each other, a commit and a checkpoint never write the same block home:
+    /// a commit whose in-place blocks (ordered data) the checkpoint in flight writes waits for
+    /// it, and a checkpoint that would write a block the commit in flight writes in place
+    /// waits for the commit (two writes of one block in flight at once could land in either
+    /// order).
+    pub fn poll(&mut self, host: &mut dyn Host, now: u64, wall_ns: i64, lane: Lane) -> JournalStep {
+        if self.abandoned {
+            return JournalStep::Stop;
+        }
+        let beside = self.beside(host.journal());
+        match lane {
+            Lane::Commit => {
+                if !beside && self.checkpointing.is_none() {
+                    // Between commits, fdatasyncs of overwrites go first (unless a commit is
+                    // wanted: it covers them), then a due snapshot of the map, and early writes
+                    // past the background threshold: a busy commit lane would otherwise put
+                    // them off for as long as writers keep coming (and a commit would write
+                    // the in-place data itself, which is what a small sync must not wait for).
+                    if let Some(step) = self.datasync_step(host) {
+                        return step;
+                    }
+                    if let Some(step) = self.snapshot_step(host, now) {
+                        return step;
+                    }
+                    if let Some(step) = self.early_step(host) {
+                        return step;
+                    }
+                }
+                if let Some(step) = self.commit_step(host, now, wall_ns, beside) {
+                    return step;
+                }
+                if !beside {
+                    if let Some(step) = self.checkpoint_step(host, now) {
+                        return step;
+                    }
+                }
+            }
+            Lane::Checkpoint => {
+                if self.stop || host.journal().aborted().is_some() || !beside {
+                    return if self.stop { JournalStep::Stop } else { JournalStep::Idle { wake_ns: u64::MAX } };
+                }
+                if let Some(step) = self.checkpoint_step(host, now) {
+                    return step;
+                }
+                return JournalStep::Idle { wake_ns: self.next_background_ns(host.journal()) };
+            }
+        }
+        if self.stop {
+            return JournalStep::Stop;
+        }
+        if now >= self.next_return_ns {
+            if let Some((io, epoch)) = host.parts().0.return_begin() {
+                self.next_return_ns = now + self.return_backoff_ns;
+                return JournalStep::Work(JournalWork::Return { io, epoch });
+            }
+        }
+        let next_commit = host.journal().running_since_ns().map_or(u64::MAX, |s| s.saturating_add(self.cfg.commit_interval_ns));
+        let wake_ns = if beside { next_commit } else { next_commit.min(self.next_background_ns(host.journal())) };
+        JournalStep::Idle { wake_ns }
+    }
+
+    /// When the checkpoint decision must look again with nothing else happening: the next
+    /// write-back period, or the next snapshot of a placement that snapshots its map.
+    fn next_background_ns(&self, journal: &Journal) -> u64 {
+        let snapshot = if self.cfg.snapshot_period_ns == 0 || !journal.snapshots() { u64::MAX } else { self.next_snapshot_ns };
+        self.next_writeback_ns.min(snapshot)
+    }
+
+    /// The commit lane's decision: a pending fallback, a commit, or None.
+    fn commit_step(&mut self, host: &mut dyn Host, now: u64, wall_ns: i64, beside: bool) -> Option<JournalStep> {
+        if self.checkpointing.is_some() && self.pending.is_some() {
+            // A fallback rebuilds the log: not while a checkpoint is in flight.
+            return Some(JournalStep::Idle { wake_ns: u64::MAX });
+        }
+        if let Some(work) = self.pending.take() {
+            return Some(JournalStep::Work(work));
+        }
+        if host.journal().aborted().is_some() {
+            self.effects.wake();
+            return Some(if self.stop { JournalStep::Stop } else { JournalStep::Idle { wake_ns: u64::MAX } });
+        }
+        let j = host.journal();
+        let commit = j.committing_tid().is_none()
+            && (j.commit_wanted()
+                || j.commit_due(now, self.cfg.commit_interval_ns)
+                || (self.want_space && !j.running_is_empty() && j.oldest_owed_tid().is_none())
+                || (self.stop && !j.running_is_empty()));
+        if !commit {
+            return None;
+        }
+        if j.commit_wanted() && !self.stop && !self.want_space {
+            if let Some(wake_ns) = self.batch_wait(j, now) {
+                return Some(JournalStep::Idle { wake_ns });
+            }
+        }
+        if beside {
+            if let Some(cp) = &self.checkpointing {
+                if host.journal().running_in_place().any(|b| cp.contains(b)) {
+                    // Woken when the checkpoint completes.
+                    return Some(JournalStep::Idle { wake_ns: u64::MAX });
+                }
+            }
+        }
+        self.batch = None;
+        let overlap = self.checkpointing.is_some();
+        let (journal, cache) = host.parts();
+        let plan = journal.commit_begin(cache, wall_ns)?;
+        if overlap {
+            self.effects.counted.push(Counted::Overlap);
+        }
+        Some(JournalStep::Work(JournalWork::Commit { plan, started_ns: now }))
+    }
+
+    /// The checkpoint decision (the checkpoint lane's, or the commit lane's between commits):
+    /// for log space, or for age; None when neither is due.
+    fn checkpoint_step(&mut self, host: &mut dyn Host, now: u64) -> Option<JournalStep> {
+        if self.checkpointing.is_some() {
+            return Some(JournalStep::Idle { wake_ns: u64::MAX });
+        }
+        if let Some(step) = self.datasync_step(host) {
+            return Some(step);
+        }
+        if let Some(target) = self.force_checkpoint {
+            // Asked for (`okeanos checkpoint`): everything committed goes home, O_DUR included.
+            if host.journal().oldest_owed_tid().is_some_and(|t| t <= target) {
+                let goal = CheckpointGoal::Space { target_free: u64::MAX };
+                if let Err(step) = self.unpark_for(host, goal) {
+                    return Some(step);
+                }
+                let (journal, cache) = host.parts();
+                if let Some(plan) = journal.checkpoint_begin(cache, goal) {
+                    return Some(self.checkpoint_start(host.journal(), plan));
+                }
+                // What is left is the commit's in flight: look again when it completes.
+                return Some(JournalStep::Idle { wake_ns: u64::MAX });
+            }
+            self.force_checkpoint = None;
+            self.effects.wake_all = true;
+        }
+        // Quiet: nothing changed and nothing was read from the disk for `idle_after`.
+        let activity = host.activity();
+        if activity != self.idle_seen.0 {
+            self.idle_seen = (activity, now);
+        }
+        if self.cfg.lazy_checkpoint && self.cfg.log_swap && !self.stop {
+            // A crowded log moved to an empty one (manylogs): the head's at once, any other
+            // when quiet (journal/swap.rs).
+            let idle = now.saturating_sub(self.idle_seen.1) >= self.cfg.idle_after_ns;
+            if let Some(plan) = host.parts().0.swap_begin(idle) {
+                self.checkpointing = Some(Default::default());
+                return Some(JournalStep::Work(JournalWork::Swap(plan)));
+            }
+        }
+        if self.want_space || host.journal().space_low() {
+            let goal = CheckpointGoal::Space { target_free: host.journal().placement().checkpoint_target() };
+            if let Err(step) = self.unpark_for(host, goal) {
+                return Some(step);
+            }
+            let (journal, cache) = host.parts();
+            if let Some(plan) = journal.checkpoint_begin(cache, goal) {
+                return Some(self.checkpoint_start(host.journal(), plan));
+            }
+            if host.journal().committing_tid().is_some() {
+                // The space is the commit's in flight: look again when it completes.
+                return Some(JournalStep::Idle { wake_ns: u64::MAX });
+            }
+            self.want_space = false;
+            self.effects.wake_all = true;
+        }
+        if now >= self.next_writeback_ns {
+            self.next_writeback_ns = now + self.cfg.writeback_period_ns;
+            if self.cfg.idle_checkpoint {
+                // Idle for `idle_after` (above), with transactions still owing blocks.
+                if now.saturating_sub(self.idle_seen.1) >= self.cfg.idle_after_ns && host.journal().oldest_owed_tid().is_some() {
+                    // Everything owed, whatever its age, in the bounded steps of age-based
+                    // writeback (O_DUR blocks stay logged).
+                    self.expiring = Some(u64::MAX);
+                    self.effects.counted.push(Counted::IdleCheckpoint);
+                    self.idle_seen.1 = now;
+                }
+            }
+            // A lazy checkpoint writes nothing home for age (the period still paces the
+            // journal's wake-ups).
+            if !self.cfg.lazy_checkpoint {
+                let expire = self.cfg.expire_ns.unwrap_or_else(|| host.journal().placement().defaults().expire.as_nanos() as u64);
+                self.expiring = Some(now.saturating_sub(expire));
+            }
+        }
+        if let Some(step) = self.early_step(host) {
+            return Some(step);
+        }
+        if let Some(step) = self.snapshot_step(host, now) {
+            return Some(step);
+        }
+        if let Some(owed_since_ns) = self.expiring {
+            // Bounded steps (as pdflush writes back in chunks beside kjournald), with the
+            // commit check between them.
+            let goal = CheckpointGoal::Expired { owed_since_ns, max_blocks: EXPIRY_STEP_BLOCKS };
+            if let Err(step) = self.unpark_for(host, goal) {
+                return Some(step);
+            }
+            let (journal, cache) = host.parts();
+            match journal.checkpoint_begin(cache, goal) {
+                Some(plan) => {
+                    let last = plan.written.len() < EXPIRY_STEP_BLOCKS;
+                    let step = self.checkpoint_start(host.journal(), plan);
+                    if last && matches!(step, JournalStep::Work(_)) {
+                        self.expiring = None;
+                    }
+                    return Some(step);
+                }
+                None => self.expiring = None,
+            }
+        }
+        None
+    }
+
+    /// Early writes of the running transaction's in-place data, when past the background
+    /// threshold (journal/writeback.rs). The blocks are the lane's busy set: a commit that
+    /// writes one of them in place waits for the step.
+    fn early_step(&mut self, host: &mut dyn Host) -> Option<JournalStep> {
+        let (journal, cache) = host.parts();
+        let plan = journal.early_begin(cache)?;
+        self.checkpointing = Some(plan.blocks.iter().map(|(b, _)| *b).collect());
+        Some(JournalStep::Work(JournalWork::Early(plan)))
+    }
+
+    /// The fdatasyncs of overwrites waiting, in one step (journal/datasync.rs), unless a
+    /// wanted commit covers them. Its blocks are the lane's busy set, as an early write's.
+    fn datasync_step(&mut self, host: &mut dyn Host) -> Option<JournalStep> {
+        let (journal, cache) = host.parts();
+        let plan = journal.datasync_begin(cache)?;
+        self.checkpointing = Some(plan.early.blocks.iter().map(|(b, _)| *b).collect());
+        Some(JournalStep::Work(JournalWork::Datasync(plan)))
+    }
+
+    /// A snapshot of the map of logged blocks when one is due (manylogs, `snapshot_period=`):
+    /// what is not kept logged goes home, so that recovery reads the logs only past it.
+    fn snapshot_step(&mut self, host: &mut dyn Host, now: u64) -> Option<JournalStep> {
+        let period = self.cfg.snapshot_period_ns;
+        if period == 0 || now < self.next_snapshot_ns || !host.journal().snapshots() {
+            return None;
+        }
+        self.next_snapshot_ns = now + period;
+        let (journal, cache) = host.parts();
+        let plan = journal.checkpoint_begin(cache, CheckpointGoal::Snapshot)?;
+        let step = self.checkpoint_start(host.journal(), plan);
+        if matches!(step, JournalStep::Work(_)) {
+            self.effects.counted.push(Counted::Snapshot);
+        } else {
+            // It clashed with the commit in flight: planned again after it.
+            self.next_snapshot_ns = now;
+        }
+        Some(step)
+    }
+
+    /// Hands out a planned checkpoint, unless the commit in flight writes one of its blocks in
+    /// place (then it waits for that commit, and is planned again).
+    fn checkpoint_start(&mut self, j: &Journal, plan: CheckpointPlan) -> JournalStep {
+        if j.committing_tid().is_some() {
+            let clash = plan.written.iter().any(|(b, _)| j.committing_writes_in_place(*b));
+            if clash {
+                // Woken when the commit completes; planned again then.
+                return JournalStep::Idle { wake_ns: u64::MAX };
+            }
+            self.effects.counted.push(Counted::Overlap);
+        }
+        self.checkpointing = Some(plan.written.iter().map(|(b, _)| *b).collect());
+        JournalStep::Work(JournalWork::Checkpoint(plan))
+    }
+
+    /// A checkpoint writes owed buffers home from DRAM: the host loads the parked ones it will
+    /// write from NVM first (nvm journal). A failed load aborts the journal. Blocks parked in
+    /// a log (manylogs) are copied home by the checkpoint's plan instead.
+    fn unpark_for(&mut self, host: &mut dyn Host, goal: CheckpointGoal) -> Result<(), JournalStep> {
+        {
+            let (journal, cache) = host.parts();
+            if cache.parked_count() == 0 || journal.parks_on_device() {
+                return Ok(());
+            }
+        }
+        let (journal, cache) = host.parts();
+        let chosen = journal.checkpoint_choose(cache, goal);
+        for b in chosen {
+            if let Err(e) = host.unpark(b) {
+                host.parts().0.commit_failed(format!("loading block {b} from NVM: {e}"));
+                self.effects.wake_all = true;
+                return Err(JournalStep::Idle { wake_ns: u64::MAX });
+            }
+        }
+        Ok(())
+    }
+
+    /// Transaction batching, as jbd2 does it (`min_batch_time`/`max_batch_time`): when a sync
+    /// asks for a commit while other writers were active in the last one, wait up to about one
+    /// commit time for them to join, as long as handles keep arriving. Syncs that arrive while
+    /// a commit is in flight share the next one anyway; this lets the writers that the last
+    /// commit woke up make it into the next one too, instead of trailing one commit behind.
+    /// Returns when to look again, or None to commit now.
+    fn batch_wait(&mut self, j: &Journal, now: u64) -> Option<u64> {
+        if self.last_commit_handles < 2 {
+            return None;
+        }
+        // A quarter of a commit: waiting the whole commit time (jbd2's choice) idled the device
+        // while every writer of the last commit came back, and halved what ordered mode served
+        // at 100 streams; not waiting at all doubled the journal bytes per sync of cheap
+        // commits (docs/BENCHMARKS.md, "Batching").
+        let window = (self.avg_commit_ns / 4).clamp(self.cfg.min_batch_ns, self.cfg.max_batch_ns);
+        if window == 0 {
+            return None;
+        }
+        let slice = (window / 8).max(20_000);
+        let handles = j.running_handles();
+        if self.cfg.batch_handles > 0 && handles >= self.cfg.batch_handles {
+            // Enough syncs to share the commit's flushes: waiting for more idles the device
+            // (docs/BENCHMARKS.md, "Batching").
+            return None;
+        }
+        match self.batch {
+            None => {
+                self.batch = Some(Batch { started_ns: now, handles_seen: handles, next_ns: now + slice });
+                Some(now + slice)
+            }
+            Some(Batch { next_ns, .. }) if now < next_ns => Some(next_ns),
+            Some(Batch { started_ns, handles_seen, .. }) => {
+                if handles > handles_seen && now - started_ns < window {
+                    self.batch = Some(Batch { started_ns, handles_seen: handles, next_ns: now + slice });
+                    Some(now + slice)
+                } else {
+                    None
+                }
+            }
+        }
+    }
+
+    // ----------------------------------------------------------------------------------------
+    // A step's outcome.
+
+    /// Records the outcome of a step's I/O, at `now`.
+    pub fn finish(&mut self, host: &mut dyn Host, now: u64, work: JournalWork, res: Result<(), DeviceError>) {
+        // The other lane may be waiting for this step (a clash, or space held by a commit).
+        match &work {
+            JournalWork::Checkpoint(_) | JournalWork::Swap(_) | JournalWork::Early(_) | JournalWork::Datasync(_) => {
+                self.checkpointing = None;
+                self.effects.notify_commit_lane = true;
+                self.effects.notify_checkpoint_lane = true;
+            }
+            _ => self.effects.notify_checkpoint_lane = true,
+        }
+        match (work, res) {
+            (JournalWork::Commit { plan, started_ns }, Ok(())) => {
+                self.commit_done(host, plan, started_ns, now);
+                // The syncs of this transaction, and handles waiting for a commit; not the
+                // syncs already waiting for the next one.
+                self.effects.notify_handles = true;
+                self.effects.deliver_syncs = true;
+                return;
+            }
+            (JournalWork::Fallback { fallback, commit, started_ns }, Ok(())) => {
+                let (journal, cache) = host.parts();
+                journal.fallback_finish(cache, fallback);
+                self.effects.counted.push(Counted::Checkpoint);
+                self.effects.counted.push(Counted::Fallback);
+                self.commit_done(host, commit, started_ns, now);
+            }
+            (JournalWork::Return { epoch, .. }, Ok(())) => {
+                host.parts().0.return_finish(epoch);
+                self.return_backoff_ns = RETURN_RETRY_NS;
+            }
+            // Still unreachable (or failed half-way): stay in the local journal, try again later.
+            (JournalWork::Return { .. }, Err(e)) if falls_back(&e) => {
+                self.return_backoff_ns = (self.return_backoff_ns * 2).min(RETURN_RETRY_MAX_NS);
+                self.next_return_ns = now + self.return_backoff_ns;
+            }
+            (JournalWork::Swap(plan), Ok(())) => {
+                host.parts().0.swap_finish(plan);
+                self.effects.counted.push(Counted::LogSwap);
+            }
+            (JournalWork::Early(plan), Ok(())) => {
+                self.effects.counted.push(Counted::EarlyWrites(plan.blocks.len() as u64));
+                host.parts().0.early_finish(plan);
+            }
+            (JournalWork::Datasync(plan), Ok(())) => {
+                let journal = host.parts().0;
+                self.effects.counted.push(Counted::DatasyncStep(plan.covers.saturating_sub(journal.datasyncs_done())));
+                journal.datasync_finish(plan);
+            }
+            (JournalWork::Checkpoint(plan), Ok(())) => {
+                let (journal, cache) = host.parts();
+                journal.checkpoint_finish(cache, plan);
+                self.effects.counted.push(Counted::Checkpoint);
+                // Waiting handles look again and ask again if they still lack space.
+                self.want_space = false;
+            }
+            (JournalWork::Checkpoint(plan), Err(e)) if falls_back(&e) => {
+                // A checkpoint's only remote operation is its TRIM, which comes after the home
+                // writes are flushed: the checkpoint is complete here, only the server still
+                // holds the checkpointed transactions (replaying them again is harmless, and
+                // the next checkpoint's TRIM covers them: trims are cumulative). The next
+                // commit finds out whether the server is gone, and falls back then. Aborting
+                // here would stop a host whose server died during a checkpoint.
+                let (journal, cache) = host.parts();
+                journal.checkpoint_finish(cache, plan);
+                self.effects.counted.push(Counted::Checkpoint);
+                self.want_space = false;
+            }
+            (JournalWork::Commit { plan, started_ns }, Err(e)) if falls_back(&e) => {
+                // The journal server failed: make the transaction durable in the local journal
+                // (journal/fallback.rs); its syncs keep waiting until then.
+                let (journal, cache) = host.parts();
+                match journal.fallback_begin(cache) {
+                    Some(fallback) => self.pending = Some(JournalWork::Fallback { fallback, commit: plan, started_ns }),
+                    None => Self::abort(host, format!("commit of transaction {} failed: {e}", plan.tid)),
+                }
+            }
+            (work, Err(e)) => {
+                let why = match work {
+                    JournalWork::Commit { plan, .. } => format!("commit of transaction {} failed: {e}", plan.tid),
+                    JournalWork::Fallback { commit, .. } => format!("commit of transaction {} failed on the journal server, then in the local journal: {e}", commit.tid),
+                    JournalWork::Checkpoint(_) => format!("checkpoint failed: {e}"),
+                    JournalWork::Return { .. } => format!("returning to the journal server failed: {e}"),
+                    JournalWork::Swap(_) => format!("log swap failed: {e}"),
+                    JournalWork::Early(_) => format!("background writeback failed: {e}"),
+                    JournalWork::Datasync(_) => format!("writing overwrites in place for fdatasync failed: {e}"),
+                };
+                Self::abort(host, why);
+            }
+        }
+        self.effects.wake();
+    }
+
+    fn commit_done(&mut self, host: &mut dyn Host, plan: CommitPlan, started_ns: u64, now: u64) {
+        let (journal, cache) = host.parts();
+        let done = journal.commit_finish(cache, now);
+        host.freed(done.freed_blocks, done.freed_inodes);
+        self.effects.counted.push(Counted::Commit { handles: plan.handles, journal_blocks: plan.journal_blocks, records: plan.records });
+        self.effects.committed = Some(done.tid);
+        let took = now.saturating_sub(started_ns);
+        self.avg_commit_ns = if self.avg_commit_ns == 0 { took } else { (self.avg_commit_ns * 7 + took) / 8 };
+        self.last_commit_handles = plan.handles;
+    }
+
+    /// Nothing commits after this; the file system turns read-only with the reason.
+    fn abort(host: &mut dyn Host, why: String) {
+        host.parts().0.commit_failed(why.clone());
+        host.read_only(why);
+    }
+}

@@ -1,0 +1,347 @@
+//! The scheduler in virtual time: a journal on a ring in memory, a host that records what it
+//! is asked, and times passed in by the test. Each test drives `poll` and `finish` as the
+//! journal thread would and checks the decision, without threads, devices or a clock.
+
+use crate::cache::{BufKind, Cache};
+use super::scheduler::{Counted, Host, JournalStep, JournalWork, Lane, Scheduler, SchedulerConfig};
+use super::transaction::{Credits, Tid};
+use super::Journal;
+use crate::device::DeviceError;
+use crate::remote::client::RemoteError;
+
+const MS: u64 = 1_000_000;
+const S: u64 = 1_000 * MS;
+
+struct TestHost {
+    journal: Journal,
+    cache: Cache,
+    activity: u64,
+    freed: Vec<u64>,
+    read_only: Option<String>,
+}
+
+impl Host for TestHost {
+    fn journal(&self) -> &Journal {
+        &self.journal
+    }
+    fn parts(&mut self) -> (&mut Journal, &mut Cache) {
+        (&mut self.journal, &mut self.cache)
+    }
+    fn activity(&self) -> u64 {
+        self.activity
+    }
+    fn unpark(&mut self, block: u64) -> Result<(), String> {
+        Err(format!("nothing is parked in this test (block {block})"))
+    }
+    fn freed(&mut self, blocks: Vec<u64>, _inodes: Vec<u32>) {
+        self.freed.extend(blocks);
+    }
+    fn read_only(&mut self, why: String) {
+        self.read_only = Some(why);
+    }
+}
+
+/// The mount's defaults: commit every 5 s, write back every 5 s, batching up to 15 ms.
+fn config() -> SchedulerConfig {
+    SchedulerConfig {
+        commit_interval_ns: 5 * S,
+        min_batch_ns: 0,
+        max_batch_ns: 15 * MS,
+        batch_handles: 32,
+        writeback_period_ns: 5 * S,
+        expire_ns: Some(30 * S),
+        idle_after_ns: 2 * S,
+        ..Default::default()
+    }
+}
+
+fn setup(cfg: SchedulerConfig) -> (Scheduler, TestHost) {
+    let (journal, cache) = super::tests::journal("data");
+    (Scheduler::new(cfg, 0), TestHost { journal, cache, activity: 0, freed: Vec::new(), read_only: None })
+}
+
+/// One handle at `now` that writes `len` bytes of block `b`; asks for a commit if `sync`.
+fn write(h: &mut TestHost, b: u64, len: usize, now: u64, sync: bool) -> Tid {
+    if h.cache.peek(b).is_none() {
+        h.cache.insert(b, vec![0; 4096], BufKind::Data);
+    }
+    let t = h.journal.handle_start(Credits::blocks(4), now).unwrap();
+    h.journal.dirty_data(&mut h.cache, b, 0, len, len, false, false);
+    h.journal.handle_stop(t).unwrap();
+    h.activity += 1;
+    let tid = h.journal.running_tid();
+    if sync {
+        h.journal.request_commit(tid);
+    }
+    tid
+}
+
+fn work(step: JournalStep) -> JournalWork {
+    match step {
+        JournalStep::Work(w) => w,
+        JournalStep::Idle { wake_ns } => panic!("expected work, the scheduler idles until {wake_ns}"),
+        JournalStep::Stop => panic!("expected work, the scheduler stops"),
+    }
+}
+
+fn idle(step: JournalStep) -> u64 {
+    match step {
+        JournalStep::Idle { wake_ns } => wake_ns,
+        JournalStep::Work(w) => panic!("expected idle, got work of {} writes", w.io().write_count()),
+        JournalStep::Stop => panic!("expected idle, the scheduler stops"),
+    }
+}
+
+fn is_commit(w: &JournalWork) -> bool {
+    matches!(w, JournalWork::Commit { .. })
+}
+
+/// Commits what runs at `now`, its I/O taking `took` ns; returns the committed tid.
+fn commit(s: &mut Scheduler, h: &mut TestHost, now: u64, took: u64) -> Tid {
+    let w = work(s.poll(h, now, 0, Lane::Commit));
+    assert!(is_commit(&w), "a commit");
+    s.finish(h, now + took, w, Ok(()));
+    let tid = s.effects().committed.expect("the commit reported");
+    *s.effects() = Default::default();
+    tid
+}
+
+#[test]
+fn nothing_to_do_sleeps_until_the_next_writeback_period() {
+    let (mut s, mut h) = setup(config());
+    assert_eq!(idle(s.poll(&mut h, 0, 0, Lane::Commit)), 5 * S);
+    assert!(s.effects().is_empty());
+}
+
+#[test]
+fn the_first_sync_commits_at_once_and_reports_its_syncs() {
+    let (mut s, mut h) = setup(config());
+    let tid = write(&mut h, 5000, 128, 0, true);
+    let w = work(s.poll(&mut h, 10, 0, Lane::Commit));
+    assert!(is_commit(&w));
+    // While it is in flight, the next sync's transaction waits for it.
+    let next = write(&mut h, 5001, 128, 20, true);
+    assert!(next > tid);
+    assert_eq!(idle(s.poll(&mut h, 30, 0, Lane::Commit)), 5 * S, "one commit in flight at a time");
+    s.finish(&mut h, MS, w, Ok(()));
+    let fx = s.effects();
+    assert_eq!(fx.committed, Some(tid));
+    assert!(fx.notify_handles && fx.deliver_syncs && fx.notify_checkpoint_lane);
+    assert!(fx.counted.iter().any(|c| matches!(c, Counted::Commit { handles: 1, .. })));
+}
+
+#[test]
+fn a_sync_after_a_shared_commit_waits_a_batching_window_while_handles_arrive() {
+    let (mut s, mut h) = setup(config());
+    // A commit of two handles taking 1 ms: the window is a quarter of it, looked at in
+    // eighths of that (at least 20 us).
+    write(&mut h, 5000, 128, 0, false);
+    write(&mut h, 5001, 128, 0, true);
+    commit(&mut s, &mut h, 0, MS);
+    let (window, slice) = (MS / 4, MS / 32);
+    let t0 = 2 * MS;
+    write(&mut h, 5002, 128, t0, true);
+    assert_eq!(idle(s.poll(&mut h, t0, 0, Lane::Commit)), t0 + slice, "waits for the others");
+    // Another handle joined during the slice: the window goes on.
+    write(&mut h, 5003, 128, t0 + slice / 2, true);
+    assert_eq!(idle(s.poll(&mut h, t0 + slice / 2, 0, Lane::Commit)), t0 + slice, "not before the slice ends");
+    assert_eq!(idle(s.poll(&mut h, t0 + slice, 0, Lane::Commit)), t0 + 2 * slice);
+    // Nobody joined in the next slice: commit.
+    assert!(is_commit(&work(s.poll(&mut h, t0 + 2 * slice, 0, Lane::Commit))));
+    assert!(2 * slice < window);
+}
+
+#[test]
+fn the_batching_window_ends_at_its_length_however_many_join() {
+    let (mut s, mut h) = setup(config());
+    write(&mut h, 5000, 128, 0, false);
+    write(&mut h, 5001, 128, 0, true);
+    commit(&mut s, &mut h, 0, MS);
+    let (window, slice) = (MS / 4, MS / 32);
+    let t0 = 2 * MS;
+    let mut now = t0;
+    let mut b = 5002;
+    loop {
+        write(&mut h, b, 128, now, true);
+        b += 1;
+        match s.poll(&mut h, now, 0, Lane::Commit) {
+            JournalStep::Idle { wake_ns } => now = wake_ns,
+            JournalStep::Work(w) => {
+                assert!(is_commit(&w));
+                break;
+            }
+            JournalStep::Stop => panic!("stopped"),
+        }
+        assert!(now <= t0 + window + slice, "the window outlasted its length");
+    }
+    assert!(now >= t0 + window, "committed at {} ns, before the window ended", now - t0);
+}
+
+#[test]
+fn enough_handles_commit_without_a_window() {
+    let mut cfg = config();
+    cfg.batch_handles = 3;
+    let (mut s, mut h) = setup(cfg);
+    write(&mut h, 5000, 128, 0, false);
+    write(&mut h, 5001, 128, 0, true);
+    commit(&mut s, &mut h, 0, MS);
+    for b in 0..3 {
+        write(&mut h, 6000 + b, 128, 2 * MS, true);
+    }
+    assert!(is_commit(&work(s.poll(&mut h, 2 * MS, 0, Lane::Commit))), "batch_handles reached");
+}
+
+#[test]
+fn an_unsynced_transaction_commits_after_the_commit_interval() {
+    let (mut s, mut h) = setup(config());
+    write(&mut h, 5000, 128, S, false);
+    assert_eq!(idle(s.poll(&mut h, 2 * S, 0, Lane::Commit)), 5 * S, "the write-back period comes first");
+    let mut cfg = config();
+    cfg.writeback_period_ns = 60 * S;
+    let (mut s, mut h) = setup(cfg);
+    write(&mut h, 5000, 128, S, false);
+    assert_eq!(idle(s.poll(&mut h, 2 * S, 0, Lane::Commit)), 6 * S, "the interval counts from the first handle");
+    assert!(is_commit(&work(s.poll(&mut h, 6 * S, 0, Lane::Commit))));
+}
+
+#[test]
+fn a_handle_waiting_for_space_with_room_enough_is_woken_at_once() {
+    let (mut s, mut h) = setup(config());
+    write(&mut h, 5000, 4096, 0, true);
+    commit(&mut s, &mut h, 0, MS);
+    s.want_space();
+    assert_eq!(idle(s.poll(&mut h, 2 * MS, 0, Lane::Commit)), 5 * S, "the log is not half full: nothing to checkpoint");
+    assert!(s.effects().wake_all, "the handle looks again");
+}
+
+#[test]
+fn a_handle_waiting_for_space_gets_a_checkpoint_then_is_woken() {
+    let (mut s, mut h) = setup(config());
+    let half = h.journal.placement().checkpoint_target();
+    let mut now = 0;
+    let mut b = 5000;
+    while h.journal.free_blocks() >= half {
+        write(&mut h, b, 4096, now, true);
+        commit(&mut s, &mut h, now, 10);
+        b += 1;
+        now += MS;
+        assert!(b < 6000, "the log never filled");
+    }
+    s.want_space();
+    let w = work(s.poll(&mut h, now, 0, Lane::Commit));
+    let JournalWork::Checkpoint(plan) = &w else { panic!("a checkpoint for space") };
+    assert!(plan.written.iter().any(|(b, _)| *b == 5000), "the oldest owed block goes home");
+    // The checkpoint lane is idle: checkpoints do not run beside commits here.
+    assert_eq!(idle(s.poll(&mut h, now, 0, Lane::Checkpoint)), u64::MAX);
+    s.finish(&mut h, now + MS, w, Ok(()));
+    let fx = s.effects();
+    assert!(fx.wake_all && fx.notify_commit_lane, "handles waiting for space look again");
+    assert!(fx.counted.iter().any(|c| matches!(c, Counted::Checkpoint)));
+    *fx = Default::default();
+    assert!(h.journal.free_blocks() >= half, "the checkpoint made room");
+}
+
+#[test]
+fn committed_blocks_go_home_once_expired_at_a_writeback_period() {
+    let (mut s, mut h) = setup(config());
+    write(&mut h, 5000, 4096, 0, true);
+    commit(&mut s, &mut h, 0, MS);
+    // At 5 s and 30 s nothing is 30 s old yet: no checkpoint.
+    for t in [5 * S, 10 * S, 15 * S, 20 * S, 25 * S, 30 * S] {
+        assert_eq!(idle(s.poll(&mut h, t, 0, Lane::Commit)), t + 5 * S, "at {t}");
+    }
+    let w = work(s.poll(&mut h, 35 * S, 0, Lane::Commit));
+    assert!(matches!(w, JournalWork::Checkpoint(_)), "expired at 35 s");
+}
+
+#[test]
+fn a_lazy_checkpoint_writes_home_only_when_idle() {
+    let mut cfg = config();
+    cfg.lazy_checkpoint = true;
+    cfg.idle_checkpoint = true;
+    let (mut s, mut h) = setup(cfg);
+    write(&mut h, 5000, 4096, 0, true);
+    commit(&mut s, &mut h, 0, MS);
+    // Activity at 4 s: not idle for 2 s at the period of 5 s.
+    assert_eq!(idle(s.poll(&mut h, 4 * S, 0, Lane::Commit)), 5 * S);
+    h.activity += 1;
+    assert_eq!(idle(s.poll(&mut h, 4 * S, 0, Lane::Commit)), 5 * S);
+    assert_eq!(idle(s.poll(&mut h, 5 * S, 0, Lane::Commit)), 10 * S, "busy a second ago");
+    let w = work(s.poll(&mut h, 10 * S, 0, Lane::Commit));
+    assert!(matches!(w, JournalWork::Checkpoint(_)), "idle since 4 s");
+    assert!(s.effects().counted.iter().any(|c| matches!(c, Counted::IdleCheckpoint)));
+}
+
+#[test]
+fn a_forced_checkpoint_runs_until_everything_committed_is_home() {
+    let (mut s, mut h) = setup(config());
+    write(&mut h, 5000, 4096, 0, true);
+    let tid = commit(&mut s, &mut h, 0, MS);
+    s.force_checkpoint(tid);
+    let w = work(s.poll(&mut h, 2 * MS, 0, Lane::Commit));
+    assert!(matches!(w, JournalWork::Checkpoint(_)));
+    s.finish(&mut h, 3 * MS, w, Ok(()));
+    *s.effects() = Default::default();
+    idle(s.poll(&mut h, 4 * MS, 0, Lane::Commit));
+    assert!(s.effects().wake_all, "whoever asked for it is told it is done");
+}
+
+#[test]
+fn a_failed_commit_on_the_hosts_own_device_stops_the_journal() {
+    let (mut s, mut h) = setup(config());
+    let tid = write(&mut h, 5000, 128, 0, true);
+    let w = work(s.poll(&mut h, 0, 0, Lane::Commit));
+    let e = DeviceError::Io { device: "journal".into(), op: "write", offset: 0, message: "EIO".into() };
+    s.finish(&mut h, MS, w, Err(e));
+    let why = h.read_only.clone().expect("read-only");
+    assert!(why.starts_with(&format!("commit of transaction {tid} failed")), "{why}");
+    assert!(h.journal.aborted().is_some());
+    let fx = s.effects();
+    assert!(fx.committed.is_none() && fx.wake_all && fx.deliver_syncs, "every waiter is told");
+    *fx = Default::default();
+    assert_eq!(idle(s.poll(&mut h, 2 * MS, 0, Lane::Commit)), u64::MAX, "nothing commits after an abort");
+    s.stop();
+    assert!(matches!(s.poll(&mut h, 3 * MS, 0, Lane::Commit), JournalStep::Stop));
+}
+
+#[test]
+fn a_server_error_on_a_journal_without_fallback_stops_it_too() {
+    let (mut s, mut h) = setup(config());
+    write(&mut h, 5000, 128, 0, true);
+    let w = work(s.poll(&mut h, 0, 0, Lane::Commit));
+    let e = DeviceError::Remote(RemoteError::Network { addr: "127.0.0.1:1".into(), message: "connection reset".into() });
+    s.finish(&mut h, MS, w, Err(e));
+    assert!(h.read_only.is_some(), "a ring has no local journal to fall back to");
+}
+
+#[test]
+fn unmount_commits_what_runs_then_stops() {
+    let (mut s, mut h) = setup(config());
+    write(&mut h, 5000, 128, 0, false);
+    s.stop();
+    assert!(s.stopping());
+    let w = work(s.poll(&mut h, MS, 0, Lane::Commit));
+    assert!(is_commit(&w), "the running transaction is not lost");
+    s.finish(&mut h, 2 * MS, w, Ok(()));
+    assert!(matches!(s.poll(&mut h, 3 * MS, 0, Lane::Commit), JournalStep::Stop));
+    assert!(matches!(s.poll(&mut h, 3 * MS, 0, Lane::Checkpoint), JournalStep::Stop));
+}
+
+#[test]
+fn an_abandoned_journal_stops_where_it_stands() {
+    let (mut s, mut h) = setup(config());
+    write(&mut h, 5000, 128, 0, true);
+    s.abandon();
+    assert!(matches!(s.poll(&mut h, MS, 0, Lane::Commit), JournalStep::Stop), "no I/O after the last handle went");
+    assert_eq!(h.journal.committed_tid(), 0);
+}
+
+#[test]
+fn checkpoints_beside_commits_need_the_thread_and_the_placement() {
+    let mut cfg = config();
+    cfg.checkpoint_thread = true;
+    let (s, h) = setup(cfg);
+    assert_eq!(s.beside(&h.journal), h.journal.placement().checkpoint_beside_commit());
+    let (s, h) = setup(config());
+    assert!(!s.beside(&h.journal));
+}
