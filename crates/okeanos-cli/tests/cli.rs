@@ -250,7 +250,7 @@ fn damaged_journal_is_reported_and_fsck_clears_it() {
     let ls = okeanos(&["ls", p, "/"]);
     assert_eq!(String::from_utf8_lossy(&ls.stdout).lines().count(), 2, "{}", text(&ls));
     let st = stat_json(&img);
-    assert_eq!((st["errors"].as_bool(), st["error"]["tid"].as_u64()), (Some(true), Some(t.tid)), "{st:#}");
+    assert_eq!((st["errors"].as_bool(), st["error"]["tid"].as_u64()), (Some(true), Some(t.tid.get())), "{st:#}");
     let o = okeanos(&["fsck", p]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("cleared the error state"), "{}", text(&o));

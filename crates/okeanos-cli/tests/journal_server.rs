@@ -446,7 +446,7 @@ fn a_dead_server_falls_back_to_the_local_journal_and_loses_nothing() {
         assert_eq!(fs.debug_state(|j, _| j.placement().name()), "remote", "{mode} {how}");
         let c = fs.counters();
         assert_eq!(c.journal_bytes - c.remote_bytes, 4096, "{mode} {how}: commits went to the server (locally only the mount's journal superblock)");
-        let last = fs.committed_tid();
+        let last = fs.committed_tid().get();
         let uuid = okeanos::format::Superblock::decode(&std::fs::read(&img).unwrap()[..512]).unwrap().uuid;
         let mut c = Client::connect(ClientConfig { fs_uuid: uuid, ..cfg(&s2, "fs-host", "", 0) }).unwrap();
         let held: Vec<u64> = c.read_from(0).unwrap().iter().map(|t| t.0).collect();

@@ -23,10 +23,19 @@
 //! from NVM first (`Fs::bread`, and the engine before a checkpoint), and a parked buffer's
 //! empty data never passes for contents (any use of it fails loudly).
 
-use crate::journal::content::Sequence;
-use crate::journal::transaction::Tid;
+use crate::ids::Tid;
 use crate::det::HashMap;
 use std::sync::Arc;
+
+/// Selective journaling's decision for a block's update sequence (Okeanos paper section 3):
+/// made by the first update after the block last reached its final location, kept until it
+/// reaches it again. The cache keeps it with the buffer; the content policies decide it
+/// (journal/content/).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sequence {
+    Journaled,
+    InPlace,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BufKind {
@@ -293,7 +302,7 @@ mod tests {
         let mut c = Cache::new(512, 64);
         for b in 0..200u64 {
             let buf = c.insert(b, vec![0; 512], BufKind::Data);
-            buf.cp_tid = Some(1);
+            buf.cp_tid = Some(Tid::new(1));
             c.shrink();
         }
         // Over 64 from the 65th insert: a scan there, then one every 8 more (64 / 8).

@@ -1,6 +1,7 @@
 //! Offline inspection and repair of an unmounted file system: journal dump, recovery, and a
 //! summary of the superblock and free space. Used by the `okeanos` command.
 
+use crate::ids::Tid;
 use crate::device::Device;
 use crate::format::journal::{JournalSuperblock, RevokeBlock};
 use crate::format::Superblock;
@@ -84,7 +85,7 @@ fn dump_manylogs(sb: &Superblock, devs: &Devices, region: LogRegion, jsb: Journa
         log_damage.extend(probe.and_then(|p| p.damage).into_iter().chain(crate::journal::recovery::short_of_table(start, rec, &scan)));
         txs.append(&mut scan.txs);
     }
-    let (txs, damage) = crate::journal::recovery::merge_interleaved(txs, starts[0].interleaved.map_or(starts[0].tid, |i| i.floor), log_damage, starts[0].interleaved.map_or(0, |i| i.swept));
+    let (txs, damage) = crate::journal::recovery::merge_interleaved(txs, starts[0].interleaved.map_or(starts[0].tid, |i| i.floor), log_damage, starts[0].interleaved.map_or(Tid::ZERO, |i| i.swept));
     let mut revoked = Vec::new();
     for t in &txs {
         let mut log = runtime::LogReader::new(devs, t.region);
@@ -165,7 +166,7 @@ pub fn describe(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> Resul
 pub struct NvmTable {
     pub path: String,
     pub header: crate::format::nvm::NvmHeader,
-    pub commit_word: u64,
+    pub commit_word: Tid,
     pub durability: crate::nvm::Durability,
     pub analysis: crate::journal::placement::nvm::TableRecovery,
 }

@@ -49,6 +49,8 @@ pub mod engine;
 pub mod error;
 pub mod format;
 pub mod fs;
+pub mod ids;
+pub use ids::Tid;
 pub mod inspect;
 pub mod journal;
 pub mod models;

@@ -3,6 +3,7 @@
 //! executes plans, so they count exactly what reached the devices.
 
 use crate::device::DeviceStats;
+use crate::ids::Tid;
 use crate::journal::plan::BlockKind;
 pub use crate::journal::CheckpointCounts;
 use hdrhistogram::Histogram;
@@ -50,8 +51,8 @@ pub struct Stats {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct RecoveryReport {
     pub transactions: u64,
-    pub first_tid: u64,
-    pub last_tid: u64,
+    pub first_tid: Tid,
+    pub last_tid: Tid,
     pub blocks_scanned: u64,
     pub revoke_records: u64,
     pub blocks_replayed: u64,
@@ -62,7 +63,7 @@ pub struct RecoveryReport {
     /// Blocks read after the end of the log to tell a torn tail from damage.
     pub blocks_probed: u64,
     /// The tid the journal continues with: beyond every tid still present in the log.
-    pub next_tid: u64,
+    pub next_tid: Tid,
     pub scan_ns: u64,
     pub revoke_ns: u64,
     pub replay_ns: u64,

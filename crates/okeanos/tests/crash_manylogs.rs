@@ -485,7 +485,7 @@ fn offline_recover_replays_every_log() {
     assert!(logs.len() >= 3, "transactions in {} logs", logs.len());
     let report = okeanos::inspect::recover_image(crashed.clone() as Arc<dyn Device>, None).unwrap().expect("needs recovery");
     assert!(report.transactions >= 40 && report.damage.is_none(), "{report:?}");
-    assert!(report.end_reason.contains("logs scanned from their snapshot positions") && report.first_tid >= 1, "{report:?}");
+    assert!(report.end_reason.contains("logs scanned from their snapshot positions") && report.first_tid >= okeanos::journal::transaction::Tid::new(1), "{report:?}");
     assert!(okeanos::inspect::recover_image(crashed.clone() as Arc<dyn Device>, None).unwrap().is_none(), "recovered once");
     let r = okeanos::fsck(crashed.clone() as Arc<dyn Device>, None);
     assert!(r.is_clean(), "{:?}", r.problems);

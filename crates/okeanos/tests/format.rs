@@ -112,13 +112,13 @@ fn directory_block_round_trip_and_flips() {
 
 #[test]
 fn journal_blocks_round_trip_and_flips() {
-    let jsb = JournalSuperblock { version: 1, features: jf::jfeature::TX_CHECKSUM, block_size: 4096, total_blocks: 1024, first: 1, sequence: 77, start: 5, uuid: [1; 16], fs_uuid: [2; 16], errno: 0, remote: jf::RemoteState { local: true, epoch: 7, upto: 99 } };
+    let jsb = JournalSuperblock { version: 1, features: jf::jfeature::TX_CHECKSUM, block_size: 4096, total_blocks: 1024, first: 1, sequence: okeanos::Tid::new(77), start: 5, uuid: [1; 16], fs_uuid: [2; 16], errno: 0, remote: jf::RemoteState { local: true, epoch: 7, upto: okeanos::Tid::new(99) } };
     let mut b = vec![0u8; BS];
     jsb.encode(&mut b);
     assert_eq!(JournalSuperblock::decode(&b).unwrap(), jsb);
     every_flip_caught(&b, 0..512, |x| JournalSuperblock::decode(x).map(|_| ()));
 
-    let d = Descriptor { tid: 9, tags: (0..100).map(|k| Tag::regular(1000 + k, jf::tag_flags::METADATA, k as u32 * 31)).collect(), inline: vec![] };
+    let d = Descriptor { tid: okeanos::Tid::new(9), tags: (0..100).map(|k| Tag::regular(1000 + k, jf::tag_flags::METADATA, k as u32 * 31)).collect(), inline: vec![] };
     d.encode(&mut b);
     assert_eq!(Descriptor::decode(&b).unwrap(), d);
     every_flip_caught(&b, 0..BS, |x| Descriptor::decode(x).map(|_| ()));
@@ -130,7 +130,7 @@ fn journal_blocks_round_trip_and_flips() {
     tags.push(Tag::regular(77, 0, 5));
     let stream = Descriptor::stream_len(&tags);
     let inline_len = stream.min(Descriptor::inline_capacity(BS, tags.len()));
-    let d = Descriptor { tid: 10, tags, inline: (0..inline_len).map(|i| i as u8).collect() };
+    let d = Descriptor { tid: okeanos::Tid::new(10), tags, inline: (0..inline_len).map(|i| i as u8).collect() };
     d.encode(&mut b);
     assert_eq!(Descriptor::decode(&b).unwrap(), d);
     every_flip_caught(&b, 0..BS, |x| Descriptor::decode(x).map(|_| ()));
@@ -142,12 +142,12 @@ fn journal_blocks_round_trip_and_flips() {
     mw[0] ^= 1;
     assert!(jf::decode_multiwrite(&mw).is_err());
 
-    let r = RevokeBlock { tid: 9, blocks: (0..300).collect() };
+    let r = RevokeBlock { tid: okeanos::Tid::new(9), blocks: (0..300).collect() };
     r.encode(&mut b);
     assert_eq!(RevokeBlock::decode(&b).unwrap(), r);
     every_flip_caught(&b, 0..BS, |x| RevokeBlock::decode(x).map(|_| ()));
 
-    let c = CommitBlock { tid: 9, block_count: 101, tx_hash: 0xdead_beef_0bad_f00d, commit_time_ns: 12345, handle_count: 17 };
+    let c = CommitBlock { tid: okeanos::Tid::new(9), block_count: 101, tx_hash: 0xdead_beef_0bad_f00d, commit_time_ns: 12345, handle_count: 17 };
     c.encode(&mut b);
     assert_eq!(CommitBlock::decode(&b).unwrap(), c);
     // The commit record lies wholly in the first sector (written atomically).

@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use okeanos::format::journal::{self as jf, JBlockType};
 use okeanos::format::superblock::state;
-use okeanos::{DataMode, Device, FileDevice, FsError, MemDevice, MkfsOptions, MountOptions, Okeanos};
+use okeanos::{DataMode, Device, FileDevice, FsError, MemDevice, MkfsOptions, MountOptions, Okeanos, Tid};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,8 +36,8 @@ type Files = BTreeMap<String, Vec<u8>>;
 struct Crashed {
     image: Vec<u8>,
     /// The transaction to damage, and the ones after it.
-    mid: u64,
-    after: Vec<u64>,
+    mid: Tid,
+    after: Vec<Tid>,
     /// Contents as of the transaction before `mid` (what a safe recovery leaves).
     before_mid: Files,
 }
@@ -86,7 +86,7 @@ fn crashed_run(mode: DataMode) -> Crashed {
 }
 
 /// Log positions of one block of each kind in transaction `tid`.
-fn blocks_by_kind(image: &[u8], tid: u64) -> BTreeMap<&'static str, u64> {
+fn blocks_by_kind(image: &[u8], tid: Tid) -> BTreeMap<&'static str, u64> {
     let dev: Arc<dyn Device> = Arc::new(MemDevice::from_bytes(image.to_vec()));
     let d = okeanos::inspect::dump_journal(dev, None).unwrap();
     let t = d.transactions.iter().find(|t| t.tid == tid).expect("transaction in the log");
@@ -127,7 +127,7 @@ fn flip(image: &mut [u8], log_pos: u64, byte: usize) {
 }
 
 /// The highest tid of any valid journal header in the ring.
-fn max_tid_in_ring(image: &[u8]) -> u64 {
+fn max_tid_in_ring(image: &[u8]) -> Tid {
     let dev: Arc<dyn Device> = Arc::new(MemDevice::from_bytes(image.to_vec()));
     let d = okeanos::inspect::dump_journal(dev, None).unwrap();
     (d.region.first..d.region.total)
@@ -143,7 +143,7 @@ fn max_tid_in_ring(image: &[u8]) -> u64 {
             ok.then(|| jf::header(b).unwrap().1)
         })
         .max()
-        .unwrap_or(0)
+        .unwrap_or(Tid::ZERO)
 }
 
 #[test]

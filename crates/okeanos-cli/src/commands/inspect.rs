@@ -81,7 +81,7 @@ pub(crate) fn print_checkpoint(c: &okeanos::stats::CheckpointCounts, json: bool)
 }
 
 pub(crate) fn stat(img: &ImageArg, dev: Arc<dyn Device>, jdev: Option<Arc<dyn Device>>, json: bool) -> Result<ExitCode, String> {
-    let (sb, gdt, jsb, js) = okeanos::inspect::describe(dev.clone(), jdev).map_err(|e| e.to_string())?;
+    let (sb, gdt, _jsb, js) = okeanos::inspect::describe(dev.clone(), jdev).map_err(|e| e.to_string())?;
     let free_blocks: u64 = gdt.iter().map(|g| g.free_blocks as u64).sum();
     let free_inodes: u64 = gdt.iter().map(|g| g.free_inodes as u64).sum();
     let st = state::describe(sb.state);
@@ -96,8 +96,8 @@ pub(crate) fn stat(img: &ImageArg, dev: Arc<dyn Device>, jdev: Option<Arc<dyn De
             "state": st, "errors": sb.state & state::ERRORS != 0, "error": sb.error, "in_use_by": in_use,
             "mount_count": sb.mount_count, "journal": js.kind, "journal_blocks": jblocks, "journal_state": js.summary,
             "journal_clean": !js.needs_recovery && js.problem.is_none(), "mkfs_time_ns": sb.mkfs_time_ns, "journal_sequence": js.next_tid,
-            "remote_server": sb.remote.as_ref().map(|r| r.server.clone()),
-            "remote_fallen_back": sb.remote.as_ref().map(|_| jsb.remote.local), "remote_epoch": sb.remote.as_ref().map(|_| jsb.remote.epoch),
+            "remote_server": js.remote.as_ref().map(|r| r.server.clone()),
+            "remote_fallen_back": js.remote.as_ref().map(|r| r.fallen_back), "remote_epoch": js.remote.as_ref().map(|r| r.epoch),
             "lifetime": sb.lifetime, "lifetime_as_of": "the last clean unmount",
         });
         outln!("{v:#}");
@@ -108,7 +108,7 @@ pub(crate) fn stat(img: &ImageArg, dev: Arc<dyn Device>, jdev: Option<Arc<dyn De
     outln!("inodes          {} ({} free)", sb.inode_count, free_inodes);
     outln!("groups          {} of {} blocks, {} inodes", sb.group_count, sb.blocks_per_group, sb.inodes_per_group);
     outln!("state           {st}, mounted {}", plural(sb.mount_count as u64, "time", "times"));
-    if sb.error.tid != 0 {
+    if sb.error.tid != okeanos::Tid::ZERO {
         outln!("error           journal transaction {} damaged, {} after it not replayed", sb.error.tid, plural(sb.error.following, "transaction", "transactions"));
     }
     if let Some(h) = &in_use {
@@ -123,12 +123,8 @@ pub(crate) fn stat(img: &ImageArg, dev: Arc<dyn Device>, jdev: Option<Arc<dyn De
     } else {
         outln!("journal         {}", js.summary);
     }
-    if let Some(r) = &sb.remote {
-        if jsb.remote.local {
-            outln!("remote journal  {} (epoch {}): fell back to the internal journal after transaction {}; returns at the next mount that reaches the server", r.server, jsb.remote.epoch, jsb.remote.upto);
-        } else {
-            outln!("remote journal  {} (epoch {}), the internal journal is its fallback", r.server, jsb.remote.epoch);
-        }
+    if let Some(r) = &js.remote {
+        outln!("remote journal  {}", r.describe());
     }
     let l = &sb.lifetime;
     // Kept in the superblock at each clean unmount: a mount that crashed is not counted.

@@ -123,11 +123,11 @@ impl Inner {
 
     /// Transaction `tid` is committed: its syncs may return.
     fn committed(&self, tid: Tid) {
-        self.committed.store(tid, std::sync::atomic::Ordering::SeqCst);
+        self.committed.store(tid.get(), std::sync::atomic::Ordering::SeqCst);
         // Taken between the store and the notification: a sync that checked before the store
         // is already asleep and gets it; one that checks after sees the store.
         let _g = self.sync_lock.lock().unwrap_or_else(|e| e.into_inner());
-        self.commit_cv[(tid % 2) as usize].notify_all();
+        self.commit_cv[(tid.get() % 2) as usize].notify_all();
     }
 }
 

@@ -125,7 +125,7 @@ impl Okeanos {
             cv: Condvar::new(),
             commit_cv: [Condvar::new(), Condvar::new()],
             sync_lock: Mutex::new(()),
-            committed: std::sync::atomic::AtomicU64::new(committed_at_mount),
+            committed: std::sync::atomic::AtomicU64::new(committed_at_mount.get()),
             wake_gen: std::sync::atomic::AtomicU64::new(0),
             jcv: Condvar::new(),
             ccv: Condvar::new(),

@@ -3,6 +3,7 @@
 //! transaction limits the mount runs with. The rest of mounting (superblock, the journal
 //! thread, orphans) is in `mount.rs`.
 
+use crate::ids::Tid;
 use crate::clock::Clock;
 use crate::device::Device;
 use crate::format::journal::JournalSuperblock;
@@ -19,7 +20,7 @@ use std::sync::Arc;
 /// Opens the placement as the last mount left it (a remote journal is taken over first,
 /// docs/REMOTE.md) and recovers whatever needs it (into an in-memory overlay for a read-only
 /// mount). Returns the placement, moved on past recovery, and the next tid.
-pub(super) fn recover(devs: &mut Devices, sb: &Superblock, region: LogRegion, jsb: &JournalSuperblock, opts: &MountOptions, stats: &Stats, clock: &dyn Clock) -> FsResult<(placement::Opened, u64)> {
+pub(super) fn recover(devs: &mut Devices, sb: &Superblock, region: LogRegion, jsb: &JournalSuperblock, opts: &MountOptions, stats: &Stats, clock: &dyn Clock) -> FsResult<(placement::Opened, Tid)> {
     let mut opened = placement::open(devs, sb, region, jsb, opts, clock, false)?;
     let mut next_tid = opened.floor;
     if !opened.placement().recovery().is_empty() {
@@ -42,7 +43,7 @@ pub(super) fn recover(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
 
 /// The journal the mount runs with, after recovery: the placement as recovery left it
 /// ([`placement::Opened::run`]), and the transaction limits.
-pub(super) fn journal(devs: &mut Devices, sb: &Superblock, opened: placement::Opened, opts: &MountOptions, next_tid: u64) -> FsResult<Journal> {
+pub(super) fn journal(devs: &mut Devices, sb: &Superblock, opened: placement::Opened, opts: &MountOptions, next_tid: Tid) -> FsResult<Journal> {
     let mut content = opts.content().map_err(FsError::Invalid)?;
     let (placement, capacity) = opened.run(devs, sb, opts, next_tid)?;
     // The placement's defaults, where the mount gave no option.

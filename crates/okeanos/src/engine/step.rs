@@ -167,7 +167,7 @@ impl Okeanos {
     pub fn sync_target(&self, ino: u32, datasync: bool) -> Option<Tid> {
         let mut core = self.lock();
         let tid = match core.fs.sync_need(ino, datasync) {
-            crate::fs::DatasyncNeed::Nothing => 0,
+            crate::fs::DatasyncNeed::Nothing => Tid::ZERO,
             crate::fs::DatasyncNeed::Commit(t) => t,
             crate::fs::DatasyncNeed::InPlace(_) => core.fs.journal.running_tid(),
         };
@@ -193,7 +193,7 @@ impl Okeanos {
 
     /// The newest committed transaction.
     pub fn committed_tid(&self) -> Tid {
-        self.inner.committed.load(std::sync::atomic::Ordering::SeqCst)
+        Tid::new(self.inner.committed.load(std::sync::atomic::Ordering::SeqCst))
     }
 
     /// Counts one sync and its latency (for drivers that wait for commits themselves).

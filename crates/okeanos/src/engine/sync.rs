@@ -108,7 +108,7 @@ impl Okeanos {
     pub fn sync_files(&self, inos: &[u32], datasync: bool) -> FsResult<()> {
         let t0 = self.inner.clock.now_ns();
         let mut core = self.lock();
-        let mut tid = 0;
+        let mut tid = Tid::ZERO;
         let mut blocks = Vec::new();
         for &ino in inos {
             match core.fs.sync_need(ino, datasync) {
@@ -167,8 +167,8 @@ impl Okeanos {
             // Sleep until the next commit ends (it notifies its parity), an error, or the deadline.
             let next = committed + 1;
             let g = self.inner.sync_lock.lock().unwrap_or_else(|e| e.into_inner());
-            if self.inner.committed.load(SeqCst) < next && self.inner.wake_gen.load(SeqCst) == gen {
-                let _ = self.inner.commit_cv[(next % 2) as usize].wait_timeout(g, deadline - now);
+            if Tid::new(self.inner.committed.load(SeqCst)) < next && self.inner.wake_gen.load(SeqCst) == gen {
+                let _ = self.inner.commit_cv[(next.get() % 2) as usize].wait_timeout(g, deadline - now);
             }
         }
     }
@@ -176,7 +176,7 @@ impl Okeanos {
     /// What a sync of `ino` waits for; an fdatasync of overwrites in place is asked for here.
     fn sync_await(&self, core: &mut Core, ino: u32, datasync: bool) -> Await {
         match core.fs.sync_need(ino, datasync) {
-            DatasyncNeed::Nothing => Await::Commit(0),
+            DatasyncNeed::Nothing => Await::Commit(Tid::ZERO),
             DatasyncNeed::Commit(tid) => Await::Commit(tid),
             DatasyncNeed::InPlace(blocks) => self.request_in_place(core, blocks),
         }
@@ -239,11 +239,11 @@ impl Okeanos {
             drop(core);
             {
                 let mut g = self.inner.sync_lock.lock().unwrap_or_else(|e| e.into_inner());
-                while self.inner.committed.load(SeqCst) < tid && self.inner.wake_gen.load(SeqCst) == gen {
-                    g = self.inner.commit_cv[(tid % 2) as usize].wait(g).unwrap_or_else(|e| e.into_inner());
+                while Tid::new(self.inner.committed.load(SeqCst)) < tid && self.inner.wake_gen.load(SeqCst) == gen {
+                    g = self.inner.commit_cv[(tid.get() % 2) as usize].wait(g).unwrap_or_else(|e| e.into_inner());
                 }
             }
-            if self.inner.committed.load(SeqCst) >= tid {
+            if Tid::new(self.inner.committed.load(SeqCst)) >= tid {
                 return Ok(());
             }
             // Woken for something else (an error, unmount): look at the state again.

@@ -20,6 +20,7 @@
 //! Byte maps: docs/FORMAT.md, "Journal".
 
 use super::{check_crc, invalid, need, put_crc, seed, FormatError, Le};
+pub use crate::ids::Tid;
 
 pub const JOURNAL_MAGIC: u32 = u32::from_le_bytes(*b"OKJL");
 pub const JOURNAL_VERSION: u32 = 1;
@@ -88,17 +89,17 @@ const JSB_CRC_AT: usize = 508;
 const COMMIT_CRC_AT: usize = 508;
 
 /// Reads the header of a journal block, if it has one.
-pub fn header(b: &[u8]) -> Option<(JBlockType, u64)> {
+pub fn header(b: &[u8]) -> Option<(JBlockType, Tid)> {
     if b.len() < HEADER_LEN || Le::u32(b, 0) != JOURNAL_MAGIC {
         return None;
     }
-    Some((JBlockType::from_u32(Le::u32(b, 4))?, Le::u64(b, 8)))
+    Some((JBlockType::from_u32(Le::u32(b, 4))?, Tid::new(Le::u64(b, 8))))
 }
 
-fn put_header(out: &mut [u8], t: JBlockType, tid: u64) {
+fn put_header(out: &mut [u8], t: JBlockType, tid: Tid) {
     Le::put_u32(out, 0, JOURNAL_MAGIC);
     Le::put_u32(out, 4, t as u32);
-    Le::put_u64(out, 8, tid);
+    Le::put_u64(out, 8, tid.get());
 }
 
 /// Whether a data block must be escaped before it is logged.
@@ -129,7 +130,7 @@ pub struct JournalSuperblock {
     /// First block of the circular log (1).
     pub first: u64,
     /// Tid of the first transaction expected at `start`.
-    pub sequence: u64,
+    pub sequence: Tid,
     /// Block of the oldest transaction still needed, or 0 when the journal is empty (clean).
     pub start: u64,
     pub uuid: [u8; 16],
@@ -151,26 +152,26 @@ pub struct RemoteState {
     /// The epoch this host writes with (fenced in at mount).
     pub epoch: u64,
     /// With `local`, the newest transaction the server holds.
-    pub upto: u64,
+    pub upto: Tid,
 }
 
 impl JournalSuperblock {
     pub fn encode(&self, out: &mut [u8]) {
         out.fill(0);
-        put_header(out, JBlockType::Superblock, 0);
+        put_header(out, JBlockType::Superblock, Tid::ZERO);
         Le::put_u32(out, 16, self.version);
         Le::put_u32(out, 20, self.features);
         Le::put_u32(out, 24, self.block_size);
         Le::put_u64(out, 32, self.total_blocks);
         Le::put_u64(out, 40, self.first);
-        Le::put_u64(out, 48, self.sequence);
+        Le::put_u64(out, 48, self.sequence.get());
         Le::put_u64(out, 56, self.start);
         out[64..80].copy_from_slice(&self.uuid);
         out[80..96].copy_from_slice(&self.fs_uuid);
         Le::put_u32(out, 96, self.errno as u32);
         Le::put_u32(out, 100, self.remote.local as u32);
         Le::put_u64(out, 104, self.remote.epoch);
-        Le::put_u64(out, 112, self.remote.upto);
+        Le::put_u64(out, 112, self.remote.upto.get());
         put_crc(out, JSB_CRC_AT, seed::JOURNAL);
     }
 
@@ -188,12 +189,12 @@ impl JournalSuperblock {
             block_size: Le::u32(b, 24),
             total_blocks: Le::u64(b, 32),
             first: Le::u64(b, 40),
-            sequence: Le::u64(b, 48),
+            sequence: Tid::new(Le::u64(b, 48)),
             start: Le::u64(b, 56),
             uuid: b[64..80].try_into().unwrap(),
             fs_uuid: b[80..96].try_into().unwrap(),
             errno: Le::u32(b, 96) as i32,
-            remote: RemoteState { local: Le::u32(b, 100) == 1, epoch: Le::u64(b, 104), upto: Le::u64(b, 112) },
+            remote: RemoteState { local: Le::u32(b, 100) == 1, epoch: Le::u64(b, 104), upto: Tid::new(Le::u64(b, 112)) },
         };
         if Le::u32(b, 100) > 1 {
             return Err(invalid(W, format!("unknown remote journal mode {}", Le::u32(b, 100))));
@@ -244,7 +245,7 @@ impl Tag {
 /// blocks in multiwrite blocks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Descriptor {
-    pub tid: u64,
+    pub tid: Tid,
     pub tags: Vec<Tag>,
     /// The first bytes of the record stream, stored inline after the tags.
     pub inline: Vec<u8>,
@@ -334,7 +335,7 @@ impl Descriptor {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RevokeBlock {
-    pub tid: u64,
+    pub tid: Tid,
     pub blocks: Vec<u64>,
 }
 
@@ -376,7 +377,7 @@ impl RevokeBlock {
 /// device writes atomically, so a commit record is either wholly there or detectably not.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommitBlock {
-    pub tid: u64,
+    pub tid: Tid,
     /// Journal blocks of the transaction before this commit block.
     pub block_count: u64,
     /// XXH3-64 chained over those blocks, in log order, as written ([`tx_hash_append`]).
@@ -420,8 +421,8 @@ pub fn tx_hash_append(h: u64, block: &[u8]) -> u64 {
 
 /// The seed of a transaction hash: depends on the tid so that blocks of another transaction
 /// cannot match.
-pub fn tx_hash_seed(tid: u64) -> u64 {
-    xxhash_rust::xxh3::xxh3_64_with_seed(&tid.to_le_bytes(), 0x6f6b_6a6c_7478)
+pub fn tx_hash_seed(tid: Tid) -> u64 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(&tid.get().to_le_bytes(), 0x6f6b_6a6c_7478)
 }
 
 /// The tag hash of a logged block (offset 0) or record (at `offset`) for `fs_block`.

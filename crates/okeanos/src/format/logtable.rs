@@ -8,6 +8,7 @@
 //! a copy torn between its blocks fails as a whole.
 
 use super::{invalid, need, FormatError, Le};
+use crate::ids::Tid;
 
 pub const LOG_TABLE_MAGIC: u64 = u64::from_le_bytes(*b"OKMLTAB1");
 /// Version 2 added `durable` (bytes 56..60, zero in version 1, which reads as "floor - 1").
@@ -42,7 +43,7 @@ pub struct LogEntry {
     /// recovery must find the log intact up to here.
     pub end: u32,
     /// Tid of the transaction at `tail` (0: the log was empty).
-    pub tail_tid: u64,
+    pub tail_tid: Tid,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,12 +56,12 @@ pub struct LogTable {
     pub seq: u64,
     /// Every committed transaction with this tid or a higher one is in a log at or after that
     /// log's `tail`; older ones are at their final locations. The next tid when all are empty.
-    pub floor: u64,
+    pub floor: Tid,
     /// The newest transaction that was durable when the table was planned (at least
     /// `floor - 1`): a transaction recovery finds past a log's recorded end must be newer, since
     /// everything at or below it in that log lies before the end. Older ones there are stale
     /// (copies a log swap left, a log's earlier pass). Stored as `durable + 1 - floor`.
-    pub durable: u64,
+    pub durable: Tid,
     /// Blocks of every log.
     pub log_blocks: u32,
     pub fs_uuid: [u8; 16],
@@ -93,7 +94,7 @@ impl LogTable {
         Le::put_u32(out, 8, self.version);
         Le::put_u32(out, 12, self.flags);
         Le::put_u64(out, 16, self.seq);
-        Le::put_u64(out, 24, self.floor);
+        Le::put_u64(out, 24, self.floor.get());
         assert!(self.durable + 1 >= self.floor, "everything below the floor is durable");
         if self.version < 3 {
             Le::put_u32(out, 56, u32::try_from(self.durable + 1 - self.floor).expect("live tids fit the logs' blocks"));
@@ -107,7 +108,7 @@ impl LogTable {
             let at = HEADER_LEN + i * ENTRY_LEN;
             Le::put_u32(out, at, e.tail);
             Le::put_u32(out, at + 4, e.end);
-            Le::put_u64(out, at + 8, e.tail_tid);
+            Le::put_u64(out, at + 8, e.tail_tid.get());
         }
         let c = Self::crc(out, n);
         Le::put_u32(out, CRC_AT, c);
@@ -144,14 +145,14 @@ impl LogTable {
         let mut out = Vec::with_capacity(count as usize);
         for i in 0..count as usize {
             let at = HEADER_LEN + i * ENTRY_LEN;
-            let e = LogEntry { tail: Le::u32(b, at), end: Le::u32(b, at + 4), tail_tid: Le::u64(b, at + 8) };
+            let e = LogEntry { tail: Le::u32(b, at), end: Le::u32(b, at + 4), tail_tid: Tid::new(Le::u64(b, at + 8)) };
             if e.tail >= log_blocks || e.end >= log_blocks {
                 return Err(invalid(W, format!("log {i}: tail {} or end {} is outside its {log_blocks} blocks", e.tail, e.end)));
             }
             out.push(e);
         }
-        let floor = Le::u64(b, 24);
-        if floor == 0 {
+        let floor = Tid::new(Le::u64(b, 24));
+        if floor == Tid::ZERO {
             return Err(invalid(W, "floor tid 0"));
         }
         // At most one live transaction per log block. (Version 3: the map says.)
@@ -196,7 +197,7 @@ pub struct SnapPos {
     pub pos: u32,
     /// Tid of the transaction at `pos` when one recorded durable follows there (before the
     /// log's end); for an empty log the tid below which its contents are stale; else 0.
-    pub tid: u64,
+    pub tid: Tid,
 }
 
 /// One logged block whose newest version up to the home tid is whole in a log (the paper's
@@ -206,7 +207,7 @@ pub struct MapEntry {
     pub block: u64,
     /// Device block in a log holding it.
     pub at: u64,
-    pub tid: u64,
+    pub tid: Tid,
     /// The journal tag's data hash of the copy (format/journal.rs, `data_hash`).
     pub hash: u32,
 }
@@ -218,9 +219,9 @@ pub struct MapEntry {
 pub struct LogMap {
     /// The sequence of the table it belongs to.
     pub seq: u64,
-    pub home: u64,
+    pub home: Tid,
     /// The newest transaction durable when the table was planned (the table's `durable`).
-    pub durable: u64,
+    pub durable: Tid,
     pub fs_uuid: [u8; 16],
     /// One per log, in group order.
     pub snaps: Vec<SnapPos>,
@@ -254,20 +255,20 @@ impl LogMap {
         Le::put_u32(out, 8, LOG_MAP_VERSION);
         Le::put_u32(out, 12, self.snaps.len() as u32);
         Le::put_u64(out, 16, self.seq);
-        Le::put_u64(out, 24, self.home);
-        Le::put_u64(out, 32, self.durable);
+        Le::put_u64(out, 24, self.home.get());
+        Le::put_u64(out, 32, self.durable.get());
         out[40..56].copy_from_slice(&self.fs_uuid);
         Le::put_u32(out, 56, u32::try_from(self.entries.len()).expect("a map's entries fit its copy"));
         let mut at = MAP_HEADER_LEN;
         for s in &self.snaps {
             Le::put_u32(out, at, s.pos);
-            Le::put_u64(out, at + 8, s.tid);
+            Le::put_u64(out, at + 8, s.tid.get());
             at += MAP_LOG_LEN;
         }
         for e in &self.entries {
             Le::put_u64(out, at, e.block);
             Le::put_u64(out, at + 8, e.at);
-            Le::put_u64(out, at + 16, e.tid);
+            Le::put_u64(out, at + 16, e.tid.get());
             Le::put_u32(out, at + 24, e.hash);
             at += MAP_ENTRY_LEN;
         }
@@ -311,7 +312,7 @@ impl LogMap {
         let mut at = MAP_HEADER_LEN;
         let mut snaps = Vec::with_capacity(count as usize);
         for i in 0..count {
-            let s = SnapPos { pos: Le::u32(b, at), tid: Le::u64(b, at + 8) };
+            let s = SnapPos { pos: Le::u32(b, at), tid: Tid::new(Le::u64(b, at + 8)) };
             if s.pos >= log_blocks {
                 return Err(invalid(W, format!("log {i}: snapshot position {} is outside its {log_blocks} blocks", s.pos)));
             }
@@ -320,10 +321,10 @@ impl LogMap {
         }
         let mut out = Vec::with_capacity(entries);
         for _ in 0..entries {
-            out.push(MapEntry { block: Le::u64(b, at), at: Le::u64(b, at + 8), tid: Le::u64(b, at + 16), hash: Le::u32(b, at + 24) });
+            out.push(MapEntry { block: Le::u64(b, at), at: Le::u64(b, at + 8), tid: Tid::new(Le::u64(b, at + 16)), hash: Le::u32(b, at + 24) });
             at += MAP_ENTRY_LEN;
         }
-        let (home, durable) = (Le::u64(b, 24), Le::u64(b, 32));
+        let (home, durable) = (Tid::new(Le::u64(b, 24)), Tid::new(Le::u64(b, 32)));
         if home > durable {
             return Err(invalid(W, format!("home tid {home} is past the newest durable one {durable}")));
         }
@@ -340,11 +341,11 @@ mod tests {
             version: 3,
             flags: 0,
             seq: 7,
-            floor: 42,
-            durable: 50,
+            floor: Tid::new(42),
+            durable: Tid::new(50),
             log_blocks: 300,
             fs_uuid: [5; 16],
-            logs: (0..600).map(|i| LogEntry { tail: i % 300, end: (i * 7) % 300, tail_tid: i as u64 * 3 }).collect(),
+            logs: (0..600).map(|i| LogEntry { tail: i % 300, end: (i * 7) % 300, tail_tid: Tid::new(i as u64 * 3) }).collect(),
         }
     }
 
@@ -358,17 +359,17 @@ mod tests {
         t.encode(&mut b);
         assert_eq!(LogTable::decode(&b, [5; 16], 600, 300).unwrap(), t);
         // Version 3 leaves the newest durable tid to its map: any distance from the floor.
-        let t3 = LogTable { durable: 42 + (1 << 40), ..table() };
+        let t3 = LogTable { durable: Tid::new(42 + (1 << 40)), ..table() };
         t3.encode(&mut b);
         assert_eq!(Le::u32(&b, 56), 0);
-        assert_eq!(LogTable::decode(&b, [5; 16], 600, 300).unwrap(), LogTable { durable: 41, ..t3 });
+        assert_eq!(LogTable::decode(&b, [5; 16], 600, 300).unwrap(), LogTable { durable: Tid::new(41), ..t3 });
     }
 
     /// A version-1 table (bytes 56..60 reserved, zero) reads as "nothing durable past the
     /// floor recorded": past a log's end any tid from the floor counts, as version 1 did.
     #[test]
     fn version_1_tables_are_read() {
-        let t = LogTable { durable: 41, version: 1, ..table() };
+        let t = LogTable { durable: Tid::new(41), version: 1, ..table() };
         let mut b = vec![0u8; 3 * 4096];
         LogTable { version: 2, ..t.clone() }.encode(&mut b);
         assert_eq!(Le::u32(&b, 56), 0);
@@ -413,11 +414,11 @@ mod tests {
     fn map() -> LogMap {
         LogMap {
             seq: 7,
-            home: 48,
-            durable: 50,
+            home: Tid::new(48),
+            durable: Tid::new(50),
             fs_uuid: [5; 16],
-            snaps: (0..600).map(|i| SnapPos { pos: i % 300, tid: i as u64 }).collect(),
-            entries: (0..1000).map(|i| MapEntry { block: 5000 + i, at: 100 + i * 3, tid: 42 + i % 7, hash: i as u32 * 77 }).collect(),
+            snaps: (0..600).map(|i| SnapPos { pos: i % 300, tid: Tid::new(i as u64) }).collect(),
+            entries: (0..1000).map(|i| MapEntry { block: 5000 + i, at: 100 + i * 3, tid: Tid::new(42 + i % 7), hash: i as u32 * 77 }).collect(),
         }
     }
 

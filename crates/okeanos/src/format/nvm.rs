@@ -15,6 +15,7 @@
 //! a crash leaves either the old entry, a free one, one that fails its CRC, or the new one.
 
 use super::{check_crc, crc, invalid, need, put_crc, seed, FormatError, Le};
+use crate::ids::Tid;
 
 pub const NVM_MAGIC: u64 = u64::from_le_bytes(*b"OKEANVM1");
 pub const NVM_VERSION: u32 = 1;
@@ -156,7 +157,7 @@ impl NvmHeader {
 pub struct Entry {
     /// The block's home (file-system block number).
     pub block: u64,
-    pub tid: u64,
+    pub tid: Tid,
     /// CRC32C of the slot's data (0 for a tombstone).
     pub data_crc: u32,
     pub state: SlotState,
@@ -176,7 +177,7 @@ impl Entry {
     pub fn encode_fields(&self, slot: u64) -> [u8; 24] {
         let mut b = [0u8; 24];
         Le::put_u64(&mut b, 0, self.block);
-        Le::put_u64(&mut b, 8, self.tid);
+        Le::put_u64(&mut b, 8, self.tid.get());
         Le::put_u32(&mut b, 16, self.data_crc);
         let c = crc(seed::NVM_ENTRY ^ slot as u32 ^ (slot >> 32) as u32, &b[..20]);
         Le::put_u32(&mut b, 20, c);
@@ -195,7 +196,7 @@ impl Entry {
         if c != Le::u32(b, 20) {
             return EntryRead::Invalid;
         }
-        EntryRead::Valid(Entry { block: Le::u64(b, 0), tid: Le::u64(b, 8), data_crc: Le::u32(b, 16), state })
+        EntryRead::Valid(Entry { block: Le::u64(b, 0), tid: Tid::new(Le::u64(b, 8)), data_crc: Le::u32(b, 16), state })
     }
 }
 
@@ -205,8 +206,8 @@ pub fn data_crc(block: u64, data: &[u8]) -> u32 {
 }
 
 /// The commit word's bytes.
-pub fn commit_word(tid: u64) -> [u8; 8] {
-    tid.to_le_bytes()
+pub fn commit_word(tid: Tid) -> [u8; 8] {
+    tid.get().to_le_bytes()
 }
 
 pub fn state_word(s: SlotState) -> [u8; 8] {
@@ -233,7 +234,7 @@ mod tests {
 
     #[test]
     fn entries_bind_their_slot_and_detect_tearing() {
-        let e = Entry { block: 1234, tid: 99, data_crc: 0xdead_beef, state: SlotState::Frozen };
+        let e = Entry { block: 1234, tid: Tid::new(99), data_crc: 0xdead_beef, state: SlotState::Frozen };
         let mut b = [0u8; 32];
         b[..24].copy_from_slice(&e.encode_fields(5));
         b[24..].copy_from_slice(&state_word(SlotState::Frozen));

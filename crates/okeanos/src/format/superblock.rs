@@ -86,8 +86,8 @@ pub const REMOTE_SERVER_LEN: usize = 192;
 /// recovery finds a damaged transaction with committed transactions after it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ErrorRecord {
-    /// The damaged transaction (0: no record).
-    pub tid: u64,
+    /// The damaged transaction (zero: no record).
+    pub tid: crate::ids::Tid,
     /// Committed transactions after it that recovery did not replay.
     pub following: u64,
     /// When it was found (ns since the epoch).
@@ -206,7 +206,7 @@ impl Superblock {
         Le::put_u64(out, 216, self.lifetime.payload_bytes);
         Le::put_u64(out, 224, self.lifetime.commits);
         Le::put_u64(out, 232, self.lifetime.syncs);
-        Le::put_u64(out, 240, self.error.tid);
+        Le::put_u64(out, 240, self.error.tid.get());
         Le::put_u64(out, 248, self.error.following);
         Le::put_i64(out, 256, self.error.time_ns);
         if let Some(r) = &self.remote {
@@ -273,7 +273,7 @@ impl Superblock {
                 commits: Le::u64(b, 224),
                 syncs: Le::u64(b, 232),
             },
-            error: ErrorRecord { tid: Le::u64(b, 240), following: Le::u64(b, 248), time_ns: Le::i64(b, 256) },
+            error: ErrorRecord { tid: crate::ids::Tid::new(Le::u64(b, 240)), following: Le::u64(b, 248), time_ns: Le::i64(b, 256) },
             remote: if incompat & incompat::REMOTE_JOURNAL != 0 {
                 if incompat & incompat::NVM_JOURNAL != 0 {
                     return Err(invalid(W, "both a remote and an NVM journal"));

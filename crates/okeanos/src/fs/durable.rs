@@ -72,32 +72,32 @@ mod tests {
     #[test]
     fn appends_become_durable_as_their_transactions_commit() {
         let mut w = Watermark::new(100);
-        w.note(5, 100, 228, 4); // append 128 B in transaction 5
-        assert_eq!(w.durable_len(4), 100);
-        w.note(6, 228, 356, 4); // and another in 6
-        assert_eq!(w.durable_len(4), 100);
-        assert_eq!(w.durable_len(5), 228);
-        assert_eq!(w.durable_len(6), 356);
+        w.note(Tid::new(5), 100, 228, Tid::new(4)); // append 128 B in transaction 5
+        assert_eq!(w.durable_len(Tid::new(4)), 100);
+        w.note(Tid::new(6), 228, 356, Tid::new(4)); // and another in 6
+        assert_eq!(w.durable_len(Tid::new(4)), 100);
+        assert_eq!(w.durable_len(Tid::new(5)), 228);
+        assert_eq!(w.durable_len(Tid::new(6)), 356);
         assert!(w.is_settled());
     }
 
     #[test]
     fn an_overwrite_below_the_watermark_pulls_it_down_until_it_commits() {
         let mut w = Watermark::new(4096);
-        w.note(3, 10, 4096, 2);
-        assert_eq!(w.durable_len(2), 10);
-        w.note(3, 4096, 5000, 2); // the same transaction appends too
-        assert_eq!(w.durable_len(2), 10);
-        assert_eq!(w.durable_len(3), 5000);
+        w.note(Tid::new(3), 10, 4096, Tid::new(2));
+        assert_eq!(w.durable_len(Tid::new(2)), 10);
+        w.note(Tid::new(3), 4096, 5000, Tid::new(2)); // the same transaction appends too
+        assert_eq!(w.durable_len(Tid::new(2)), 10);
+        assert_eq!(w.durable_len(Tid::new(3)), 5000);
     }
 
     #[test]
     fn a_truncate_lowers_the_watermark_at_once_and_a_later_append_waits_for_its_commit() {
         let mut w = Watermark::new(1000);
-        w.note(7, 300, 300, 6); // truncate to 300: nothing below changed
-        assert_eq!(w.durable_len(6), 300);
-        w.note(8, 300, 400, 6);
-        assert_eq!(w.durable_len(7), 300);
-        assert_eq!(w.durable_len(8), 400);
+        w.note(Tid::new(7), 300, 300, Tid::new(6)); // truncate to 300: nothing below changed
+        assert_eq!(w.durable_len(Tid::new(6)), 300);
+        w.note(Tid::new(8), 300, 400, Tid::new(6));
+        assert_eq!(w.durable_len(Tid::new(7)), 300);
+        assert_eq!(w.durable_len(Tid::new(8)), 400);
     }
 }

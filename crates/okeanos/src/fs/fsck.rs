@@ -7,6 +7,7 @@
 //! directory block, link counts, directory parents, the orphan list, the free counts, and
 //! inode-table slots in use that nothing reaches.
 
+use crate::ids::Tid;
 use super::{Fs, FsState};
 use crate::cache::BufKind;
 use crate::device::Device;
@@ -104,7 +105,7 @@ pub fn fsck(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> FsckRepor
     report.journal = js.summary;
     let bs = sb.block_size as usize;
     let cfg = JournalConfig::new(region.ring_len(), bs);
-    let journal = Journal::new(cfg, DataMode::Ordered.policy(), Box::new(crate::journal::placement::Ring::new(region, jsb)), 1);
+    let journal = Journal::new(cfg, DataMode::Ordered.policy(), Box::new(crate::journal::placement::Ring::new(region, jsb)), Tid::new(1));
     let mut st = FsState::new(sb.clone(), gdt.clone(), journal, 1 << 16, Some("fsck".into()));
     let mut fs = Fs { st: &mut st, dev: dev.as_ref(), now_ns: 0 };
     let mut p = Problems { out: &mut report.problems, per_kind: HashMap::new() };

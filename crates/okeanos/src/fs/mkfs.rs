@@ -1,6 +1,7 @@
 //! Formatting: lays out the superblock, group descriptors, bitmaps, inode tables, the root
 //! directory and the journal superblock, writing them straight to the device(s).
 
+use crate::ids::Tid;
 use crate::device::{Device, DeviceError};
 use crate::format::group::GD_SIZE;
 use crate::format::inode::{Inode, INODE_SIZE, S_IFDIR};
@@ -55,9 +56,6 @@ impl Default for MkfsOptions {
     }
 }
 
-/// Zeros written per request when the whole journal ring is written at mkfs.
-const ZERO_CHUNK_BYTES: u64 = 1 << 20;
-
 /// The fewest NVM slots for blocks of `block_size`: a quarter of them (the largest
 /// transaction) must hold the largest handle, half a transaction of blocks plus a tombstone
 /// per revoke record one handle may write.
@@ -92,7 +90,7 @@ pub fn format_nvm(nvm: &dyn crate::nvm::Nvm, sb: &Superblock) -> Result<crate::f
         nvm.flush(at, n)?;
         at += n;
     }
-    nvm.store(nf::COMMIT_WORD_AT, &nf::commit_word(0))?;
+    nvm.store(nf::COMMIT_WORD_AT, &nf::commit_word(Tid::ZERO))?;
     nvm.flush(nf::COMMIT_WORD_AT, 8)?;
     nvm.fence()?;
     // The header last: an NVM without one is not a journal yet.
@@ -384,7 +382,7 @@ pub fn mkfs(dev: &dyn Device, journal_dev: Option<&dyn Device>, o: &MkfsOptions)
         block_size: sb.block_size,
         total_blocks: jblocks,
         first: 1,
-        sequence: 1,
+        sequence: Tid::new(1),
         start: 0,
         uuid: juuid,
         fs_uuid: sb.uuid,
@@ -394,29 +392,8 @@ pub fn mkfs(dev: &dyn Device, journal_dev: Option<&dyn Device>, o: &MkfsOptions)
     let mut jb = vec![0u8; bs];
     jsb.encode(&mut jb);
     jdev.write_at(jbase * bsu, &jb)?;
-    // Clear the first log block so an old journal's leftovers never even look plausible; or
-    // the whole ring, so its space is allocated under an image file (`zero_journal`).
-    let cleared = if o.zero_journal && !sb.manylogs() { jblocks - 1 } else { 1 };
-    zero_blocks(jdev, jbase + 1, cleared, bsu)?;
-    if sb.manylogs() {
-        // Copy A: every log empty, clean; copy B zeroed (invalid), so a mount reads A.
-        let per = crate::format::logtable::LogTable::blocks_per_copy(sb.group_count as u64, bs) as usize;
-        let mut t = vec![0u8; per * bs];
-        // A clean table needs no map (version 2): every log is empty.
-        crate::format::logtable::LogTable {
-            version: 2,
-            flags: crate::format::logtable::flags::CLEAN,
-            seq: 0,
-            floor: 1,
-            durable: 0,
-            log_blocks: sb.log_area_blocks,
-            fs_uuid: sb.uuid,
-            logs: vec![Default::default(); sb.group_count as usize],
-        }
-        .encode(&mut t);
-        dev.write_at((jbase + 1) * bsu, &t)?;
-        dev.write_at((jbase + 1 + per as u64) * bsu, &vec![0u8; per * bs])?;
-    }
+    // The placement's own initial state: a ring's first block cleared, or manylogs' table.
+    crate::runtime::placement::format(jdev, &sb, jbase, jblocks, o.zero_journal)?;
     if let Some(j) = journal_dev {
         j.flush()?;
     }
@@ -425,19 +402,6 @@ pub fn mkfs(dev: &dyn Device, journal_dev: Option<&dyn Device>, o: &MkfsOptions)
     dev.write_at(0, &b0)?;
     dev.flush()?;
     Ok(sb)
-}
-
-/// Writes zeros over `count` blocks from `first`, a megabyte at a time.
-fn zero_blocks(dev: &dyn Device, first: u64, count: u64, block_bytes: u64) -> Result<(), DeviceError> {
-    let per = (ZERO_CHUNK_BYTES / block_bytes).max(1);
-    let chunk = vec![0u8; (per.min(count) * block_bytes) as usize];
-    let mut done = 0;
-    while done < count {
-        let n = per.min(count - done);
-        dev.write_at((first + done) * block_bytes, &chunk[..(n * block_bytes) as usize])?;
-        done += n;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -211,7 +211,7 @@ impl FsState {
         if entry.0 != tid {
             if entry.0 > committed {
                 let older = entry.0;
-                let d = self.datasync_tid.entry(ino).or_insert(0);
+                let d = self.datasync_tid.entry(ino).or_insert(Tid::ZERO);
                 *d = (*d).max(older);
             }
             *entry = (tid, Default::default());
@@ -225,7 +225,7 @@ impl FsState {
         if datasync {
             return self.datasync_need(ino);
         }
-        match self.sync_tid.get(&ino).copied().unwrap_or(0) {
+        match self.sync_tid.get(&ino).copied().unwrap_or(Tid::ZERO) {
             t if t > self.journal.committed_tid() => DatasyncNeed::Commit(t),
             _ => DatasyncNeed::Nothing,
         }
@@ -234,7 +234,7 @@ impl FsState {
     /// What an fdatasync of `ino` needs now.
     pub fn datasync_need(&self, ino: u32) -> DatasyncNeed {
         let j = &self.journal;
-        let tid = self.datasync_tid.get(&ino).copied().unwrap_or(0);
+        let tid = self.datasync_tid.get(&ino).copied().unwrap_or(Tid::ZERO);
         match self.overwrites.get(&ino).filter(|(t, _)| *t > j.committed_tid()) {
             None if tid > j.committed_tid() => DatasyncNeed::Commit(tid),
             None => DatasyncNeed::Nothing,

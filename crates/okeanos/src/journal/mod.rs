@@ -146,7 +146,7 @@ impl Journal {
     /// A journal over an empty (clean or just recovered) placement whose next transaction is
     /// `next_tid`.
     pub fn new(cfg: JournalConfig, policy: Box<dyn ContentPolicy>, placement: Box<dyn Placement>, next_tid: Tid) -> Self {
-        assert!(next_tid >= 1);
+        assert!(next_tid >= Tid::new(1));
         Journal {
             cfg,
             policy,
@@ -155,7 +155,7 @@ impl Journal {
             committing: None,
             log: VecDeque::new(),
             committed_tid: next_tid - 1,
-            commit_requested: 0,
+            commit_requested: Tid::ZERO,
             logged_copies: HashMap::default(),
             aborted: None,
             cp: CheckpointCounts::default(),

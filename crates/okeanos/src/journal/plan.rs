@@ -5,6 +5,7 @@
 //! executes plans with pwrite/fdatasync; a simulator executes the same plans against disk models
 //! in virtual time (docs/DESIGN.md section 2; quinn-proto's shape).
 
+use crate::ids::Tid;
 use std::sync::Arc;
 
 /// Blocks copied device to device in one stage (`IoCopy`: read in source order, then written
@@ -28,9 +29,9 @@ pub enum DevId {
 pub enum RemoteOp {
     /// One committed transaction's journal blocks, in order (with their kinds, for the
     /// counters); acknowledged once durable.
-    Append { tid: u64, blocks: Vec<(Arc<Vec<u8>>, BlockKind)> },
+    Append { tid: Tid, blocks: Vec<(Arc<Vec<u8>>, BlockKind)> },
     /// The server may drop every transaction up to `upto`.
-    Trim { upto: u64 },
+    Trim { upto: Tid },
     /// Connect anew (after a fallback), writing with `epoch` from now on.
     Reconnect { epoch: u64 },
     /// Take the journal over with `epoch`.

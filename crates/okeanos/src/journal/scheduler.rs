@@ -289,7 +289,7 @@ impl Scheduler {
 
     /// Checkpoint everything committed up to `target` (O_DUR included), as soon as it can.
     pub fn force_checkpoint(&mut self, target: Tid) {
-        self.force_checkpoint = Some(self.force_checkpoint.unwrap_or(0).max(target));
+        self.force_checkpoint = Some(self.force_checkpoint.unwrap_or(Tid::ZERO).max(target));
     }
 
     /// Whether checkpoints run beside commits (a lane of their own).

@@ -333,7 +333,7 @@ fn an_abandoned_journal_stops_where_it_stands() {
     write(&mut h, 5000, 128, 0, true);
     s.abandon();
     assert!(matches!(s.poll(&mut h, MS, 0, Lane::Commit), JournalStep::Stop), "no I/O after the last handle went");
-    assert_eq!(h.journal.committed_tid(), 0);
+    assert_eq!(h.journal.committed_tid(), Tid::ZERO);
 }
 
 #[test]

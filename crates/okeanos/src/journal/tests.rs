@@ -16,7 +16,7 @@ pub(super) fn journal(policy: &str) -> (Journal, Cache) {
         block_size: BS as u32,
         total_blocks: 1024,
         first: 1,
-        sequence: 1,
+        sequence: super::transaction::Tid::new(1),
         start: 0,
         uuid: [0; 16],
         fs_uuid: [0; 16],
@@ -25,7 +25,7 @@ pub(super) fn journal(policy: &str) -> (Journal, Cache) {
     };
     let region = LogRegion::internal(2, 1024);
     let cfg = JournalConfig::new(region.ring_len(), BS);
-    (Journal::new(cfg, ContentConfig::parse(policy).unwrap().policy(), Box::new(Ring::new(region, jsb)), 1), Cache::new(BS, 1024))
+    (Journal::new(cfg, ContentConfig::parse(policy).unwrap().policy(), Box::new(Ring::new(region, jsb)), super::transaction::Tid::new(1)), Cache::new(BS, 1024))
 }
 
 fn commit(j: &mut Journal, c: &mut Cache) {

@@ -14,8 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-/// A transaction id. Tids grow by one per transaction and never wrap in practice (u64).
-pub type Tid = u64;
+pub use crate::ids::Tid;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TxState {

@@ -7,6 +7,7 @@ pub mod open;
 pub mod placement;
 pub mod remote;
 
+use crate::ids::Tid;
 use crate::device::{Device, DeviceError};
 use crate::remote::client::RemoteError;
 use crate::format::journal as jf;
@@ -81,7 +82,7 @@ impl Devices {
                     stats.on_write(*kind, b.len());
                 }
                 stats.on_remote(data.len());
-                c.send_append(*tid, bs, data).map_err(DeviceError::Remote)?;
+                c.send_append(tid.get(), bs, data).map_err(DeviceError::Remote)?;
                 appends += 1;
             }
         }
@@ -90,7 +91,7 @@ impl Devices {
         }
         for op in ops {
             if let RemoteOp::Trim { upto } = op {
-                c.trim(*upto).map_err(DeviceError::Remote)?;
+                c.trim(upto.get()).map_err(DeviceError::Remote)?;
             }
         }
         Ok(())
@@ -305,7 +306,7 @@ pub fn recover(
     stats: &Stats,
     now_ns: &dyn Fn() -> u64,
     wall_ns: i64,
-) -> Result<Option<(RecoveryReport, u64)>, RecoveryError> {
+) -> Result<Option<(RecoveryReport, Tid)>, RecoveryError> {
     match placement.recovery() {
         Recovery::Logs(starts) if starts.is_empty() => Ok(None),
         Recovery::Logs(starts) => recover_logs(devs, placement, starts, fs_blocks, stats, now_ns, wall_ns),
@@ -316,7 +317,7 @@ pub fn recover(
 /// A table's recovery (nvm): the copies it decided are written home and flushed, then its
 /// recovered stage marks the table empty. The table was read when the placement was opened
 /// (`read_ns` of the report's scan time).
-fn recover_table(devs: &Devices, placement: &mut dyn Placement, t: TableReplay, stats: &Stats, now_ns: &dyn Fn() -> u64) -> Result<Option<(RecoveryReport, u64)>, RecoveryError> {
+fn recover_table(devs: &Devices, placement: &mut dyn Placement, t: TableReplay, stats: &Stats, now_ns: &dyn Fn() -> u64) -> Result<Option<(RecoveryReport, Tid)>, RecoveryError> {
     let t1 = now_ns();
     let copies: Vec<ReplayBlock> = t
         .copies
@@ -332,7 +333,7 @@ fn recover_table(devs: &Devices, placement: &mut dyn Placement, t: TableReplay, 
     Ok(t.report.then(|| {
         let report = RecoveryReport {
             transactions: 0,
-            first_tid: 0,
+            first_tid: Tid::ZERO,
             last_tid: t.last_tid,
             blocks_scanned: 0,
             revoke_records: t.tombstones,
@@ -360,9 +361,9 @@ fn recover_logs(
     stats: &Stats,
     now_ns: &dyn Fn() -> u64,
     wall_ns: i64,
-) -> Result<Option<(RecoveryReport, u64)>, RecoveryError> {
+) -> Result<Option<(RecoveryReport, Tid)>, RecoveryError> {
     let t0 = now_ns();
-    let (mut txs, mut damage, mut next_tid) = (Vec::new(), None, 0);
+    let (mut txs, mut damage, mut next_tid) = (Vec::new(), None, Tid::ZERO);
     let (mut scanned, mut probed, mut end_reason, mut first_tid) = (0, 0, String::new(), None);
     let mut readers: Vec<LogReader> = starts.iter().map(|s| LogReader::new(devs, s.region)).collect();
     let interleaved = starts.iter().any(|s| s.interleaved.is_some());
@@ -391,7 +392,7 @@ fn recover_logs(
     }
     if interleaved {
         let floor = starts[0].interleaved.map_or(starts[0].tid, |i| i.floor);
-        let (kept, d) = recovery::merge_interleaved(txs, floor, log_damage, starts[0].interleaved.map_or(0, |i| i.swept));
+        let (kept, d) = recovery::merge_interleaved(txs, floor, log_damage, starts[0].interleaved.map_or(Tid::ZERO, |i| i.swept));
         txs = kept;
         damage = d;
         first_tid = Some(floor);
@@ -414,11 +415,11 @@ fn recover_logs(
         // at home, and the mount says so (ERRORS), as for any damaged log.
         let (b, at) = bad[0];
         damage = Some(recovery::Damage {
-            tid: 0,
+            tid: Tid::ZERO,
             pos: at,
             reason: format!("{} mapped block(s) fail their journal checksum, first block {b} at device block {at}", bad.len()),
             following: 0,
-            following_tids: (0, 0),
+            following_tids: (Tid::ZERO, Tid::ZERO),
         });
     }
     if let Some(d) = &damage {
@@ -433,8 +434,8 @@ fn recover_logs(
     let t3 = now_ns();
     let report = RecoveryReport {
         transactions: txs.len() as u64,
-        first_tid: first_tid.unwrap_or(0),
-        last_tid: txs.last().map_or(first_tid.unwrap_or(1).saturating_sub(1), |t| t.tid),
+        first_tid: first_tid.unwrap_or(Tid::ZERO),
+        last_tid: txs.last().map_or(first_tid.unwrap_or(Tid::new(1)).saturating_sub(1), |t| t.tid),
         blocks_scanned: scanned,
         revoke_records: table.len() as u64,
         blocks_replayed: copies.len() as u64,

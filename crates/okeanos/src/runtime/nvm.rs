@@ -3,6 +3,7 @@
 //! copies written home by `runtime::recover` like any placement's).
 
 use super::Devices;
+use crate::ids::Tid;
 use crate::device::DeviceError;
 use crate::format::nvm::{self as nf, NvmHeader};
 use crate::journal::plan::NvmOp;
@@ -43,19 +44,19 @@ pub fn open_header(nvm: &dyn Nvm, fs_uuid: [u8; 16], block_size: u32) -> Result<
 }
 
 /// Reads the commit word and the slot table, as recovery and inspection decide from them.
-pub fn read_table(nvm: &dyn Nvm, h: &NvmHeader) -> Result<(u64, Vec<u8>), DeviceError> {
+pub fn read_table(nvm: &dyn Nvm, h: &NvmHeader) -> Result<(Tid, Vec<u8>), DeviceError> {
     let mut word = [0u8; 8];
     nvm.load(nf::COMMIT_WORD_AT, &mut word)?;
     let mut table = vec![0u8; (h.slots * nf::ENTRY_SIZE) as usize];
     nvm.load(nf::TABLE_AT, &mut table)?;
-    Ok((u64::from_le_bytes(word), table))
+    Ok((Tid::new(u64::from_le_bytes(word)), table))
 }
 
 /// An nvm journal's table as an inspecting command reads it.
 pub struct InspectedTable {
     pub nvm: crate::nvm::MappedNvm,
     pub header: NvmHeader,
-    pub commit_word: u64,
+    pub commit_word: Tid,
     pub analysis: crate::journal::placement::nvm::TableRecovery,
 }
 

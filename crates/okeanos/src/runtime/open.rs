@@ -65,7 +65,7 @@ pub fn error_state(sb: &Superblock) -> Option<String> {
         return None;
     }
     let e = &sb.error;
-    Some(if e.tid != 0 {
+    Some(if e.tid != crate::ids::Tid::ZERO {
         format!(
             "journal recovery found transaction {} damaged; {} committed transaction{} after it {} not replayed, so changes acknowledged after transaction {} are lost",
             e.tid,

@@ -73,6 +73,35 @@ pub struct Opened {
     pub remote: Option<super::remote::Opened>,
 }
 
+/// Writes what a new file system's journal holds after its superblock (mkfs), on `jdev` from
+/// block `jbase` (the journal superblock's): a ring's first log block cleared, so that an old
+/// journal's leftovers never even look plausible (or all `jblocks`, so that an image file
+/// allocates the ring, with `zero_all`); the manylogs placement's log table, every log empty.
+/// A remote or nvm journal keeps the internal ring as its fallback (nvm: unused), formatted
+/// as a ring's; the NVM itself is formatted by `fs::mkfs::format_nvm`.
+pub fn format(jdev: &dyn Device, sb: &Superblock, jbase: u64, jblocks: u64, zero_all: bool) -> Result<(), crate::device::DeviceError> {
+    let bs = sb.block_size as u64;
+    match JournalKind::of(sb) {
+        JournalKind::Manylogs => {
+            let table = crate::journal::placement::manylogs::formatted(sb.group_count, sb.log_area_blocks, sb.uuid, bs as usize);
+            jdev.write_at((jbase + 1) * bs, &table)
+        }
+        JournalKind::Ring | JournalKind::Remote(_) | JournalKind::Nvm(_) => {
+            // Zeroes in writes of at most 1 MiB.
+            let count = if zero_all { jblocks - 1 } else { 1 };
+            let per = ((1u64 << 20) / bs).max(1);
+            let chunk = vec![0u8; (per.min(count) * bs) as usize];
+            let mut done = 0;
+            while done < count {
+                let n = per.min(count - done);
+                jdev.write_at((jbase + 1 + done) * bs, &chunk[..(n * bs) as usize])?;
+                done += n;
+            }
+            Ok(())
+        }
+    }
+}
+
 /// Opens the placement of the file system `sb`, whose journal region is `region` (superblock
 /// `jsb`), as the last mount left it: recovery asks it what to recover
 /// ([`Placement::recovery`]), and [`Opened::run`] makes it the journal's. Opening an nvm
@@ -81,7 +110,7 @@ pub struct Opened {
 /// but an nvm journal's memory is reached, and a journal whose transactions are on a server is
 /// refused.
 pub fn open(devs: &mut Devices, sb: &Superblock, region: LogRegion, jsb: &JournalSuperblock, opts: &MountOptions, clock: &dyn Clock, offline: bool) -> FsResult<Opened> {
-    let mut floor = jsb.sequence.max(1);
+    let mut floor = jsb.sequence.max(Tid::new(1));
     let mut remote = None;
     let placement = match JournalKind::of(sb) {
         JournalKind::Nvm(rec) => {
@@ -197,9 +226,34 @@ pub struct JournalState {
     /// One line: the placement, its size, its state and the next transaction.
     pub summary: String,
     pub needs_recovery: bool,
-    pub next_tid: u64,
+    pub next_tid: Tid,
     /// Why the journal cannot be read, where it cannot.
     pub problem: Option<String>,
+    /// A remote journal: its server and where this host stands with it.
+    pub remote: Option<RemoteJournal>,
+}
+
+/// A remote journal as the journal superblock records it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RemoteJournal {
+    /// The server (`host:port`, or the NATS URLs of a JetStream journal).
+    pub server: String,
+    /// The host's epoch with the server (a newer host fences older ones).
+    pub epoch: u64,
+    /// The host fell back to its internal journal after transaction `upto`.
+    pub fallen_back: bool,
+    pub upto: Tid,
+}
+
+impl RemoteJournal {
+    /// One line for people.
+    pub fn describe(&self) -> String {
+        if self.fallen_back {
+            format!("{} (epoch {}): fell back to the internal journal after transaction {}; returns at the next mount that reaches the server", self.server, self.epoch, self.upto)
+        } else {
+            format!("{} (epoch {}), the internal journal is its fallback", self.server, self.epoch)
+        }
+    }
 }
 
 /// Describes the journal of the file system whose superblock is `sb` (see [`JournalState`]).
@@ -208,7 +262,7 @@ pub fn journal_state(sb: &Superblock, devs: &Devices, jsb: &JournalSuperblock) -
     let ring = |kind: &str, blocks: u64| {
         let needs = jsb.start != 0;
         let state = if needs { format!("needs recovery from block {}, transaction {}", jsb.start, jsb.sequence) } else { format!("clean, next transaction {}", jsb.sequence) };
-        JournalState { kind: kind.into(), summary: format!("{kind}, {blocks} blocks, {state}"), needs_recovery: needs, next_tid: jsb.sequence, problem: None }
+        JournalState { kind: kind.into(), summary: format!("{kind}, {blocks} blocks, {state}"), needs_recovery: needs, next_tid: jsb.sequence, problem: None, remote: None }
     };
     let kind = JournalKind::of(sb);
     if let JournalKind::Manylogs = kind {
@@ -221,9 +275,9 @@ pub fn journal_state(sb: &Superblock, devs: &Devices, jsb: &JournalSuperblock) -
                     (false, 0) => format!("clean, next transaction {}", m.floor()),
                     (false, k) => format!("recovered, {k} data blocks kept in their logs, next transaction {}", m.floor()),
                 };
-                JournalState { kind: "manylogs".into(), summary: format!("manylogs, {} logs of {} blocks, {state}", sb.group_count, sb.log_area_blocks), needs_recovery: needs, next_tid: m.floor(), problem: None }
+                JournalState { kind: "manylogs".into(), summary: format!("manylogs, {} logs of {} blocks, {state}", sb.group_count, sb.log_area_blocks), needs_recovery: needs, next_tid: m.floor(), problem: None, remote: None }
             }
-            Err(e) => JournalState { kind: "manylogs".into(), summary: format!("manylogs, log table unreadable: {e}"), needs_recovery: false, next_tid: 0, problem: Some(format!("manylogs log table: {e}")) },
+            Err(e) => JournalState { kind: "manylogs".into(), summary: format!("manylogs, log table unreadable: {e}"), needs_recovery: false, next_tid: Tid::ZERO, problem: Some(format!("manylogs log table: {e}")), remote: None },
         };
     }
     if let JournalKind::Nvm(n) = kind {
@@ -233,9 +287,9 @@ pub fn journal_state(sb: &Superblock, devs: &Devices, jsb: &JournalSuperblock) -
         // not on this machine) is described, not judged; a damaged header or table is a problem.
         return match super::nvm::inspect_table(&n.path, sb.uuid, sb.block_size, sb.block_count) {
             Ok(t) => {
-                let (needs, next) = (t.analysis.needs_recovery(), jsb.sequence.max(1).max(t.analysis.next_tid.max(1)));
+                let (needs, next) = (t.analysis.needs_recovery(), jsb.sequence.max(Tid::new(1)).max(t.analysis.next_tid.max(Tid::new(1))));
                 let state = if needs { format!("needs recovery, next transaction {next}") } else { format!("clean, next transaction {next}") };
-                JournalState { kind: "nvm".into(), summary: format!("nvm, in {}, {state}", n.path), needs_recovery: needs, next_tid: next, problem: None }
+                JournalState { kind: "nvm".into(), summary: format!("nvm, in {}, {state}", n.path), needs_recovery: needs, next_tid: next, problem: None, remote: None }
             }
             Err((e, damaged)) => JournalState {
                 kind: "nvm".into(),
@@ -243,13 +297,18 @@ pub fn journal_state(sb: &Superblock, devs: &Devices, jsb: &JournalSuperblock) -
                 needs_recovery: false,
                 next_tid: jsb.sequence,
                 problem: damaged.then(|| format!("nvm journal: {e}")),
+                remote: None,
             },
         };
     }
-    match sb.journal {
+    let mut state = match sb.journal {
         JournalLocation::Internal { blocks, .. } => ring("internal", blocks),
         JournalLocation::External { blocks, .. } => ring("external", blocks),
+    };
+    if let JournalKind::Remote(r) = kind {
+        state.remote = Some(RemoteJournal { server: r.server.clone(), epoch: jsb.remote.epoch, fallen_back: jsb.remote.local, upto: jsb.remote.upto });
     }
+    state
 }
 
 /// The NVM region an nvm journal's superblock record names, or the one the mount gives; timed

@@ -7,6 +7,7 @@ use super::Devices;
 use crate::device::{Device, MemDevice};
 use crate::format::journal::{jfeature, JournalSuperblock, RemoteState};
 use crate::format::Superblock;
+use crate::ids::Tid;
 use crate::error::{FsError, FsResult};
 use crate::journal::placement::{LogRegion, RecoveryStart};
 use crate::options::MountOptions;
@@ -93,7 +94,7 @@ pub fn open(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, devs:
     let fetch_ns = now_ns().saturating_sub(t0);
     if jsb.remote.local {
         // Sent but never acknowledged before the fallback: the local journal has them.
-        txs.retain(|t| t.0 <= jsb.remote.upto);
+        txs.retain(|t| Tid::new(t.0) <= jsb.remote.upto);
     }
     let fetched = if txs.is_empty() {
         None
@@ -110,7 +111,7 @@ pub fn open(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, devs:
             at += b.len();
         }
         devs.remote_log = Some(Arc::new(MemDevice::from_bytes(image).named("journal server log")) as Arc<dyn Device>);
-        Some(RecoveryStart { region, pos: 1, tid: txs[0].0, multiwrite: jsb.features & jfeature::MULTIWRITE != 0, tid_bound: txs[txs.len() - 1].0 + 1, interleaved: None })
+        Some(RecoveryStart { region, pos: 1, tid: Tid::new(txs[0].0), multiwrite: jsb.features & jfeature::MULTIWRITE != 0, tid_bound: Tid::new(txs[txs.len() - 1].0 + 1), interleaved: None })
     };
     devs.link = Some(Arc::new(Mutex::new(client)));
     devs.remote_read_only = opts.read_only;
@@ -122,14 +123,14 @@ pub fn open(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, devs:
 /// holds (it is all older than `next_tid` and checkpointed), then record that transactions go
 /// to the server again. Each local record is durable before the step after it. An error leaves
 /// the host in its local journal.
-pub fn reopen(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, devs: &mut Devices, next_tid: u64, mut record: impl FnMut(RemoteState) -> FsResult<()>) -> FsResult<Opened> {
+pub fn reopen(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, devs: &mut Devices, next_tid: Tid, mut record: impl FnMut(RemoteState) -> FsResult<()>) -> FsResult<Opened> {
     assert!(jsb.remote.local && jsb.start == 0, "only an empty local journal returns to the server");
     let mut client = crate::remote::connect(client_config(sb, jsb, opts)?, opts.remote_connector.as_ref()).map_err(refused)?;
     let epoch = client.journal().epoch.max(jsb.remote.epoch) + 1;
     record(RemoteState { epoch, ..jsb.remote })?;
     client.fence(epoch).map_err(refused)?;
-    client.trim(next_tid - 1).map_err(refused)?;
-    record(RemoteState { local: false, epoch, upto: 0 })?;
+    client.trim((next_tid - 1).get()).map_err(refused)?;
+    record(RemoteState { local: false, epoch, upto: Tid::ZERO })?;
     let capacity = client.journal().quota_bytes / sb.block_size as u64;
     devs.link = Some(Arc::new(Mutex::new(client)));
     Ok(Opened { epoch, capacity, fetched: None, fetch_ns: 0 })

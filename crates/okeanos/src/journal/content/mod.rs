@@ -37,14 +37,8 @@ impl Route {
     }
 }
 
-/// Selective journaling's decision for a block's update sequence (Okeanos paper section 3):
-/// made by the first update after the block last reached its final location, kept until it
-/// reaches it again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sequence {
-    Journaled,
-    InPlace,
-}
+/// A block's update sequence (selective journaling's decision), kept with its buffer.
+pub use crate::cache::Sequence;
 
 pub trait ContentPolicy: Send + Sync + std::fmt::Debug {
     /// The mount option name (`data=<name>`), with `+dmeta` when metadata is differential.

@@ -53,7 +53,7 @@ struct Slot {
 /// Slots a checkpoint for space frees at least per step, while the pool is not short.
 const CHECKPOINT_STEP_SLOTS: u64 = 1024;
 
-const FREE_SLOT: Slot = Slot { block: 0, tid: 0, state: SlotState::Free, reusable: true };
+const FREE_SLOT: Slot = Slot { block: 0, tid: Tid::ZERO, state: SlotState::Free, reusable: true };
 
 #[derive(Debug)]
 pub struct NvmSlots {
@@ -77,7 +77,7 @@ pub struct NvmSlots {
 #[derive(Debug)]
 struct Recovering {
     decided: TableRecovery,
-    commit_word: u64,
+    commit_word: Tid,
     /// The journal continues at or above this (the journal superblock's sequence, at least).
     floor: Tid,
     /// A read-only mount writes the copies to its in-memory overlay and leaves the table.
@@ -106,7 +106,7 @@ impl NvmSlots {
     /// bytes, read at open): recovery's decisions ([`analyze`]) are made now, and
     /// [`Placement::recovery`] hands them to recovery; its recovered stage empties the table
     /// (none with `read_only`). `floor`: the journal continues at or above it.
-    pub fn recovering(h: NvmHeader, commit_word: u64, table: &[u8], fs_blocks: u64, floor: Tid, read_only: bool) -> Result<Self, crate::format::FormatError> {
+    pub fn recovering(h: NvmHeader, commit_word: Tid, table: &[u8], fs_blocks: u64, floor: Tid, read_only: bool) -> Result<Self, crate::format::FormatError> {
         let decided = analyze(&h, commit_word, table, fs_blocks)?;
         let mut p = NvmSlots::new(h);
         p.recovering = Some(Recovering { decided, commit_word, floor, read_only, read_ns: 0 });
@@ -124,7 +124,7 @@ impl NvmSlots {
     /// The tid the journal continues with, at least (after recovery: above every tid the
     /// table names).
     pub fn floor(&self) -> Tid {
-        self.recovering.as_ref().map_or(1, |r| r.floor.max(r.decided.next_tid.max(1)))
+        self.recovering.as_ref().map_or(Tid::new(1), |r| r.floor.max(r.decided.next_tid.max(Tid::new(1))))
     }
 
     pub fn header(&self) -> &NvmHeader {
@@ -275,7 +275,7 @@ impl Placement for NvmSlots {
         ops.push(NvmOp::Fence);
         let n = placed.len() as u64;
         self.committing = Some((tid, placed));
-        (Stage { nvm: ops, ..Stage::default() }, Extent { start: tid, end: tid + 1, blocks: n })
+        (Stage { nvm: ops, ..Stage::default() }, Extent { start: tid.get(), end: tid.get() + 1, blocks: n })
     }
 
     /// Past the commit point: the new copies are the newest, the older ones free for reuse.
@@ -458,9 +458,9 @@ impl TableRecovery {
 /// Everything is set FREE in two fenced steps, outranked entries before the newest ones, so a
 /// crash in between never lets an older copy win; recovery after any crash inside recovery
 /// finds either the same table or a subset with the same winners (idempotent).
-pub fn analyze(h: &NvmHeader, commit_word: u64, table: &[u8], fs_blocks: u64) -> Result<TableRecovery, crate::format::FormatError> {
+pub fn analyze(h: &NvmHeader, commit_word: Tid, table: &[u8], fs_blocks: u64) -> Result<TableRecovery, crate::format::FormatError> {
     // Tids count commits: nothing reaches 2^62 (a commit a nanosecond for a century is 2^62).
-    const TID_LIMIT: u64 = 1 << 62;
+    const TID_LIMIT: Tid = Tid::new(1 << 62);
     if commit_word >= TID_LIMIT {
         return Err(crate::format::invalid("nvm commit word", format!("{commit_word} is not a tid (damaged NVM)")));
     }
@@ -558,47 +558,47 @@ mod tests {
     }
 
     fn recover(h: &NvmHeader, img: &[u8]) -> TableRecovery {
-        let cw = u64::from_le_bytes(img[64..72].try_into().unwrap());
+        let cw = Tid::new(u64::from_le_bytes(img[64..72].try_into().unwrap()));
         analyze(h, cw, &img[nf::TABLE_AT as usize..(nf::TABLE_AT + h.slots * nf::ENTRY_SIZE) as usize], 1 << 20).unwrap()
     }
 
     #[test]
     fn the_newest_committed_copy_wins_and_tombstones_stop_older_ones() {
         let (h, mut p, mut img) = setup(16);
-        commit(&mut p, &mut img, 1, &[(100, 1), (200, 1)], &[]);
-        commit(&mut p, &mut img, 2, &[(100, 2)], &[]);
-        commit(&mut p, &mut img, 3, &[], &[200]);
+        commit(&mut p, &mut img, Tid::new(1), &[(100, 1), (200, 1)], &[]);
+        commit(&mut p, &mut img, Tid::new(2), &[(100, 2)], &[]);
+        commit(&mut p, &mut img, Tid::new(3), &[], &[200]);
         let r = recover(&h, &img);
         assert_eq!(r.replay.len(), 1, "{r:?}");
         let (block, slot, _) = r.replay[0];
         assert_eq!(block, 100);
         assert_eq!(img[h.data_at(slot) as usize], 2, "block 100's newest version");
         assert_eq!(r.tombstones, 1);
-        assert_eq!(r.next_tid, 4);
+        assert_eq!(r.next_tid, Tid::new(4));
     }
 
     #[test]
     fn entries_above_the_commit_word_are_ignored() {
         let (h, mut p, mut img) = setup(16);
-        commit(&mut p, &mut img, 1, &[(100, 1)], &[]);
+        commit(&mut p, &mut img, Tid::new(1), &[(100, 1)], &[]);
         // Tid 2's slots stored, the commit word not.
         let images = vec![(100, Arc::new(vec![2u8; 4096]), BlockKind::JournalData)];
-        let (stage, _) = p.place(Records { tid: 2, blocks: Vec::new(), images, revoked: vec![], logged: Vec::new(), near: None });
+        let (stage, _) = p.place(Records { tid: Tid::new(2), blocks: Vec::new(), images, revoked: vec![], logged: Vec::new(), near: None });
         let upto = stage.nvm.iter().position(|op| matches!(op, NvmOp::Store { at, .. } if *at == nf::COMMIT_WORD_AT)).unwrap();
         apply(&mut img, &stage.nvm[..upto]);
         let r = recover(&h, &img);
         assert_eq!(r.uncommitted, 1);
         assert_eq!(r.replay.len(), 1);
         assert_eq!(img[h.data_at(r.replay[0].1) as usize], 1);
-        assert_eq!(r.next_tid, 3, "beyond the uncommitted tid too");
+        assert_eq!(r.next_tid, Tid::new(3), "beyond the uncommitted tid too");
     }
 
     #[test]
     fn release_marks_clean_and_frees_older_copies_before_reuse() {
         let (h, mut p, mut img) = setup(8);
-        commit(&mut p, &mut img, 1, &[(100, 1)], &[]);
-        commit(&mut p, &mut img, 2, &[(100, 2)], &[]);
-        let kept = Kept { oldest: None, next_tid: 3, home: None };
+        commit(&mut p, &mut img, Tid::new(1), &[(100, 1)], &[]);
+        commit(&mut p, &mut img, Tid::new(2), &[(100, 2)], &[]);
+        let kept = Kept { oldest: None, next_tid: Tid::new(3), home: None };
         let stage = p.release_stage(kept);
         apply(&mut img, &stage.nvm);
         p.released(kept);
@@ -606,7 +606,7 @@ mod tests {
         let r = recover(&h, &img);
         assert!(r.replay.is_empty() && r.clean == 1, "{r:?}");
         // Reusing every slot never brings the old copy back.
-        commit(&mut p, &mut img, 3, &(0..8).map(|i| (500 + i, 3)).collect::<Vec<_>>(), &[]);
+        commit(&mut p, &mut img, Tid::new(3), &(0..8).map(|i| (500 + i, 3)).collect::<Vec<_>>(), &[]);
         let r = recover(&h, &img);
         assert!(r.replay.iter().all(|&(b, _, _)| b >= 500), "{r:?}");
     }
@@ -614,14 +614,14 @@ mod tests {
     #[test]
     fn absurd_tids_are_damage_not_a_panic() {
         let (h, mut p, mut img) = setup(8);
-        commit(&mut p, &mut img, 1, &[(100, 1)], &[]);
+        commit(&mut p, &mut img, Tid::new(1), &[(100, 1)], &[]);
         let table = |img: &[u8]| img[nf::TABLE_AT as usize..(nf::TABLE_AT + h.slots * nf::ENTRY_SIZE) as usize].to_vec();
-        assert!(analyze(&h, u64::MAX, &table(&img), 1 << 20).is_err());
-        let e = Entry { block: 7, tid: u64::MAX, data_crc: 0, state: SlotState::Tombstone };
+        assert!(analyze(&h, Tid::new(u64::MAX), &table(&img), 1 << 20).is_err());
+        let e = Entry { block: 7, tid: Tid::new(u64::MAX), data_crc: 0, state: SlotState::Tombstone };
         let at = h.entry_at(3) as usize;
         img[at..at + 24].copy_from_slice(&e.encode_fields(3));
         img[at + 24..at + 32].copy_from_slice(&nf::state_word(SlotState::Tombstone));
-        assert!(analyze(&h, 1, &table(&img), 1 << 20).is_err());
+        assert!(analyze(&h, Tid::new(1), &table(&img), 1 << 20).is_err());
     }
 
     /// Random tables and commit words: recovery's decision is an answer or an error, never a
@@ -645,12 +645,12 @@ mod tests {
             // Half the rounds: entries with valid CRCs and random fields.
             if round % 2 == 0 {
                 for slot in 0..h.slots {
-                    let e = Entry { block: next() % 2048, tid: next() % 64, data_crc: next() as u32, state: SlotState::Frozen };
+                    let e = Entry { block: next() % 2048, tid: Tid::new(next() % 64), data_crc: next() as u32, state: SlotState::Frozen };
                     let at = (slot * nf::ENTRY_SIZE) as usize;
                     table[at..at + 24].copy_from_slice(&e.encode_fields(slot));
                 }
             }
-            match analyze(&h, next() % 80, &table, 1024) {
+            match analyze(&h, Tid::new(next() % 80), &table, 1024) {
                 Ok(r) => {
                     ok += 1;
                     assert!(r.replay.iter().all(|&(b, s, _)| b < 1024 && s < h.slots), "replays only blocks inside the file system, from real slots");

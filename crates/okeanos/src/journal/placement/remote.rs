@@ -109,7 +109,7 @@ impl Placement for Remote {
         self.used += n;
         let op = RemoteOp::Append { tid: records.tid, blocks: records.blocks };
         let ops = if self.faults.skip_remote_append { Vec::new() } else { vec![op] };
-        (Stage { remote: ops, ..Stage::default() }, Extent { start: records.tid, end: records.tid + 1, blocks: n })
+        (Stage { remote: ops, ..Stage::default() }, Extent { start: records.tid.get(), end: records.tid.get() + 1, blocks: n })
     }
 
     fn release_stage(&self, kept: Kept) -> Stage {
@@ -153,7 +153,7 @@ impl Placement for Remote {
         if self.is_local() {
             return self.ring.recovered_stage(next_tid);
         }
-        let state = RemoteState { local: false, upto: 0, ..self.ring.remote_state() };
+        let state = RemoteState { local: false, upto: Tid::ZERO, ..self.ring.remote_state() };
         let mut s = self.ring.clean_stage_with(next_tid, state);
         s.remote.push(RemoteOp::Trim { upto: next_tid - 1 });
         s
@@ -161,7 +161,7 @@ impl Placement for Remote {
 
     fn recovered(&mut self, next_tid: Tid, kept: &[super::LoggedBlock]) {
         if !self.is_local() {
-            self.ring.set_remote_state(RemoteState { local: false, upto: 0, ..self.ring.remote_state() });
+            self.ring.set_remote_state(RemoteState { local: false, upto: Tid::ZERO, ..self.ring.remote_state() });
         }
         self.ring.recovered(next_tid, kept);
         self.fetched = None;
@@ -199,12 +199,12 @@ impl Fallback for Remote {
         let epoch = state.epoch + 1;
         let record_epoch = self.ring.in_use_stage_with(next_tid, RemoteState { epoch, ..state });
         let server = Stage { remote: vec![RemoteOp::Reconnect { epoch }, RemoteOp::Fence { epoch }, RemoteOp::Trim { upto: next_tid - 1 }], ..Stage::default() };
-        let record_remote = self.ring.in_use_stage_with(next_tid, RemoteState { local: false, epoch, upto: 0 });
+        let record_remote = self.ring.in_use_stage_with(next_tid, RemoteState { local: false, epoch, upto: Tid::ZERO });
         Some((vec![record_epoch, server, record_remote], epoch))
     }
 
     fn returned(&mut self, epoch: u64) {
-        self.ring.set_remote_state(RemoteState { local: false, epoch, upto: 0 });
+        self.ring.set_remote_state(RemoteState { local: false, epoch, upto: Tid::ZERO });
         self.held.clear();
         self.used = 0;
     }

@@ -2,6 +2,7 @@
 //! sweep after a fallback to the older table copy, and the merge of every log's transactions by
 //! tid (the module notes, "Interleaved logs").
 
+use crate::ids::Tid;
 use super::probe::checked_header;
 use super::*;
 
@@ -22,7 +23,7 @@ pub fn short_of_table(start: &RecoveryStart, rec: crate::journal::placement::Int
     } else {
         return None;
     };
-    Some(Damage { tid: scan.expected_tid(), pos: scan.fail_start.unwrap_or(start.pos), reason, following: 0, following_tids: (0, 0) })
+    Some(Damage { tid: scan.expected_tid(), pos: scan.fail_start.unwrap_or(start.pos), reason, following: 0, following_tids: (Tid::ZERO, Tid::ZERO) })
 }
 
 /// The newest transaction found whole in any of `regions`, trusting no table: every log read
@@ -91,7 +92,7 @@ pub fn merge_interleaved(mut txs: Vec<ScannedTx>, floor: Tid, log_damage: Vec<Da
         ));
     }
     let following = (rest.len() as u64 + log_damage.iter().map(|d| d.following).sum::<u64>()).max(u64::from(unseen));
-    let tids = rest.iter().map(|t| t.tid).chain(log_damage.iter().flat_map(|d| [d.following_tids.0, d.following_tids.1])).chain(unseen.then_some(swept)).filter(|&t| t > 0);
+    let tids = rest.iter().map(|t| t.tid).chain(log_damage.iter().flat_map(|d| [d.following_tids.0, d.following_tids.1])).chain(unseen.then_some(swept)).filter(|&t| t > Tid::ZERO);
     let following_tids = (tids.clone().min().unwrap_or(missing), tids.max().unwrap_or(missing));
     (txs, Some(Damage { tid: missing, pos: log_damage.first().map_or(0, |d| d.pos), reason, following, following_tids }))
 }

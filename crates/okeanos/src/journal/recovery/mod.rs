@@ -406,7 +406,7 @@ impl Scan {
 
 /// The tid the journal continues with after recovery (see the module notes).
 pub fn next_tid(scan: &Scan, probe: Option<&Probe>, start: &RecoveryStart) -> Tid {
-    let probed = probe.map_or(0, |p| p.max_tid_seen + 1);
+    let probed = probe.map_or(Tid::ZERO, |p| p.max_tid_seen + 1);
     (scan.end_tid() + 2).max(probed).max(start.tid_bound)
 }
 
@@ -418,13 +418,13 @@ mod tests {
     /// or past the first tid missing from the run is damage; below it, or no sweep, is not.
     #[test]
     fn a_swept_transaction_recovery_does_not_reach_is_damage() {
-        let (_, d) = merge_interleaved(Vec::new(), 216, Vec::new(), 0);
+        let (_, d) = merge_interleaved(Vec::new(), Tid::new(216), Vec::new(), Tid::new(0));
         assert!(d.is_none(), "no sweep: nothing to miss");
-        let (_, d) = merge_interleaved(Vec::new(), 216, Vec::new(), 215);
+        let (_, d) = merge_interleaved(Vec::new(), Tid::new(216), Vec::new(), Tid::new(215));
         assert!(d.is_none(), "everything swept is home or replayed");
-        let (_, d) = merge_interleaved(Vec::new(), 216, Vec::new(), 216);
+        let (_, d) = merge_interleaved(Vec::new(), Tid::new(216), Vec::new(), Tid::new(216));
         let d = d.expect("transaction 216 is whole in a log, and recovery did not find it");
-        assert_eq!((d.tid, d.following, d.following_tids), (216, 1, (216, 216)));
+        assert_eq!((d.tid, d.following, d.following_tids), (Tid::new(216), 1, (Tid::new(216), Tid::new(216))));
         assert!(d.reason.contains("does not reach"), "{}", d.reason);
     }
 }

@@ -101,7 +101,7 @@ impl Probe {
             done: false,
             blocks_read: 0,
             damage: None,
-            max_tid_seen: 0,
+            max_tid_seen: Tid::ZERO,
         })
     }
 

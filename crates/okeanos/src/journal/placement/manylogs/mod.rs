@@ -34,7 +34,7 @@ mod swap;
 mod table;
 
 pub use geometry::Geometry;
-pub use table::{read_table, refuse_fallback, sweep_after_fallback, ReadTable};
+pub use table::{formatted, read_table, refuse_fallback, sweep_after_fallback, ReadTable};
 use crate::faults::Faults;
 use swap::Swap;
 
@@ -170,7 +170,7 @@ impl Manylogs {
             mapped.insert(e.block, Mapped { at: e.at, tid: e.tid, hash: e.hash });
         }
         let snap = RefCell::new(Snap { home: map.home, entries: kept.to_vec() });
-        let durable = if kept.is_empty() { 0 } else { table.durable };
+        let durable = if kept.is_empty() { Tid::ZERO } else { table.durable };
         Manylogs {
             geo,
             logs,
@@ -188,14 +188,14 @@ impl Manylogs {
             snap,
             planned_snap: RefCell::new(None),
             recovered_to: RefCell::new(None),
-            swept: 0,
+            swept: Tid::ZERO,
             faults: Faults::default(),
         }
     }
 
     /// Records what a sweep after a fallback found ([`sweep_after_fallback`]).
     pub fn with_swept(mut self, swept: Option<Tid>) -> Self {
-        self.swept = swept.unwrap_or(0);
+        self.swept = swept.unwrap_or(Tid::ZERO);
         self
     }
 
@@ -498,7 +498,7 @@ impl Snapshots for Manylogs {
             let i = self.geo.group_of(k.at);
             let (e, s) = (self.mounted.logs[i], self.mounted_map.snaps[i]);
             logs[i] = LogEntry { tail: e.tail, end: s.pos, tail_tid: e.tail_tid };
-            snaps[i] = SnapPos { pos: s.pos, tid: 0 };
+            snaps[i] = SnapPos { pos: s.pos, tid: Tid::ZERO };
         }
         let floor = kept.iter().map(|e| e.tid).min().unwrap_or(next_tid);
         let seq = self.durable_seq.get() + 1;

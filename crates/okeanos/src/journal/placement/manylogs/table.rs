@@ -2,6 +2,7 @@
 //! deciding whether a host that fell back may return, and building the table a stage writes
 //! (two copies, A/B, the newer one winning at mount) with the map snapshot beside it.
 
+use crate::ids::Tid;
 use super::*;
 
 type ReadBlock<'a> = dyn FnMut(u64) -> Result<Vec<u8>, crate::device::DeviceError> + 'a;
@@ -17,6 +18,26 @@ pub struct ReadTable {
 /// Reads both copies of the log table, each with its map (version 3); the valid pair with the
 /// higher sequence wins. A table whose map is torn or stale is invalid as a whole: its write
 /// was not durable, and the other copy is the newest durable one.
+/// The journal region of a new file system (mkfs), after the journal superblock: copy A of the
+/// log table with every log empty and clean, and copy B zeroed (invalid), so that the first
+/// mount reads A. A clean table needs no map (version 2).
+pub fn formatted(groups: u32, log_blocks: u32, fs_uuid: [u8; 16], block_size: usize) -> Vec<u8> {
+    let per = LogTable::blocks_per_copy(groups as u64, block_size) as usize;
+    let mut t = vec![0u8; 2 * per * block_size];
+    LogTable {
+        version: 2,
+        flags: crate::format::logtable::flags::CLEAN,
+        seq: 0,
+        floor: Tid::new(1),
+        durable: Tid::ZERO,
+        log_blocks,
+        fs_uuid,
+        logs: vec![Default::default(); groups as usize],
+    }
+    .encode(&mut t[..per * block_size]);
+    t
+}
+
 pub fn read_table(geo: &Geometry, read: &mut ReadBlock) -> Result<ReadTable, crate::error::FsError> {
     let mut best: Option<(LogTable, LogMap)> = None;
     let mut errors = Vec::new();
@@ -174,13 +195,13 @@ impl Manylogs {
                 let live: Vec<&Placed> = l.txs.iter().filter(|t| t.tid >= floor).collect();
                 // An empty log names the tid below which what it holds is stale, if a swap
                 // left copies at or above the floor there.
-                let (tail, tail_tid) = live.first().map_or((l.head, if l.min_tid > floor { l.min_tid } else { 0 }), |t| (t.start, t.first));
+                let (tail, tail_tid) = live.first().map_or((l.head, if l.min_tid > floor { l.min_tid } else { Tid::ZERO }), |t| (t.start, t.first));
                 let end = live.iter().filter(|t| t.tid <= self.durable).last().map_or(tail, |t| t.end);
                 // Recovery reads from the first transaction above the home tid.
                 let snap = match live.iter().find(|t| t.tid > home) {
-                    Some(t) => SnapPos { pos: t.start as u32, tid: if t.tid <= self.durable { t.tid } else { 0 } },
+                    Some(t) => SnapPos { pos: t.start as u32, tid: if t.tid <= self.durable { t.tid } else { Tid::ZERO } },
                     None if live.is_empty() => SnapPos { pos: tail as u32, tid: tail_tid },
-                    None => SnapPos { pos: l.head as u32, tid: 0 },
+                    None => SnapPos { pos: l.head as u32, tid: Tid::ZERO },
                 };
                 snaps.push(snap);
                 LogEntry { tail: tail as u32, end: end as u32, tail_tid }

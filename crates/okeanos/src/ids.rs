@@ -1,0 +1,86 @@
+//! Identifiers that more than one layer names: a transaction's id belongs to the journal, and
+//! the cache records which transaction owns a buffer. Kept below both, so that the cache
+//! names it without importing the journal (docs/DESIGN.md section 2).
+
+use serde::{Deserialize, Serialize};
+
+/// A transaction id. Tids grow by one per transaction and never wrap in practice (u64); 0
+/// is "none yet" (the first transaction of a new journal is 1). On disk and on the wire a tid
+/// is its number (docs/FORMAT.md).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Tid(u64);
+
+impl Tid {
+    /// Before the first transaction.
+    pub const ZERO: Tid = Tid(0);
+
+    pub const fn new(n: u64) -> Tid {
+        Tid(n)
+    }
+
+    /// Its number, as stored on disk and sent on the wire.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+
+    /// The transaction after this one.
+    pub const fn next(self) -> Tid {
+        Tid(self.0 + 1)
+    }
+
+    /// The transaction before this one (ZERO stays ZERO).
+    pub const fn prev(self) -> Tid {
+        Tid(self.0.saturating_sub(1))
+    }
+}
+
+/// A later transaction: `tid + n`.
+impl std::ops::Add<u64> for Tid {
+    type Output = Tid;
+    fn add(self, n: u64) -> Tid {
+        Tid(self.0 + n)
+    }
+}
+
+impl std::ops::AddAssign<u64> for Tid {
+    fn add_assign(&mut self, n: u64) {
+        self.0 += n;
+    }
+}
+
+/// An earlier transaction: `tid - n` (which must not go below zero).
+impl std::ops::Sub<u64> for Tid {
+    type Output = Tid;
+    fn sub(self, n: u64) -> Tid {
+        Tid(self.0 - n)
+    }
+}
+
+/// How many transactions apart: `later - earlier` (which must not be negative).
+impl std::ops::Sub<Tid> for Tid {
+    type Output = u64;
+    fn sub(self, earlier: Tid) -> u64 {
+        self.0 - earlier.0
+    }
+}
+
+impl Tid {
+    /// `self - n`, stopping at ZERO.
+    pub const fn saturating_sub(self, n: u64) -> Tid {
+        Tid(self.0.saturating_sub(n))
+    }
+}
+
+impl std::fmt::Display for Tid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// Printed as its number, in debug output too (reports and logs read as before).
+impl std::fmt::Debug for Tid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
