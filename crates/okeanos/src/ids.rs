@@ -1,6 +1,7 @@
 //! Identifiers that more than one layer names: a transaction's id belongs to the journal, and
-//! the cache records which transaction owns a buffer. Kept below both, so that the cache
-//! names it without importing the journal (docs/DESIGN.md section 2).
+//! the cache records which transaction owns a buffer; a log position belongs to the journal's
+//! placements, and the journal superblock records one. Kept below all of them, so that the
+//! cache and the formats name them without importing the journal (docs/DESIGN.md section 2).
 
 use serde::{Deserialize, Serialize};
 
@@ -80,6 +81,44 @@ impl std::fmt::Display for Tid {
 
 /// Printed as its number, in debug output too (reports and logs read as before).
 impl std::fmt::Debug for Tid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A position in a journal's log region: journal block `n` of a ring (0 is the journal
+/// superblock, the log runs from 1), or block `n` of one of manylogs' logs. Where it is on the
+/// device is the region's business (`LogRegion::device_block`); only the region advances it
+/// (`next`, `advance`), since a ring wraps. The manylogs placement keeps the positions inside
+/// its logs as the numbers its table stores (format/logtable.rs) and names them as `LogPos`
+/// where it asks a log's region for a device block.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct LogPos(u64);
+
+impl LogPos {
+    /// Block 0: a ring's journal superblock (so, as the superblock's `start`, no log to
+    /// recover), or the first block of a manylogs log.
+    pub const ZERO: LogPos = LogPos(0);
+
+    pub const fn new(n: u64) -> LogPos {
+        LogPos(n)
+    }
+
+    /// Its number, as stored on disk.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl std::fmt::Display for LogPos {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// Printed as its number, in debug output too.
+impl std::fmt::Debug for LogPos {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.0.fmt(f)
     }

@@ -139,7 +139,7 @@ pub fn error_state(dev: &dyn Device) -> Result<Option<String>, FsError> {
 /// flushed. Refuses while the journal still needs recovery.
 pub fn clear_errors(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> Result<(), FsError> {
     let (mut sb, devs, _, jsb) = open(&dev, journal)?;
-    if jsb.start != 0 {
+    if !jsb.is_clean() {
         return Err(FsError::Invalid("the journal still needs recovery".into()));
     }
     sb.state = crate::format::superblock::state::CLEAN;

@@ -193,7 +193,7 @@ impl MountOptions {
         self.expire_period.unwrap_or(placement_default)
     }
 
-    /// What the journal's scheduler reads of these options (journal/scheduler.rs), with
+    /// What the journal's scheduler reads of these options (journal/scheduler/), with
     /// `checkpoint_thread` resolved at mount.
     pub fn scheduler(&self, checkpoint_thread: bool) -> SchedulerConfig {
         let ns = |d: Duration| d.as_nanos() as u64;

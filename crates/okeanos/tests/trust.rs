@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use okeanos::format::journal::{self as jf, JBlockType};
 use okeanos::format::superblock::state;
-use okeanos::{DataMode, Device, FileDevice, FsError, MemDevice, MkfsOptions, MountOptions, Okeanos, Tid};
+use okeanos::{DataMode, Device, FileDevice, FsError, LogPos, MemDevice, MkfsOptions, MountOptions, Okeanos, Tid};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,7 +86,7 @@ fn crashed_run(mode: DataMode) -> Crashed {
 }
 
 /// Log positions of one block of each kind in transaction `tid`.
-fn blocks_by_kind(image: &[u8], tid: Tid) -> BTreeMap<&'static str, u64> {
+fn blocks_by_kind(image: &[u8], tid: Tid) -> BTreeMap<&'static str, LogPos> {
     let dev: Arc<dyn Device> = Arc::new(MemDevice::from_bytes(image.to_vec()));
     let d = okeanos::inspect::dump_journal(dev, None).unwrap();
     let t = d.transactions.iter().find(|t| t.tid == tid).expect("transaction in the log");
@@ -118,7 +118,7 @@ fn blocks_by_kind(image: &[u8], tid: Tid) -> BTreeMap<&'static str, u64> {
     kinds
 }
 
-fn flip(image: &mut [u8], log_pos: u64, byte: usize) {
+fn flip(image: &mut [u8], log_pos: LogPos, byte: usize) {
     // Internal journal: journal block j is device block `start + j`.
     let dev: Arc<dyn Device> = Arc::new(MemDevice::from_bytes(image.to_vec()));
     let d = okeanos::inspect::dump_journal(dev, None).unwrap();
@@ -130,7 +130,8 @@ fn flip(image: &mut [u8], log_pos: u64, byte: usize) {
 fn max_tid_in_ring(image: &[u8]) -> Tid {
     let dev: Arc<dyn Device> = Arc::new(MemDevice::from_bytes(image.to_vec()));
     let d = okeanos::inspect::dump_journal(dev, None).unwrap();
-    (d.region.first..d.region.total)
+    d.region
+        .positions()
         .filter_map(|j| {
             let at = d.region.device_block(j) as usize * BS;
             let b = &image[at..at + BS];
@@ -471,7 +472,7 @@ fn a_new_transaction_ending_where_an_abandoned_one_begins_does_not_bring_it_back
         let crashed = dev.snapshot();
         let d = okeanos::inspect::dump_journal(Arc::new(MemDevice::from_bytes(crashed.clone())), None).unwrap();
         let t = d.transactions.iter().find(|t| t.tid == tid).expect("the new transaction");
-        if t.start != 1 || t.end < target {
+        if t.start != LogPos::new(1) || t.end < target {
             continue;
         }
         assert_eq!(t.end, target, "no write size made the new transaction end at log block {target}");

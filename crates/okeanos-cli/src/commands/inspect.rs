@@ -25,8 +25,8 @@ fn nvm_summary(t: &okeanos::inspect::NvmTable) -> String {
 pub(crate) fn journal_dump(dev: Arc<dyn Device>, jdev: Option<Arc<dyn Device>>) -> Result<ExitCode, String> {
     if let Some(t) = okeanos::inspect::nvm_table(&dev).map_err(|e| e.to_string())? {
         outln!("{}", nvm_summary(&t));
-        for &(block, slot, _) in &t.analysis.replay {
-            outln!("  block {block}: newest committed copy in slot {slot}");
+        for c in &t.analysis.replay {
+            outln!("  block {}: newest committed copy in slot {}", c.block, c.slot);
         }
         return Ok(ExitCode::SUCCESS);
     }

@@ -21,7 +21,7 @@
 //! - `ops.rs`: namespace and attribute operations; `write.rs`: the write path, fallocate and
 //!   truncation; `read.rs`: reads outside the lock; `evict.rs`: open files and eviction;
 //! - `sync.rs`: syncs waiting for their commit; `step.rs`: the journal threads over the
-//!   scheduler (journal/scheduler.rs) and the effects of its decisions; `paths.rs`:
+//!   scheduler (journal/scheduler/) and the effects of its decisions; `paths.rs`:
 //!   path-level calls and [`File`]; `image.rs`: image files.
 
 mod evict;
@@ -81,7 +81,7 @@ pub struct StatFs {
 
 struct Core {
     fs: FsState,
-    /// When to commit, checkpoint, fall back and return (journal/scheduler.rs); also whether
+    /// When to commit, checkpoint, fall back and return (journal/scheduler/); also whether
     /// the journal stops (unmount) or was abandoned (every user handle dropped).
     sched: Scheduler,
     /// No new operations (unmounting).

@@ -1,4 +1,4 @@
-//! The journal threads: each loops over the scheduler's next step (journal/scheduler.rs, the
+//! The journal threads: each loops over the scheduler's next step (journal/scheduler/, the
 //! decisions, without I/O), runs its I/O outside the state lock, and reports it back. The
 //! engine keeps what the scheduler leaves out: threads, the lock, condition variables, the
 //! clock, and the statistics. The simulator drives the same scheduler step by step

@@ -20,7 +20,7 @@
 //! Byte maps: docs/FORMAT.md, "Journal".
 
 use super::{check_crc, invalid, need, put_crc, seed, FormatError, Le};
-pub use crate::ids::Tid;
+pub use crate::ids::{LogPos, Tid};
 
 pub const JOURNAL_MAGIC: u32 = u32::from_le_bytes(*b"OKJL");
 pub const JOURNAL_VERSION: u32 = 1;
@@ -128,11 +128,11 @@ pub struct JournalSuperblock {
     /// Blocks of the journal, including this superblock (block 0).
     pub total_blocks: u64,
     /// First block of the circular log (1).
-    pub first: u64,
+    pub first: LogPos,
     /// Tid of the first transaction expected at `start`.
     pub sequence: Tid,
     /// Block of the oldest transaction still needed, or 0 when the journal is empty (clean).
-    pub start: u64,
+    pub start: LogPos,
     pub uuid: [u8; 16],
     /// The file system this journal belongs to (an external journal is refused for another).
     pub fs_uuid: [u8; 16],
@@ -156,6 +156,13 @@ pub struct RemoteState {
 }
 
 impl JournalSuperblock {
+    /// Whether no log needs recovery (`start` is zero).
+    pub fn is_clean(&self) -> bool {
+        self.start == LogPos::ZERO
+    }
+}
+
+impl JournalSuperblock {
     pub fn encode(&self, out: &mut [u8]) {
         out.fill(0);
         put_header(out, JBlockType::Superblock, Tid::ZERO);
@@ -163,9 +170,9 @@ impl JournalSuperblock {
         Le::put_u32(out, 20, self.features);
         Le::put_u32(out, 24, self.block_size);
         Le::put_u64(out, 32, self.total_blocks);
-        Le::put_u64(out, 40, self.first);
+        Le::put_u64(out, 40, self.first.get());
         Le::put_u64(out, 48, self.sequence.get());
-        Le::put_u64(out, 56, self.start);
+        Le::put_u64(out, 56, self.start.get());
         out[64..80].copy_from_slice(&self.uuid);
         out[80..96].copy_from_slice(&self.fs_uuid);
         Le::put_u32(out, 96, self.errno as u32);
@@ -188,9 +195,9 @@ impl JournalSuperblock {
             features: Le::u32(b, 20),
             block_size: Le::u32(b, 24),
             total_blocks: Le::u64(b, 32),
-            first: Le::u64(b, 40),
+            first: LogPos::new(Le::u64(b, 40)),
             sequence: Tid::new(Le::u64(b, 48)),
-            start: Le::u64(b, 56),
+            start: LogPos::new(Le::u64(b, 56)),
             uuid: b[64..80].try_into().unwrap(),
             fs_uuid: b[80..96].try_into().unwrap(),
             errno: Le::u32(b, 96) as i32,
@@ -202,7 +209,7 @@ impl JournalSuperblock {
         if jsb.version != JOURNAL_VERSION || jsb.features & !jfeature::KNOWN != 0 {
             return Err(FormatError::Unsupported { what: W, version: jsb.version, features: jsb.features });
         }
-        if jsb.first != 1 || jsb.total_blocks < 16 || (jsb.start != 0 && !(jsb.first..jsb.total_blocks).contains(&jsb.start)) {
+        if jsb.first != LogPos::new(1) || jsb.total_blocks < 16 || (!jsb.is_clean() && !(jsb.first.get()..jsb.total_blocks).contains(&jsb.start.get())) {
             return Err(invalid(W, format!("log bounds first={} total={} start={} are invalid", jsb.first, jsb.total_blocks, jsb.start)));
         }
         Ok(jsb)

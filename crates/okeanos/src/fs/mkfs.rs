@@ -1,6 +1,7 @@
 //! Formatting: lays out the superblock, group descriptors, bitmaps, inode tables, the root
 //! directory and the journal superblock, writing them straight to the device(s).
 
+use crate::ids::LogPos;
 use crate::ids::Tid;
 use crate::device::{Device, DeviceError};
 use crate::format::group::GD_SIZE;
@@ -381,9 +382,9 @@ pub fn mkfs(dev: &dyn Device, journal_dev: Option<&dyn Device>, o: &MkfsOptions)
         features: jfeature::TX_CHECKSUM | jfeature::MULTIWRITE,
         block_size: sb.block_size,
         total_blocks: jblocks,
-        first: 1,
+        first: LogPos::new(1),
         sequence: Tid::new(1),
-        start: 0,
+        start: LogPos::ZERO,
         uuid: juuid,
         fs_uuid: sb.uuid,
         errno: 0,

@@ -25,8 +25,6 @@ pub mod transaction;
 pub mod writeback;
 
 #[cfg(test)]
-mod scheduler_tests;
-#[cfg(test)]
 mod tests;
 
 use crate::faults::Faults;

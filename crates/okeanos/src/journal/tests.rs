@@ -15,9 +15,9 @@ pub(super) fn journal(policy: &str) -> (Journal, Cache) {
         features: jfeature::TX_CHECKSUM | jfeature::MULTIWRITE,
         block_size: BS as u32,
         total_blocks: 1024,
-        first: 1,
+        first: crate::ids::LogPos::new(1),
         sequence: super::transaction::Tid::new(1),
-        start: 0,
+        start: crate::ids::LogPos::ZERO,
         uuid: [0; 16],
         fs_uuid: [0; 16],
         errno: 0,
@@ -174,7 +174,7 @@ fn a_checkpoint_beside_a_commit_keeps_the_tail_before_it() {
     assert_eq!(plan.kept.oldest, Some((t2, at)), "the commit in flight is the oldest transaction kept");
     let jsb = plan.io.stages.last().unwrap().writes.last().unwrap();
     let jsb = JournalSuperblock::decode(&jsb.data).unwrap();
-    assert_eq!((jsb.start, jsb.sequence), (at.start, t2), "the tail written is where the commit in flight starts");
+    assert_eq!((jsb.start.get(), jsb.sequence), (at.start, t2), "the tail written is where the commit in flight starts");
     j.commit_finish(&mut c, 0);
     j.checkpoint_finish(&mut c, plan);
     assert_eq!(j.log.len(), 1);

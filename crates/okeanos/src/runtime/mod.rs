@@ -7,7 +7,7 @@ pub mod open;
 pub mod placement;
 pub mod remote;
 
-use crate::ids::Tid;
+use crate::ids::{LogPos, Tid};
 use crate::device::{Device, DeviceError};
 use crate::remote::client::RemoteError;
 use crate::format::journal as jf;
@@ -269,13 +269,14 @@ impl<'a> LogReader<'a> {
     }
 
     /// The block at log position `pos`.
-    pub fn read(&mut self, pos: u64) -> Result<&[u8], DeviceError> {
+    pub fn read(&mut self, at: LogPos) -> Result<&[u8], DeviceError> {
         let bs = self.devs.block_size;
+        let pos = at.get();
         if pos < self.first || pos >= self.first + self.count {
             // The window never wraps: it ends at the end of the journal.
             let n = READ_AHEAD_BLOCKS.min(self.region.total - pos);
             self.buf.resize(n as usize * bs, 0);
-            self.devs.get(self.region.dev()).read_at(self.region.device_block(pos) * bs as u64, &mut self.buf)?;
+            self.devs.get(self.region.dev()).read_at(self.region.device_block(at) * bs as u64, &mut self.buf)?;
             self.first = pos;
             self.count = n;
         }
@@ -416,7 +417,7 @@ fn recover_logs(
         let (b, at) = bad[0];
         damage = Some(recovery::Damage {
             tid: Tid::ZERO,
-            pos: at,
+            pos: None,
             reason: format!("{} mapped block(s) fail their journal checksum, first block {b} at device block {at}", bad.len()),
             following: 0,
             following_tids: (Tid::ZERO, Tid::ZERO),

@@ -132,7 +132,7 @@ pub fn open(devs: &mut Devices, sb: &Superblock, region: LogRegion, jsb: &Journa
             m.faults = opts.faults.clone();
             Kinded::Manylogs(m)
         }
-        JournalKind::Remote(rec) if offline && !jsb.remote.local && jsb.start != 0 => {
+        JournalKind::Remote(rec) if offline && !jsb.remote.local && !jsb.is_clean() => {
             return Err(FsError::Invalid(format!(
                 "this file system's journal is on the journal server {}: mount it (okeanos mount, or the library) to recover from the server",
                 rec.server
@@ -140,7 +140,7 @@ pub fn open(devs: &mut Devices, sb: &Superblock, region: LogRegion, jsb: &Journa
         }
         // After a clean unmount the server holds nothing (it was trimmed): read-only use needs
         // no server then.
-        JournalKind::Remote(_) if !offline && !jsb.remote.local && !(opts.read_only && jsb.start == 0) => {
+        JournalKind::Remote(_) if !offline && !jsb.remote.local && !(opts.read_only && jsb.is_clean()) => {
             let record = remote_state_writer(devs, region, jsb);
             let o = super::remote::open(sb, jsb, opts, devs, &|| clock.now_ns(), record)?;
             let ring = Ring::new(region, JournalSuperblock { remote: RemoteState { epoch: o.epoch, ..jsb.remote }, ..jsb.clone() });
@@ -187,7 +187,7 @@ impl Opened {
                 Box::new(ring)
             }
             Kinded::Remote(mut r) => {
-                if r.is_local() && r.ring().is_empty() && r.ring().superblock().start == 0 && !opts.read_only {
+                if r.is_local() && r.ring().is_empty() && r.ring().superblock().is_clean() && !opts.read_only {
                     let jsb = r.ring().superblock().clone();
                     let record = remote_state_writer(devs, region, &jsb);
                     if let Ok(o) = super::remote::reopen(sb, &jsb, opts, devs, next_tid, record) {
@@ -260,7 +260,7 @@ impl RemoteJournal {
 pub fn journal_state(sb: &Superblock, devs: &Devices, jsb: &JournalSuperblock) -> JournalState {
     use crate::format::superblock::JournalLocation;
     let ring = |kind: &str, blocks: u64| {
-        let needs = jsb.start != 0;
+        let needs = !jsb.is_clean();
         let state = if needs { format!("needs recovery from block {}, transaction {}", jsb.start, jsb.sequence) } else { format!("clean, next transaction {}", jsb.sequence) };
         JournalState { kind: kind.into(), summary: format!("{kind}, {blocks} blocks, {state}"), needs_recovery: needs, next_tid: jsb.sequence, problem: None, remote: None }
     };
@@ -344,7 +344,7 @@ pub fn open_manylogs(sb: &Superblock, devs: &Devices) -> FsResult<crate::journal
 /// on the server that depends on it). Used only while mounting, before the journal exists.
 pub fn remote_state_writer(devs: &Devices, region: LogRegion, jsb: &JournalSuperblock) -> impl FnMut(RemoteState) -> FsResult<()> {
     let log_dev: Arc<dyn Device> = if region.dev() == DevId::Journal { devs.journal.clone().expect("checked by open_journal") } else { devs.fs.clone() };
-    let at = region.device_block(0) * jsb.block_size as u64;
+    let at = region.device_block(region.superblock()) * jsb.block_size as u64;
     let base = jsb.clone();
     move |state| {
         let mut b = vec![0u8; base.block_size as usize];

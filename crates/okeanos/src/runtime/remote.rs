@@ -111,7 +111,7 @@ pub fn open(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, devs:
             at += b.len();
         }
         devs.remote_log = Some(Arc::new(MemDevice::from_bytes(image).named("journal server log")) as Arc<dyn Device>);
-        Some(RecoveryStart { region, pos: 1, tid: Tid::new(txs[0].0), multiwrite: jsb.features & jfeature::MULTIWRITE != 0, tid_bound: Tid::new(txs[txs.len() - 1].0 + 1), interleaved: None })
+        Some(RecoveryStart { region, pos: region.first, tid: Tid::new(txs[0].0), multiwrite: jsb.features & jfeature::MULTIWRITE != 0, tid_bound: Tid::new(txs[txs.len() - 1].0 + 1), interleaved: None })
     };
     devs.link = Some(Arc::new(Mutex::new(client)));
     devs.remote_read_only = opts.read_only;
@@ -124,7 +124,7 @@ pub fn open(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, devs:
 /// to the server again. Each local record is durable before the step after it. An error leaves
 /// the host in its local journal.
 pub fn reopen(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, devs: &mut Devices, next_tid: Tid, mut record: impl FnMut(RemoteState) -> FsResult<()>) -> FsResult<Opened> {
-    assert!(jsb.remote.local && jsb.start == 0, "only an empty local journal returns to the server");
+    assert!(jsb.remote.local && jsb.is_clean(), "only an empty local journal returns to the server");
     let mut client = crate::remote::connect(client_config(sb, jsb, opts)?, opts.remote_connector.as_ref()).map_err(refused)?;
     let epoch = client.journal().epoch.max(jsb.remote.epoch) + 1;
     record(RemoteState { epoch, ..jsb.remote })?;

@@ -33,7 +33,7 @@ pub use remote::Remote;
 pub use ring::{LogRegion, RegionKind, Ring};
 
 use super::plan::{BlockKind, DevId, IoPlan, IoStage, IoWrite, NvmOp, RemoteOp};
-use super::transaction::Tid;
+use crate::ids::{LogPos, Tid};
 use std::sync::Arc;
 
 /// A committed transaction's journal blocks, in log order: `[revoke*]([descriptor]
@@ -168,7 +168,7 @@ pub struct RecoveryStart {
     /// The log's positions and the device block of each.
     pub region: LogRegion,
     /// The first position to read, and the tid expected there.
-    pub pos: u64,
+    pub pos: LogPos,
     pub tid: Tid,
     /// The log may hold multiwrite records.
     pub multiwrite: bool,
@@ -186,7 +186,7 @@ pub struct RecoveryStart {
 pub struct Interleaved {
     /// Position after the newest transaction that was durable when the table was written:
     /// the scan must reach it, or a committed transaction is missing.
-    pub end: u64,
+    pub end: LogPos,
     /// Tid of the transaction at the scan's start when `end` is past it.
     pub tail_tid: Tid,
     /// The table's floor: the merged run of every log's transactions starts here (a log's own

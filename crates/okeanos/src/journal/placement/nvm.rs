@@ -339,7 +339,7 @@ impl Placement for NvmSlots {
     fn recovery(&self) -> Recovery {
         let Some(r) = &self.recovering else { return Recovery::Logs(Vec::new()) };
         let d = &r.decided;
-        let copies = d.replay.iter().map(|&(block, slot, crc)| SlotCopy { block, slot, at: self.h.data_at(slot), crc }).collect();
+        let copies = d.replay.iter().map(|c| SlotCopy { block: c.block, slot: c.slot, at: self.h.data_at(c.slot), crc: c.data_crc }).collect();
         Recovery::Table(TableReplay {
             copies,
             marks: !r.read_only && !(d.free_first.is_empty() && d.free_then.is_empty()),
@@ -412,11 +412,20 @@ impl Parking for NvmSlots {
     }
 }
 
+/// A block's newest committed copy frozen in a slot: recovery writes it home.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrozenCopy {
+    pub block: u64,
+    pub slot: u64,
+    /// The CRC32C of the slot's data its entry records.
+    pub data_crc: u32,
+}
+
 /// What recovery does with an NVM slot table ([`analyze`]).
 #[derive(Debug, Default)]
 pub struct TableRecovery {
-    /// Blocks to write home: `(block, slot, data CRC)`, in block order.
-    pub replay: Vec<(u64, u64, u32)>,
+    /// Blocks to write home, in block order.
+    pub replay: Vec<FrozenCopy>,
     /// Entries to set FREE first (outranked, uncommitted, torn), then fence.
     pub free_first: Vec<u64>,
     /// Then these (each block's newest entry), then fence: the table is empty.
@@ -513,7 +522,7 @@ pub fn analyze(h: &NvmHeader, commit_word: Tid, table: &[u8], fs_blocks: u64) ->
         match e.state {
             SlotState::Frozen => {
                 r.frozen += 1;
-                r.replay.push((block, slot, e.data_crc));
+                r.replay.push(FrozenCopy { block, slot, data_crc: e.data_crc });
             }
             SlotState::Clean => r.clean += 1,
             SlotState::Tombstone => r.tombstones += 1,
@@ -570,7 +579,7 @@ mod tests {
         commit(&mut p, &mut img, Tid::new(3), &[], &[200]);
         let r = recover(&h, &img);
         assert_eq!(r.replay.len(), 1, "{r:?}");
-        let (block, slot, _) = r.replay[0];
+        let FrozenCopy { block, slot, .. } = r.replay[0];
         assert_eq!(block, 100);
         assert_eq!(img[h.data_at(slot) as usize], 2, "block 100's newest version");
         assert_eq!(r.tombstones, 1);
@@ -589,7 +598,7 @@ mod tests {
         let r = recover(&h, &img);
         assert_eq!(r.uncommitted, 1);
         assert_eq!(r.replay.len(), 1);
-        assert_eq!(img[h.data_at(r.replay[0].1) as usize], 1);
+        assert_eq!(img[h.data_at(r.replay[0].slot) as usize], 1);
         assert_eq!(r.next_tid, Tid::new(3), "beyond the uncommitted tid too");
     }
 
@@ -608,7 +617,7 @@ mod tests {
         // Reusing every slot never brings the old copy back.
         commit(&mut p, &mut img, Tid::new(3), &(0..8).map(|i| (500 + i, 3)).collect::<Vec<_>>(), &[]);
         let r = recover(&h, &img);
-        assert!(r.replay.iter().all(|&(b, _, _)| b >= 500), "{r:?}");
+        assert!(r.replay.iter().all(|c| c.block >= 500), "{r:?}");
     }
 
     #[test]
@@ -653,7 +662,7 @@ mod tests {
             match analyze(&h, Tid::new(next() % 80), &table, 1024) {
                 Ok(r) => {
                     ok += 1;
-                    assert!(r.replay.iter().all(|&(b, s, _)| b < 1024 && s < h.slots), "replays only blocks inside the file system, from real slots");
+                    assert!(r.replay.iter().all(|c| c.block < 1024 && c.slot < h.slots), "replays only blocks inside the file system, from real slots");
                 }
                 Err(_) => err += 1,
             }

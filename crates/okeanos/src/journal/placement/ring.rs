@@ -5,7 +5,7 @@
 use super::{Extent, Kept, Placement, Records, Recovery, RecoveryStart, Stage};
 use crate::format::journal::{JournalSuperblock, RemoteState};
 use crate::journal::plan::{BlockKind, DevId, IoWrite};
-use crate::journal::transaction::Tid;
+use crate::ids::{LogPos, Tid};
 use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,20 +29,20 @@ pub struct LogRegion {
     /// Journal blocks including the superblock.
     pub total: u64,
     /// First log block (1).
-    pub first: u64,
+    pub first: LogPos,
 }
 
 impl LogRegion {
     pub fn internal(base: u64, total: u64) -> Self {
-        LogRegion { kind: RegionKind::Internal, base, total, first: 1 }
+        LogRegion { kind: RegionKind::Internal, base, total, first: LogPos::new(1) }
     }
     pub fn external(total: u64) -> Self {
-        LogRegion { kind: RegionKind::External, base: 0, total, first: 1 }
+        LogRegion { kind: RegionKind::External, base: 0, total, first: LogPos::new(1) }
     }
     /// A remote log of `blocks` journal blocks read back into memory at positions 1..; one
     /// empty block after them ends the scan, and the region never wraps within them.
     pub fn remote(blocks: u64) -> Self {
-        LogRegion { kind: RegionKind::Remote, base: 0, total: blocks + 2, first: 1 }
+        LogRegion { kind: RegionKind::Remote, base: 0, total: blocks + 2, first: LogPos::new(1) }
     }
     pub fn name(&self) -> &'static str {
         match self.kind {
@@ -60,24 +60,33 @@ impl LogRegion {
         }
     }
     /// Device block of journal block `j`.
-    pub fn device_block(&self, j: u64) -> u64 {
-        debug_assert!(j < self.total);
-        self.base + j
+    pub fn device_block(&self, j: LogPos) -> u64 {
+        debug_assert!(j.get() < self.total);
+        self.base + j.get()
     }
     /// Blocks in the circular part.
     pub fn ring_len(&self) -> u64 {
-        self.total - self.first
+        self.total - self.first.get()
+    }
+    /// The journal superblock's position (block 0).
+    pub fn superblock(&self) -> LogPos {
+        LogPos::new(0)
+    }
+    /// Every position of the circular part, in order from `first`.
+    pub fn positions(&self) -> impl Iterator<Item = LogPos> {
+        (self.first.get()..self.total).map(LogPos::new)
     }
     /// The log position after `pos`.
-    pub fn next(&self, pos: u64) -> u64 {
-        if pos + 1 >= self.total {
+    pub fn next(&self, pos: LogPos) -> LogPos {
+        if pos.get() + 1 >= self.total {
             self.first
         } else {
-            pos + 1
+            LogPos::new(pos.get() + 1)
         }
     }
     /// Blocks from `from` forward to `to`.
-    pub fn distance(&self, from: u64, to: u64) -> u64 {
+    pub fn distance(&self, from: LogPos, to: LogPos) -> u64 {
+        let (from, to) = (from.get(), to.get());
         if to >= from {
             to - from
         } else {
@@ -85,8 +94,8 @@ impl LogRegion {
         }
     }
     /// `pos` advanced by `n` blocks.
-    pub fn advance(&self, pos: u64, n: u64) -> u64 {
-        self.first + (pos - self.first + n) % self.ring_len()
+    pub fn advance(&self, pos: LogPos, n: u64) -> LogPos {
+        LogPos::new(self.first.get() + (pos.get() - self.first.get() + n) % self.ring_len())
     }
 }
 
@@ -102,8 +111,8 @@ pub struct Ring {
     /// The journal superblock as mounted (features, uuids); `start` and `sequence` are
     /// written from the state below.
     jsb: JournalSuperblock,
-    head: u64,
-    tail: u64,
+    head: LogPos,
+    tail: LogPos,
 }
 
 impl Ring {
@@ -150,7 +159,7 @@ impl Ring {
 
     /// The journal superblock with the log empty, the next tid and `remote` as given.
     pub fn clean_stage_with(&self, next_tid: Tid, remote: RemoteState) -> Stage {
-        self.jsb_stage_with(0, next_tid, remote)
+        self.jsb_stage_with(LogPos::ZERO, next_tid, remote)
     }
 
     /// Log blocks in use (committed and committing transactions).
@@ -158,23 +167,23 @@ impl Ring {
         self.region.distance(self.tail, self.head)
     }
 
-    fn jsb_stage(&self, start: u64, sequence: Tid) -> Stage {
+    fn jsb_stage(&self, start: LogPos, sequence: Tid) -> Stage {
         self.jsb_stage_with(start, sequence, self.jsb.remote)
     }
 
     /// The write of the journal superblock with the log from `start` (0: empty), the tid there,
     /// and the remote state, then its flush.
-    fn jsb_stage_with(&self, start: u64, sequence: Tid, remote: RemoteState) -> Stage {
+    fn jsb_stage_with(&self, start: LogPos, sequence: Tid, remote: RemoteState) -> Stage {
         let mut b = vec![0u8; self.jsb.block_size as usize];
         JournalSuperblock { start, sequence, remote, ..self.jsb.clone() }.encode(&mut b);
         let dev = self.region.dev();
-        Stage { writes: vec![IoWrite { dev, block: self.region.device_block(0), data: Arc::new(b), kind: BlockKind::JournalSuper }], flush: vec![dev], remote: Vec::new(), nvm: Vec::new() }
+        Stage { writes: vec![IoWrite { dev, block: self.region.device_block(self.region.superblock()), data: Arc::new(b), kind: BlockKind::JournalSuper }], flush: vec![dev], remote: Vec::new(), nvm: Vec::new() }
     }
 
     /// Where the log starts after a checkpoint that keeps `kept`.
-    fn tail_of(&self, kept: Kept) -> (u64, Tid) {
+    fn tail_of(&self, kept: Kept) -> (LogPos, Tid) {
         match kept.oldest {
-            Some((tid, at)) => (at.start, tid),
+            Some((tid, at)) => (LogPos::new(at.start), tid),
             None => (self.head, kept.next_tid),
         }
     }
@@ -209,7 +218,7 @@ impl Placement for Ring {
             pos = self.region.next(pos);
         }
         self.head = pos;
-        (Stage { writes, flush: vec![dev], remote: Vec::new(), nvm: Vec::new() }, Extent { start, end: pos, blocks: n })
+        (Stage { writes, flush: vec![dev], remote: Vec::new(), nvm: Vec::new() }, Extent { start: start.get(), end: pos.get(), blocks: n })
     }
 
     fn release_stage(&self, kept: Kept) -> Stage {
@@ -228,7 +237,7 @@ impl Placement for Ring {
 
     fn clean_stage(&self, next_tid: Tid) -> Stage {
         assert_eq!(self.head, self.tail, "a clean journal is empty");
-        self.jsb_stage(0, next_tid)
+        self.jsb_stage(LogPos::ZERO, next_tid)
     }
 
     /// From the journal superblock as read at mount: the tail and its tid, unless clean. Every
@@ -239,11 +248,11 @@ impl Placement for Ring {
     }
 
     fn recovered_stage(&self, next_tid: Tid) -> Stage {
-        self.jsb_stage(0, next_tid)
+        self.jsb_stage(LogPos::ZERO, next_tid)
     }
 
     fn recovered(&mut self, next_tid: Tid, _kept: &[super::LoggedBlock]) {
-        self.jsb.start = 0;
+        self.jsb.start = LogPos::ZERO;
         self.jsb.sequence = next_tid;
     }
 }
@@ -251,7 +260,7 @@ impl Placement for Ring {
 impl Ring {
     /// Where the ring's recovery starts, if it needs one.
     pub fn scan_start(&self) -> Option<RecoveryStart> {
-        (self.jsb.start != 0).then(|| RecoveryStart {
+        (!self.jsb.is_clean()).then(|| RecoveryStart {
             region: self.region,
             pos: self.jsb.start,
             tid: self.jsb.sequence,

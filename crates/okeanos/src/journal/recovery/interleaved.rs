@@ -23,7 +23,7 @@ pub fn short_of_table(start: &RecoveryStart, rec: crate::journal::placement::Int
     } else {
         return None;
     };
-    Some(Damage { tid: scan.expected_tid(), pos: scan.fail_start.unwrap_or(start.pos), reason, following: 0, following_tids: (Tid::ZERO, Tid::ZERO) })
+    Some(Damage { tid: scan.expected_tid(), pos: Some(scan.fail_start.unwrap_or(start.pos)), reason, following: 0, following_tids: (Tid::ZERO, Tid::ZERO) })
 }
 
 /// The newest transaction found whole in any of `regions`, trusting no table: every log read
@@ -37,7 +37,7 @@ pub fn short_of_table(start: &RecoveryStart, rec: crate::journal::placement::Int
 pub fn sweep_committed<E>(regions: &[LogRegion], fs_blocks: u64, above: Tid, since_ns: i64, read: &mut dyn FnMut(u64) -> Result<Vec<u8>, E>) -> Result<Option<Tid>, E> {
     let mut newest: Option<Tid> = None;
     for &region in regions {
-        for pos in region.first..region.total {
+        for pos in region.positions() {
             let b = read(region.device_block(pos))?;
             let Some((kind, tid)) = checked_header(&b) else { continue };
             if tid <= above || newest.is_some_and(|n| tid <= n) || !matches!(kind, JBlockType::Descriptor | JBlockType::Revoke) {
@@ -94,5 +94,5 @@ pub fn merge_interleaved(mut txs: Vec<ScannedTx>, floor: Tid, log_damage: Vec<Da
     let following = (rest.len() as u64 + log_damage.iter().map(|d| d.following).sum::<u64>()).max(u64::from(unseen));
     let tids = rest.iter().map(|t| t.tid).chain(log_damage.iter().flat_map(|d| [d.following_tids.0, d.following_tids.1])).chain(unseen.then_some(swept)).filter(|&t| t > Tid::ZERO);
     let following_tids = (tids.clone().min().unwrap_or(missing), tids.max().unwrap_or(missing));
-    (txs, Some(Damage { tid: missing, pos: log_damage.first().map_or(0, |d| d.pos), reason, following, following_tids }))
+    (txs, Some(Damage { tid: missing, pos: log_damage.first().and_then(|d| d.pos), reason, following, following_tids }))
 }

@@ -80,7 +80,7 @@
 use super::placement::{LogRegion, LoggedBlock, RecoveryStart};
 use super::plan::BlockKind;
 use super::revoke::RevokeTable;
-use super::transaction::Tid;
+use crate::ids::{LogPos, Tid};
 use crate::format::journal::{self as jf, CommitBlock, Descriptor, JBlockType, RevokeBlock, Tag};
 use crate::format::FormatError;
 use crate::det::HashMap;
@@ -100,12 +100,12 @@ pub struct ScannedTx {
     /// The log it was found in.
     pub region: LogRegion,
     pub tid: Tid,
-    pub start: u64,
-    pub end: u64,
+    pub start: LogPos,
+    pub end: LogPos,
     /// What the transaction logged, in log order.
     pub items: Vec<ScanItem>,
     /// Log positions of its revoke blocks.
-    pub revoke_blocks: Vec<u64>,
+    pub revoke_blocks: Vec<LogPos>,
     pub handle_count: u32,
     pub commit_time_ns: i64,
 }
@@ -114,7 +114,7 @@ pub struct ScannedTx {
 #[derive(Debug, Clone)]
 pub enum ScanItem {
     /// A whole block at a log position.
-    Full { pos: u64, tag: Tag },
+    Full { pos: LogPos, tag: Tag },
     /// A multiwrite record and its bytes.
     Record { tag: Tag, bytes: Vec<u8> },
 }
@@ -133,7 +133,7 @@ impl ScanItem {
 struct Body {
     tags: Vec<Tag>,
     /// Positions of the whole blocks read so far, in tag order.
-    full_pos: Vec<u64>,
+    full_pos: Vec<LogPos>,
     full_left: usize,
     stream: Vec<u8>,
     stream_len: usize,
@@ -149,11 +149,11 @@ enum Phase {
 
 #[derive(Debug)]
 struct Partial {
-    start: u64,
+    start: LogPos,
     hash: u64,
     count: u64,
     items: Vec<ScanItem>,
-    revoke_blocks: Vec<u64>,
+    revoke_blocks: Vec<LogPos>,
 }
 
 /// Pass 1. Drive it with [`Scan::next_read`] and [`Scan::feed`].
@@ -163,7 +163,7 @@ pub struct Scan {
     fs_blocks: u64,
     /// The journal allows multiwrite tags.
     multiwrite: bool,
-    pos: u64,
+    pos: LogPos,
     expected: Tid,
     /// Interleaved logs (manylogs): at a transaction boundary any tid from `expected` up to
     /// this bound (exclusive) is accepted, not only `expected`.
@@ -172,7 +172,7 @@ pub struct Scan {
     /// lowest tid a transaction beginning at or past it may have (older ones are stale).
     past_end: Option<(u64, Tid)>,
     /// Where the scan started.
-    start_pos: u64,
+    start_pos: LogPos,
     budget: u64,
     phase: Phase,
     cur: Option<Partial>,
@@ -184,7 +184,7 @@ pub struct Scan {
     pub first_tid: Tid,
     /// Where the transaction that failed its checks begins (None: the scan ended without a
     /// failure: a clean journal, or the whole ring read).
-    pub fail_start: Option<u64>,
+    pub fail_start: Option<LogPos>,
 }
 
 impl Scan {
@@ -199,7 +199,7 @@ impl Scan {
     }
 
     /// A scan that expects transaction `tid` to begin at log position `pos`.
-    pub fn at(region: LogRegion, fs_blocks: u64, multiwrite: bool, pos: u64, tid: Tid) -> Self {
+    pub fn at(region: LogRegion, fs_blocks: u64, multiwrite: bool, pos: LogPos, tid: Tid) -> Self {
         Scan {
             region,
             fs_blocks,
@@ -226,7 +226,7 @@ impl Scan {
     }
 
     /// The log position to read next, or `None` when the scan is over.
-    pub fn next_read(&self) -> Option<u64> {
+    pub fn next_read(&self) -> Option<LogPos> {
         match self.phase {
             Phase::Done => None,
             _ => Some(self.pos),
@@ -239,7 +239,7 @@ impl Scan {
     }
 
     /// Whether log position `pos` is at or past the recorded end (interleaved logs).
-    fn is_past_end(&self, pos: u64) -> bool {
+    fn is_past_end(&self, pos: LogPos) -> bool {
         self.past_end.is_some_and(|(end, _)| self.region.distance(self.start_pos, pos) >= end)
     }
 

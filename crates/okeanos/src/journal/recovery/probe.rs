@@ -1,6 +1,7 @@
 //! The probe after a failed scan: the torn tail of the log, or damage in its middle (the
 //! second decision table of the module notes).
 
+use crate::ids::LogPos;
 use super::*;
 
 /// A transaction that failed its checks with committed transactions after it.
@@ -8,8 +9,9 @@ use super::*;
 pub struct Damage {
     /// The damaged transaction.
     pub tid: Tid,
-    /// Its first log block.
-    pub pos: u64,
+    /// Its first log block; none where the damage is not in a log (a mapped block that fails
+    /// its checksum, or a transaction missing from every log).
+    pub pos: Option<LogPos>,
     /// Why the scan rejected it.
     pub reason: String,
     /// Committed transactions found after it (not replayed).
@@ -22,9 +24,9 @@ impl std::fmt::Display for Damage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "journal transaction {} at log block {} is damaged ({}); {} committed transaction{} after it ({}..={}) were not replayed",
+            "journal transaction {}{} is damaged ({}); {} committed transaction{} after it ({}..={}) were not replayed",
             self.tid,
-            self.pos,
+            self.pos.map_or(String::new(), |p| format!(" at log block {p}")),
             self.reason,
             self.following,
             if self.following == 1 { "" } else { "s" },
@@ -55,16 +57,16 @@ pub struct Probe {
     fs_blocks: u64,
     multiwrite: bool,
     failed_tid: Tid,
-    failed_pos: u64,
+    failed_pos: LogPos,
     reason: String,
-    pos: u64,
+    pos: LogPos,
     /// Ring positions left to look at.
     left: u64,
     /// Blocks since the last valid header, and the most a whole transaction can have.
     gap: u64,
     max_gap: u64,
     /// A scan from a candidate: its start position.
-    sub: Option<(u64, Scan)>,
+    sub: Option<(LogPos, Scan)>,
     done: bool,
     pub blocks_read: u64,
     pub damage: Option<Damage>,
@@ -105,7 +107,7 @@ impl Probe {
         })
     }
 
-    pub fn next_read(&self) -> Option<u64> {
+    pub fn next_read(&self) -> Option<LogPos> {
         if self.done {
             return None;
         }
@@ -152,7 +154,7 @@ impl Probe {
     }
 
     /// A candidate scan made progress: wait for it, then judge it.
-    fn after_sub(&mut self, at: u64, scan: Scan) {
+    fn after_sub(&mut self, at: LogPos, scan: Scan) {
         if scan.next_read().is_some() {
             self.sub = Some((at, scan));
             return;
@@ -162,7 +164,7 @@ impl Probe {
                 self.max_tid_seen = self.max_tid_seen.max(last.tid);
                 self.damage = Some(Damage {
                     tid: self.failed_tid,
-                    pos: self.failed_pos,
+                    pos: Some(self.failed_pos),
                     reason: self.reason.clone(),
                     following: scan.txs.len() as u64,
                     following_tids: (first.tid, last.tid),

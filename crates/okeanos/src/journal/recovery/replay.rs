@@ -5,7 +5,7 @@
 use super::*;
 
 /// Pass 2: the revoke blocks to read, with the tid of their transaction.
-pub fn revoke_reads(txs: &[ScannedTx]) -> Vec<(LogRegion, u64, Tid)> {
+pub fn revoke_reads(txs: &[ScannedTx]) -> Vec<(LogRegion, LogPos, Tid)> {
     txs.iter().flat_map(|t| t.revoke_blocks.iter().map(move |&p| (t.region, p, t.tid))).collect()
 }
 

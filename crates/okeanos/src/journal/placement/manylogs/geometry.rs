@@ -1,6 +1,7 @@
 //! Where the logs and the log table are: one log at the start of every block group, the
 //! table's two copies and the map's copies in the journal region (docs/FORMAT.md, "Log table").
 
+use crate::ids::LogPos;
 use super::{LogRegion, RegionKind};
 use crate::format::logtable::{LogMap, LogTable};
 
@@ -64,7 +65,7 @@ impl Geometry {
     }
 
     pub fn region(&self, log: usize) -> LogRegion {
-        LogRegion { kind: RegionKind::Log, base: self.log_starts[log], total: self.log_blocks, first: 0 }
+        LogRegion { kind: RegionKind::Log, base: self.log_starts[log], total: self.log_blocks, first: LogPos::ZERO }
     }
 
     /// The group (and log) a file-system block lies in.

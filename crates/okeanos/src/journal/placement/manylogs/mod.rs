@@ -35,6 +35,7 @@ mod table;
 
 pub use geometry::Geometry;
 pub use table::{formatted, read_table, refuse_fallback, sweep_after_fallback, ReadTable};
+use crate::ids::LogPos;
 use crate::faults::Faults;
 use swap::Swap;
 
@@ -306,8 +307,8 @@ impl Placement for Manylogs {
         let mut crcs = Vec::with_capacity(records.blocks.len());
         for (data, kind) in records.blocks {
             crcs.push(crc32c::crc32c(&data));
-            writes.push(IoWrite { dev: DevId::Fs, block: region.device_block(pos), data, kind });
-            pos = region.next(pos);
+            writes.push(IoWrite { dev: DevId::Fs, block: region.device_block(LogPos::new(pos)), data, kind });
+            pos = region.next(LogPos::new(pos)).get();
         }
         // The map changes once the commit is durable (`on_durable`).
         let mut changes: Vec<(u64, Option<Mapped>)> = records.revoked.iter().map(|&b| (b, None)).collect();
@@ -391,13 +392,13 @@ impl Placement for Manylogs {
             .enumerate()
             .map(|(i, (e, s))| RecoveryStart {
                 region: self.geo.region(i),
-                pos: s.pos as u64,
+                pos: LogPos::new(s.pos as u64),
                 // The tid there, or for an empty log the one below which its contents are
                 // stale (a swap's leftovers); the first above home otherwise.
                 tid: s.tid.max(home + 1),
                 multiwrite: true,
                 tid_bound: bound,
-                interleaved: Some(super::Interleaved { end: e.end as u64, tail_tid: s.tid, floor: home + 1, past_end_min: self.mounted.durable + 1, swept: self.swept }),
+                interleaved: Some(super::Interleaved { end: LogPos::new(e.end as u64), tail_tid: s.tid, floor: home + 1, past_end_min: self.mounted.durable + 1, swept: self.swept }),
             })
             .collect(),
         )

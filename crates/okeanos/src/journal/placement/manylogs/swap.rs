@@ -2,6 +2,7 @@
 //! log, so that the head's group takes commits again without a wait for a checkpoint
 //! (docs/JOURNALING.md, "Swapping a crowded log").
 
+use crate::ids::LogPos;
 use super::*;
 
 /// A swap in flight: `from`'s transactions are being copied to `to` (both logs take no
@@ -87,8 +88,8 @@ impl Manylogs {
         for t in &l.txs {
             assert_eq!(t.start, pos, "a log's transactions are contiguous");
             for &crc in &t.crcs {
-                copies.push(IoCopy { from: (DevId::Fs, src.device_block(pos)), to: (DevId::Fs, dst.device_block(copies.len() as u64)), check: CopyCheck::Crc(crc), kind: BlockKind::LogSwap });
-                pos = src.next(pos);
+                copies.push(IoCopy { from: (DevId::Fs, src.device_block(LogPos::new(pos))), to: (DevId::Fs, dst.device_block(LogPos::new(copies.len() as u64))), check: CopyCheck::Crc(crc), kind: BlockKind::LogSwap });
+                pos = src.next(LogPos::new(pos)).get();
             }
         }
         assert_eq!((pos, copies.len() as u64), (l.head, blocks), "the copies cover the log from tail to head");

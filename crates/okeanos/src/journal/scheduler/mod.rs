@@ -33,6 +33,10 @@ use crate::cache::Cache;
 use crate::device::DeviceError;
 use std::collections::BTreeSet;
 
+mod finish;
+#[cfg(test)]
+mod tests;
+
 /// Blocks one step of age-based writeback writes at most (4 MiB with 4 KiB blocks).
 pub const EXPIRY_STEP_BLOCKS: usize = 1024;
 
@@ -640,118 +644,5 @@ impl Scheduler {
                 }
             }
         }
-    }
-
-    // ----------------------------------------------------------------------------------------
-    // A step's outcome.
-
-    /// Records the outcome of a step's I/O, at `now`.
-    pub fn finish(&mut self, host: &mut dyn Host, now: u64, work: JournalWork, res: Result<(), DeviceError>) {
-        // The other lane may be waiting for this step (a clash, or space held by a commit).
-        match &work {
-            JournalWork::Checkpoint(_) | JournalWork::Swap(_) | JournalWork::Early(_) | JournalWork::Datasync(_) => {
-                self.checkpointing = None;
-                self.effects.notify_commit_lane = true;
-                self.effects.notify_checkpoint_lane = true;
-            }
-            _ => self.effects.notify_checkpoint_lane = true,
-        }
-        match (work, res) {
-            (JournalWork::Commit { plan, started_ns }, Ok(())) => {
-                self.commit_done(host, plan, started_ns, now);
-                // The syncs of this transaction, and handles waiting for a commit; not the
-                // syncs already waiting for the next one.
-                self.effects.notify_handles = true;
-                self.effects.deliver_syncs = true;
-                return;
-            }
-            (JournalWork::Fallback { fallback, commit, started_ns }, Ok(())) => {
-                let (journal, cache) = host.parts();
-                journal.fallback_finish(cache, fallback);
-                self.effects.counted.push(Counted::Checkpoint);
-                self.effects.counted.push(Counted::Fallback);
-                self.commit_done(host, commit, started_ns, now);
-            }
-            (JournalWork::Return { epoch, .. }, Ok(())) => {
-                host.parts().0.return_finish(epoch);
-                self.return_backoff_ns = RETURN_RETRY_NS;
-            }
-            // Still unreachable (or failed half-way): stay in the local journal, try again later.
-            (JournalWork::Return { .. }, Err(e)) if falls_back(&e) => {
-                self.return_backoff_ns = (self.return_backoff_ns * 2).min(RETURN_RETRY_MAX_NS);
-                self.next_return_ns = now + self.return_backoff_ns;
-            }
-            (JournalWork::Swap(plan), Ok(())) => {
-                host.parts().0.swap_finish(plan);
-                self.effects.counted.push(Counted::LogSwap);
-            }
-            (JournalWork::Early(plan), Ok(())) => {
-                self.effects.counted.push(Counted::EarlyWrites(plan.blocks.len() as u64));
-                host.parts().0.early_finish(plan);
-            }
-            (JournalWork::Datasync(plan), Ok(())) => {
-                let journal = host.parts().0;
-                self.effects.counted.push(Counted::DatasyncStep(plan.covers.saturating_sub(journal.datasyncs_done())));
-                journal.datasync_finish(plan);
-            }
-            (JournalWork::Checkpoint(plan), Ok(())) => {
-                let (journal, cache) = host.parts();
-                journal.checkpoint_finish(cache, plan);
-                self.effects.counted.push(Counted::Checkpoint);
-                // Waiting handles look again and ask again if they still lack space.
-                self.want_space = false;
-            }
-            (JournalWork::Checkpoint(plan), Err(e)) if falls_back(&e) => {
-                // A checkpoint's only remote operation is its TRIM, which comes after the home
-                // writes are flushed: the checkpoint is complete here, only the server still
-                // holds the checkpointed transactions (replaying them again is harmless, and
-                // the next checkpoint's TRIM covers them: trims are cumulative). The next
-                // commit finds out whether the server is gone, and falls back then. Aborting
-                // here would stop a host whose server died during a checkpoint.
-                let (journal, cache) = host.parts();
-                journal.checkpoint_finish(cache, plan);
-                self.effects.counted.push(Counted::Checkpoint);
-                self.want_space = false;
-            }
-            (JournalWork::Commit { plan, started_ns }, Err(e)) if falls_back(&e) => {
-                // The journal server failed: make the transaction durable in the local journal
-                // (journal/fallback.rs); its syncs keep waiting until then.
-                let (journal, cache) = host.parts();
-                match journal.fallback_begin(cache) {
-                    Some(fallback) => self.pending = Some(JournalWork::Fallback { fallback, commit: plan, started_ns }),
-                    None => Self::abort(host, format!("commit of transaction {} failed: {e}", plan.tid)),
-                }
-            }
-            (work, Err(e)) => {
-                let why = match work {
-                    JournalWork::Commit { plan, .. } => format!("commit of transaction {} failed: {e}", plan.tid),
-                    JournalWork::Fallback { commit, .. } => format!("commit of transaction {} failed on the journal server, then in the local journal: {e}", commit.tid),
-                    JournalWork::Checkpoint(_) => format!("checkpoint failed: {e}"),
-                    JournalWork::Return { .. } => format!("returning to the journal server failed: {e}"),
-                    JournalWork::Swap(_) => format!("log swap failed: {e}"),
-                    JournalWork::Early(_) => format!("background writeback failed: {e}"),
-                    JournalWork::Datasync(_) => format!("writing overwrites in place for fdatasync failed: {e}"),
-                };
-                Self::abort(host, why);
-            }
-        }
-        self.effects.wake();
-    }
-
-    fn commit_done(&mut self, host: &mut dyn Host, plan: CommitPlan, started_ns: u64, now: u64) {
-        let (journal, cache) = host.parts();
-        let done = journal.commit_finish(cache, now);
-        host.freed(done.freed_blocks, done.freed_inodes);
-        self.effects.counted.push(Counted::Commit { handles: plan.handles, journal_blocks: plan.journal_blocks, records: plan.records });
-        self.effects.committed = Some(done.tid);
-        let took = now.saturating_sub(started_ns);
-        self.avg_commit_ns = if self.avg_commit_ns == 0 { took } else { (self.avg_commit_ns * 7 + took) / 8 };
-        self.last_commit_handles = plan.handles;
-    }
-
-    /// Nothing commits after this; the file system turns read-only with the reason.
-    fn abort(host: &mut dyn Host, why: String) {
-        host.parts().0.commit_failed(why.clone());
-        host.read_only(why);
     }
 }

@@ -3,9 +3,9 @@
 //! journal thread would and checks the decision, without threads, devices or a clock.
 
 use crate::cache::{BufKind, Cache};
-use super::scheduler::{Counted, Host, JournalStep, JournalWork, Lane, Scheduler, SchedulerConfig};
-use super::transaction::{Credits, Tid};
-use super::Journal;
+use super::{Counted, Host, JournalStep, JournalWork, Lane, Scheduler, SchedulerConfig};
+use crate::journal::transaction::{Credits, Tid};
+use crate::journal::Journal;
 use crate::device::DeviceError;
 use crate::remote::client::RemoteError;
 
@@ -56,7 +56,7 @@ fn config() -> SchedulerConfig {
 }
 
 fn setup(cfg: SchedulerConfig) -> (Scheduler, TestHost) {
-    let (journal, cache) = super::tests::journal("data");
+    let (journal, cache) = crate::journal::tests::journal("data");
     (Scheduler::new(cfg, 0), TestHost { journal, cache, activity: 0, freed: Vec::new(), read_only: None })
 }
 
