@@ -239,7 +239,7 @@ fn damaged_journal_is_reported_and_fsck_clears_it() {
     assert!(d.transactions.len() >= 6, "{}", d.transactions.len());
     let t = &d.transactions[2];
     let mut bytes = std::fs::read(&img).unwrap();
-    bytes[d.region.device_block(t.start) as usize * 4096 + 40] ^= 0xff;
+    bytes[d.region.device_block(t.start).get() as usize * 4096 + 40] ^= 0xff;
     std::fs::write(&img, &bytes).unwrap();
     let p = img.to_str().unwrap();
     let dump = okeanos(&["journal", "dump", p]);

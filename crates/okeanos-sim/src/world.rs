@@ -380,9 +380,9 @@ impl World {
             if !f.flushing {
                 f.flushing = true;
                 // A copy's read goes first (its write needs the data), sources in order.
-                let mut reads: Vec<(DevId, u64)> = stage.copies.iter().map(|c| c.from).collect();
+                let mut reads: Vec<(DevId, u64)> = stage.copies.iter().map(|c| (c.from.0, c.from.1.get())).collect();
                 reads.sort_by_key(|r| (r.0 as u8, r.1));
-                let ios: Vec<(DevId, u64)> = stage.copies.iter().map(|c| c.to).chain(stage.writes.iter().map(|w| (w.dev, w.block))).collect();
+                let ios: Vec<(DevId, u64)> = stage.copies.iter().map(|c| (c.to.0, c.to.1.get())).chain(stage.writes.iter().map(|w| (w.dev, w.block.get()))).collect();
                 let remote: Vec<Option<u64>> = stage
                     .remote
                     .iter()

@@ -123,3 +123,46 @@ impl std::fmt::Debug for LogPos {
         self.0.fmt(f)
     }
 }
+
+/// A block of a device, counted from its start: where a plan writes, reads and copies. A
+/// file-system block's home is the block of the same number on the file-system device
+/// (`DevBlock::home`); a log position becomes one through its region
+/// (`LogRegion::device_block`). A device block is not a file-system block: a block logged in
+/// a manylogs log has both, and only the home is the file's.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct DevBlock(u64);
+
+impl DevBlock {
+    pub const fn new(n: u64) -> DevBlock {
+        DevBlock(n)
+    }
+
+    /// The home of file-system block `block`: the block of the same number on the
+    /// file-system device.
+    pub const fn home(block: u64) -> DevBlock {
+        DevBlock(block)
+    }
+
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+
+    /// Its first byte on a device of `block_size`-byte blocks.
+    pub const fn byte(self, block_size: u64) -> u64 {
+        self.0 * block_size
+    }
+}
+
+impl std::fmt::Display for DevBlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// Printed as its number, in debug output too.
+impl std::fmt::Debug for DevBlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}

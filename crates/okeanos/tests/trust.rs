@@ -93,7 +93,7 @@ fn blocks_by_kind(image: &[u8], tid: Tid) -> BTreeMap<&'static str, LogPos> {
     let mut kinds = BTreeMap::new();
     let mut pos = t.start;
     while pos != t.end {
-        let at = (d.region.device_block(pos) as usize) * BS;
+        let at = d.region.device_block(pos).get() as usize * BS;
         let b = &image[at..at + BS];
         let kind = match jf::header(b) {
             Some((JBlockType::Descriptor, _)) => "descriptor",
@@ -122,7 +122,7 @@ fn flip(image: &mut [u8], log_pos: LogPos, byte: usize) {
     // Internal journal: journal block j is device block `start + j`.
     let dev: Arc<dyn Device> = Arc::new(MemDevice::from_bytes(image.to_vec()));
     let d = okeanos::inspect::dump_journal(dev, None).unwrap();
-    let at = d.region.device_block(log_pos) as usize * BS + byte;
+    let at = d.region.device_block(log_pos).get() as usize * BS + byte;
     image[at] ^= 0x5a;
 }
 
@@ -133,7 +133,7 @@ fn max_tid_in_ring(image: &[u8]) -> Tid {
     d.region
         .positions()
         .filter_map(|j| {
-            let at = d.region.device_block(j) as usize * BS;
+            let at = d.region.device_block(j).get() as usize * BS;
             let b = &image[at..at + BS];
             let ok = match jf::header(b)? {
                 (JBlockType::Descriptor, _) => jf::Descriptor::decode(b).is_ok(),

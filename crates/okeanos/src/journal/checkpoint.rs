@@ -13,6 +13,7 @@
 //! After the writes are flushed, the placement records what it released (the ring: the journal
 //! superblock's new tail), durably, before the space is reused.
 
+use crate::ids::DevBlock;
 use super::placement::Kept;
 use super::plan::{BlockKind, CopyCheck, DevId, IoCopy, IoPlan, IoStage, IoWrite};
 use super::transaction::{Tid, TxState};
@@ -208,12 +209,12 @@ impl Journal {
                     let parking = parking.expect("checked");
                     let at = parking.frozen_copy(b).expect("a block parked in a log is mapped");
                     let hash = parking.frozen_hash(b).expect("a block parked in a log is mapped");
-                    copies.push((IoCopy { from: (DevId::Fs, at), to: (DevId::Fs, b), check: CopyCheck::Tag(hash), kind }, tid));
+                    copies.push((IoCopy { from: (DevId::Fs, DevBlock::new(at)), to: (DevId::Fs, DevBlock::home(b)), check: CopyCheck::Tag(hash), kind }, tid));
                 }
                 Some(_) => panic!("block {b} is parked in NVM: the engine loads it before the checkpoint"),
                 None => {
                     let d = buf.cp_data.clone().expect("owed block has a committed version");
-                    writes.push((IoWrite { dev: DevId::Fs, block: b, data: d, kind }, tid));
+                    writes.push((IoWrite { dev: DevId::Fs, block: DevBlock::home(b), data: d, kind }, tid));
                 }
             }
         }
@@ -226,7 +227,7 @@ impl Journal {
         for chunk in writes.chunks(CHECKPOINT_SLICE_BLOCKS) {
             let mut stage = IoStage::default();
             for (w, tid) in chunk {
-                written.push((w.block, *tid));
+                written.push((w.block.get(), *tid));
                 data.push(Some(w.data.clone()));
                 stage.writes.push(w.clone());
             }
@@ -235,7 +236,7 @@ impl Journal {
         for chunk in copies.chunks(COPY_SLICE_BLOCKS) {
             let mut stage = IoStage::default();
             for (c, tid) in chunk {
-                written.push((c.to.1, *tid));
+                written.push((c.to.1.get(), *tid));
                 data.push(None);
                 stage.copies.push(c.clone());
             }

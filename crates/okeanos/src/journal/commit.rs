@@ -17,6 +17,7 @@
 //! While the commit's I/O is in flight, new handles run in the next transaction: concurrent
 //! syncs share that next commit (group commit).
 
+use crate::ids::DevBlock;
 use super::placement::{Extent, Records};
 use super::plan::{BlockKind, DevId, IoPlan, IoWrite};
 use super::transaction::{Tid, Transaction, TxState};
@@ -210,12 +211,12 @@ impl Journal {
 
         let in_place = |set: &std::collections::BTreeSet<u64>| -> Vec<IoWrite> {
             set.iter()
-                .map(|&b| IoWrite { dev: DevId::Fs, block: b, data: cache.peek(b).expect("in-place data stays cached").data.clone(), kind: BlockKind::FinalData })
+                .map(|&b| IoWrite { dev: DevId::Fs, block: DevBlock::home(b), data: cache.peek(b).expect("in-place data stays cached").data.clone(), kind: BlockKind::FinalData })
                 .collect()
         };
         // Blocks written early (journal/writeback.rs) and unchanged since are not written again:
         // the ordered stage's flush makes them durable.
-        let mut ordered: Vec<IoWrite> = in_place(&tx.final_data).into_iter().filter(|w| !self.written_early(cache, w.block)).collect();
+        let mut ordered: Vec<IoWrite> = in_place(&tx.final_data).into_iter().filter(|w| !self.written_early(cache, w.block.get())).collect();
         let late = if self.cfg.faults.ordered_after_commit { std::mem::take(&mut ordered) } else { Vec::new() };
         let early_written = tx.final_data.len() > ordered.len();
         let mut batch = Vec::new();

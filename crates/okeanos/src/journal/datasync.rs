@@ -28,6 +28,7 @@
 //! could replay over the new bytes (selective, data and wasteless content; a block that was
 //! metadata once), O_DUR files, and any write that allocated or changed the size.
 
+use crate::ids::DevBlock;
 use super::plan::{BlockKind, DevId, IoPlan, IoWrite};
 use super::writeback::EarlyPlan;
 use super::Journal;
@@ -112,7 +113,7 @@ impl Journal {
         }
         let mut io = IoPlan::default();
         let flush = if self.cfg.faults.datasync_no_flush { Vec::new() } else { vec![DevId::Fs] };
-        io.push(blocks.iter().map(|(b, d)| IoWrite { dev: DevId::Fs, block: *b, data: d.clone(), kind: BlockKind::FinalData }).collect(), flush);
+        io.push(blocks.iter().map(|(b, d)| IoWrite { dev: DevId::Fs, block: DevBlock::home(*b), data: d.clone(), kind: BlockKind::FinalData }).collect(), flush);
         Some(DatasyncPlan { early: EarlyPlan { io, blocks }, covers: self.datasync.asked })
     }
 

@@ -5,6 +5,7 @@
 //! executes plans with pwrite/fdatasync; a simulator executes the same plans against disk models
 //! in virtual time (docs/DESIGN.md section 2; quinn-proto's shape).
 
+use crate::ids::DevBlock;
 use crate::ids::Tid;
 use std::sync::Arc;
 
@@ -122,7 +123,7 @@ impl BlockKind {
 pub struct IoWrite {
     pub dev: DevId,
     /// Block number on that device.
-    pub block: u64,
+    pub block: DevBlock,
     pub data: Arc<Vec<u8>>,
     pub kind: BlockKind,
 }
@@ -133,8 +134,8 @@ pub struct IoWrite {
 /// another log. A mismatch fails the plan.
 #[derive(Debug, Clone)]
 pub struct IoCopy {
-    pub from: (DevId, u64),
-    pub to: (DevId, u64),
+    pub from: (DevId, DevBlock),
+    pub to: (DevId, DevBlock),
     pub check: CopyCheck,
     pub kind: BlockKind,
 }

@@ -27,6 +27,7 @@
 //! copy (selective's journaled sequence before an in-place write) carries a revoke in this
 //! transaction: until it commits, recovery replays the committed copy over the early write.
 
+use crate::ids::DevBlock;
 use super::plan::{BlockKind, DevId, IoPlan, IoWrite};
 use super::Journal;
 use crate::cache::Cache;
@@ -77,7 +78,7 @@ impl Journal {
             // The canary: recorded as written, never written.
             return Some(EarlyPlan { io, blocks });
         }
-        io.push(blocks.iter().map(|(b, d)| IoWrite { dev: DevId::Fs, block: *b, data: d.clone(), kind: BlockKind::FinalData }).collect(), Vec::new());
+        io.push(blocks.iter().map(|(b, d)| IoWrite { dev: DevId::Fs, block: DevBlock::home(*b), data: d.clone(), kind: BlockKind::FinalData }).collect(), Vec::new());
         Some(EarlyPlan { io, blocks })
     }
 

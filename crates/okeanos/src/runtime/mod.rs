@@ -7,6 +7,7 @@ pub mod open;
 pub mod placement;
 pub mod remote;
 
+use crate::ids::DevBlock;
 use crate::ids::{LogPos, Tid};
 use crate::device::{Device, DeviceError};
 use crate::remote::client::RemoteError;
@@ -97,9 +98,9 @@ impl Devices {
         Ok(())
     }
 
-    pub(crate) fn read_block(&self, id: DevId, block: u64) -> Result<Vec<u8>, DeviceError> {
+    pub(crate) fn read_block(&self, id: DevId, block: DevBlock) -> Result<Vec<u8>, DeviceError> {
         let mut b = vec![0u8; self.block_size];
-        self.get(id).read_at(block * self.block_size as u64, &mut b)?;
+        self.get(id).read_at(block.byte(self.block_size as u64), &mut b)?;
         Ok(b)
     }
 }
@@ -145,7 +146,7 @@ pub fn execute_yielding(plan: &IoPlan, devs: &Devices, stats: &Stats, between: &
             let mut end = k + 1;
             while end < order.len() && end - k < MAX_RUN_BLOCKS {
                 let (prev, next) = (&writes[order[end - 1]], &writes[order[end]]);
-                if next.dev != first.dev || next.block != prev.block + 1 {
+                if next.dev != first.dev || next.block.get() != prev.block.get() + 1 {
                     break;
                 }
                 end += 1;
@@ -173,7 +174,7 @@ pub fn execute_yielding(plan: &IoPlan, devs: &Devices, stats: &Stats, between: &
                 batch.clear();
                 batch_dev = Some(first.dev);
             }
-            batch.push((first.block * bs, data));
+            batch.push((first.block.byte(bs), data));
             last_block = Some(writes[order[end - 1]].block);
         }
         if let Some(d) = batch_dev {
@@ -210,18 +211,18 @@ fn read_copies(copies: &[IoCopy], devs: &Devices, stats: &Stats) -> Result<Vec<I
     while k < order.len() {
         let first = order[k];
         let mut end = k + 1;
-        while end < order.len() && end - k < MAX_RUN_BLOCKS && order[end].from.0 == first.from.0 && order[end].from.1 == order[end - 1].from.1 + 1 {
+        while end < order.len() && end - k < MAX_RUN_BLOCKS && order[end].from.0 == first.from.0 && order[end].from.1.get() == order[end - 1].from.1.get() + 1 {
             end += 1;
         }
         let mut buf = vec![0u8; (end - k) * bs];
         let dev = devs.get(first.from.0);
-        dev.read_at(first.from.1 * bs as u64, &mut buf)?;
+        dev.read_at(first.from.1.byte(bs as u64), &mut buf)?;
         for (c, data) in order[k..end].iter().zip(buf.chunks(bs)) {
-            if !c.check.matches(c.to.1, data) {
+            if !c.check.matches(c.to.1.get(), data) {
                 return Err(DeviceError::Io {
                     device: format!("{:?}", c.from.0),
                     op: "read",
-                    offset: c.from.1 * bs as u64,
+                    offset: c.from.1.byte(bs as u64),
                     message: format!("the logged copy of block {} does not match its journal checksum", c.to.1),
                 });
             }
@@ -276,7 +277,7 @@ impl<'a> LogReader<'a> {
             // The window never wraps: it ends at the end of the journal.
             let n = READ_AHEAD_BLOCKS.min(self.region.total - pos);
             self.buf.resize(n as usize * bs, 0);
-            self.devs.get(self.region.dev()).read_at(self.region.device_block(at) * bs as u64, &mut self.buf)?;
+            self.devs.get(self.region.dev()).read_at(self.region.device_block(at).byte(bs as u64), &mut self.buf)?;
             self.first = pos;
             self.count = n;
         }
@@ -454,7 +455,7 @@ fn recover_logs(
 
 /// Sets the ERRORS state and the error record in the superblock, durably.
 fn mark_errors(devs: &Devices, damage: &Damage, wall_ns: i64) -> Result<(), RecoveryError> {
-    let mut b = devs.read_block(DevId::Fs, 0)?;
+    let mut b = devs.read_block(DevId::Fs, DevBlock::new(0))?;
     let mut sb = Superblock::decode(&b)?;
     sb.state |= state::ERRORS;
     sb.error = ErrorRecord { tid: damage.tid, following: damage.following, time_ns: wall_ns };
@@ -472,7 +473,7 @@ fn replay(devs: &Devices, blocks: &[ReplayBlock], stats: &Stats) -> Result<Vec<(
     for r in blocks {
         let mut b = match r.base {
             ReplayBase::Mapped { block, hash } => {
-                let b = devs.read_block(DevId::Fs, block)?;
+                let b = devs.read_block(DevId::Fs, DevBlock::new(block))?;
                 if jf::data_hash(r.fs_block, 0, &b) != hash {
                     bad.push((r.fs_block, block));
                     continue;
@@ -499,7 +500,7 @@ fn replay(devs: &Devices, blocks: &[ReplayBlock], stats: &Stats) -> Result<Vec<(
                 }
                 b
             }
-            ReplayBase::Disk => devs.read_block(DevId::Fs, r.fs_block)?,
+            ReplayBase::Disk => devs.read_block(DevId::Fs, DevBlock::home(r.fs_block))?,
             ReplayBase::Zero => vec![0u8; bs as usize],
         };
         for (offset, bytes) in &r.patches {

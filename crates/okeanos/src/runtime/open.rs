@@ -96,7 +96,7 @@ pub fn open_journal(sb: &Superblock, devs: &Devices) -> FsResult<(LogRegion, Jou
         return Err(FsError::Invalid("this file system has an internal journal: leave out --journal (journal_path=)".into()));
     }
     let mut b = vec![0u8; bs as usize];
-    devs.get(region.dev()).read_at(region.device_block(region.superblock()) * bs, &mut b)?;
+    devs.get(region.dev()).read_at(region.device_block(region.superblock()).byte(bs), &mut b)?;
     let jsb = JournalSuperblock::decode(&b)?;
     if jsb.fs_uuid != sb.uuid {
         return Err(FsError::Invalid("the journal belongs to another file system (uuid mismatch)".into()));

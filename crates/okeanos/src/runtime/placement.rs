@@ -6,6 +6,7 @@
 //! what to recover and moves it on ([`Placement::recovered`]); then it becomes the journal's
 //! ([`Opened::run`]). An offline tool opens it the same way without reaching outside the image.
 
+use crate::ids::DevBlock;
 use super::Devices;
 use crate::clock::Clock;
 use crate::device::Device;
@@ -331,7 +332,7 @@ fn open_nvm(rec: &NvmRecord, opts: &MountOptions) -> FsResult<Arc<dyn crate::nvm
 pub fn open_manylogs(sb: &Superblock, devs: &Devices) -> FsResult<crate::journal::placement::Manylogs> {
     use crate::journal::placement::manylogs::{read_table, refuse_fallback, sweep_after_fallback, Geometry};
     let geo = Geometry::of(sb);
-    let mut read = |b| devs.read_block(DevId::Fs, b);
+    let mut read = |b| devs.read_block(DevId::Fs, DevBlock::new(b));
     let table = read_table(&geo, &mut read)?;
     let swept = sweep_after_fallback(&geo, &table, sb.mkfs_time_ns, &mut read)?;
     if let Some(why) = refuse_fallback(&table, swept) {
@@ -344,7 +345,7 @@ pub fn open_manylogs(sb: &Superblock, devs: &Devices) -> FsResult<crate::journal
 /// on the server that depends on it). Used only while mounting, before the journal exists.
 pub fn remote_state_writer(devs: &Devices, region: LogRegion, jsb: &JournalSuperblock) -> impl FnMut(RemoteState) -> FsResult<()> {
     let log_dev: Arc<dyn Device> = if region.dev() == DevId::Journal { devs.journal.clone().expect("checked by open_journal") } else { devs.fs.clone() };
-    let at = region.device_block(region.superblock()) * jsb.block_size as u64;
+    let at = region.device_block(region.superblock()).byte(jsb.block_size as u64);
     let base = jsb.clone();
     move |state| {
         let mut b = vec![0u8; base.block_size as usize];

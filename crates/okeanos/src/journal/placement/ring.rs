@@ -5,7 +5,7 @@
 use super::{Extent, Kept, Placement, Records, Recovery, RecoveryStart, Stage};
 use crate::format::journal::{JournalSuperblock, RemoteState};
 use crate::journal::plan::{BlockKind, DevId, IoWrite};
-use crate::ids::{LogPos, Tid};
+use crate::ids::{DevBlock, LogPos, Tid};
 use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,9 +60,9 @@ impl LogRegion {
         }
     }
     /// Device block of journal block `j`.
-    pub fn device_block(&self, j: LogPos) -> u64 {
+    pub fn device_block(&self, j: LogPos) -> DevBlock {
         debug_assert!(j.get() < self.total);
-        self.base + j.get()
+        DevBlock::new(self.base + j.get())
     }
     /// Blocks in the circular part.
     pub fn ring_len(&self) -> u64 {

@@ -38,7 +38,7 @@ pub fn sweep_committed<E>(regions: &[LogRegion], fs_blocks: u64, above: Tid, sin
     let mut newest: Option<Tid> = None;
     for &region in regions {
         for pos in region.positions() {
-            let b = read(region.device_block(pos))?;
+            let b = read(region.device_block(pos).get())?;
             let Some((kind, tid)) = checked_header(&b) else { continue };
             if tid <= above || newest.is_some_and(|n| tid <= n) || !matches!(kind, JBlockType::Descriptor | JBlockType::Revoke) {
                 continue;
@@ -47,7 +47,7 @@ pub fn sweep_committed<E>(regions: &[LogRegion], fs_blocks: u64, above: Tid, sin
             scan.feed(&b);
             while scan.txs.is_empty() {
                 let Some(at) = scan.next_read() else { break };
-                scan.feed(&read(region.device_block(at))?);
+                scan.feed(&read(region.device_block(at).get())?);
             }
             if let Some(t) = scan.txs.first().filter(|t| t.tid == tid && t.commit_time_ns >= since_ns) {
                 newest = Some(t.tid);

@@ -2,6 +2,7 @@
 //! replay plan (each block's newest unrevoked copy and the records after it), with a snapshot's
 //! map where the placement keeps one.
 
+use crate::ids::DevBlock;
 use super::*;
 
 /// Pass 2: the revoke blocks to read, with the tid of their transaction.
@@ -55,7 +56,7 @@ pub enum ReplayBase {
     /// A zeroed block (the block was allocated by a transaction whose records follow).
     Zero,
     /// A whole logged copy at a log position.
-    Journal { dev: crate::journal::plan::DevId, block: u64, escaped: bool },
+    Journal { dev: crate::journal::plan::DevId, block: DevBlock, escaped: bool },
     /// A block a snapshot's map names (manylogs): the copy at device block `block` of the
     /// file-system device, checked against the journal tag's data hash.
     Mapped { block: u64, hash: u32 },

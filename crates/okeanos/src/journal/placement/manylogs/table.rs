@@ -2,6 +2,7 @@
 //! deciding whether a host that fell back may return, and building the table a stage writes
 //! (two copies, A/B, the newer one winning at mount) with the map snapshot beside it.
 
+use crate::ids::DevBlock;
 use crate::ids::Tid;
 use super::*;
 
@@ -234,7 +235,7 @@ impl Manylogs {
         let mut writes: Vec<IoWrite> = Vec::new();
         let mut put = |at: u64, bytes: &[u8]| {
             for (k, b) in bytes.chunks(bs).enumerate() {
-                writes.push(IoWrite { dev: DevId::Fs, block: at + k as u64, data: Arc::new(b.to_vec()), kind: BlockKind::JournalSuper });
+                writes.push(IoWrite { dev: DevId::Fs, block: DevBlock::new(at + k as u64), data: Arc::new(b.to_vec()), kind: BlockKind::JournalSuper });
             }
         };
         put(self.geo.copy_at(slot), &bytes);

@@ -28,7 +28,7 @@ fn records(tid: Tid, n: usize, near: Option<u64>) -> Records {
 }
 
 fn log_of(stage: &Stage) -> u64 {
-    (stage.writes[0].block - 100) / 1000
+    (stage.writes[0].block.get() - 100) / 1000
 }
 
 #[test]
@@ -147,7 +147,7 @@ fn a_crowded_head_log_swaps_into_the_farthest_empty_log() {
     assert!(moved.seq == reserve.seq + 1 && stages[0].writes[0].block != stages.last().unwrap().writes[0].block, "the tables go to both copies");
     let copies: Vec<&IoCopy> = stages.iter().flat_map(|s| &s.copies).collect();
     assert_eq!(copies.len(), 220);
-    assert_eq!((copies[0].from.1, copies[0].to.1), (100 + 1000 + 10, 100 + 7 * 1000 + 10));
+    assert_eq!((copies[0].from.1.get(), copies[0].to.1.get()), (100 + 1000 + 10, 100 + 7 * 1000 + 10));
     // Both logs take no commits meanwhile.
     assert_eq!((m2.free_in(1), m2.free_in(7)), (0, 0));
     let (s, _) = m2.place(records(Tid::new(65), 10, None));
@@ -162,7 +162,7 @@ fn a_crowded_head_log_swaps_into_the_farthest_empty_log() {
     assert_eq!((t.logs[7].tail, t.logs[7].tail_tid), (0, Tid::new(43)));
     // A quiet spell does not move the log a swap filled.
     let (idle, _) = m2.swap_begin(Kept { next_tid: Tid::new(66), ..kept }, true, 64).expect("idle: a crowded log moves");
-    let from = (idle.iter().flat_map(|s| &s.copies).next().expect("copies").from.1 - 100) / 1000;
+    let from = (idle.iter().flat_map(|s| &s.copies).next().expect("copies").from.1.get() - 100) / 1000;
     assert!(from == 0 || from == 2, "idle: a log commits filled moves, not the one the swap filled (log {from})");
 }
 
