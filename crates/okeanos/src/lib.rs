@@ -54,7 +54,7 @@ pub use ids::{LogPos, Tid};
 pub mod inspect;
 pub mod journal;
 pub mod models;
-pub mod nvm;
+pub use device::nvm;
 pub mod options;
 pub mod remote;
 pub mod runtime;

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 pub enum CrashEvent {
     Write { dev: usize, offset: u64, data: Arc<[u8]> },
     Flush { dev: usize },
-    /// A store to NVM region `nvm` (see [`crate::nvm`] for what persists when).
+    /// A store to NVM region `nvm` (see [`super::nvm`] for what persists when).
     NvmStore { nvm: usize, at: u64, data: Arc<[u8]> },
     /// A write-back of the cache lines covering `[at, at + len)`.
     NvmFlush { nvm: usize, at: u64, len: u64 },
@@ -69,7 +69,7 @@ pub struct PendingLine {
 
 /// The atomic pieces of a store: `(offset, len)` within aligned 8-byte words.
 fn atomic_pieces(at: u64, len: u64) -> impl Iterator<Item = (u64, u64)> {
-    let w = crate::nvm::ATOMIC_STORE;
+    let w = super::nvm::ATOMIC_STORE;
     let end = at + len;
     let mut p = at;
     std::iter::from_fn(move || {
@@ -120,7 +120,7 @@ impl CrashRecorder {
         let mut log = self.lock();
         let id = log.nvm_initial.len();
         log.nvm_initial.push(initial.clone());
-        CrashNvm { id, recorder: self.clone(), live: crate::nvm::MemNvm::from_bytes(initial).named(name) }
+        CrashNvm { id, recorder: self.clone(), live: super::nvm::MemNvm::from_bytes(initial).named(name) }
     }
 
     /// The NVM lines with stores not yet durable after the first `upto` events, in (region,
@@ -133,12 +133,12 @@ impl CrashRecorder {
             match e {
                 CrashEvent::NvmStore { nvm, at, data } => {
                     for (p, _) in atomic_pieces(*at, data.len() as u64) {
-                        lines.entry((*nvm, p / crate::nvm::CACHE_LINE)).or_default().0 += 1;
+                        lines.entry((*nvm, p / super::nvm::CACHE_LINE)).or_default().0 += 1;
                     }
                 }
                 CrashEvent::NvmFlush { nvm, at, len } => {
-                    let first = at / crate::nvm::CACHE_LINE;
-                    let last = (at + len).div_ceil(crate::nvm::CACHE_LINE);
+                    let first = at / super::nvm::CACHE_LINE;
+                    let last = (at + len).div_ceil(super::nvm::CACHE_LINE);
                     for l in first..last {
                         if let Some(e) = lines.get_mut(&(*nvm, l)) {
                             e.2 = Some(e.0);
@@ -177,7 +177,7 @@ impl CrashRecorder {
         for e in &log.events[..state.after_events] {
             let CrashEvent::NvmStore { nvm, at, data } = e else { continue };
             for (p, len) in atomic_pieces(*at, data.len() as u64) {
-                let key = (*nvm, p / crate::nvm::CACHE_LINE);
+                let key = (*nvm, p / super::nvm::CACHE_LINE);
                 let n = seen.entry(key).or_default();
                 let limit = keep.get(&key).copied().unwrap_or(u32::MAX);
                 if *n < limit {
@@ -390,10 +390,10 @@ impl Device for CrashDevice {
 pub struct CrashNvm {
     id: usize,
     recorder: Arc<CrashRecorder>,
-    live: crate::nvm::MemNvm,
+    live: super::nvm::MemNvm,
 }
 
-impl crate::nvm::Nvm for CrashNvm {
+impl super::nvm::Nvm for CrashNvm {
     fn name(&self) -> String {
         self.live.name()
     }
@@ -421,10 +421,10 @@ impl crate::nvm::Nvm for CrashNvm {
     fn load(&self, at: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
         self.live.load(at, buf)
     }
-    fn durability(&self) -> crate::nvm::Durability {
-        crate::nvm::Durability::PowerLoss
+    fn durability(&self) -> super::nvm::Durability {
+        super::nvm::Durability::PowerLoss
     }
-    fn counters(&self) -> crate::nvm::NvmStats {
+    fn counters(&self) -> super::nvm::NvmStats {
         self.live.counters()
     }
 }

@@ -20,7 +20,9 @@ mod crash;
 mod fault;
 mod file;
 pub mod lock;
+pub mod remote;
 mod memory;
+pub mod nvm;
 mod overlay;
 mod sparse;
 mod timed;
@@ -50,7 +52,7 @@ pub enum DeviceError {
     OutOfRange { device: String, offset: u64, len: u64, size: u64 },
     /// A journal server failed or refused an operation.
     #[error("{0}")]
-    Remote(crate::remote::client::RemoteError),
+    Remote(remote::RemoteError),
     #[error("{device} is in use by {holder}")]
     InUse { device: String, holder: String },
     /// The device could not be opened (missing, not permitted, a directory).
