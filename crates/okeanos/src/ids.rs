@@ -5,34 +5,55 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A transaction id. Tids grow by one per transaction and never wrap in practice (u64); 0
-/// is "none yet" (the first transaction of a new journal is 1). On disk and on the wire a tid
-/// is its number (docs/FORMAT.md).
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Tid(u64);
+/// Declares a number with a meaning of its own: a newtype over `u64` that is built with `new`,
+/// read with `get`, and prints, debugs and serialises as its number (so reports, JSON and
+/// logs read as the bare number did).
+macro_rules! id_type {
+    ($(#[$m:meta])* $name:ident) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(u64);
+
+        impl $name {
+            pub const fn new(n: u64) -> $name {
+                $name(n)
+            }
+
+            /// Its number, as stored on disk and sent on the wire.
+            pub const fn get(self) -> u64 {
+                self.0
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+    };
+}
+
+id_type! {
+    /// A transaction id. Tids grow by one per transaction and never wrap in practice (u64); 0
+    /// is "none yet" (the first transaction of a new journal is 1). On disk and on the wire a
+    /// tid is its number (docs/FORMAT.md).
+    Tid
+}
 
 impl Tid {
     /// Before the first transaction.
     pub const ZERO: Tid = Tid(0);
 
-    pub const fn new(n: u64) -> Tid {
-        Tid(n)
-    }
-
-    /// Its number, as stored on disk and sent on the wire.
-    pub const fn get(self) -> u64 {
-        self.0
-    }
-
-    /// The transaction after this one.
-    pub const fn next(self) -> Tid {
-        Tid(self.0 + 1)
-    }
-
-    /// The transaction before this one (ZERO stays ZERO).
-    pub const fn prev(self) -> Tid {
-        Tid(self.0.saturating_sub(1))
+    /// `self - n`, stopping at ZERO.
+    pub const fn saturating_sub(self, n: u64) -> Tid {
+        Tid(self.0.saturating_sub(n))
     }
 }
 
@@ -66,103 +87,40 @@ impl std::ops::Sub<Tid> for Tid {
     }
 }
 
-impl Tid {
-    /// `self - n`, stopping at ZERO.
-    pub const fn saturating_sub(self, n: u64) -> Tid {
-        Tid(self.0.saturating_sub(n))
-    }
+id_type! {
+    /// A position in a journal's log region: journal block `n` of a ring (0 is the journal
+    /// superblock, the log runs from 1), or block `n` of one of manylogs' logs. Where it is on
+    /// the device is the region's business (`LogRegion::device_block`); only the region
+    /// advances it (`next`, `advance`), since a ring wraps. The manylogs placement keeps the
+    /// positions inside its logs as the numbers its table stores (format/logtable.rs) and names
+    /// them as `LogPos` where it asks a log's region for a device block.
+    LogPos
 }
-
-impl std::fmt::Display for Tid {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-/// Printed as its number, in debug output too (reports and logs read as before).
-impl std::fmt::Debug for Tid {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-/// A position in a journal's log region: journal block `n` of a ring (0 is the journal
-/// superblock, the log runs from 1), or block `n` of one of manylogs' logs. Where it is on the
-/// device is the region's business (`LogRegion::device_block`); only the region advances it
-/// (`next`, `advance`), since a ring wraps. The manylogs placement keeps the positions inside
-/// its logs as the numbers its table stores (format/logtable.rs) and names them as `LogPos`
-/// where it asks a log's region for a device block.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct LogPos(u64);
 
 impl LogPos {
     /// Block 0: a ring's journal superblock (so, as the superblock's `start`, no log to
     /// recover), or the first block of a manylogs log.
     pub const ZERO: LogPos = LogPos(0);
-
-    pub const fn new(n: u64) -> LogPos {
-        LogPos(n)
-    }
-
-    /// Its number, as stored on disk.
-    pub const fn get(self) -> u64 {
-        self.0
-    }
 }
 
-impl std::fmt::Display for LogPos {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
+id_type! {
+    /// A block of a device, counted from its start: where a plan writes, reads and copies. A
+    /// file-system block's home is the block of the same number on the file-system device
+    /// (`DevBlock::home`); a log position becomes one through its region
+    /// (`LogRegion::device_block`). A device block is not a file-system block: a block logged
+    /// in a manylogs log has both, and only the home is the file's.
+    DevBlock
 }
-
-/// Printed as its number, in debug output too.
-impl std::fmt::Debug for LogPos {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-/// A block of a device, counted from its start: where a plan writes, reads and copies. A
-/// file-system block's home is the block of the same number on the file-system device
-/// (`DevBlock::home`); a log position becomes one through its region
-/// (`LogRegion::device_block`). A device block is not a file-system block: a block logged in
-/// a manylogs log has both, and only the home is the file's.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct DevBlock(u64);
 
 impl DevBlock {
-    pub const fn new(n: u64) -> DevBlock {
-        DevBlock(n)
-    }
-
     /// The home of file-system block `block`: the block of the same number on the
     /// file-system device.
     pub const fn home(block: u64) -> DevBlock {
         DevBlock(block)
     }
 
-    pub const fn get(self) -> u64 {
-        self.0
-    }
-
     /// Its first byte on a device of `block_size`-byte blocks.
     pub const fn byte(self, block_size: u64) -> u64 {
         self.0 * block_size
-    }
-}
-
-impl std::fmt::Display for DevBlock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-/// Printed as its number, in debug output too.
-impl std::fmt::Debug for DevBlock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
     }
 }

@@ -130,15 +130,19 @@ fn the_first_sync_commits_at_once_and_reports_its_syncs() {
     assert!(fx.counted.iter().any(|c| matches!(c, Counted::Commit { handles: 1, .. })));
 }
 
-#[test]
-fn a_sync_after_a_shared_commit_waits_a_batching_window_while_handles_arrive() {
+/// A scheduler after a commit of two handles that took 1 ms, and the batching window that
+/// follows it: a quarter of the commit time, looked at in eighths of that (at least 20 us).
+fn after_a_shared_commit() -> (Scheduler, TestHost, u64, u64) {
     let (mut s, mut h) = setup(config());
-    // A commit of two handles taking 1 ms: the window is a quarter of it, looked at in
-    // eighths of that (at least 20 us).
     write(&mut h, 5000, 128, 0, false);
     write(&mut h, 5001, 128, 0, true);
     commit(&mut s, &mut h, 0, MS);
-    let (window, slice) = (MS / 4, MS / 32);
+    (s, h, MS / 4, MS / 32)
+}
+
+#[test]
+fn a_sync_after_a_shared_commit_waits_a_batching_window_while_handles_arrive() {
+    let (mut s, mut h, window, slice) = after_a_shared_commit();
     let t0 = 2 * MS;
     write(&mut h, 5002, 128, t0, true);
     assert_eq!(idle(s.poll(&mut h, t0, 0, Lane::Commit)), t0 + slice, "waits for the others");
@@ -153,11 +157,7 @@ fn a_sync_after_a_shared_commit_waits_a_batching_window_while_handles_arrive() {
 
 #[test]
 fn the_batching_window_ends_at_its_length_however_many_join() {
-    let (mut s, mut h) = setup(config());
-    write(&mut h, 5000, 128, 0, false);
-    write(&mut h, 5001, 128, 0, true);
-    commit(&mut s, &mut h, 0, MS);
-    let (window, slice) = (MS / 4, MS / 32);
+    let (mut s, mut h, window, slice) = after_a_shared_commit();
     let t0 = 2 * MS;
     let mut now = t0;
     let mut b = 5002;
