@@ -59,7 +59,7 @@ echo nearhead >&2
 echo crash-fuzz >&2
 "$okeanos" sim --crash-fuzz --seed 1 --runs 20 --points 4 --canary | sed -E 's/ in [0-9.]+ s/ in - s/' > "$out/crash-fuzz-canary.txt" || true
 echo crash-fuzz-canary >&2
-for j in nvm remote; do
+for j in nvm remote replicated; do
     "$okeanos" sim --crash-fuzz --journal $j --seed 1 --runs 40 --points 4 | sed -E 's/ in [0-9.]+ s/ in - s/' > "$out/crash-fuzz-$j.txt"
     "$okeanos" sim --crash-fuzz --journal $j --seed 1 --runs 40 --points 4 --canary | sed -E 's/ in [0-9.]+ s/ in - s/' > "$out/crash-fuzz-$j-canary.txt" || true
     echo "crash-fuzz on $j" >&2

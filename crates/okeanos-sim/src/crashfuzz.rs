@@ -41,10 +41,16 @@ pub enum FuzzJournal {
     /// A journal server (the in-memory stand-in), the internal ring as its fallback: crash
     /// states pair the host's disk with what the server had acknowledged.
     Remote,
+    /// A replicated log (JetStream's shape, three replicas; `sim multistream --journal
+    /// replicated`): an append is acknowledged once two replicas have flushed it, and one run
+    /// in three loses the leader for an election. The host sees the same acknowledgements as
+    /// from one server, so the crash states are built the same way; what changes is their
+    /// timing (appends wait on the slower of two replicas, and on elections).
+    Replicated,
 }
 
 impl FuzzJournal {
-    pub const ALL: [FuzzJournal; 5] = [FuzzJournal::Internal, FuzzJournal::External, FuzzJournal::Manylogs, FuzzJournal::Nvm, FuzzJournal::Remote];
+    pub const ALL: [FuzzJournal; 6] = [FuzzJournal::Internal, FuzzJournal::External, FuzzJournal::Manylogs, FuzzJournal::Nvm, FuzzJournal::Remote, FuzzJournal::Replicated];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -53,6 +59,7 @@ impl FuzzJournal {
             FuzzJournal::Manylogs => "manylogs",
             FuzzJournal::Nvm => "nvm",
             FuzzJournal::Remote => "remote",
+            FuzzJournal::Replicated => "replicated",
         }
     }
 
@@ -62,7 +69,7 @@ impl FuzzJournal {
             return Ok(None);
         }
         FuzzJournal::ALL.into_iter().find(|j| j.name() == s).map(Some).ok_or_else(|| {
-            format!("--journal {s}: use drawn (internal, external or manylogs by seed), internal, external, manylogs, nvm or remote (replicated is remote with followers, the same crash states; dropped has nothing to recover)")
+            format!("--journal {s}: use drawn (internal, external or manylogs by seed), internal, external, manylogs, nvm, remote or replicated (dropped has nothing to recover)")
         })
     }
 }
@@ -108,7 +115,7 @@ fn world_config(cfg: ContentConfig, canary: bool, journal: FuzzJournal, slow_dis
     // fence before the commit word in NVM, the append on a server.
     match journal {
         FuzzJournal::Nvm => mount.faults.nvm_no_fence = canary,
-        FuzzJournal::Remote => mount.faults.skip_remote_append = canary,
+        FuzzJournal::Remote | FuzzJournal::Replicated => mount.faults.skip_remote_append = canary,
         _ => mount.faults.skip_commit_flush = canary,
     }
     // Commits beside checkpoints whatever the disk (the default turns them off for an
@@ -130,7 +137,15 @@ fn world_config(cfg: ContentConfig, canary: bool, journal: FuzzJournal, slow_dis
         mount,
         wall_origin: 1_700_000_000_000_000_000,
         frozen_wall: false,
-        remote: (journal == FuzzJournal::Remote).then(|| RemoteConfig::single(model::preset("net-lan").expect("preset"), model::preset("ssd").expect("preset"), false)),
+        remote: match journal {
+            FuzzJournal::Remote => Some(RemoteConfig::single(model::preset("net-lan").expect("preset"), model::preset("ssd").expect("preset"), false)),
+            FuzzJournal::Replicated => {
+                let mut r = RemoteConfig::single(model::preset("net-lan").expect("preset"), model::preset("ssd").expect("preset"), false);
+                r.followers = (0..2).map(|_| model::preset("ssd").expect("preset")).collect();
+                Some(r)
+            }
+            _ => None,
+        },
         nvm: (journal == FuzzJournal::Nvm).then(|| NvmConfig { region: Arc::new(MemNvm::new(NVM_BYTES)), model: model::preset("nvm").expect("preset") }),
         journal_at: None,
         timed_reads: None,
@@ -189,6 +204,13 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool,
     }
     if let Some(r) = &mut wc.remote {
         r.recorder = Some(rec.clone());
+        if journal == FuzzJournal::Replicated && (mix >> 20) % 3 == 0 {
+            // The leader is lost in the first 4 s of virtual time (a run's appends span a few
+            // seconds: commits are timed by the 1 s interval and by syncs): appends wait
+            // 500 ms for the election, commits queue behind them, and crash states fall inside
+            // the wait.
+            r.leader_loss = Some(((mix >> 24) % 4_000 * 1_000_000, 500_000_000));
+        }
     }
     let j_dev: Option<Arc<dyn Device>> = match &j0 {
         Some(j) => Some(Arc::new(rec.device("journal", snap(j)?))),

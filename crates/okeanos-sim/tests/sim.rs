@@ -143,15 +143,16 @@ fn crash_fuzzing_finds_nothing_and_the_canary_fails_it() {
     assert!(caught > 0, "skipping the commit flush must produce violations");
 }
 
-/// The fuzzer on the placements a seed does not draw (nvm, remote): nothing found, and each
-/// placement's own canary (the fence before the NVM commit word; the append on the server) is.
-/// Every run on the named placement (its report says so) and its crash states build the NVM
-/// and the server's log at the crash; a quarter of the remote runs lose their server mid-run.
+/// The fuzzer on the placements a seed does not draw (nvm, remote, replicated): nothing found,
+/// and each placement's own canary (the fence before the NVM commit word; the append on the
+/// server) is. Every run on the named placement (its report says so) and its crash states
+/// build the NVM and the server's log at the crash; a quarter of the remote and replicated
+/// runs lose their server mid-run, and a third of the replicated ones lose their leader.
 #[test]
-fn crash_fuzzing_on_nvm_and_remote_finds_nothing_and_their_canaries_fail_it() {
+fn crash_fuzzing_on_nvm_remote_and_replicated_finds_nothing_and_their_canaries_fail_it() {
     use crashfuzz::FuzzJournal;
     let modes: Vec<ContentConfig> = crashfuzz::ALL.iter().map(|m| ContentConfig::parse(m).unwrap()).collect();
-    for (journal, seeds) in [(FuzzJournal::Nvm, 60), (FuzzJournal::Remote, 30)] {
+    for (journal, seeds) in [(FuzzJournal::Nvm, 60), (FuzzJournal::Remote, 30), (FuzzJournal::Replicated, 30)] {
         let (mut states, mut fallbacks) = (0, 0);
         for seed in 0..seeds {
             let r = crashfuzz::run_seed(seed, &modes, 8, false, Some(journal)).unwrap();
@@ -162,7 +163,7 @@ fn crash_fuzzing_on_nvm_and_remote_finds_nothing_and_their_canaries_fail_it() {
         }
         assert_eq!(states, 8 * seeds as usize);
         // Some remote runs lose their server and fall back; the crash states span the switch.
-        assert_eq!(fallbacks > 0, journal == FuzzJournal::Remote, "{}: {fallbacks} fallbacks", journal.name());
+        assert_eq!(fallbacks > 0, journal != FuzzJournal::Nvm, "{}: {fallbacks} fallbacks", journal.name());
         let caught = (0..seeds).map(|seed| crashfuzz::run_seed(seed, &modes, 8, true, Some(journal)).unwrap().violations.len()).sum::<usize>();
         assert!(caught > 0, "{}: the placement's canary must produce violations", journal.name());
         eprintln!("{}: {states} crash states clean, the canary caught in {caught}", journal.name());

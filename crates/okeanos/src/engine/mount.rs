@@ -85,9 +85,6 @@ impl Okeanos {
         // table keeps live), parked in their logs.
         let kept = journal.recovered_kept();
         journal.adopt_logged(&kept);
-        if devs.nvm.is_some() {
-            stats.on_nvm_slots(journal.placement().capacity(), journal.placement().capacity() - journal.placement().free_blocks(), 0);
-        }
         if !opts.read_only {
             sb.state = state::MOUNTED;
             sb.mount_count = sb.mount_count.wrapping_add(1);
@@ -112,6 +109,11 @@ impl Okeanos {
             (true, false, Some(nvm)) => Some(crate::fs::Parking::Nvm(nvm.clone())),
             (true, false, None) => return Err(FsError::Invalid(format!("the {} journal parks blocks in NVM, and this mount has none", fs.journal.placement().name()))),
         };
+        // Slots of a placement that parks in NVM are its capacity (counted after each step).
+        if fs.nvm_parking() {
+            let p = fs.journal.placement();
+            stats.on_nvm_slots(p.capacity(), p.capacity() - p.free_blocks(), 0);
+        }
         let now = clock.now_ns();
         for k in &kept {
             fs.cache.insert_parked(k.block, k.at, k.tid, crate::cache::BufKind::Data, now);

@@ -128,7 +128,7 @@ impl Okeanos {
     fn step_finish(&self, core: &mut Core, work: JournalWork, res: Result<(), crate::device::DeviceError>) {
         let inner = &self.inner;
         let now = inner.clock.now_ns();
-        if inner.devs.nvm.is_some() {
+        if core.fs.nvm_parking() {
             let p = &core.fs.journal.placement();
             inner.stats.on_nvm_slots(p.capacity(), p.capacity() - p.free_blocks(), core.fs.cache.parked_count() as u64);
         }

@@ -99,6 +99,12 @@ pub struct Fs<'a> {
 }
 
 impl FsState {
+    /// Whether the placement parks committed blocks in NVM slots (its capacity is then the
+    /// slots, which the statistics report).
+    pub fn nvm_parking(&self) -> bool {
+        matches!(self.parking, Some(Parking::Nvm(_)))
+    }
+
     /// The state of a file system just mounted (or opened for fsck).
     pub fn new(sb: Superblock, gdt: Vec<GroupDesc>, journal: Journal, cache_blocks: usize, read_only: Option<String>) -> Self {
         let groups = sb.group_count as usize;
