@@ -23,7 +23,7 @@
 //! from NVM first (`Fs::bread`, and the engine before a checkpoint), and a parked buffer's
 //! empty data never passes for contents (any use of it fails loudly).
 
-use crate::ids::Tid;
+use crate::ids::{HomeBlock, Tid};
 use crate::det::HashMap;
 use std::sync::Arc;
 
@@ -69,7 +69,7 @@ impl Buffer {
 }
 
 pub struct Cache {
-    map: HashMap<u64, Buffer>,
+    map: HashMap<HomeBlock, Buffer>,
     capacity: usize,
     tick: u64,
     block_size: usize,
@@ -97,12 +97,12 @@ impl Cache {
     /// the cache whose count is the same at two moments was not cached in between; since the
     /// device's copy of a block only changes by writing a cached buffer, its device contents
     /// did not change either (`Fs::read_via`, reads outside the state lock).
-    pub fn generation(&self, block: u64) -> u32 {
-        self.generations[(block % GENERATIONS as u64) as usize]
+    pub fn generation(&self, block: HomeBlock) -> u32 {
+        self.generations[(block.get() % GENERATIONS as u64) as usize]
     }
 
-    fn inserted(&mut self, block: u64) {
-        let g = &mut self.generations[(block % GENERATIONS as u64) as usize];
+    fn inserted(&mut self, block: HomeBlock) {
+        let g = &mut self.generations[(block.get() % GENERATIONS as u64) as usize];
         *g = g.wrapping_add(1);
     }
 
@@ -144,7 +144,7 @@ impl Cache {
         self.map.is_empty()
     }
 
-    pub fn get(&mut self, block: u64) -> Option<&mut Buffer> {
+    pub fn get(&mut self, block: HomeBlock) -> Option<&mut Buffer> {
         self.tick += 1;
         let t = self.tick;
         self.map.get_mut(&block).map(|b| {
@@ -153,17 +153,17 @@ impl Cache {
         })
     }
 
-    pub fn peek(&self, block: u64) -> Option<&Buffer> {
+    pub fn peek(&self, block: HomeBlock) -> Option<&Buffer> {
         self.map.get(&block)
     }
 
-    pub fn contains(&self, block: u64) -> bool {
+    pub fn contains(&self, block: HomeBlock) -> bool {
         self.map.contains_key(&block)
     }
 
     /// Inserts a buffer owed by committed transaction `owner` whose data is not in memory but
     /// at log block `at` (a block a manylogs recovery kept logged): parked from the start.
-    pub fn insert_parked(&mut self, block: u64, at: u64, owner: Tid, kind: BufKind, since_ns: u64) {
+    pub fn insert_parked(&mut self, block: HomeBlock, at: u64, owner: Tid, kind: BufKind, since_ns: u64) {
         assert!(!self.map.contains_key(&block), "a kept block is cached once");
         self.tick += 1;
         let buf = Buffer { data: Arc::new(Vec::new()), kind, tx: None, cp_tid: Some(owner), cp_data: None, cp_since_ns: since_ns, seq: None, parked: Some(at), durable: false, last_use: self.tick };
@@ -173,7 +173,7 @@ impl Cache {
     }
 
     /// Inserts a clean buffer read from (or known to equal) the device.
-    pub fn insert(&mut self, block: u64, data: Vec<u8>, kind: BufKind) -> &mut Buffer {
+    pub fn insert(&mut self, block: HomeBlock, data: Vec<u8>, kind: BufKind) -> &mut Buffer {
         assert_eq!(data.len(), self.block_size);
         self.tick += 1;
         let buf = Buffer { data: Arc::new(data), kind, tx: None, cp_tid: None, cp_data: None, cp_since_ns: 0, seq: None, parked: None, durable: false, last_use: self.tick };
@@ -184,14 +184,14 @@ impl Cache {
     }
 
     /// Mutable contents of a cached block (copy-on-write if a commit froze it).
-    pub fn data_mut(&mut self, block: u64) -> &mut Vec<u8> {
+    pub fn data_mut(&mut self, block: HomeBlock) -> &mut Vec<u8> {
         let b = self.map.get_mut(&block).expect("data_mut on an uncached block");
         assert!(b.parked.is_none(), "block {block} is parked: load it from NVM first");
         Arc::make_mut(&mut b.data)
     }
 
     /// Drops a buffer regardless of state (the block was freed and its freeing committed).
-    pub fn forget(&mut self, block: u64) -> Option<Buffer> {
+    pub fn forget(&mut self, block: HomeBlock) -> Option<Buffer> {
         let b = self.map.remove(&block);
         if b.as_ref().is_some_and(|b| b.parked.is_some()) {
             self.parked -= 1;
@@ -200,13 +200,13 @@ impl Cache {
     }
 
     /// Where the data of a parked buffer is in NVM.
-    pub fn parked_at(&self, block: u64) -> Option<u64> {
+    pub fn parked_at(&self, block: HomeBlock) -> Option<u64> {
         self.map.get(&block).and_then(|b| b.parked)
     }
 
     /// Parked buffers: (block, NVM offset).
-    pub fn parked_blocks(&self) -> Vec<(u64, u64)> {
-        let mut v: Vec<(u64, u64)> = self.map.iter().filter_map(|(&k, b)| b.parked.map(|at| (k, at))).collect();
+    pub fn parked_blocks(&self) -> Vec<(HomeBlock, u64)> {
+        let mut v: Vec<(HomeBlock, u64)> = self.map.iter().filter_map(|(&k, b)| b.parked.map(|at| (k, at))).collect();
         v.sort_unstable();
         v
     }
@@ -218,7 +218,7 @@ impl Cache {
 
     /// A parked buffer's data, loaded back from NVM: it is the block's newest committed
     /// version, owed to checkpoint as before.
-    pub fn unpark(&mut self, block: u64, data: Vec<u8>) {
+    pub fn unpark(&mut self, block: HomeBlock, data: Vec<u8>) {
         assert_eq!(data.len(), self.block_size);
         let b = self.map.get_mut(&block).expect("unparking a cached buffer");
         assert!(b.parked.take().is_some(), "block {block} is not parked");
@@ -244,7 +244,7 @@ impl Cache {
 
     fn evict_clean(&mut self) {
         self.scans += 1;
-        let mut clean: Vec<(u64, u64)> = self.map.iter().filter(|(_, b)| b.is_clean()).map(|(&k, b)| (b.last_use, k)).collect();
+        let mut clean: Vec<(u64, HomeBlock)> = self.map.iter().filter(|(_, b)| b.is_clean()).map(|(&k, b)| (b.last_use, k)).collect();
         clean.sort_unstable();
         let excess = self.resident().saturating_sub(self.capacity * 3 / 4);
         for (_, k) in clean.into_iter().take(excess) {
@@ -256,7 +256,7 @@ impl Cache {
     /// Evicts least-recently-used clean buffers until the cache is within capacity; if it is
     /// still over, parks least-recently-used owed buffers whose newest committed version
     /// `frozen` says is in NVM (at the offset it returns) and that nothing changed since.
-    pub fn shrink_with(&mut self, frozen: &dyn Fn(u64) -> Option<u64>) {
+    pub fn shrink_with(&mut self, frozen: &dyn Fn(HomeBlock) -> Option<u64>) {
         if !self.shrink_due() {
             return;
         }
@@ -265,11 +265,11 @@ impl Cache {
         self.shrink_done();
     }
 
-    fn park_owed(&mut self, frozen: &dyn Fn(u64) -> Option<u64>) {
+    fn park_owed(&mut self, frozen: &dyn Fn(HomeBlock) -> Option<u64>) {
         if self.resident() <= self.capacity {
             return;
         }
-        let mut owed: Vec<(u64, u64)> = self
+        let mut owed: Vec<(u64, HomeBlock)> = self
             .map
             .iter()
             .filter(|(_, b)| b.tx.is_none() && b.parked.is_none() && b.cp_tid.is_some() && b.cp_data.as_ref().is_some_and(|d| Arc::ptr_eq(d, &b.data)))
@@ -301,7 +301,7 @@ mod tests {
     fn a_cache_of_owed_buffers_is_not_rescanned_on_every_insert() {
         let mut c = Cache::new(512, 64);
         for b in 0..200u64 {
-            let buf = c.insert(b, vec![0; 512], BufKind::Data);
+            let buf = c.insert(HomeBlock::new(b), vec![0; 512], BufKind::Data);
             buf.cp_tid = Some(Tid::new(1));
             c.shrink();
         }
@@ -310,11 +310,11 @@ mod tests {
         assert!(c.scans() >= 2, "the cache kept growing, so it looked again: {}", c.scans());
         assert_eq!(c.len(), 200, "owed buffers are never evicted");
         for b in 0..200u64 {
-            c.get(b).unwrap().cp_tid = None;
+            c.get(HomeBlock::new(b)).unwrap().cp_tid = None;
         }
         let before = c.scans();
         for b in 200..216u64 {
-            c.insert(b, vec![0; 512], BufKind::Data);
+            c.insert(HomeBlock::new(b), vec![0; 512], BufKind::Data);
             c.shrink();
         }
         assert!(c.scans() > before, "grown past the mark: scanned again");

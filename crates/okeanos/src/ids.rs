@@ -115,12 +115,47 @@ id_type! {
 impl DevBlock {
     /// The home of file-system block `block`: the block of the same number on the
     /// file-system device.
-    pub const fn home(block: u64) -> DevBlock {
-        DevBlock(block)
+    pub const fn home(block: HomeBlock) -> DevBlock {
+        DevBlock(block.0)
     }
 
     /// Its first byte on a device of `block_size`-byte blocks.
     pub const fn byte(self, block_size: u64) -> u64 {
         self.0 * block_size
+    }
+}
+
+id_type! {
+    /// A file-system block, named by its home: its number on the file-system device, where it
+    /// lives once checkpointed. The file system allocates and maps them; the cache keys its
+    /// buffers by them; the journal logs, revokes, parks and checkpoints them; a journal tag,
+    /// a manylogs map entry and an NVM slot's entry store one (as its number, docs/FORMAT.md).
+    /// It becomes an address to write only through `DevBlock::home`, since a logged copy of it
+    /// lives elsewhere.
+    HomeBlock
+}
+
+impl HomeBlock {
+    /// The file system's superblock.
+    pub const SUPERBLOCK: HomeBlock = HomeBlock(0);
+
+    /// Block 0, the superblock, which no file or chain owns: a format field that may name no
+    /// block (an inode's extent chain or xattr block, the next extent block) holds it for none.
+    pub const NONE: HomeBlock = HomeBlock(0);
+}
+
+/// The block `n` places after it (within an extent, a group or a table).
+impl std::ops::Add<u64> for HomeBlock {
+    type Output = HomeBlock;
+    fn add(self, n: u64) -> HomeBlock {
+        HomeBlock(self.0 + n)
+    }
+}
+
+/// How many blocks apart: `later - earlier` (which must not be negative).
+impl std::ops::Sub<HomeBlock> for HomeBlock {
+    type Output = u64;
+    fn sub(self, earlier: HomeBlock) -> u64 {
+        self.0 - earlier.0
     }
 }

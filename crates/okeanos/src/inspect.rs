@@ -1,7 +1,7 @@
 //! Offline inspection and repair of an unmounted file system: journal dump, recovery, and a
 //! summary of the superblock and free space. Used by the `okeanos` command.
 
-use crate::ids::Tid;
+use crate::ids::{HomeBlock, Tid};
 use crate::device::Device;
 use crate::format::journal::{JournalSuperblock, RevokeBlock};
 use crate::format::Superblock;
@@ -21,7 +21,7 @@ pub struct JournalDump {
     pub jsb: JournalSuperblock,
     pub transactions: Vec<ScannedTx>,
     /// Revoked blocks of each transaction, in the same order.
-    pub revoked: Vec<Vec<u64>>,
+    pub revoked: Vec<Vec<HomeBlock>>,
     pub end_reason: String,
     /// A damaged transaction with committed ones after it, as recovery's probe finds it.
     pub damage: Option<crate::journal::recovery::Damage>,

@@ -50,7 +50,7 @@ pub mod error;
 pub mod format;
 pub mod fs;
 pub mod ids;
-pub use ids::{LogPos, Tid};
+pub use ids::{HomeBlock, LogPos, Tid};
 pub mod inspect;
 pub mod journal;
 pub mod models;

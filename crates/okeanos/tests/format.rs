@@ -8,7 +8,7 @@ use okeanos::format::inode::{Inode, INODE_SIZE, S_IFREG};
 use okeanos::format::journal::{self as jf, CommitBlock, Descriptor, JournalSuperblock, RevokeBlock, Tag};
 use okeanos::format::superblock::Superblock;
 use okeanos::format::FormatError;
-use okeanos::{MemDevice, MkfsOptions};
+use okeanos::{HomeBlock, MemDevice, MkfsOptions};
 use proptest::prelude::*;
 
 const BS: usize = 4096;
@@ -46,7 +46,7 @@ fn superblock_round_trip_and_flips() {
 
 #[test]
 fn group_descriptor_round_trip_and_flips() {
-    let gd = GroupDesc { block_bitmap: 300, inode_bitmap: 301, inode_table: 302, log_area_start: 0, log_area_blocks: 0, free_blocks: 1000, free_inodes: 500, used_dirs: 3, block_bitmap_crc: 7, inode_bitmap_crc: 9 };
+    let gd = GroupDesc { block_bitmap: HomeBlock::new(300), inode_bitmap: HomeBlock::new(301), inode_table: HomeBlock::new(302), log_area_start: 0, log_area_blocks: 0, free_blocks: 1000, free_inodes: 500, used_dirs: 3, block_bitmap_crc: 7, inode_bitmap_crc: 9 };
     let mut b = vec![0u8; GD_SIZE];
     gd.encode(5, &mut b);
     assert_eq!(GroupDesc::decode(5, &b).unwrap(), gd);
@@ -68,13 +68,13 @@ fn inode_round_trip_and_flips() {
         ctime_ns: 3,
         generation: 4,
         extent_count: 12,
-        extent_block: 9999,
+        extent_block: HomeBlock::new(9999),
         orphan_next: 0,
         parent: 0,
         flags: 0,
         rdev: 0,
-        xattr_block: 777,
-        inline: (0..10).map(|k| Extent { logical: k * 10, len: 5, physical: 5000 + k as u64 * 100 }).collect(),
+        xattr_block: HomeBlock::new(777),
+        inline: (0..10).map(|k| Extent { logical: k * 10, len: 5, physical: HomeBlock::new(5000 + k as u64 * 100) }).collect(),
     };
     let mut b = vec![0u8; INODE_SIZE];
     i.encode(42, &mut b);
@@ -91,7 +91,7 @@ fn inode_round_trip_and_flips() {
 
 #[test]
 fn extent_block_round_trip_and_flips() {
-    let eb = ExtentBlock { owner: 77, next: 123, extents: (0..200).map(|k| Extent { logical: k * 3, len: 2, physical: 10_000 + k as u64 * 7 }).collect() };
+    let eb = ExtentBlock { owner: 77, next: HomeBlock::new(123), extents: (0..200).map(|k| Extent { logical: k * 3, len: 2, physical: HomeBlock::new(10_000 + k as u64 * 7) }).collect() };
     let mut b = vec![0u8; BS];
     eb.encode(&mut b);
     assert_eq!(ExtentBlock::decode(&b).unwrap(), eb);
@@ -118,16 +118,16 @@ fn journal_blocks_round_trip_and_flips() {
     assert_eq!(JournalSuperblock::decode(&b).unwrap(), jsb);
     every_flip_caught(&b, 0..512, |x| JournalSuperblock::decode(x).map(|_| ()));
 
-    let d = Descriptor { tid: okeanos::Tid::new(9), tags: (0..100).map(|k| Tag::regular(1000 + k, jf::tag_flags::METADATA, k as u32 * 31)).collect(), inline: vec![] };
+    let d = Descriptor { tid: okeanos::Tid::new(9), tags: (0..100).map(|k| Tag::regular(HomeBlock::new(1000 + k), jf::tag_flags::METADATA, k as u32 * 31)).collect(), inline: vec![] };
     d.encode(&mut b);
     assert_eq!(Descriptor::decode(&b).unwrap(), d);
     every_flip_caught(&b, 0..BS, |x| Descriptor::decode(x).map(|_| ()));
 
     // Regular and multiwrite tags mixed, with the record stream partly inline.
     let mut tags: Vec<Tag> = (0..40)
-        .map(|k| Tag { fs_block: 5000 + k, flags: jf::tag_flags::MULTIWRITE | if k == 0 { jf::tag_flags::FRESH } else { 0 }, offset: (k * 64) as u16, len: 128, data_hash: k as u32 })
+        .map(|k| Tag { fs_block: HomeBlock::new(5000 + k), flags: jf::tag_flags::MULTIWRITE | if k == 0 { jf::tag_flags::FRESH } else { 0 }, offset: (k * 64) as u16, len: 128, data_hash: k as u32 })
         .collect();
-    tags.push(Tag::regular(77, 0, 5));
+    tags.push(Tag::regular(HomeBlock::new(77), 0, 5));
     let stream = Descriptor::stream_len(&tags);
     let inline_len = stream.min(Descriptor::inline_capacity(BS, tags.len()));
     let d = Descriptor { tid: okeanos::Tid::new(10), tags, inline: (0..inline_len).map(|i| i as u8).collect() };
@@ -142,7 +142,7 @@ fn journal_blocks_round_trip_and_flips() {
     mw[0] ^= 1;
     assert!(jf::decode_multiwrite(&mw).is_err());
 
-    let r = RevokeBlock { tid: okeanos::Tid::new(9), blocks: (0..300).collect() };
+    let r = RevokeBlock { tid: okeanos::Tid::new(9), blocks: (0..300).map(HomeBlock::new).collect() };
     r.encode(&mut b);
     assert_eq!(RevokeBlock::decode(&b).unwrap(), r);
     every_flip_caught(&b, 0..BS, |x| RevokeBlock::decode(x).map(|_| ()));
@@ -173,12 +173,12 @@ fn escaping_round_trips() {
 fn journal_hash_sees_changes_inside_self_checksummed_records() {
     let mut a = vec![0u8; BS];
     let mut b = vec![0u8; BS];
-    let gd = GroupDesc { block_bitmap: 258, inode_bitmap: 259, inode_table: 260, free_blocks: 1260, free_inodes: 8186, ..Default::default() };
+    let gd = GroupDesc { block_bitmap: HomeBlock::new(258), inode_bitmap: HomeBlock::new(259), inode_table: HomeBlock::new(260), free_blocks: 1260, free_inodes: 8186, ..Default::default() };
     gd.encode(0, &mut a[..GD_SIZE]);
     GroupDesc { free_blocks: 1222, free_inodes: 8185, block_bitmap_crc: 1, ..gd }.encode(0, &mut b[..GD_SIZE]);
     assert_ne!(a, b);
     assert_eq!(okeanos::format::crc(0, &a), okeanos::format::crc(0, &b), "the CRC residue property this test is about");
-    assert_ne!(jf::data_hash(1, 0, &a), jf::data_hash(1, 0, &b));
+    assert_ne!(jf::data_hash(HomeBlock::new(1), 0, &a), jf::data_hash(HomeBlock::new(1), 0, &b));
     assert_ne!(jf::tx_hash_append(5, &a), jf::tx_hash_append(5, &b));
 }
 

@@ -365,7 +365,7 @@ fn inode_size_beyond_the_largest_file_is_an_error_and_an_fsck_problem() {
     let g = ((ino - 1) / ipg) as usize;
     let gd = okeanos::format::GroupDesc::decode(g as u32, &img[gdt_at + g * okeanos::format::group::GD_SIZE..][..okeanos::format::group::GD_SIZE]).unwrap();
     let idx = ((ino - 1) % ipg) as usize;
-    let at = gd.inode_table as usize * BS + idx * okeanos::format::inode::INODE_SIZE;
+    let at = gd.inode_table.get() as usize * BS + idx * okeanos::format::inode::INODE_SIZE;
     let mut inode = okeanos::format::Inode::decode(ino, &img[at..at + okeanos::format::inode::INODE_SIZE]).unwrap();
     inode.size = 1 << 62;
     inode.encode(ino, &mut img[at..at + okeanos::format::inode::INODE_SIZE]);

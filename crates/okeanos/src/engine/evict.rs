@@ -1,6 +1,7 @@
 //! Open files and eviction: an inode unlinked while open is freed when its last opener
 //! releases it (deferred eviction), in handles of bounded size.
 
+use crate::ids::HomeBlock;
 use super::*;
 
 impl Okeanos {
@@ -25,7 +26,7 @@ impl Okeanos {
             // The extent chain's blocks and the attribute block are freed (revoked) too.
             let frees = |fs: &mut Fs| -> FsResult<Credits> {
                 let mi = fs.load(ino)?;
-                Ok(Credits { blocks: 8, revokes: mi.chain.len() as u64 + (mi.inode.xattr_block != 0) as u64 })
+                Ok(Credits { blocks: 8, revokes: mi.chain.len() as u64 + (mi.inode.xattr_block != HomeBlock::NONE) as u64 })
             };
             self.handle(frees, |fs| {
                 let chain = std::mem::take(&mut fs.load(ino)?.chain);

@@ -307,7 +307,7 @@ impl Okeanos {
     /// not see (a large read or write through another path): manylogs puts the next commits
     /// in the log nearest it. A no-op for the other placements.
     pub fn hint_position(&self, block: u64) {
-        self.lock().fs.journal.note_position(block);
+        self.lock().fs.journal.note_position(crate::ids::DevBlock::new(block));
     }
 
     /// Commits placed so far and how many landed in the log of the disk head's group or a

@@ -12,6 +12,7 @@
 
 use super::Okeanos;
 use crate::det::HashMap;
+use crate::ids::{DevBlock, HomeBlock};
 use crate::fs::file::Misses;
 use crate::fs::FsResult;
 
@@ -35,7 +36,7 @@ impl Okeanos {
         }
         noted.sort_unstable();
         noted.dedup_by_key(|n| n.0);
-        let mut read: HashMap<u64, (u32, Vec<u8>)> = HashMap::default();
+        let mut read: HashMap<HomeBlock, (u32, Vec<u8>)> = HashMap::default();
         let dev = self.inner.devs.fs.as_ref();
         let mut i = 0;
         while i < noted.len() {
@@ -44,7 +45,7 @@ impl Okeanos {
                 j += 1;
             }
             let mut buf = vec![0u8; (j - i) * bs as usize];
-            dev.read_at(noted[i].0 * bs, &mut buf)?;
+            dev.read_at(DevBlock::home(noted[i].0).byte(bs), &mut buf)?;
             for (k, chunk) in buf.chunks_exact(bs as usize).enumerate() {
                 let (block, generation) = noted[i + k];
                 read.insert(block, (generation, chunk.to_vec()));
@@ -98,12 +99,12 @@ mod tests {
         let mut noted = Vec::new();
         fs.with_fs(|f| f.read_via(a.ino(), 0, 8 * BS, Misses::Note(&mut noted))).unwrap();
         assert_eq!(noted.len(), 8);
-        let copies = |noted: &[(u64, u32)]| -> HashMap<u64, (u32, Vec<u8>)> {
+        let copies = |noted: &[(HomeBlock, u32)]| -> HashMap<HomeBlock, (u32, Vec<u8>)> {
             noted
                 .iter()
                 .map(|&(p, g)| {
                     let mut b = vec![0u8; BS];
-                    fs.inner.devs.fs.read_at(p * BS as u64, &mut b).unwrap();
+                    fs.inner.devs.fs.read_at(DevBlock::home(p).byte(BS as u64), &mut b).unwrap();
                     (p, (g, b))
                 })
                 .collect()

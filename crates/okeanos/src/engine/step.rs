@@ -4,6 +4,7 @@
 //! clock, and the statistics. The simulator drives the same scheduler step by step
 //! ([`Okeanos::journal_poll`], [`Okeanos::journal_complete`]).
 
+use crate::ids::HomeBlock;
 use super::{Core, Inner, Okeanos};
 use crate::fs::FsState;
 use crate::journal::scheduler::{Counted, Host};
@@ -28,11 +29,11 @@ impl Host for FsState {
         self.dirty_epoch + self.read_misses
     }
 
-    fn unpark(&mut self, block: u64) -> Result<(), String> {
+    fn unpark(&mut self, block: HomeBlock) -> Result<(), String> {
         FsState::unpark(self, block).map_err(|e| e.to_string())
     }
 
-    fn freed(&mut self, blocks: Vec<u64>, inodes: Vec<u32>) {
+    fn freed(&mut self, blocks: Vec<HomeBlock>, inodes: Vec<u32>) {
         for b in blocks {
             self.pending_free_blocks.remove(&b);
         }

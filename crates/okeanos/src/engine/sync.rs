@@ -11,6 +11,7 @@
 //! commit completes (or the journal fails, or the mount goes away) its callback runs on the
 //! notifier thread — never on the journal thread, which goes on to the next commit.
 
+use crate::ids::HomeBlock;
 use super::{Core, Inner, Okeanos};
 use crate::fs::{DatasyncNeed, FsError, FsResult};
 use crate::journal::transaction::Tid;
@@ -184,7 +185,7 @@ impl Okeanos {
 
     /// Asks the journal for `blocks` written in place and flushed (journal/datasync.rs), and
     /// wakes the lane that does it.
-    fn request_in_place(&self, core: &mut Core, blocks: Vec<u64>) -> Await {
+    fn request_in_place(&self, core: &mut Core, blocks: Vec<HomeBlock>) -> Await {
         let tid = core.fs.journal.running_tid();
         let ticket = core.fs.journal.datasync_request(blocks);
         self.inner.jcv.notify_one();

@@ -3,6 +3,7 @@
 //! singly linked chain of extent blocks, each checksummed and tagged with its owner inode.
 //! Byte map: docs/FORMAT.md, "Extent" and "Extent block".
 
+use crate::ids::HomeBlock;
 use super::{invalid, need, seed, FormatError, Le};
 
 pub const EXTENT_SIZE: usize = 16;
@@ -13,18 +14,18 @@ const HEADER: usize = 32;
 pub struct Extent {
     pub logical: u32,
     pub len: u32,
-    pub physical: u64,
+    pub physical: HomeBlock,
 }
 
 impl Extent {
     pub fn encode(&self, out: &mut [u8]) {
         Le::put_u32(out, 0, self.logical);
         Le::put_u32(out, 4, self.len);
-        Le::put_u64(out, 8, self.physical);
+        Le::put_u64(out, 8, self.physical.get());
     }
     pub fn decode(b: &[u8]) -> Result<Self, FormatError> {
         need("extent", b, EXTENT_SIZE)?;
-        let e = Extent { logical: Le::u32(b, 0), len: Le::u32(b, 4), physical: Le::u64(b, 8) };
+        let e = Extent { logical: Le::u32(b, 0), len: Le::u32(b, 4), physical: HomeBlock::new(Le::u64(b, 8)) };
         if e.len == 0 || e.logical.checked_add(e.len).is_none() {
             return Err(invalid("extent", format!("extent {e:?} is empty or overflows")));
         }
@@ -39,7 +40,7 @@ impl Extent {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExtentBlock {
     pub owner: u32,
-    pub next: u64,
+    pub next: HomeBlock,
     pub extents: Vec<Extent>,
 }
 
@@ -54,7 +55,7 @@ impl ExtentBlock {
         out.fill(0);
         Le::put_u32(out, 8, self.extents.len() as u32);
         Le::put_u32(out, 12, self.owner);
-        Le::put_u64(out, 16, self.next);
+        Le::put_u64(out, 16, self.next.get());
         for (i, e) in self.extents.iter().enumerate() {
             e.encode(&mut out[HEADER + i * EXTENT_SIZE..]);
         }
@@ -69,6 +70,6 @@ impl ExtentBlock {
             return Err(invalid(W, format!("{count} extents do not fit")));
         }
         let extents = (0..count).map(|i| Extent::decode(&b[HEADER + i * EXTENT_SIZE..])).collect::<Result<_, _>>()?;
-        Ok(ExtentBlock { owner: Le::u32(b, 12), next: Le::u64(b, 16), extents })
+        Ok(ExtentBlock { owner: Le::u32(b, 12), next: HomeBlock::new(Le::u64(b, 16)), extents })
     }
 }

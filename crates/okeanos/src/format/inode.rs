@@ -7,6 +7,7 @@
 //! first 32 bytes, so differential metadata logs an append's inode change as one small range.
 
 use super::extent::{Extent, EXTENT_SIZE};
+use crate::ids::HomeBlock;
 use super::{crc, invalid, need, seed, FormatError, Le};
 
 pub const INODE_SIZE: usize = 256;
@@ -50,7 +51,7 @@ pub struct Inode {
     /// Total number of extents (inline plus chained).
     pub extent_count: u32,
     /// First extent block of the chain, 0 when all extents are inline.
-    pub extent_block: u64,
+    pub extent_block: HomeBlock,
     /// Next inode on the orphan list (unlinked but not yet freed), 0 at the end.
     pub orphan_next: u32,
     /// For directories: the parent directory's inode number.
@@ -59,7 +60,7 @@ pub struct Inode {
     /// Device number of a character or block device (Linux's 32-bit encoding); 0 otherwise.
     pub rdev: u32,
     /// The block holding the extended attributes, 0 when there are none.
-    pub xattr_block: u64,
+    pub xattr_block: HomeBlock,
     /// The inline extents; only the first `min(extent_count, INLINE_EXTENTS)` are meaningful.
     pub inline: Vec<Extent>,
 }
@@ -100,9 +101,9 @@ impl Inode {
         Le::put_u32(out, 60, self.orphan_next);
         Le::put_u32(out, 64, self.parent);
         Le::put_u32(out, 68, self.flags);
-        Le::put_u64(out, 72, self.extent_block);
+        Le::put_u64(out, 72, self.extent_block.get());
         Le::put_u32(out, RDEV_AT, self.rdev);
-        Le::put_u64(out, XATTR_AT, self.xattr_block);
+        Le::put_u64(out, XATTR_AT, self.xattr_block.get());
         for (i, e) in self.inline.iter().enumerate() {
             e.encode(&mut out[INLINE_AT + i * EXTENT_SIZE..]);
         }
@@ -143,15 +144,15 @@ impl Inode {
             orphan_next: Le::u32(b, 60),
             parent: Le::u32(b, 64),
             flags: Le::u32(b, 68),
-            extent_block: Le::u64(b, 72),
+            extent_block: HomeBlock::new(Le::u64(b, 72)),
             rdev: Le::u32(b, RDEV_AT),
-            xattr_block: Le::u64(b, XATTR_AT),
+            xattr_block: HomeBlock::new(Le::u64(b, XATTR_AT)),
             inline,
         };
         if inode.mode != 0 && !FILE_TYPES.contains(&(inode.mode & S_IFMT)) {
             return Err(invalid(W, format!("inode {ino} has unknown file type {:o}", inode.mode & S_IFMT)));
         }
-        if extent_count as usize > INLINE_EXTENTS && inode.extent_block == 0 {
+        if extent_count as usize > INLINE_EXTENTS && inode.extent_block == HomeBlock::NONE {
             return Err(invalid(W, format!("inode {ino} has {extent_count} extents but no extent block")));
         }
         Ok(inode)

@@ -19,6 +19,7 @@
 //!
 //! Byte maps: docs/FORMAT.md, "Journal".
 
+use crate::ids::HomeBlock;
 use super::{check_crc, invalid, need, put_crc, seed, FormatError, Le};
 pub use crate::ids::{LogPos, Tid};
 
@@ -226,7 +227,7 @@ impl JournalSuperblock {
 /// regular tag has `len` and `offset` zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tag {
-    pub fs_block: u64,
+    pub fs_block: HomeBlock,
     pub flags: u16,
     pub offset: u16,
     pub len: u16,
@@ -236,7 +237,7 @@ pub struct Tag {
 }
 
 impl Tag {
-    pub fn regular(fs_block: u64, flags: u16, data_hash: u32) -> Self {
+    pub fn regular(fs_block: HomeBlock, flags: u16, data_hash: u32) -> Self {
         Tag { fs_block, flags, offset: 0, len: 0, data_hash }
     }
     pub fn is_multiwrite(&self) -> bool {
@@ -282,8 +283,8 @@ impl Descriptor {
         Le::put_u32(out, DESC_COUNT_AT + 4, self.inline.len() as u32);
         for (i, t) in self.tags.iter().enumerate() {
             let at = DESC_TAGS_AT + i * TAG_SIZE;
-            assert!(t.fs_block <= MAX_TAG_BLOCK);
-            Le::put_u64(out, at, t.fs_block);
+            assert!(t.fs_block.get() <= MAX_TAG_BLOCK);
+            Le::put_u64(out, at, t.fs_block.get());
             Le::put_u16(out, at + 6, t.len);
             Le::put_u16(out, at + 8, t.flags);
             Le::put_u16(out, at + 10, t.offset);
@@ -317,7 +318,7 @@ impl Descriptor {
             if flags & !tag_flags::KNOWN != 0 {
                 return Err(invalid(W, format!("unknown tag flags {flags:#x}")));
             }
-            let fs_block = Le::u64(b, at) & MAX_TAG_BLOCK;
+            let fs_block = HomeBlock::new(Le::u64(b, at) & MAX_TAG_BLOCK);
             let (len, offset) = (Le::u16(b, at + 6), Le::u16(b, at + 10));
             let t = Tag { fs_block, flags, offset, len, data_hash: Le::u32(b, at + 12) };
             if t.is_multiwrite() {
@@ -343,7 +344,7 @@ impl Descriptor {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RevokeBlock {
     pub tid: Tid,
-    pub blocks: Vec<u64>,
+    pub blocks: Vec<HomeBlock>,
 }
 
 impl RevokeBlock {
@@ -357,7 +358,7 @@ impl RevokeBlock {
         put_header(out, JBlockType::Revoke, self.tid);
         Le::put_u32(out, REVOKE_COUNT_AT, self.blocks.len() as u32);
         for (i, b) in self.blocks.iter().enumerate() {
-            Le::put_u64(out, REVOKE_AT + i * 8, *b);
+            Le::put_u64(out, REVOKE_AT + i * 8, b.get());
         }
         let end = out.len() - 4;
         put_crc(out, end, seed::JOURNAL ^ 3);
@@ -374,7 +375,7 @@ impl RevokeBlock {
         if n == 0 || n > Self::capacity(b.len()) {
             return Err(invalid(W, format!("{n} revoke records do not fit")));
         }
-        Ok(RevokeBlock { tid, blocks: (0..n).map(|i| Le::u64(b, REVOKE_AT + i * 8)).collect() })
+        Ok(RevokeBlock { tid, blocks: (0..n).map(|i| HomeBlock::new(Le::u64(b, REVOKE_AT + i * 8))).collect() })
     }
 }
 
@@ -433,8 +434,8 @@ pub fn tx_hash_seed(tid: Tid) -> u64 {
 }
 
 /// The tag hash of a logged block (offset 0) or record (at `offset`) for `fs_block`.
-pub fn data_hash(fs_block: u64, offset: u16, bytes: &[u8]) -> u32 {
-    xxhash_rust::xxh3::xxh3_64_with_seed(bytes, fs_block ^ ((offset as u64) << 48)) as u32
+pub fn data_hash(fs_block: HomeBlock, offset: u16, bytes: &[u8]) -> u32 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(bytes, fs_block.get() ^ ((offset as u64) << 48)) as u32
 }
 
 /// Bytes of record stream one multiwrite block carries.

@@ -8,7 +8,7 @@
 //! a copy torn between its blocks fails as a whole.
 
 use super::{invalid, need, FormatError, Le};
-use crate::ids::Tid;
+use crate::ids::{HomeBlock, Tid};
 
 pub const LOG_TABLE_MAGIC: u64 = u64::from_le_bytes(*b"OKMLTAB1");
 /// Version 2 added `durable` (bytes 56..60, zero in version 1, which reads as "floor - 1").
@@ -204,7 +204,7 @@ pub struct SnapPos {
 /// MTL, section III-E): not at its final location, to be read from `at`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MapEntry {
-    pub block: u64,
+    pub block: HomeBlock,
     /// Device block in a log holding it.
     pub at: u64,
     pub tid: Tid,
@@ -266,7 +266,7 @@ impl LogMap {
             at += MAP_LOG_LEN;
         }
         for e in &self.entries {
-            Le::put_u64(out, at, e.block);
+            Le::put_u64(out, at, e.block.get());
             Le::put_u64(out, at + 8, e.at);
             Le::put_u64(out, at + 16, e.tid.get());
             Le::put_u32(out, at + 24, e.hash);
@@ -321,7 +321,7 @@ impl LogMap {
         }
         let mut out = Vec::with_capacity(entries);
         for _ in 0..entries {
-            out.push(MapEntry { block: Le::u64(b, at), at: Le::u64(b, at + 8), tid: Tid::new(Le::u64(b, at + 16)), hash: Le::u32(b, at + 24) });
+            out.push(MapEntry { block: HomeBlock::new(Le::u64(b, at)), at: Le::u64(b, at + 8), tid: Tid::new(Le::u64(b, at + 16)), hash: Le::u32(b, at + 24) });
             at += MAP_ENTRY_LEN;
         }
         let (home, durable) = (Tid::new(Le::u64(b, 24)), Tid::new(Le::u64(b, 32)));
@@ -418,7 +418,7 @@ mod tests {
             durable: Tid::new(50),
             fs_uuid: [5; 16],
             snaps: (0..600).map(|i| SnapPos { pos: i % 300, tid: Tid::new(i as u64) }).collect(),
-            entries: (0..1000).map(|i| MapEntry { block: 5000 + i, at: 100 + i * 3, tid: Tid::new(42 + i % 7), hash: i as u32 * 77 }).collect(),
+            entries: (0..1000).map(|i| MapEntry { block: HomeBlock::new(5000 + i), at: 100 + i * 3, tid: Tid::new(42 + i % 7), hash: i as u32 * 77 }).collect(),
         }
     }
 

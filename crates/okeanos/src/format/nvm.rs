@@ -15,7 +15,7 @@
 //! a crash leaves either the old entry, a free one, one that fails its CRC, or the new one.
 
 use super::{check_crc, crc, invalid, need, put_crc, seed, FormatError, Le};
-use crate::ids::Tid;
+use crate::ids::{HomeBlock, Tid};
 
 pub const NVM_MAGIC: u64 = u64::from_le_bytes(*b"OKEANVM1");
 pub const NVM_VERSION: u32 = 1;
@@ -156,7 +156,7 @@ impl NvmHeader {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entry {
     /// The block's home (file-system block number).
-    pub block: u64,
+    pub block: HomeBlock,
     pub tid: Tid,
     /// CRC32C of the slot's data (0 for a tombstone).
     pub data_crc: u32,
@@ -176,7 +176,7 @@ impl Entry {
     /// Bytes 0..24: block, tid, data CRC and the entry CRC (which binds the slot index).
     pub fn encode_fields(&self, slot: u64) -> [u8; 24] {
         let mut b = [0u8; 24];
-        Le::put_u64(&mut b, 0, self.block);
+        Le::put_u64(&mut b, 0, self.block.get());
         Le::put_u64(&mut b, 8, self.tid.get());
         Le::put_u32(&mut b, 16, self.data_crc);
         let c = crc(seed::NVM_ENTRY ^ slot as u32 ^ (slot >> 32) as u32, &b[..20]);
@@ -196,13 +196,13 @@ impl Entry {
         if c != Le::u32(b, 20) {
             return EntryRead::Invalid;
         }
-        EntryRead::Valid(Entry { block: Le::u64(b, 0), tid: Tid::new(Le::u64(b, 8)), data_crc: Le::u32(b, 16), state })
+        EntryRead::Valid(Entry { block: HomeBlock::new(Le::u64(b, 0)), tid: Tid::new(Le::u64(b, 8)), data_crc: Le::u32(b, 16), state })
     }
 }
 
 /// The CRC of a slot's data.
-pub fn data_crc(block: u64, data: &[u8]) -> u32 {
-    crc(seed::NVM_DATA ^ block as u32, data)
+pub fn data_crc(block: HomeBlock, data: &[u8]) -> u32 {
+    crc(seed::NVM_DATA ^ block.get() as u32, data)
 }
 
 /// The commit word's bytes.
@@ -234,7 +234,7 @@ mod tests {
 
     #[test]
     fn entries_bind_their_slot_and_detect_tearing() {
-        let e = Entry { block: 1234, tid: Tid::new(99), data_crc: 0xdead_beef, state: SlotState::Frozen };
+        let e = Entry { block: HomeBlock::new(1234), tid: Tid::new(99), data_crc: 0xdead_beef, state: SlotState::Frozen };
         let mut b = [0u8; 32];
         b[..24].copy_from_slice(&e.encode_fields(5));
         b[24..].copy_from_slice(&state_word(SlotState::Frozen));

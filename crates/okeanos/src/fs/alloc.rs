@@ -9,23 +9,25 @@ use super::{Fs, FsError, FsResult};
 use crate::cache::BufKind;
 use crate::format::group::GD_SIZE;
 use crate::format::{bitmap_crc, GroupDesc};
+use crate::ids::HomeBlock;
 
 fn bit(map: &[u8], i: usize) -> bool {
     map[i / 8] & (1 << (i % 8)) != 0
 }
 
 impl<'a> Fs<'a> {
-    pub fn group_start(&self, g: u32) -> u64 {
-        self.st.sb.first_group_block + g as u64 * self.st.sb.blocks_per_group as u64
+    pub fn group_start(&self, g: u32) -> HomeBlock {
+        HomeBlock::new(self.st.sb.first_group_block + g as u64 * self.st.sb.blocks_per_group as u64)
     }
 
     /// First data block of group `g` (after bitmaps, inode table and log area).
-    pub fn group_data_start(&self, g: u32) -> u64 {
+    pub fn group_data_start(&self, g: u32) -> HomeBlock {
         self.group_start(g) + 2 + self.st.sb.inode_table_blocks() as u64 + self.st.sb.log_area_blocks as u64
     }
 
-    pub fn group_of_block(&self, b: u64) -> Option<u32> {
+    pub fn group_of_block(&self, b: HomeBlock) -> Option<u32> {
         let sb = &self.st.sb;
+        let b = b.get();
         if b < sb.first_group_block || b >= sb.block_count {
             return None;
         }
@@ -34,7 +36,7 @@ impl<'a> Fs<'a> {
     }
 
     /// Whether `b` is a block files may own (a data block of some group).
-    pub fn is_data_block(&self, b: u64) -> bool {
+    pub fn is_data_block(&self, b: HomeBlock) -> bool {
         match self.group_of_block(b) {
             Some(g) => b >= self.group_data_start(g),
             None => false,
@@ -42,7 +44,7 @@ impl<'a> Fs<'a> {
     }
 
     /// Reads a bitmap block and checks it against the CRC in its group descriptor.
-    fn load_bitmap(&mut self, g: u32, inode: bool) -> FsResult<u64> {
+    fn load_bitmap(&mut self, g: u32, inode: bool) -> FsResult<HomeBlock> {
         let gd = &self.st.gdt[g as usize];
         let (blk, want) = if inode { (gd.inode_bitmap, gd.inode_bitmap_crc) } else { (gd.block_bitmap, gd.block_bitmap_crc) };
         if self.st.cache.contains(blk) {
@@ -64,7 +66,7 @@ impl<'a> Fs<'a> {
     /// Writes group descriptor `g` into its table block.
     pub fn store_group(&mut self, g: u32) -> FsResult<()> {
         let per_block = self.bs() / GD_SIZE;
-        let blk = self.st.sb.gdt_start + (g as usize / per_block) as u64;
+        let blk = HomeBlock::new(self.st.sb.gdt_start + (g as usize / per_block) as u64);
         let off = (g as usize % per_block) * GD_SIZE;
         let gd: GroupDesc = self.st.gdt[g as usize].clone();
         let data = self.meta_mut(blk)?;
@@ -96,7 +98,7 @@ impl<'a> Fs<'a> {
     }
 
     /// Allocates one block, preferring `goal` and what follows it.
-    pub fn alloc_block(&mut self, goal: u64) -> FsResult<u64> {
+    pub fn alloc_block(&mut self, goal: HomeBlock) -> FsResult<HomeBlock> {
         if self.st.allocatable_blocks() == 0 {
             return Err(FsError::NoSpace);
         }
@@ -120,7 +122,7 @@ impl<'a> Fs<'a> {
         Err(FsError::NoSpace)
     }
 
-    fn find_free(&mut self, g: u32, from: u64, to: u64) -> FsResult<Option<u64>> {
+    fn find_free(&mut self, g: u32, from: HomeBlock, to: HomeBlock) -> FsResult<Option<HomeBlock>> {
         let blk = self.load_bitmap(g, false)?;
         let base = self.group_start(g);
         let map = &self.st.cache.peek(blk).expect("bitmap cached").data;
@@ -140,7 +142,7 @@ impl<'a> Fs<'a> {
     }
 
     /// Frees block `b`: revoked if it has logged copies; reusable once this transaction commits.
-    pub fn free_block(&mut self, b: u64) -> FsResult<()> {
+    pub fn free_block(&mut self, b: HomeBlock) -> FsResult<()> {
         let g = self.group_of_block(b).filter(|_| self.is_data_block(b)).ok_or_else(|| FsError::Corrupt(format!("freeing block {b} that no file can own")))?;
         let base = self.group_start(g);
         self.flip(g, false, (b - base) as usize, false)?;
@@ -193,7 +195,7 @@ impl<'a> Fs<'a> {
     /// Writes the in-memory superblock into block 0 (orphan list changes).
     pub fn store_superblock(&mut self) -> FsResult<()> {
         let sb = self.st.sb.clone();
-        let data = self.meta_mut(0)?;
+        let data = self.meta_mut(HomeBlock::SUPERBLOCK)?;
         sb.encode(&mut data[..]);
         Ok(())
     }

@@ -2,6 +2,7 @@
 //! Directory blocks are metadata, logged whole under every content policy.
 
 use super::{Fs, FsError, FsResult};
+use crate::ids::HomeBlock;
 use crate::cache::BufKind;
 use crate::format::dir::{DirBlock, DirEntry, FileType, DIR_HEADER, MAX_NAME};
 use crate::det::HashMap;
@@ -92,8 +93,8 @@ impl<'a> Fs<'a> {
             Some(k) => k,
             None => {
                 let k = idx.blocks.len();
-                let goal = self.load(dir)?.goal_for(k as u32).unwrap_or_else(|| 0);
-                let goal = if goal == 0 { self.group_data_start((dir - 1) / self.st.sb.inodes_per_group) } else { goal };
+                let goal = self.load(dir)?.goal_for(k as u32).unwrap_or(HomeBlock::NONE);
+                let goal = if goal == HomeBlock::NONE { self.group_data_start((dir - 1) / self.st.sb.inodes_per_group) } else { goal };
                 let phys = self.alloc_block(goal)?;
                 self.meta_new(phys);
                 let mi = self.load(dir)?;

@@ -7,16 +7,17 @@
 use super::{Fs, FsError, FsResult};
 use crate::cache::BufKind;
 use crate::det::HashMap;
+use crate::ids::HomeBlock;
 
 /// What a read does with a block missing from the cache ([`Fs::read_via`]).
 pub enum Misses<'a> {
     /// Reads it from the device, under the state lock.
     Read,
     /// Notes it and its cache generation; the bytes returned are not the file's.
-    Note(&'a mut Vec<(u64, u32)>),
+    Note(&'a mut Vec<(HomeBlock, u32)>),
     /// Takes its copy read outside the lock (with the generation noted before that read) if
     /// the generation is unchanged; reads it again otherwise.
-    Use(&'a mut HashMap<u64, (u32, Vec<u8>)>),
+    Use(&'a mut HashMap<HomeBlock, (u32, Vec<u8>)>),
 }
 use crate::format::extent::ExtentBlock;
 
@@ -26,7 +27,7 @@ pub const MAX_FILE_BLOCKS: u64 = u32::MAX as u64 - 1;
 impl<'a> Fs<'a> {
     /// Where a file's first block should go: spread inodes over their group's data area so that
     /// concurrent streams grow apart rather than interleaving.
-    fn home_goal(&self, ino: u32) -> u64 {
+    fn home_goal(&self, ino: u32) -> HomeBlock {
         let g = (ino - 1) / self.st.sb.inodes_per_group;
         let lo = self.group_data_start(g);
         let hi = self.group_start(g) + self.st.sb.blocks_in_group(g);
@@ -166,7 +167,7 @@ impl<'a> Fs<'a> {
             let n = ((end - pos) as usize).min(bs as usize - in_block);
             match self.st.inodes[&ino].bmap(fb) {
                 Some(p) if !self.st.cache.contains(p) && !matches!(misses, Misses::Read) => {
-                    if p >= self.st.sb.block_count {
+                    if p.get() >= self.st.sb.block_count {
                         return Err(FsError::Corrupt(format!("block {p} is past the end of the file system")));
                     }
                     match &mut misses {

@@ -7,7 +7,7 @@
 //! directory block, link counts, directory parents, the orphan list, the free counts, and
 //! inode-table slots in use that nothing reaches.
 
-use crate::ids::Tid;
+use crate::ids::{DevBlock, HomeBlock, Tid};
 use super::{Fs, FsState};
 use crate::cache::BufKind;
 use crate::device::Device;
@@ -116,7 +116,7 @@ pub fn fsck(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> FsckRepor
     for (g, gd) in gdt.iter().enumerate() {
         for (which, blk, want, into) in [("block", gd.block_bitmap, gd.block_bitmap_crc, &mut bmaps), ("inode", gd.inode_bitmap, gd.inode_bitmap_crc, &mut imaps)] {
             let mut b = vec![0u8; bs];
-            if let Err(e) = dev.read_at(blk * bs as u64, &mut b) {
+            if let Err(e) = dev.read_at(DevBlock::home(blk).byte(bs as u64), &mut b) {
                 p.add("io", format!("group {g}: cannot read the {which} bitmap: {e}"));
             } else if bitmap_crc(g as u32, &b) != want {
                 p.add("bitmap-crc", format!("group {g}: {which} bitmap fails its checksum"));
@@ -182,7 +182,7 @@ pub fn fsck(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> FsckRepor
     report.orphans = orphans.len() as u64;
 
     // Inodes: links, extents, block ownership.
-    let mut owner: HashMap<u64, u32> = HashMap::new();
+    let mut owner: HashMap<HomeBlock, u32> = HashMap::new();
     let mut used_inodes: HashSet<u32> = HashSet::from([root]);
     let mut all: Vec<u32> = vec![root];
     all.extend(refs.keys().copied());
@@ -225,12 +225,12 @@ pub fn fsck(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> FsckRepor
         if on_orphan_list && i.nlink != 0 {
             p.add("orphan", format!("inode {ino} is on the orphan list with {} links", i.nlink));
         }
-        if i.xattr_block != 0 {
+        if i.xattr_block != HomeBlock::NONE {
             if let Err(e) = fs.xattrs(ino) {
                 p.add("xattr", format!("inode {ino}: {e}"));
             }
         }
-        let xattr = (i.xattr_block != 0).then_some(i.xattr_block);
+        let xattr = (i.xattr_block != HomeBlock::NONE).then_some(i.xattr_block);
         let blocks = mi.extents.iter().flat_map(|e| (0..e.len as u64).map(move |k| e.physical + k)).chain(mi.chain.iter().copied()).chain(xattr);
         for b in blocks {
             if let Some(prev) = owner.insert(b, ino) {
@@ -245,7 +245,7 @@ pub fn fsck(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> FsckRepor
     let mut free_blocks_total = 0;
     for g in 0..sb.group_count {
         let gi = g as usize;
-        let start = sb.first_group_block + g as u64 * sb.blocks_per_group as u64;
+        let start = HomeBlock::new(sb.first_group_block + g as u64 * sb.blocks_per_group as u64);
         let len = sb.blocks_in_group(g);
         let mut free = 0u32;
         for i in 0..(bs * 8) as u64 {

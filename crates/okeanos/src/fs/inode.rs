@@ -5,6 +5,7 @@ use super::{Fs, FsError, FsResult};
 use crate::cache::BufKind;
 use crate::format::extent::{Extent, ExtentBlock};
 use crate::format::inode::{Inode, INLINE_EXTENTS, INODE_SIZE};
+use crate::ids::HomeBlock;
 
 #[derive(Debug, Clone)]
 pub struct MemInode {
@@ -13,19 +14,19 @@ pub struct MemInode {
     /// All extents, sorted by logical block, non-overlapping.
     pub extents: Vec<Extent>,
     /// The extent chain's blocks, in order.
-    pub chain: Vec<u64>,
+    pub chain: Vec<HomeBlock>,
 }
 
 impl MemInode {
-    /// The device block of file block `fb`, if mapped.
-    pub fn bmap(&self, fb: u32) -> Option<u64> {
+    /// The block file block `fb` is mapped to, if it is.
+    pub fn bmap(&self, fb: u32) -> Option<HomeBlock> {
         let i = self.extents.partition_point(|e| e.end() <= fb);
         let e = self.extents.get(i)?;
         (e.logical <= fb).then(|| e.physical + (fb - e.logical) as u64)
     }
 
-    /// The device block mapped just before file block `fb` (an allocation goal).
-    pub fn goal_for(&self, fb: u32) -> Option<u64> {
+    /// The block mapped just before file block `fb` (an allocation goal).
+    pub fn goal_for(&self, fb: u32) -> Option<HomeBlock> {
         let i = self.extents.partition_point(|e| e.end() <= fb);
         if i == 0 {
             return None;
@@ -35,7 +36,7 @@ impl MemInode {
     }
 
     /// Maps file block `fb` (unmapped) to `phys`, merging with a neighbour when contiguous.
-    pub fn map(&mut self, fb: u32, phys: u64) {
+    pub fn map(&mut self, fb: u32, phys: HomeBlock) {
         let i = self.extents.partition_point(|e| e.end() <= fb);
         debug_assert!(self.extents.get(i).is_none_or(|e| e.logical > fb), "block already mapped");
         if i > 0 {
@@ -65,8 +66,8 @@ impl MemInode {
     }
 
     /// Unmaps every file block at or after `from`, at most `max` blocks, last ones first.
-    /// Returns the device blocks released.
-    pub fn unmap_tail(&mut self, from: u32, max: usize) -> Vec<u64> {
+    /// Returns the blocks released.
+    pub fn unmap_tail(&mut self, from: u32, max: usize) -> Vec<HomeBlock> {
         let mut out = Vec::new();
         while out.len() < max {
             let Some(e) = self.extents.last_mut() else { break };
@@ -87,8 +88,8 @@ impl MemInode {
 
     /// Unmaps the file blocks in `[from, to)`, at most `max`, last ones first (a hole punched
     /// in steps keeps its front until the last step). An extent straddling the range is cut in
-    /// two, so one call adds at most one extent. Returns the device blocks released.
-    pub fn unmap_range(&mut self, from: u32, to: u32, max: usize) -> Vec<u64> {
+    /// two, so one call adds at most one extent. Returns the blocks released.
+    pub fn unmap_range(&mut self, from: u32, to: u32, max: usize) -> Vec<HomeBlock> {
         let mut out = Vec::new();
         let mut i = self.extents.partition_point(|e| e.logical < to);
         while i > 0 && out.len() < max {
@@ -138,7 +139,7 @@ impl MemInode {
 
 impl<'a> Fs<'a> {
     /// Table block and byte offset of inode `ino`.
-    pub fn inode_location(&self, ino: u32) -> FsResult<(u64, usize)> {
+    pub fn inode_location(&self, ino: u32) -> FsResult<(HomeBlock, usize)> {
         let sb = &self.st.sb;
         if ino == 0 || ino > sb.inode_count {
             return Err(FsError::Corrupt(format!("inode number {ino} out of range")));
@@ -174,7 +175,7 @@ impl<'a> Fs<'a> {
         let mut chain = Vec::new();
         let mut next = inode.extent_block;
         while extents.len() < inode.extent_count as usize {
-            if next == 0 || !self.is_data_block(next) || chain.contains(&next) || chain.len() > 1 << 20 {
+            if next == HomeBlock::NONE || !self.is_data_block(next) || chain.contains(&next) || chain.len() > 1 << 20 {
                 return Err(FsError::Corrupt(format!("inode {ino}: extent chain broken at block {next}")));
             }
             let eb = ExtentBlock::decode(self.block(next, BufKind::Meta)?)?;
@@ -194,7 +195,7 @@ impl<'a> Fs<'a> {
             }
         }
         for e in &extents {
-            let last = e.physical.checked_add(e.len as u64 - 1);
+            let last = e.physical.get().checked_add(e.len as u64 - 1).map(HomeBlock::new);
             if !self.is_data_block(e.physical) || !last.is_some_and(|l| self.is_data_block(l)) {
                 return Err(FsError::Corrupt(format!("inode {ino}: extent {e:?} points outside the data area")));
             }
@@ -215,7 +216,7 @@ impl<'a> Fs<'a> {
     fn store_inner(&mut self, mi: &mut MemInode, bs: usize) -> FsResult<()> {
         let need = mi.chain_needed(bs);
         while mi.chain.len() < need {
-            let goal = mi.chain.last().copied().or(mi.extents.first().map(|e| e.physical)).unwrap_or(0);
+            let goal = mi.chain.last().copied().or(mi.extents.first().map(|e| e.physical)).unwrap_or(HomeBlock::NONE);
             let b = self.alloc_block(goal)?;
             mi.chain.push(b);
             self.meta_new(b);
@@ -227,7 +228,7 @@ impl<'a> Fs<'a> {
         let cap = ExtentBlock::capacity(bs);
         let rest = mi.extents.get(INLINE_EXTENTS..).unwrap_or(&[]);
         for (k, chunk) in rest.chunks(cap).enumerate() {
-            let eb = ExtentBlock { owner: mi.ino, next: mi.chain.get(k + 1).copied().unwrap_or(0), extents: chunk.to_vec() };
+            let eb = ExtentBlock { owner: mi.ino, next: mi.chain.get(k + 1).copied().unwrap_or(HomeBlock::NONE), extents: chunk.to_vec() };
             let mut enc = vec![0u8; bs];
             eb.encode(&mut enc);
             let blk = mi.chain[k];
@@ -237,7 +238,7 @@ impl<'a> Fs<'a> {
         }
         mi.inode.extent_count = mi.extents.len() as u32;
         mi.inode.inline = mi.extents.iter().take(INLINE_EXTENTS).copied().collect();
-        mi.inode.extent_block = mi.chain.first().copied().unwrap_or(0);
+        mi.inode.extent_block = mi.chain.first().copied().unwrap_or(HomeBlock::NONE);
         let (blk, off) = self.inode_location(mi.ino)?;
         let mut enc = [0u8; INODE_SIZE];
         mi.inode.encode(mi.ino, &mut enc);
@@ -250,8 +251,8 @@ impl<'a> Fs<'a> {
     /// Writes a freed inode slot (mode 0; the generation survives for the next user).
     pub fn clear_inode_slot(&mut self, ino: u32) -> FsResult<()> {
         // The attribute block goes with the inode.
-        let xb = self.load(ino).map_or(0, |m| m.inode.xattr_block);
-        if xb != 0 {
+        let xb = self.load(ino).map_or(HomeBlock::NONE, |m| m.inode.xattr_block);
+        if xb != HomeBlock::NONE {
             self.free_block(xb)?;
         }
         let (blk, off) = self.inode_location(ino)?;

@@ -1,8 +1,7 @@
 //! Formatting: lays out the superblock, group descriptors, bitmaps, inode tables, the root
 //! directory and the journal superblock, writing them straight to the device(s).
 
-use crate::ids::LogPos;
-use crate::ids::Tid;
+use crate::ids::{DevBlock, HomeBlock, LogPos, Tid};
 use crate::device::{Device, DeviceError};
 use crate::format::group::GD_SIZE;
 use crate::format::inode::{Inode, INODE_SIZE, S_IFDIR};
@@ -347,9 +346,9 @@ pub fn mkfs(dev: &dyn Device, journal_dev: Option<&dyn Device>, o: &MkfsOptions)
         dev.write_at(start * bsu, &bbm)?;
         dev.write_at((start + 1) * bsu, &ibm)?;
         gdt.push(GroupDesc {
-            block_bitmap: start,
-            inode_bitmap: start + 1,
-            inode_table: start + 2,
+            block_bitmap: HomeBlock::new(start),
+            inode_bitmap: HomeBlock::new(start + 1),
+            inode_table: HomeBlock::new(start + 2),
             log_area_start: if sb.log_area_blocks > 0 { start + 2 + itb } else { 0 },
             log_area_blocks: sb.log_area_blocks,
             free_blocks: (len - meta) as u32,
@@ -370,7 +369,7 @@ pub fn mkfs(dev: &dyn Device, journal_dev: Option<&dyn Device>, o: &MkfsOptions)
     let mut itable = vec![0u8; bs];
     root.encode(1, &mut itable[..INODE_SIZE]);
     debug_assert!(ipb >= 1);
-    dev.write_at(gdt[0].inode_table * bsu, &itable)?;
+    dev.write_at(DevBlock::home(gdt[0].inode_table).byte(bsu), &itable)?;
 
     let (jdev, jbase, jblocks, juuid) = match (sb.journal, journal_dev) {
         (JournalLocation::Internal { start, blocks }, _) => (dev, start, blocks, new_uuid()),

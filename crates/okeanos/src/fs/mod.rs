@@ -22,7 +22,7 @@ pub mod xattr;
 use crate::cache::{BufKind, Cache};
 use crate::device::Device;
 use crate::format::{GroupDesc, Superblock};
-use crate::journal::transaction::Tid;
+use crate::ids::{DevBlock, HomeBlock, Tid};
 use crate::journal::Journal;
 use crate::det::{HashMap, HashSet};
 
@@ -39,7 +39,7 @@ pub enum DatasyncNeed {
     /// The commit of this transaction.
     Commit(Tid),
     /// These overwritten blocks, written in place and flushed (journal/datasync.rs).
-    InPlace(Vec<u64>),
+    InPlace(Vec<HomeBlock>),
 }
 
 /// Everything the engine keeps under its state lock.
@@ -52,7 +52,7 @@ pub struct FsState {
     pub dirs: HashMap<u32, DirIndex>,
     pub open_count: HashMap<u32, u32>,
     /// Blocks and inodes freed by uncommitted transactions: not reusable yet.
-    pub pending_free_blocks: HashSet<u64>,
+    pub pending_free_blocks: HashSet<HomeBlock>,
     pub pending_free_inodes: HashSet<u32>,
     /// The last transaction that changed each inode (fsync) and its data or size (fdatasync).
     pub sync_tid: HashMap<u32, Tid>,
@@ -60,7 +60,7 @@ pub struct FsState {
     /// Blocks of each file overwritten in place since its data last needed a commit, with
     /// the transaction that holds them: an fdatasync writes them in place without a commit
     /// (journal/datasync.rs) while that is the running transaction.
-    pub overwrites: HashMap<u32, (Tid, std::collections::BTreeSet<u64>)>,
+    pub overwrites: HashMap<u32, (Tid, std::collections::BTreeSet<HomeBlock>)>,
     /// The durable watermark of each file changed since the mount ([`durable`]).
     pub watermarks: HashMap<u32, durable::Watermark>,
     /// Unlinked inodes whose last handle closed: their blocks are freed by the next operation.
@@ -74,7 +74,7 @@ pub struct FsState {
     /// Why the file system turned read-only, if it did.
     pub read_only: Option<String>,
     /// Next allocation goal per group (next-fit).
-    pub alloc_cursor: Vec<u64>,
+    pub alloc_cursor: Vec<HomeBlock>,
     /// Where parked buffers load their data from, if the journal lets the cache park any.
     pub parking: Option<Parking>,
 }
@@ -128,14 +128,14 @@ impl FsState {
             dirty_epoch: 0,
             read_misses: 0,
             read_only,
-            alloc_cursor: vec![0; groups],
+            alloc_cursor: vec![HomeBlock::NONE; groups],
             parking: None,
         }
     }
 
     /// Loads a parked buffer's data back from where the journal keeps it (nothing if it is
     /// not parked). A logged copy that does not match its tag's hash is an I/O error.
-    pub fn unpark(&mut self, block: u64) -> FsResult<()> {
+    pub fn unpark(&mut self, block: HomeBlock) -> FsResult<()> {
         let Some(at) = self.cache.parked_at(block) else { return Ok(()) };
         let mut data = vec![0u8; self.block_size()];
         match self.parking.as_ref().expect("only a journal that parks buffers parks them") {
@@ -210,7 +210,7 @@ impl FsState {
     /// flight need its commit.
     ///
     /// [`Journal::syncs_in_place`]: crate::journal::Journal::syncs_in_place
-    pub fn touch_overwrite(&mut self, ino: u32, blocks: impl IntoIterator<Item = u64>) {
+    pub fn touch_overwrite(&mut self, ino: u32, blocks: impl IntoIterator<Item = HomeBlock>) {
         let (tid, committed) = (self.journal.running_tid(), self.journal.committed_tid());
         self.sync_tid.insert(ino, tid);
         let entry = self.overwrites.entry(ino).or_insert_with(|| (tid, Default::default()));
@@ -291,35 +291,35 @@ impl<'a> Fs<'a> {
     }
 
     /// Makes sure `block` is cached, reading it if needed.
-    pub fn bread(&mut self, block: u64, kind: BufKind) -> FsResult<()> {
+    pub fn bread(&mut self, block: HomeBlock, kind: BufKind) -> FsResult<()> {
         if self.st.cache.contains(block) {
             return self.st.unpark(block);
         }
-        if block >= self.st.sb.block_count {
+        if block.get() >= self.st.sb.block_count {
             return Err(FsError::Corrupt(format!("block {block} is past the end of the file system")));
         }
         let mut buf = vec![0u8; self.bs()];
-        self.dev.read_at(block * self.bs() as u64, &mut buf)?;
+        self.dev.read_at(DevBlock::home(block).byte(self.bs() as u64), &mut buf)?;
         self.cache_device_block(block, buf, kind);
         Ok(())
     }
 
     /// Caches `data`, just read from the device at `block` (a miss).
-    pub fn cache_device_block(&mut self, block: u64, data: Vec<u8>, kind: BufKind) {
+    pub fn cache_device_block(&mut self, block: HomeBlock, data: Vec<u8>, kind: BufKind) {
         self.st.read_misses += 1;
         // The disk head is there now (manylogs logs the next commit near it).
-        self.st.journal.note_position(block);
+        self.st.journal.note_position(DevBlock::home(block));
         self.st.cache.insert(block, data, kind);
     }
 
     /// The cached contents of `block` (read if needed).
-    pub fn block(&mut self, block: u64, kind: BufKind) -> FsResult<&[u8]> {
+    pub fn block(&mut self, block: HomeBlock, kind: BufKind) -> FsResult<&[u8]> {
         self.bread(block, kind)?;
         Ok(&self.st.cache.get(block).expect("just cached").data[..])
     }
 
     /// Mutable contents of metadata block `block`, logged by the running transaction.
-    pub fn meta_mut(&mut self, block: u64) -> FsResult<&mut Vec<u8>> {
+    pub fn meta_mut(&mut self, block: HomeBlock) -> FsResult<&mut Vec<u8>> {
         self.bread(block, BufKind::Meta)?;
         self.st.dirty_epoch += 1;
         self.st.journal.dirty_metadata(&mut self.st.cache, block, false);
@@ -327,7 +327,7 @@ impl<'a> Fs<'a> {
     }
 
     /// Mutable contents of a fresh (just allocated) metadata block, zero-filled, without a read.
-    pub fn meta_new(&mut self, block: u64) -> &mut Vec<u8> {
+    pub fn meta_new(&mut self, block: HomeBlock) -> &mut Vec<u8> {
         // A just-allocated block was freed earlier and forgotten with it: never parked.
         debug_assert!(self.st.cache.parked_at(block).is_none());
         if !self.st.cache.contains(block) {
@@ -345,7 +345,7 @@ impl<'a> Fs<'a> {
     /// `call_len`: the size of the write call this piece belongs to (the content policy may
     /// route by it). `durable`: the file is O_DUR (always logged, not checkpointed for age).
     #[allow(clippy::too_many_arguments)]
-    pub fn write_file_block(&mut self, block: u64, offset: usize, bytes: &[u8], call_len: usize, fresh: bool, kind: BufKind, durable: bool) -> FsResult<()> {
+    pub fn write_file_block(&mut self, block: HomeBlock, offset: usize, bytes: &[u8], call_len: usize, fresh: bool, kind: BufKind, durable: bool) -> FsResult<()> {
         let bs = self.bs();
         assert!(offset + bytes.len() <= bs);
         self.st.unpark(block)?;

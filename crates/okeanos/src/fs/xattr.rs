@@ -3,6 +3,7 @@
 //! block is allocated with the first attribute and freed with the last (or with the inode).
 
 use crate::format::inode::FLAG_DURABLE;
+use crate::ids::HomeBlock;
 use super::{Fs, FsError, FsResult};
 use crate::format::xattr::{XattrBlock, XATTR_NAME_MAX};
 
@@ -55,7 +56,7 @@ impl Fs<'_> {
     /// The attributes of `ino` (empty when it has none).
     pub fn xattrs(&mut self, ino: u32) -> FsResult<XattrBlock> {
         let blk = self.load(ino)?.inode.xattr_block;
-        if blk == 0 {
+        if blk == HomeBlock::NONE {
             return Ok(XattrBlock { owner: ino, entries: Vec::new() });
         }
         if !self.is_data_block(blk) {
@@ -113,14 +114,14 @@ impl Fs<'_> {
         let bs = self.bs();
         let blk = self.load(ino)?.inode.xattr_block;
         if x.entries.is_empty() {
-            if blk != 0 {
+            if blk != HomeBlock::NONE {
                 self.free_block(blk)?;
-                self.load(ino)?.inode.xattr_block = 0;
+                self.load(ino)?.inode.xattr_block = HomeBlock::NONE;
             }
         } else {
             let enc = x.encode(bs).ok_or(FsError::NoSpace)?;
-            if blk == 0 {
-                let goal = self.load(ino)?.extents.first().map_or(0, |e| e.physical);
+            if blk == HomeBlock::NONE {
+                let goal = self.load(ino)?.extents.first().map_or(HomeBlock::NONE, |e| e.physical);
                 let b = self.alloc_block(goal)?;
                 self.meta_new(b).copy_from_slice(&enc);
                 self.load(ino)?.inode.xattr_block = b;

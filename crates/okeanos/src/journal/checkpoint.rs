@@ -13,7 +13,7 @@
 //! After the writes are flushed, the placement records what it released (the ring: the journal
 //! superblock's new tail), durably, before the space is reused.
 
-use crate::ids::DevBlock;
+use crate::ids::{DevBlock, HomeBlock};
 use super::placement::Kept;
 use super::plan::{BlockKind, CopyCheck, DevId, IoCopy, IoPlan, IoStage, IoWrite};
 use super::transaction::{Tid, TxState};
@@ -47,7 +47,7 @@ pub enum CheckpointGoal {
 pub struct CheckpointPlan {
     pub io: IoPlan,
     /// Blocks written, with the transaction whose copy each one settles.
-    pub written: Vec<(u64, Tid)>,
+    pub written: Vec<(HomeBlock, Tid)>,
     /// The version written of each block of `written`, in order: None when it is copied home
     /// from a log (the block was parked).
     pub data: Vec<Option<std::sync::Arc<Vec<u8>>>>,
@@ -59,7 +59,7 @@ pub struct CheckpointPlan {
     /// end of the plan.
     pub table: bool,
     /// Blocks left logged by a snapshot (`kept.home` is then set).
-    pub keep: Vec<u64>,
+    pub keep: Vec<HomeBlock>,
     /// What the placement keeps afterwards.
     pub kept: Kept,
     /// Tell the placement it may reuse the released space (false when a fallback decides
@@ -93,8 +93,8 @@ impl Journal {
     }
 
     /// The blocks a checkpoint for `goal` would write (the engine loads parked ones first).
-    pub fn checkpoint_choose(&self, cache: &Cache, goal: CheckpointGoal) -> BTreeSet<u64> {
-        let mut chosen: BTreeSet<u64> = BTreeSet::new();
+    pub fn checkpoint_choose(&self, cache: &Cache, goal: CheckpointGoal) -> BTreeSet<HomeBlock> {
+        let mut chosen: BTreeSet<HomeBlock> = BTreeSet::new();
         match goal {
             CheckpointGoal::All => {
                 for t in &self.log {
@@ -143,14 +143,14 @@ impl Journal {
 
     /// Whether owed block `b` of transaction `tid` may stay logged across a snapshot: data
     /// whose copy in `tid` is whole in the placement's map. Metadata always goes home.
-    fn stays_logged(&self, cache: &Cache, b: u64, tid: Tid) -> bool {
+    fn stays_logged(&self, cache: &Cache, b: HomeBlock, tid: Tid) -> bool {
         cache.peek(b).is_some_and(|buf| buf.kind == BufKind::Data) && self.placement.snapshots().is_some_and(|s| s.keeps_logged(b, tid))
     }
 
     /// The home tid a checkpoint writing `chosen` reaches (placements that snapshot): the
     /// newest tid up to which every owed block is chosen or stays logged (at most as many as
     /// the map holds, listed in the second value). None: no further than the last snapshot.
-    fn home_point(&self, cache: &Cache, chosen: &BTreeSet<u64>) -> Option<(Tid, Vec<u64>)> {
+    fn home_point(&self, cache: &Cache, chosen: &BTreeSet<HomeBlock>) -> Option<(Tid, Vec<HomeBlock>)> {
         let snapshots = self.placement.snapshots()?;
         let room = snapshots.map_room();
         let mut keep = Vec::new();
@@ -175,7 +175,7 @@ impl Journal {
         (home > snapshots.home()).then_some((home, keep))
     }
 
-    fn checkpoint_build(&self, cache: &Cache, chosen: BTreeSet<u64>) -> Option<CheckpointPlan> {
+    fn checkpoint_build(&self, cache: &Cache, chosen: BTreeSet<HomeBlock>) -> Option<CheckpointPlan> {
         let release = self.log.iter().take_while(|t| t.checkpoint.is_subset(&chosen)).count();
         let snapshot = self.home_point(cache, &chosen);
         if chosen.is_empty() && release == 0 && snapshot.is_none() {
@@ -209,12 +209,12 @@ impl Journal {
                     let parking = parking.expect("checked");
                     let at = parking.frozen_copy(b).expect("a block parked in a log is mapped");
                     let hash = parking.frozen_hash(b).expect("a block parked in a log is mapped");
-                    copies.push((IoCopy { from: (DevId::Fs, DevBlock::new(at)), to: (DevId::Fs, DevBlock::home(b)), check: CopyCheck::Tag(hash), kind }, tid));
+                    copies.push((IoCopy { from: (DevId::Fs, DevBlock::new(at)), to: (DevId::Fs, DevBlock::home(b)), check: CopyCheck::Tag { home: b, hash }, kind }, b, tid));
                 }
                 Some(_) => panic!("block {b} is parked in NVM: the engine loads it before the checkpoint"),
                 None => {
                     let d = buf.cp_data.clone().expect("owed block has a committed version");
-                    writes.push((IoWrite { dev: DevId::Fs, block: DevBlock::home(b), data: d, kind }, tid));
+                    writes.push((IoWrite { dev: DevId::Fs, block: DevBlock::home(b), data: d, kind }, b, tid));
                 }
             }
         }
@@ -226,8 +226,8 @@ impl Journal {
         let mut stages: Vec<IoStage> = Vec::new();
         for chunk in writes.chunks(CHECKPOINT_SLICE_BLOCKS) {
             let mut stage = IoStage::default();
-            for (w, tid) in chunk {
-                written.push((w.block.get(), *tid));
+            for (w, b, tid) in chunk {
+                written.push((*b, *tid));
                 data.push(Some(w.data.clone()));
                 stage.writes.push(w.clone());
             }
@@ -235,8 +235,8 @@ impl Journal {
         }
         for chunk in copies.chunks(COPY_SLICE_BLOCKS) {
             let mut stage = IoStage::default();
-            for (c, tid) in chunk {
-                written.push((c.to.1.get(), *tid));
+            for (c, b, tid) in chunk {
+                written.push((*b, *tid));
                 data.push(None);
                 stage.copies.push(c.clone());
             }
@@ -268,7 +268,7 @@ impl Journal {
             // The disk head ends near the highest block written (each slice goes in block
             // order, and the cached blocks in block order).
             if let Some(h) = self.placement.head() {
-                h.note_position(last);
+                h.note_position(DevBlock::home(last));
             }
         }
         self.cp.blocks += plan.written.len() as u64;

@@ -17,7 +17,7 @@
 //! While the commit's I/O is in flight, new handles run in the next transaction: concurrent
 //! syncs share that next commit (group commit).
 
-use crate::ids::DevBlock;
+use crate::ids::{DevBlock, HomeBlock};
 use super::placement::{Extent, Records};
 use super::plan::{BlockKind, DevId, IoPlan, IoWrite};
 use super::transaction::{Tid, Transaction, TxState};
@@ -33,11 +33,11 @@ pub struct Committing {
     /// Where the placement put it.
     pub at: Extent,
     /// The frozen contents written to the log.
-    pub journaled: Vec<(u64, Arc<Vec<u8>>)>,
+    pub journaled: Vec<(HomeBlock, Arc<Vec<u8>>)>,
     /// Blocks this transaction logged only as multiwrite records.
-    pub partial: crate::det::HashSet<u64>,
+    pub partial: crate::det::HashSet<HomeBlock>,
     /// Blocks this transaction logged whole.
-    pub whole: crate::det::HashSet<u64>,
+    pub whole: crate::det::HashSet<HomeBlock>,
     /// Its journal blocks (shared with the plan): a placement that falls back places them
     /// again elsewhere (`journal/fallback.rs`).
     pub records: Vec<(Arc<Vec<u8>>, BlockKind)>,
@@ -67,7 +67,7 @@ pub struct RecordStats {
 #[derive(Debug, Default)]
 pub struct CommitDone {
     pub tid: Tid,
-    pub freed_blocks: Vec<u64>,
+    pub freed_blocks: Vec<HomeBlock>,
     pub freed_inodes: Vec<u32>,
 }
 
@@ -80,13 +80,13 @@ const DIFF_GAP: usize = 16;
 /// One thing a transaction logs.
 enum Item {
     /// A whole block (metadata, a fully written data block, or a metadata block logged whole).
-    Full { block: u64, data: Arc<Vec<u8>>, flags: u16 },
+    Full { block: HomeBlock, data: Arc<Vec<u8>>, flags: u16 },
     /// A multiwrite record: bytes at an offset of the final block.
-    Record { block: u64, offset: u32, bytes: Vec<u8>, flags: u16 },
+    Record { block: HomeBlock, offset: u32, bytes: Vec<u8>, flags: u16 },
 }
 
 impl Item {
-    fn block(&self) -> u64 {
+    fn block(&self) -> HomeBlock {
         match self {
             Item::Full { block, .. } | Item::Record { block, .. } => *block,
         }
@@ -116,7 +116,7 @@ fn diff_ranges(old: &[u8], new: &[u8]) -> Vec<(usize, usize)> {
 
 impl Journal {
     /// What the transaction logs, in block order: whole blocks and multiwrite records.
-    fn collect_items(&self, tx: &Transaction, frozen: &crate::det::HashMap<u64, Arc<Vec<u8>>>) -> Vec<Item> {
+    fn collect_items(&self, tx: &Transaction, frozen: &crate::det::HashMap<HomeBlock, Arc<Vec<u8>>>) -> Vec<Item> {
         let bs = self.cfg.block_size;
         let mut items = Vec::with_capacity(tx.journaled.len() + tx.record_count as usize);
         for &b in &tx.journaled {
@@ -167,7 +167,7 @@ impl Journal {
         let mut w = RecordsWriter { hash: jf::tx_hash_seed(tx.tid), blocks: Vec::with_capacity(size as usize) };
 
         // Revoke records (jbd2 writes them first as well).
-        let revoked: Vec<u64> = tx.revoked.iter().copied().collect();
+        let revoked: Vec<HomeBlock> = tx.revoked.iter().copied().collect();
         for chunk in revoked.chunks(RevokeBlock::capacity(bs)) {
             let mut b = vec![0u8; bs];
             RevokeBlock { tid: tx.tid, blocks: chunk.to_vec() }.encode(&mut b);
@@ -175,16 +175,16 @@ impl Journal {
         }
 
         // Freeze every logged block (an Arc clone: a later write copies).
-        let journaled: Vec<(u64, Arc<Vec<u8>>)> = tx
+        let journaled: Vec<(HomeBlock, Arc<Vec<u8>>)> = tx
             .journaled
             .iter()
             .chain(tx.ranges.keys())
             .map(|&b| (b, cache.peek(b).expect("a block in a transaction stays cached").data.clone()))
             .collect();
-        let frozen: crate::det::HashMap<u64, Arc<Vec<u8>>> = journaled.iter().cloned().collect();
+        let frozen: crate::det::HashMap<HomeBlock, Arc<Vec<u8>>> = journaled.iter().cloned().collect();
         let items = self.collect_items(&tx, &frozen);
-        let partial: crate::det::HashSet<u64> = items.iter().filter_map(|i| if let Item::Record { block, .. } = i { Some(*block) } else { None }).collect();
-        let whole: crate::det::HashSet<u64> = items.iter().filter_map(|i| if let Item::Full { block, .. } = i { Some(*block) } else { None }).collect();
+        let partial: crate::det::HashSet<HomeBlock> = items.iter().filter_map(|i| if let Item::Record { block, .. } = i { Some(*block) } else { None }).collect();
+        let whole: crate::det::HashSet<HomeBlock> = items.iter().filter_map(|i| if let Item::Full { block, .. } = i { Some(*block) } else { None }).collect();
         let mut stats = RecordStats::default();
         let mut logged = Vec::with_capacity(items.len());
         for group in items.chunks(Descriptor::capacity(bs)) {
@@ -209,19 +209,18 @@ impl Journal {
         let near = tx.final_data.iter().chain(&tx.final_unordered).max().copied();
         let (stage, at) = self.placement.place(Records { tid: tx.tid, blocks: w.blocks, images, revoked, logged, near });
 
-        let in_place = |set: &std::collections::BTreeSet<u64>| -> Vec<IoWrite> {
-            set.iter()
-                .map(|&b| IoWrite { dev: DevId::Fs, block: DevBlock::home(b), data: cache.peek(b).expect("in-place data stays cached").data.clone(), kind: BlockKind::FinalData })
+        let in_place = |set: &mut dyn Iterator<Item = &HomeBlock>| -> Vec<IoWrite> {
+            set.map(|&b| IoWrite { dev: DevId::Fs, block: DevBlock::home(b), data: cache.peek(b).expect("in-place data stays cached").data.clone(), kind: BlockKind::FinalData })
                 .collect()
         };
         // Blocks written early (journal/writeback.rs) and unchanged since are not written again:
         // the ordered stage's flush makes them durable.
-        let mut ordered: Vec<IoWrite> = in_place(&tx.final_data).into_iter().filter(|w| !self.written_early(cache, w.block.get())).collect();
+        let mut ordered: Vec<IoWrite> = in_place(&mut tx.final_data.iter().filter(|&&b| !self.written_early(cache, b)));
         let late = if self.cfg.faults.ordered_after_commit { std::mem::take(&mut ordered) } else { Vec::new() };
         let early_written = tx.final_data.len() > ordered.len();
         let mut batch = Vec::new();
         self.early.clear();
-        let unordered = in_place(&tx.final_unordered);
+        let unordered = in_place(&mut tx.final_unordered.iter());
         let mut commit_flush = stage.flush;
         if !unordered.is_empty() && !commit_flush.contains(&DevId::Fs) {
             commit_flush.insert(0, DevId::Fs);
@@ -248,7 +247,7 @@ impl Journal {
 
     /// Writes one descriptor (tags, then as much of its record stream as fits), the whole
     /// blocks it tags, and multiwrite blocks with the rest of the stream.
-    fn write_descriptor(&self, w: &mut RecordsWriter, tid: Tid, group: &[Item], stats: &mut RecordStats, logged_at: &mut Vec<(u64, Option<(usize, u32)>)>) {
+    fn write_descriptor(&self, w: &mut RecordsWriter, tid: Tid, group: &[Item], stats: &mut RecordStats, logged_at: &mut Vec<(HomeBlock, Option<(usize, u32)>)>) {
         let bs = self.cfg.block_size;
         let mut tags = Vec::with_capacity(group.len());
         let mut blocks = Vec::new();
@@ -307,7 +306,7 @@ impl Journal {
         tx.state = TxState::Committed;
         let tid = tx.tid;
         let mut checkpoint = std::collections::BTreeSet::new();
-        let logged: Vec<u64> = journaled.iter().map(|(b, _)| *b).filter(|b| whole.contains(b) || partial.contains(b)).collect();
+        let logged: Vec<HomeBlock> = journaled.iter().map(|(b, _)| *b).filter(|b| whole.contains(b) || partial.contains(b)).collect();
         for (block, frozen) in journaled {
             let buf = cache.get(block).expect("a block in a transaction stays cached");
             if buf.tx == Some(tid) {

@@ -28,7 +28,7 @@
 //! could replay over the new bytes (selective, data and wasteless content; a block that was
 //! metadata once), O_DUR files, and any write that allocated or changed the size.
 
-use crate::ids::DevBlock;
+use crate::ids::{DevBlock, HomeBlock};
 use super::plan::{BlockKind, DevId, IoPlan, IoWrite};
 use super::writeback::EarlyPlan;
 use super::Journal;
@@ -40,7 +40,7 @@ use std::sync::Arc;
 #[derive(Debug, Default)]
 pub struct DatasyncQueue {
     /// Blocks some fdatasync waits for.
-    wanted: BTreeSet<u64>,
+    wanted: BTreeSet<HomeBlock>,
     /// Requests made (each a ticket number) and requests durable: a sync returns once
     /// `done` reaches its ticket.
     asked: u64,
@@ -59,7 +59,7 @@ impl Journal {
     /// Whether a change of `block`, in place, may be made durable without a commit: it is
     /// in-place data of the running transaction (ordered or writeback), not logged by it, and
     /// no logged copy of it is in the journal.
-    pub fn syncs_in_place(&self, block: u64) -> bool {
+    pub fn syncs_in_place(&self, block: HomeBlock) -> bool {
         let r = &self.running;
         // A logged copy in the journal would be replayed over the bytes written in place:
         // such a block commits (its revoke record keeps the copy from replaying).
@@ -69,7 +69,7 @@ impl Journal {
 
     /// An fdatasync asks for `blocks` (overwritten in place by the running transaction) to be
     /// made durable; returns the ticket [`DatasyncQueue::done`] must reach.
-    pub fn datasync_request(&mut self, blocks: impl IntoIterator<Item = u64>) -> u64 {
+    pub fn datasync_request(&mut self, blocks: impl IntoIterator<Item = HomeBlock>) -> u64 {
         self.datasync.wanted.extend(blocks);
         self.datasync.asked += 1;
         self.datasync.asked
@@ -99,7 +99,7 @@ impl Journal {
         let wanted = std::mem::take(&mut self.datasync.wanted);
         let r = &self.running;
         let mut flush = false;
-        let mut blocks: Vec<(u64, Arc<Vec<u8>>)> = Vec::new();
+        let mut blocks: Vec<(HomeBlock, Arc<Vec<u8>>)> = Vec::new();
         for b in wanted.into_iter().filter(|b| r.final_data.contains(b) || r.final_unordered.contains(b)) {
             if self.written_early(cache, b) {
                 flush = true;

@@ -20,7 +20,7 @@
 //! checkpointed), record "remote" — each durable before the next, so a crash anywhere leaves
 //! either the local journal (empty) in charge or a trimmed server.
 
-use crate::ids::DevBlock;
+use crate::ids::{DevBlock, HomeBlock};
 use super::checkpoint::CheckpointGoal;
 use super::placement::{Kept, Records};
 use super::plan::{BlockKind, DevId, IoPlan, IoStage, IoWrite};
@@ -55,7 +55,7 @@ impl Journal {
         let c = self.committing.as_mut().expect("a commit in flight");
         let (stage, at) = self.placement.place(Records { tid, blocks: c.records.clone(), images: Vec::new(), revoked: Vec::new(), logged: Vec::new(), near: None });
         c.at = at;
-        let in_place = |set: &std::collections::BTreeSet<u64>| -> Vec<IoWrite> {
+        let in_place = |set: &std::collections::BTreeSet<HomeBlock>| -> Vec<IoWrite> {
             set.iter().map(|&b| IoWrite { dev: DevId::Fs, block: DevBlock::home(b), data: cache.peek(b).expect("in-place data stays cached").data.clone(), kind: BlockKind::FinalData }).collect()
         };
         let (ordered, mut batch) = (in_place(&c.tx.final_data), in_place(&c.tx.final_unordered));

@@ -27,6 +27,7 @@ pub mod writeback;
 #[cfg(test)]
 mod tests;
 
+use crate::ids::{DevBlock, HomeBlock};
 use crate::faults::Faults;
 use crate::cache::{BufKind, Cache};
 use crate::format::journal::{Descriptor, RevokeBlock};
@@ -75,9 +76,9 @@ pub struct LoggedTx {
     pub at: Extent,
     /// Blocks whose newest committed copy lives in this transaction and is not yet at its
     /// final location. The transaction's space is free when this is empty.
-    pub checkpoint: BTreeSet<u64>,
+    pub checkpoint: BTreeSet<HomeBlock>,
     /// Every block this transaction logged (to forget `logged_copies` when it leaves the log).
-    pub logged: Vec<u64>,
+    pub logged: Vec<HomeBlock>,
     /// How many of those copies a checkpoint wrote home (the others were superseded by newer
     /// copies or freed: counted as skipped when the transaction is released).
     pub home: u64,
@@ -110,14 +111,14 @@ pub struct Journal {
     commit_requested: Tid,
     /// Blocks with a copy in the log, and the newest tid holding one: freeing such a block
     /// needs a revoke record.
-    logged_copies: HashMap<u64, Tid>,
+    logged_copies: HashMap<HomeBlock, Tid>,
     /// The first error that aborted the journal; nothing commits after it ([`Self::abort`]).
     aborted: Option<String>,
     /// Checkpoint accounting (manylogs paper, Fig. 7b): what checkpoints did not have to write.
     cp: CheckpointCounts,
     /// The running transaction's in-place blocks written early, with the version written
     /// (journal/writeback.rs).
-    early: HashMap<u64, std::sync::Arc<Vec<u8>>>,
+    early: HashMap<HomeBlock, std::sync::Arc<Vec<u8>>>,
     /// fdatasyncs of overwrites waiting to be written in place (journal/datasync.rs).
     datasync: datasync::DatasyncQueue,
 }
@@ -167,7 +168,7 @@ impl Journal {
     /// home; freeing one needs a revoke. Before the first transaction of the mount.
     pub fn adopt_logged(&mut self, kept: &[placement::LoggedBlock]) {
         assert!(self.log.is_empty() && self.running.is_empty() && self.committing.is_none(), "blocks kept logged are taken over at mount");
-        let mut by_tid: std::collections::BTreeMap<Tid, Vec<u64>> = Default::default();
+        let mut by_tid: std::collections::BTreeMap<Tid, Vec<HomeBlock>> = Default::default();
         for k in kept {
             assert!(k.tid < self.running.tid, "a kept block's transaction is older than the next");
             by_tid.entry(k.tid).or_default().push(k.block);
@@ -247,7 +248,7 @@ impl Journal {
     }
 
     /// The blocks the running transaction writes in place when it commits.
-    pub fn running_in_place(&self) -> impl Iterator<Item = &u64> {
+    pub fn running_in_place(&self) -> impl Iterator<Item = &HomeBlock> {
         self.running.final_data.iter().chain(&self.running.final_unordered)
     }
 
@@ -257,7 +258,7 @@ impl Journal {
     }
 
     /// Whether the commit in flight writes `block` in place.
-    pub fn committing_writes_in_place(&self, block: u64) -> bool {
+    pub fn committing_writes_in_place(&self, block: HomeBlock) -> bool {
         self.committing.as_ref().is_some_and(|c| c.tx.final_data.contains(&block) || c.tx.final_unordered.contains(&block))
     }
 
@@ -308,12 +309,12 @@ impl Journal {
 
     /// Where the placement keeps the newest committed version of `block` addressable while it
     /// is owed to checkpoint ([`placement::Parking::frozen_copy`]), if it parks blocks.
-    pub fn frozen_copy(&self, block: u64) -> Option<u64> {
+    pub fn frozen_copy(&self, block: HomeBlock) -> Option<u64> {
         self.placement.parking().and_then(|p| p.frozen_copy(block))
     }
 
     /// The tag's data hash of [`Self::frozen_copy`], if the placement keeps one.
-    pub fn frozen_hash(&self, block: u64) -> Option<u32> {
+    pub fn frozen_hash(&self, block: HomeBlock) -> Option<u32> {
         self.placement.parking().and_then(|p| p.frozen_hash(block))
     }
 
@@ -333,11 +334,11 @@ impl Journal {
         self.placement.snapshots().is_some()
     }
 
-    /// The disk head moved to `block` for I/O the journal did not log: a placement that
-    /// follows the head takes note.
-    pub fn note_position(&mut self, block: u64) {
+    /// The disk head moved to block `at` of the file-system device for I/O the journal did
+    /// not log: a placement that follows the head takes note.
+    pub fn note_position(&mut self, at: DevBlock) {
         if let Some(h) = self.placement.head() {
-            h.note_position(block);
+            h.note_position(at);
         }
     }
 
@@ -414,7 +415,7 @@ impl Journal {
 
     /// A handle changed metadata block `block` (already cached): it is logged by this
     /// transaction. `fresh`: the block was just allocated and zeroed.
-    pub fn dirty_metadata(&mut self, cache: &mut Cache, block: u64, fresh: bool) {
+    pub fn dirty_metadata(&mut self, cache: &mut Cache, block: HomeBlock, fresh: bool) {
         let tid = self.running.tid;
         let dmeta = self.policy.differential_metadata();
         let bs = self.cfg.block_size;
@@ -439,7 +440,7 @@ impl Journal {
     /// A handle changed `len` bytes at `offset` of file-data block `block` (already cached);
     /// `fresh`: the block was just allocated (zero-filled). The content policy routes it.
     #[allow(clippy::too_many_arguments)]
-    pub fn dirty_data(&mut self, cache: &mut Cache, block: u64, offset: usize, len: usize, call_len: usize, fresh: bool, durable: bool) {
+    pub fn dirty_data(&mut self, cache: &mut Cache, block: HomeBlock, offset: usize, len: usize, call_len: usize, fresh: bool, durable: bool) {
         let tid = self.running.tid;
         let bs = self.cfg.block_size;
         let buf = cache.get(block).expect("dirtied block is cached");

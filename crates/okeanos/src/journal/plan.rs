@@ -5,8 +5,7 @@
 //! executes plans with pwrite/fdatasync; a simulator executes the same plans against disk models
 //! in virtual time (docs/DESIGN.md section 2; quinn-proto's shape).
 
-use crate::ids::DevBlock;
-use crate::ids::Tid;
+use crate::ids::{DevBlock, HomeBlock, Tid};
 use std::sync::Arc;
 
 /// Blocks copied device to device in one stage (`IoCopy`: read in source order, then written
@@ -144,18 +143,19 @@ pub struct IoCopy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CopyCheck {
     /// The journal tag's data hash of a logged block going home
-    /// (`format::journal::data_hash(to.1, 0, data)`).
-    Tag(u32),
+    /// (`format::journal::data_hash(home, 0, data)`: the hash is seeded with the block's
+    /// number, which a copy home names twice, as `home` and as its destination).
+    Tag { home: HomeBlock, hash: u32 },
     /// The CRC32C of the block as it was written to the log (any journal block: descriptors,
     /// commits, logged data), for a copy from one log to another.
     Crc(u32),
 }
 
 impl CopyCheck {
-    /// Whether `data`, read for a copy to file-system block `to`, is what was written.
-    pub fn matches(self, to: u64, data: &[u8]) -> bool {
+    /// Whether `data`, read for a copy, is what was written.
+    pub fn matches(self, data: &[u8]) -> bool {
         match self {
-            CopyCheck::Tag(h) => crate::format::journal::data_hash(to, 0, data) == h,
+            CopyCheck::Tag { home, hash } => crate::format::journal::data_hash(home, 0, data) == hash,
             CopyCheck::Crc(c) => crc32c::crc32c(data) == c,
         }
     }

@@ -15,13 +15,14 @@
 //! A freed block is also dropped from the checkpoint lists once its free commits, so a stale
 //! committed version is never written in place over the block's new contents.
 
+use crate::ids::HomeBlock;
 use super::transaction::Tid;
 use super::Journal;
 use crate::det::HashMap;
 
 impl Journal {
     /// A handle of the running transaction frees `block`.
-    pub fn forget_block(&mut self, block: u64) {
+    pub fn forget_block(&mut self, block: HomeBlock) {
         self.running.forget(block);
         let in_committing = self.committing.as_ref().is_some_and(|c| c.tx.journaled.contains(&block) || c.tx.ranges.contains_key(&block));
         if self.logged_copies.contains_key(&block) || in_committing {
@@ -40,17 +41,17 @@ impl Journal {
 /// transaction that revoked it.
 #[derive(Debug, Default, Clone)]
 pub struct RevokeTable {
-    newest: HashMap<u64, Tid>,
+    newest: HashMap<HomeBlock, Tid>,
 }
 
 impl RevokeTable {
-    pub fn add(&mut self, block: u64, tid: Tid) {
+    pub fn add(&mut self, block: HomeBlock, tid: Tid) {
         let e = self.newest.entry(block).or_insert(tid);
         *e = (*e).max(tid);
     }
 
     /// Whether the copy of `block` logged by transaction `tid` must not be replayed.
-    pub fn is_revoked(&self, block: u64, tid: Tid) -> bool {
+    pub fn is_revoked(&self, block: HomeBlock, tid: Tid) -> bool {
         self.newest.get(&block).is_some_and(|&r| r >= tid)
     }
 

@@ -5,6 +5,7 @@ use super::content::ContentConfig;
 use super::placement::{LogRegion, Ring};
 use super::{Journal, JournalConfig};
 use crate::cache::{BufKind, Cache};
+use crate::ids::HomeBlock;
 use crate::format::journal::{jfeature, JournalSuperblock};
 
 const BS: usize = 4096;
@@ -41,7 +42,7 @@ fn commit(j: &mut Journal, c: &mut Cache) {
 #[test]
 fn in_place_after_journaled_sequence_revokes_older_copies() {
     let (mut j, mut c) = journal("selective");
-    let (b, m) = (5000u64, 6000u64);
+    let (b, m) = (HomeBlock::new(5000), HomeBlock::new(6000));
     c.insert(b, vec![0; BS], BufKind::Data);
     c.insert(m, vec![0; BS], BufKind::Meta);
     // T1: a small update starts a journaled sequence for b.
@@ -79,7 +80,7 @@ fn in_place_after_journaled_sequence_revokes_older_copies() {
 fn an_in_place_fdatasync_waits_for_the_revoke_of_a_logged_copy() {
     let (mut j, mut c) = journal("selective");
     j.cfg.datasync_in_place = true;
-    let (b, m) = (5000u64, 6000u64);
+    let (b, m) = (HomeBlock::new(5000), HomeBlock::new(6000));
     c.insert(b, vec![0; BS], BufKind::Data);
     c.insert(m, vec![0; BS], BufKind::Meta);
     for (off, meta) in [(0, false), (100, true)] {
@@ -119,7 +120,7 @@ fn an_in_place_fdatasync_waits_for_the_revoke_of_a_logged_copy() {
 #[test]
 fn a_record_committed_during_a_checkpoint_stays_owed_by_its_transaction() {
     let (mut j, mut c) = journal("wasteless");
-    let b = 5000u64;
+    let b = HomeBlock::new(5000);
     c.insert(b, vec![0; BS], BufKind::Data);
     let t = j.handle_start(super::transaction::Credits::blocks(4), 0).unwrap();
     j.dirty_data(&mut c, b, 0, 100, 100, false, false);
@@ -156,7 +157,7 @@ fn a_record_committed_during_a_checkpoint_stays_owed_by_its_transaction() {
 #[test]
 fn a_checkpoint_beside_a_commit_keeps_the_tail_before_it() {
     let (mut j, mut c) = journal("ordered");
-    let m = 6000u64;
+    let m = HomeBlock::new(6000);
     c.insert(m, vec![0; BS], BufKind::Meta);
     for _ in 0..2 {
         let t = j.handle_start(super::transaction::Credits::blocks(4), 0).unwrap();

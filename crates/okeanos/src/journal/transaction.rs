@@ -11,6 +11,7 @@
 //! checks that the running transaction plus the handle's credits fit both the transaction size
 //! limit and the free log space, so commit never has to force a checkpoint to make room.
 
+use crate::ids::HomeBlock;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -34,28 +35,28 @@ pub struct Transaction {
     pub start_ns: Option<u64>,
     pub handles: u32,
     /// Blocks logged whole (metadata; data too under the `data` policy).
-    pub journaled: BTreeSet<u64>,
+    pub journaled: BTreeSet<HomeBlock>,
     /// Which of `journaled` are file data (for the counters and descriptor tags).
-    pub journaled_data: BTreeSet<u64>,
+    pub journaled_data: BTreeSet<HomeBlock>,
     /// Data blocks logged as multiwrite records: the byte ranges this transaction changed.
     /// Overlapping and adjacent ranges merge, so each block's ranges are disjoint and replay
     /// applies each once (docs/JOURNALING.md, "Multiwrite records").
-    pub ranges: BTreeMap<u64, RangeSet>,
+    pub ranges: BTreeMap<HomeBlock, RangeSet>,
     /// Number of ranges in `ranges` (one multiwrite record each).
     pub record_count: u64,
     /// Blocks allocated by this transaction: their records replay onto a zeroed block.
-    pub fresh: BTreeSet<u64>,
+    pub fresh: BTreeSet<HomeBlock>,
     /// Differential metadata: each logged metadata block's contents before this transaction
     /// first changed it (the commit logs the bytes that differ).
-    pub meta_base: BTreeMap<u64, Arc<Vec<u8>>>,
+    pub meta_base: BTreeMap<HomeBlock, Arc<Vec<u8>>>,
     /// Data blocks written in place before the commit record (ordered semantics).
-    pub final_data: BTreeSet<u64>,
+    pub final_data: BTreeSet<HomeBlock>,
     /// Data blocks written in place with the journal blocks, in no order (writeback).
-    pub final_unordered: BTreeSet<u64>,
+    pub final_unordered: BTreeSet<HomeBlock>,
     /// Blocks freed by this transaction whose older journal copies must not be replayed.
-    pub revoked: BTreeSet<u64>,
+    pub revoked: BTreeSet<HomeBlock>,
     /// Blocks freed by this transaction: not reusable until it commits.
-    pub freed: Vec<u64>,
+    pub freed: Vec<HomeBlock>,
     /// Inodes freed by this transaction: not reusable until it commits.
     pub freed_inodes: Vec<u32>,
 }
@@ -92,14 +93,14 @@ impl Transaction {
     }
 
     /// Drops the multiwrite ranges of block `b` (it is now logged whole).
-    pub fn forget_ranges(&mut self, b: u64) {
+    pub fn forget_ranges(&mut self, b: HomeBlock) {
         if let Some(r) = self.ranges.remove(&b) {
             self.record_count -= r.len() as u64;
         }
     }
 
     /// Drops block `b` from every set (it was freed).
-    pub fn forget(&mut self, b: u64) {
+    pub fn forget(&mut self, b: HomeBlock) {
         self.journaled.remove(&b);
         self.journaled_data.remove(&b);
         if let Some(r) = self.ranges.remove(&b) {

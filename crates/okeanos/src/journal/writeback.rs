@@ -27,7 +27,7 @@
 //! copy (selective's journaled sequence before an in-place write) carries a revoke in this
 //! transaction: until it commits, recovery replays the committed copy over the early write.
 
-use crate::ids::DevBlock;
+use crate::ids::{DevBlock, HomeBlock};
 use super::plan::{BlockKind, DevId, IoPlan, IoWrite};
 use super::Journal;
 use crate::cache::Cache;
@@ -42,12 +42,12 @@ pub const EARLY_STEP_BLOCKS: usize = 512;
 pub struct EarlyPlan {
     pub io: IoPlan,
     /// The blocks written and the version of each.
-    pub blocks: Vec<(u64, Arc<Vec<u8>>)>,
+    pub blocks: Vec<(HomeBlock, Arc<Vec<u8>>)>,
 }
 
 impl Journal {
     /// Whether `block`'s current contents are the version an early write put in place.
-    pub(super) fn written_early(&self, cache: &Cache, block: u64) -> bool {
+    pub(super) fn written_early(&self, cache: &Cache, block: HomeBlock) -> bool {
         match (self.early.get(&block), cache.peek(block)) {
             (Some(w), Some(buf)) => Arc::ptr_eq(w, &buf.data),
             _ => false,
@@ -71,7 +71,7 @@ impl Journal {
         }
         let fresh = self.running.final_data.iter().copied().filter(|b| !self.early.contains_key(b));
         let rewritten = self.running.final_data.iter().copied().filter(|&b| self.early.contains_key(&b) && !self.written_early(cache, b));
-        let blocks: Vec<(u64, Arc<Vec<u8>>)> = fresh.chain(rewritten).take(EARLY_STEP_BLOCKS).map(|b| (b, cache.peek(b).expect("in-place data stays cached").data.clone())).collect();
+        let blocks: Vec<(HomeBlock, Arc<Vec<u8>>)> = fresh.chain(rewritten).take(EARLY_STEP_BLOCKS).map(|b| (b, cache.peek(b).expect("in-place data stays cached").data.clone())).collect();
         assert!(!blocks.is_empty(), "unwritten in-place data counted is there to write");
         let mut io = IoPlan::default();
         if self.cfg.faults.early_unwritten {

@@ -7,8 +7,7 @@ pub mod open;
 pub mod placement;
 pub mod remote;
 
-use crate::ids::DevBlock;
-use crate::ids::{LogPos, Tid};
+use crate::ids::{DevBlock, HomeBlock, LogPos, Tid};
 use crate::device::{Device, DeviceError};
 use crate::remote::client::RemoteError;
 use crate::format::journal as jf;
@@ -218,7 +217,7 @@ fn read_copies(copies: &[IoCopy], devs: &Devices, stats: &Stats) -> Result<Vec<I
         let dev = devs.get(first.from.0);
         dev.read_at(first.from.1.byte(bs as u64), &mut buf)?;
         for (c, data) in order[k..end].iter().zip(buf.chunks(bs)) {
-            if !c.check.matches(c.to.1.get(), data) {
+            if !c.check.matches(data) {
                 return Err(DeviceError::Io {
                     device: format!("{:?}", c.from.0),
                     op: "read",
@@ -467,13 +466,13 @@ fn mark_errors(devs: &Devices, damage: &Damage, wall_ns: i64) -> Result<(), Reco
 
 /// Writes the replayed blocks home. Returns the mapped blocks (and where they were) that
 /// failed their check and were left as home has them.
-fn replay(devs: &Devices, blocks: &[ReplayBlock], stats: &Stats) -> Result<Vec<(u64, u64)>, RecoveryError> {
+fn replay(devs: &Devices, blocks: &[ReplayBlock], stats: &Stats) -> Result<Vec<(HomeBlock, DevBlock)>, RecoveryError> {
     let bs = devs.block_size as u64;
     let mut bad = Vec::new();
     for r in blocks {
         let mut b = match r.base {
             ReplayBase::Mapped { block, hash } => {
-                let b = devs.read_block(DevId::Fs, DevBlock::new(block))?;
+                let b = devs.read_block(DevId::Fs, block)?;
                 if jf::data_hash(r.fs_block, 0, &b) != hash {
                     bad.push((r.fs_block, block));
                     continue;
@@ -507,7 +506,7 @@ fn replay(devs: &Devices, blocks: &[ReplayBlock], stats: &Stats) -> Result<Vec<(
             let at = *offset as usize;
             b[at..at + bytes.len()].copy_from_slice(bytes);
         }
-        devs.fs.write_at(r.fs_block * bs, &b)?;
+        devs.fs.write_at(DevBlock::home(r.fs_block).byte(bs), &b)?;
         stats.on_write(r.kind, b.len());
     }
     if !blocks.is_empty() {

@@ -2,6 +2,7 @@
 //! that decides whether a read-write mount is allowed, and the journal's location and
 //! superblock. Shared by the engine (mount), fsck and offline inspection, below all three.
 
+use crate::ids::HomeBlock;
 use super::Devices;
 use crate::device::Device;
 use crate::format::journal::JournalSuperblock;
@@ -47,7 +48,7 @@ pub fn read_meta(dev: &dyn Device) -> FsResult<(Superblock, Vec<GroupDesc>)> {
     for g in 0..sb.group_count {
         let at = g as usize * crate::format::group::GD_SIZE;
         let gd = GroupDesc::decode(g, &table[at..at + crate::format::group::GD_SIZE])?;
-        let start = sb.first_group_block + g as u64 * sb.blocks_per_group as u64;
+        let start = HomeBlock::new(sb.first_group_block + g as u64 * sb.blocks_per_group as u64);
         if gd.block_bitmap != start || gd.inode_bitmap != start + 1 || gd.inode_table != start + 2 {
             return Err(FsError::Corrupt(format!("group {g} descriptor points at the wrong blocks")));
         }

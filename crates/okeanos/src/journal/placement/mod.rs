@@ -33,7 +33,7 @@ pub use remote::Remote;
 pub use ring::{LogRegion, RegionKind, Ring};
 
 use super::plan::{BlockKind, DevId, IoPlan, IoStage, IoWrite, NvmOp, RemoteOp};
-use crate::ids::{LogPos, Tid};
+use crate::ids::{DevBlock, HomeBlock, LogPos, Tid};
 use std::sync::Arc;
 
 /// A committed transaction's journal blocks, in log order: `[revoke*]([descriptor]
@@ -46,16 +46,16 @@ pub struct Records {
     /// The same transaction as whole blocks: each block it logged (whole, as records or as
     /// differential metadata) in its committed version, for a placement that keeps block
     /// images (nvm; empty unless [`Parking::wants_images`]). Shared with the cache, not copied.
-    pub images: Vec<(u64, Arc<Vec<u8>>, BlockKind)>,
+    pub images: Vec<(HomeBlock, Arc<Vec<u8>>, BlockKind)>,
     /// The blocks it revokes.
-    pub revoked: Vec<u64>,
+    pub revoked: Vec<HomeBlock>,
     /// Every block it logs, with where its whole image is among `blocks` and the tag's data
     /// hash of it, when it is logged whole and unescaped (None: as records or escaped). A
     /// placement that keeps logged blocks addressable ([`Parking::frozen_copy`]) maps them.
-    pub logged: Vec<(u64, Option<(usize, u32)>)>,
+    pub logged: Vec<(HomeBlock, Option<(usize, u32)>)>,
     /// The highest block the commit writes in place (outside the journal) before its records,
     /// if any: where the disk head will be (manylogs puts the records near it).
-    pub near: Option<u64>,
+    pub near: Option<HomeBlock>,
 }
 
 /// Where a placement put one transaction: opaque to the core, handed back at release.
@@ -134,7 +134,7 @@ impl Recovery {
 /// the placement's non-volatile memory, whose data must match `crc` (`format::nvm::data_crc`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlotCopy {
-    pub block: u64,
+    pub block: HomeBlock,
     pub slot: u64,
     pub at: u64,
     pub crc: u32,
@@ -341,10 +341,10 @@ pub trait Parking {
     /// Where the newest committed version of `block` can be loaded from while it is owed to
     /// checkpoint, if this placement keeps it addressable (nvm: its frozen slot; the DRAM
     /// cache may then park the buffer).
-    fn frozen_copy(&self, block: u64) -> Option<u64>;
+    fn frozen_copy(&self, block: HomeBlock) -> Option<u64>;
     /// The journal tag's data hash of the copy [`Self::frozen_copy`] names, when the placement
     /// keeps one: a load from there is checked against it.
-    fn frozen_hash(&self, _block: u64) -> Option<u32> {
+    fn frozen_hash(&self, _block: HomeBlock) -> Option<u32> {
         None
     }
     /// Whether [`Self::frozen_copy`] positions are blocks of the file-system device (manylogs:
@@ -353,7 +353,7 @@ pub trait Parking {
     fn parks_on_device(&self) -> bool;
     /// A checkpoint wrote `block`'s copy of transaction `tid` home: a copy parked there is no
     /// longer the one to load (unless a newer transaction logged the block since).
-    fn went_home(&mut self, _block: u64, _tid: Tid) {}
+    fn went_home(&mut self, _block: HomeBlock, _tid: Tid) {}
 }
 
 /// A block whose committed copy stays in a log instead of at home: an entry of a snapshot's map
@@ -361,7 +361,7 @@ pub trait Parking {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LoggedBlock {
     /// The file-system block.
-    pub block: u64,
+    pub block: HomeBlock,
     /// Where the copy is: a block of the file-system device, in a log.
     pub at: u64,
     /// The transaction whose copy it is.
@@ -374,7 +374,7 @@ pub struct LoggedBlock {
 pub trait Snapshots {
     /// Whether data block `block`, owed by committed transaction `tid`, may stay logged across
     /// a snapshot: its copy in `tid` is whole in the placement's map.
-    fn keeps_logged(&self, block: u64, tid: Tid) -> bool;
+    fn keeps_logged(&self, block: HomeBlock, tid: Tid) -> bool;
     /// How many blocks a snapshot can keep logged.
     fn map_room(&self) -> usize;
     /// The home tid of the newest durable snapshot.
@@ -383,7 +383,7 @@ pub trait Snapshots {
     fn recovery_map(&self) -> Vec<LoggedBlock>;
     /// The release stage of a checkpoint that leaves the blocks `keep` logged and advances
     /// the home tid to [`Kept::home`].
-    fn snapshot_stage(&self, kept: Kept, keep: &[u64]) -> Stage;
+    fn snapshot_stage(&self, kept: Kept, keep: &[HomeBlock]) -> Stage;
     /// [`Placement::recovered_stage`] for a recovery that left the mapped blocks `kept` logged.
     fn recovered_keeping(&self, next_tid: Tid, kept: &[LoggedBlock]) -> Stage;
     /// After a recovery that kept blocks logged: each of them, for the mount to take over as
@@ -420,9 +420,9 @@ pub trait Fallback {
 
 /// A placement that follows the disk head (manylogs).
 pub trait HeadAware {
-    /// The disk head moved to `block` of the file system for I/O the journal did not log (a
-    /// checkpoint write, a read miss, a hint from the library).
-    fn note_position(&mut self, block: u64);
+    /// The disk head moved to block `at` of the file-system device for I/O the journal did
+    /// not log (a checkpoint write, a read miss, a hint from the library).
+    fn note_position(&mut self, at: DevBlock);
     /// Commits placed and how many landed near the disk head.
     fn near_head(&self) -> NearHead;
 }

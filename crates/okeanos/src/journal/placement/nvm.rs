@@ -33,6 +33,7 @@
 //!
 //! Recovery ([`analyze`]) reads the table, not a log: the decision table is on that function.
 
+use crate::ids::HomeBlock;
 use crate::faults::Faults;
 use super::{Defaults, Extent, Kept, Parking, Placement, Records, Recovery, SlotCopy, Stage, TableReplay};
 use crate::det::HashMap;
@@ -43,7 +44,7 @@ use crate::journal::transaction::Tid;
 #[derive(Debug, Clone, Copy)]
 struct Slot {
     /// What the slot's entry in NVM names (durably, or about to be).
-    block: u64,
+    block: HomeBlock,
     tid: Tid,
     state: SlotState,
     /// May be taken by a new copy (free, superseded by a committed copy, or released).
@@ -53,7 +54,7 @@ struct Slot {
 /// Slots a checkpoint for space frees at least per step, while the pool is not short.
 const CHECKPOINT_STEP_SLOTS: u64 = 1024;
 
-const FREE_SLOT: Slot = Slot { block: 0, tid: Tid::ZERO, state: SlotState::Free, reusable: true };
+const FREE_SLOT: Slot = Slot { block: HomeBlock::new(0), tid: Tid::ZERO, state: SlotState::Free, reusable: true };
 
 #[derive(Debug)]
 pub struct NvmSlots {
@@ -62,11 +63,11 @@ pub struct NvmSlots {
     /// Reusable slots, taken from the end (the most recently freed first).
     free: Vec<u32>,
     /// Each block's newest committed entry.
-    newest: HashMap<u64, u32>,
+    newest: HashMap<HomeBlock, u32>,
     /// Every slot whose entry names a block (the newest and outranked older ones).
-    named: HashMap<u64, Vec<u32>>,
+    named: HashMap<HomeBlock, Vec<u32>>,
     /// The commit in flight: its tid and the slots it filled.
-    committing: Option<(Tid, Vec<(u64, u32)>)>,
+    committing: Option<(Tid, Vec<(HomeBlock, u32)>)>,
     /// The canaries this one honours ([`Faults`], test-only).
     pub faults: Faults,
     /// Opened after a crash: what recovery decided from the table ([`NvmSlots::recovering`]).
@@ -188,9 +189,9 @@ impl NvmSlots {
     }
 
     /// The newest entries released by a checkpoint that keeps `kept`, in a fixed order.
-    fn released_blocks(&self, kept: Kept) -> Vec<(u64, u32)> {
+    fn released_blocks(&self, kept: Kept) -> Vec<(HomeBlock, u32)> {
         let upto = kept.oldest.map_or(kept.next_tid, |(t, _)| t);
-        let mut v: Vec<(u64, u32)> = self.newest.iter().filter(|(_, &s)| !self.slots[s as usize].reusable && self.slots[s as usize].tid < upto).map(|(&b, &s)| (b, s)).collect();
+        let mut v: Vec<(HomeBlock, u32)> = self.newest.iter().filter(|(_, &s)| !self.slots[s as usize].reusable && self.slots[s as usize].tid < upto).map(|(&b, &s)| (b, s)).collect();
         v.sort_unstable();
         v
     }
@@ -400,7 +401,7 @@ impl Parking for NvmSlots {
     /// cache). It stays in its slot until a newer commit of the block (which dirties, and so
     /// loads, the buffer first) or the checkpoint that releases it (which loads every parked
     /// buffer before it writes).
-    fn frozen_copy(&self, block: u64) -> Option<u64> {
+    fn frozen_copy(&self, block: HomeBlock) -> Option<u64> {
         let &s = self.newest.get(&block)?;
         let slot = &self.slots[s as usize];
         (slot.state == SlotState::Frozen && !slot.reusable).then(|| self.h.data_at(s as u64))
@@ -415,7 +416,7 @@ impl Parking for NvmSlots {
 /// A block's newest committed copy frozen in a slot: recovery writes it home.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrozenCopy {
-    pub block: u64,
+    pub block: HomeBlock,
     pub slot: u64,
     /// The CRC32C of the slot's data its entry records.
     pub data_crc: u32,
@@ -474,7 +475,7 @@ pub fn analyze(h: &NvmHeader, commit_word: Tid, table: &[u8], fs_blocks: u64) ->
         return Err(crate::format::invalid("nvm commit word", format!("{commit_word} is not a tid (damaged NVM)")));
     }
     let mut r = TableRecovery { slots_scanned: h.slots, ..Default::default() };
-    let mut best: HashMap<u64, (u64, Entry)> = HashMap::default();
+    let mut best: HashMap<HomeBlock, (u64, Entry)> = HashMap::default();
     let mut max_tid = commit_word;
     for slot in 0..h.slots {
         let at = (slot * nf::ENTRY_SIZE) as usize;
@@ -494,7 +495,7 @@ pub fn analyze(h: &NvmHeader, commit_word: Tid, table: &[u8], fs_blocks: u64) ->
                     r.free_first.push(slot);
                     continue;
                 }
-                if e.block >= fs_blocks {
+                if e.block.get() >= fs_blocks {
                     return Err(crate::format::invalid("nvm slot table", format!("slot {slot} names block {} outside the file system ({fs_blocks} blocks)", e.block)));
                 }
                 match best.get(&e.block) {
@@ -516,7 +517,7 @@ pub fn analyze(h: &NvmHeader, commit_word: Tid, table: &[u8], fs_blocks: u64) ->
             }
         }
     }
-    let mut winners: Vec<(u64, (u64, Entry))> = best.into_iter().collect();
+    let mut winners: Vec<(HomeBlock, (u64, Entry))> = best.into_iter().collect();
     winners.sort_unstable_by_key(|(b, _)| *b);
     for (block, (slot, e)) in winners {
         match e.state {
@@ -560,8 +561,8 @@ mod tests {
     }
 
     fn commit(p: &mut NvmSlots, img: &mut [u8], tid: Tid, blocks: &[(u64, u8)], revoked: &[u64]) {
-        let images = blocks.iter().map(|&(b, v)| (b, Arc::new(vec![v; 4096]), BlockKind::JournalData)).collect();
-        let (stage, _) = p.place(Records { tid, blocks: Vec::new(), images, revoked: revoked.to_vec(), logged: Vec::new(), near: None });
+        let images = blocks.iter().map(|&(b, v)| (HomeBlock::new(b), Arc::new(vec![v; 4096]), BlockKind::JournalData)).collect();
+        let (stage, _) = p.place(Records { tid, blocks: Vec::new(), images, revoked: revoked.iter().map(|&b| HomeBlock::new(b)).collect(), logged: Vec::new(), near: None });
         apply(img, &stage.nvm);
         p.on_durable(tid);
     }
@@ -580,7 +581,7 @@ mod tests {
         let r = recover(&h, &img);
         assert_eq!(r.replay.len(), 1, "{r:?}");
         let FrozenCopy { block, slot, .. } = r.replay[0];
-        assert_eq!(block, 100);
+        assert_eq!(block.get(), 100);
         assert_eq!(img[h.data_at(slot) as usize], 2, "block 100's newest version");
         assert_eq!(r.tombstones, 1);
         assert_eq!(r.next_tid, Tid::new(4));
@@ -591,7 +592,7 @@ mod tests {
         let (h, mut p, mut img) = setup(16);
         commit(&mut p, &mut img, Tid::new(1), &[(100, 1)], &[]);
         // Tid 2's slots stored, the commit word not.
-        let images = vec![(100, Arc::new(vec![2u8; 4096]), BlockKind::JournalData)];
+        let images = vec![(HomeBlock::new(100), Arc::new(vec![2u8; 4096]), BlockKind::JournalData)];
         let (stage, _) = p.place(Records { tid: Tid::new(2), blocks: Vec::new(), images, revoked: vec![], logged: Vec::new(), near: None });
         let upto = stage.nvm.iter().position(|op| matches!(op, NvmOp::Store { at, .. } if *at == nf::COMMIT_WORD_AT)).unwrap();
         apply(&mut img, &stage.nvm[..upto]);
@@ -617,7 +618,7 @@ mod tests {
         // Reusing every slot never brings the old copy back.
         commit(&mut p, &mut img, Tid::new(3), &(0..8).map(|i| (500 + i, 3)).collect::<Vec<_>>(), &[]);
         let r = recover(&h, &img);
-        assert!(r.replay.iter().all(|c| c.block >= 500), "{r:?}");
+        assert!(r.replay.iter().all(|c| c.block.get() >= 500), "{r:?}");
     }
 
     #[test]
@@ -626,7 +627,7 @@ mod tests {
         commit(&mut p, &mut img, Tid::new(1), &[(100, 1)], &[]);
         let table = |img: &[u8]| img[nf::TABLE_AT as usize..(nf::TABLE_AT + h.slots * nf::ENTRY_SIZE) as usize].to_vec();
         assert!(analyze(&h, Tid::new(u64::MAX), &table(&img), 1 << 20).is_err());
-        let e = Entry { block: 7, tid: Tid::new(u64::MAX), data_crc: 0, state: SlotState::Tombstone };
+        let e = Entry { block: HomeBlock::new(7), tid: Tid::new(u64::MAX), data_crc: 0, state: SlotState::Tombstone };
         let at = h.entry_at(3) as usize;
         img[at..at + 24].copy_from_slice(&e.encode_fields(3));
         img[at + 24..at + 32].copy_from_slice(&nf::state_word(SlotState::Tombstone));
@@ -654,7 +655,7 @@ mod tests {
             // Half the rounds: entries with valid CRCs and random fields.
             if round % 2 == 0 {
                 for slot in 0..h.slots {
-                    let e = Entry { block: next() % 2048, tid: Tid::new(next() % 64), data_crc: next() as u32, state: SlotState::Frozen };
+                    let e = Entry { block: HomeBlock::new(next() % 2048), tid: Tid::new(next() % 64), data_crc: next() as u32, state: SlotState::Frozen };
                     let at = (slot * nf::ENTRY_SIZE) as usize;
                     table[at..at + 24].copy_from_slice(&e.encode_fields(slot));
                 }
@@ -662,7 +663,7 @@ mod tests {
             match analyze(&h, Tid::new(next() % 80), &table, 1024) {
                 Ok(r) => {
                     ok += 1;
-                    assert!(r.replay.iter().all(|c| c.block < 1024 && c.slot < h.slots), "replays only blocks inside the file system, from real slots");
+                    assert!(r.replay.iter().all(|c| c.block.get() < 1024 && c.slot < h.slots), "replays only blocks inside the file system, from real slots");
                 }
                 Err(_) => err += 1,
             }

@@ -346,7 +346,7 @@ impl Scan {
         match kind {
             JBlockType::Descriptor => match Descriptor::decode(block) {
                 Ok(d) => {
-                    if let Some(t) = d.tags.iter().find(|t| t.fs_block >= self.fs_blocks) {
+                    if let Some(t) = d.tags.iter().find(|t| t.fs_block.get() >= self.fs_blocks) {
                         return self.stop(format!("descriptor at {pos} tags block {} outside the file system", t.fs_block));
                     }
                     if !self.multiwrite && d.tags.iter().any(Tag::is_multiwrite) {

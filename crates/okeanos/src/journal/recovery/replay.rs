@@ -2,7 +2,7 @@
 //! replay plan (each block's newest unrevoked copy and the records after it), with a snapshot's
 //! map where the placement keeps one.
 
-use crate::ids::DevBlock;
+use crate::ids::{DevBlock, HomeBlock};
 use super::*;
 
 /// Pass 2: the revoke blocks to read, with the tid of their transaction.
@@ -33,14 +33,14 @@ pub fn with_map(mut plan: Vec<ReplayBlock>, mapped: &[LoggedBlock], revoked: &Re
     if mapped.is_empty() {
         return (plan, Vec::new());
     }
-    let at: HashMap<u64, usize> = plan.iter().enumerate().map(|(k, r)| (r.fs_block, k)).collect();
+    let at: HashMap<HomeBlock, usize> = plan.iter().enumerate().map(|(k, r)| (r.fs_block, k)).collect();
     let mut kept = Vec::new();
     for m in mapped {
         if revoked.is_revoked(m.block, m.tid) {
             continue;
         }
         match at.get(&m.block) {
-            Some(&k) if plan[k].base == ReplayBase::Disk => plan[k].base = ReplayBase::Mapped { block: m.at, hash: m.hash },
+            Some(&k) if plan[k].base == ReplayBase::Disk => plan[k].base = ReplayBase::Mapped { block: DevBlock::new(m.at), hash: m.hash },
             Some(_) => {}
             None => kept.push(*m),
         }
@@ -59,7 +59,7 @@ pub enum ReplayBase {
     Journal { dev: crate::journal::plan::DevId, block: DevBlock, escaped: bool },
     /// A block a snapshot's map names (manylogs): the copy at device block `block` of the
     /// file-system device, checked against the journal tag's data hash.
-    Mapped { block: u64, hash: u32 },
+    Mapped { block: DevBlock, hash: u32 },
     /// A frozen copy in a slot of non-volatile memory (nvm): `slot`'s data at byte `at`,
     /// checked against the slot entry's data CRC. A mismatch is damage recovery refuses to
     /// hide: the copy is the only committed version.
@@ -69,7 +69,7 @@ pub enum ReplayBase {
 /// Replay of one block: start from `base`, apply the records in order, write the result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplayBlock {
-    pub fs_block: u64,
+    pub fs_block: HomeBlock,
     pub base: ReplayBase,
     pub patches: Vec<(u16, Vec<u8>)>,
     pub kind: BlockKind,
@@ -81,7 +81,7 @@ pub struct ReplayBlock {
 /// block as the previous transactions left it: every transaction's changes are either in the
 /// log or were checkpointed before the tail passed it (docs/JOURNALING.md).
 pub fn replay_plan(txs: &[ScannedTx], revoked: &RevokeTable) -> Vec<ReplayBlock> {
-    let mut plan: HashMap<u64, ReplayBlock> = HashMap::default();
+    let mut plan: HashMap<HomeBlock, ReplayBlock> = HashMap::default();
     for t in txs {
         for item in &t.items {
             let tag = item.tag();

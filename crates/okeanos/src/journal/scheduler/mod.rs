@@ -20,6 +20,7 @@
 //!   swap, for space, for age (bounded steps), when idle;
 //! - a return to the journal server after a fallback, with a doubling back-off.
 
+use crate::ids::HomeBlock;
 use super::checkpoint::{CheckpointGoal, CheckpointPlan};
 use super::commit::CommitPlan;
 use super::datasync::DatasyncPlan;
@@ -137,9 +138,9 @@ pub trait Host {
     fn activity(&self) -> u64;
     /// Loads a block parked in NVM back into the cache (the nvm journal's checkpoints write
     /// owed blocks home from DRAM).
-    fn unpark(&mut self, block: u64) -> Result<(), String>;
+    fn unpark(&mut self, block: HomeBlock) -> Result<(), String>;
     /// A commit made these blocks and inodes reusable.
-    fn freed(&mut self, blocks: Vec<u64>, inodes: Vec<u32>);
+    fn freed(&mut self, blocks: Vec<HomeBlock>, inodes: Vec<u32>);
     /// The journal stopped: the file system turns read-only with the reason.
     fn read_only(&mut self, why: String);
 }
@@ -224,7 +225,7 @@ pub struct Scheduler {
     return_backoff_ns: u64,
     /// The blocks of the checkpoint-lane step in flight (a checkpoint, swap, early writes or
     /// in-place fdatasyncs), if one is: a commit that writes one of them in place waits.
-    checkpointing: Option<BTreeSet<u64>>,
+    checkpointing: Option<BTreeSet<HomeBlock>>,
     /// A checkpoint of every transaction up to this one was asked for: it runs until they
     /// are all released.
     force_checkpoint: Option<Tid>,

@@ -4,6 +4,7 @@
 
 use crate::cache::{BufKind, Cache};
 use super::{Counted, Host, JournalStep, JournalWork, Lane, Scheduler, SchedulerConfig};
+use crate::ids::HomeBlock;
 use crate::journal::transaction::{Credits, Tid};
 use crate::journal::Journal;
 use crate::device::DeviceError;
@@ -16,7 +17,7 @@ struct TestHost {
     journal: Journal,
     cache: Cache,
     activity: u64,
-    freed: Vec<u64>,
+    freed: Vec<HomeBlock>,
     read_only: Option<String>,
 }
 
@@ -30,10 +31,10 @@ impl Host for TestHost {
     fn activity(&self) -> u64 {
         self.activity
     }
-    fn unpark(&mut self, block: u64) -> Result<(), String> {
+    fn unpark(&mut self, block: HomeBlock) -> Result<(), String> {
         Err(format!("nothing is parked in this test (block {block})"))
     }
-    fn freed(&mut self, blocks: Vec<u64>, _inodes: Vec<u32>) {
+    fn freed(&mut self, blocks: Vec<HomeBlock>, _inodes: Vec<u32>) {
         self.freed.extend(blocks);
     }
     fn read_only(&mut self, why: String) {
@@ -62,6 +63,7 @@ fn setup(cfg: SchedulerConfig) -> (Scheduler, TestHost) {
 
 /// One handle at `now` that writes `len` bytes of block `b`; asks for a commit if `sync`.
 fn write(h: &mut TestHost, b: u64, len: usize, now: u64, sync: bool) -> Tid {
+    let b = HomeBlock::new(b);
     if h.cache.peek(b).is_none() {
         h.cache.insert(b, vec![0; 4096], BufKind::Data);
     }
@@ -230,7 +232,7 @@ fn a_handle_waiting_for_space_gets_a_checkpoint_then_is_woken() {
     s.want_space();
     let w = work(s.poll(&mut h, now, 0, Lane::Commit));
     let JournalWork::Checkpoint(plan) = &w else { panic!("a checkpoint for space") };
-    assert!(plan.written.iter().any(|(b, _)| *b == 5000), "the oldest owed block goes home");
+    assert!(plan.written.iter().any(|(b, _)| b.get() == 5000), "the oldest owed block goes home");
     // The checkpoint lane is idle: checkpoints do not run beside commits here.
     assert_eq!(idle(s.poll(&mut h, now, 0, Lane::Checkpoint)), u64::MAX);
     s.finish(&mut h, now + MS, w, Ok(()));

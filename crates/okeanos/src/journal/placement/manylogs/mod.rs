@@ -35,7 +35,7 @@ mod table;
 
 pub use geometry::Geometry;
 pub use table::{formatted, read_table, refuse_fallback, sweep_after_fallback, ReadTable};
-use crate::ids::LogPos;
+use crate::ids::{DevBlock, HomeBlock, LogPos};
 use crate::faults::Faults;
 use swap::Swap;
 
@@ -111,10 +111,10 @@ pub struct Manylogs {
     /// data ([`Parking::frozen_copy`]); a read then loads it from the log, and a checkpoint
     /// copies it from the log home. An entry goes when the block is logged again (a newer
     /// position, or none if as records), revoked, or its transaction's space is released.
-    map: crate::det::HashMap<u64, Mapped>,
+    map: crate::det::HashMap<HomeBlock, Mapped>,
     /// Changes to `map` by transactions placed but not yet durable, oldest first: the map is
     /// what is durable, so that a snapshot of it never names a copy a crash may tear.
-    pending: VecDeque<(Tid, Vec<(u64, Option<Mapped>)>)>,
+    pending: VecDeque<(Tid, Vec<(HomeBlock, Option<Mapped>)>)>,
     /// The snapshot of the newest durable table (its home tid and the blocks it keeps
     /// logged), and that of the table last planned, which becomes it once durable.
     snap: RefCell<Snap>,
@@ -291,7 +291,7 @@ impl Placement for Manylogs {
 
     fn place(&mut self, records: Records) -> (Stage, Extent) {
         if let Some(b) = records.near {
-            self.position = Some(b);
+            self.position = Some(DevBlock::home(b).get());
         }
         let n = records.blocks.len() as u64;
         let g0 = self.head_log();
@@ -311,7 +311,7 @@ impl Placement for Manylogs {
             pos = region.next(LogPos::new(pos)).get();
         }
         // The map changes once the commit is durable (`on_durable`).
-        let mut changes: Vec<(u64, Option<Mapped>)> = records.revoked.iter().map(|&b| (b, None)).collect();
+        let mut changes: Vec<(HomeBlock, Option<Mapped>)> = records.revoked.iter().map(|&b| (b, None)).collect();
         changes.extend(records.logged.into_iter().map(|(b, whole)| (b, whole.map(|(k, hash)| Mapped { at: writes[k].block.get(), tid: records.tid, hash }))));
         self.pending.push_back((records.tid, changes));
         if pos < start || pos == 0 {
@@ -442,11 +442,11 @@ impl Placement for Manylogs {
 
 impl Parking for Manylogs {
     /// A block whose newest committed version is in a log, unescaped: the cache may drop it.
-    fn frozen_copy(&self, block: u64) -> Option<u64> {
+    fn frozen_copy(&self, block: HomeBlock) -> Option<u64> {
         self.map.get(&block).map(|m| m.at)
     }
 
-    fn frozen_hash(&self, block: u64) -> Option<u32> {
+    fn frozen_hash(&self, block: HomeBlock) -> Option<u32> {
         self.map.get(&block).map(|m| m.hash)
     }
 
@@ -454,7 +454,7 @@ impl Parking for Manylogs {
         true
     }
 
-    fn went_home(&mut self, block: u64, tid: Tid) {
+    fn went_home(&mut self, block: HomeBlock, tid: Tid) {
         if self.map.get(&block).is_some_and(|m| m.tid == tid) {
             self.map.remove(&block);
         }
@@ -462,7 +462,7 @@ impl Parking for Manylogs {
 }
 
 impl Snapshots for Manylogs {
-    fn keeps_logged(&self, block: u64, tid: Tid) -> bool {
+    fn keeps_logged(&self, block: HomeBlock, tid: Tid) -> bool {
         self.faults.manylogs_snapshot_unhomed || self.map.get(&block).is_some_and(|m| m.tid == tid)
     }
 
@@ -481,7 +481,7 @@ impl Snapshots for Manylogs {
         self.mounted_map.entries.iter().map(|e| LoggedBlock { block: e.block, at: e.at, tid: e.tid, hash: e.hash }).collect()
     }
 
-    fn snapshot_stage(&self, kept: Kept, keep: &[u64]) -> Stage {
+    fn snapshot_stage(&self, kept: Kept, keep: &[HomeBlock]) -> Stage {
         if self.faults.manylogs_reuse_early {
             return Stage::default();
         }
@@ -548,8 +548,8 @@ impl Swaps for Manylogs {
 }
 
 impl HeadAware for Manylogs {
-    fn note_position(&mut self, block: u64) {
-        self.position = Some(block);
+    fn note_position(&mut self, at: DevBlock) {
+        self.position = Some(at.get());
     }
 
     fn near_head(&self) -> NearHead {

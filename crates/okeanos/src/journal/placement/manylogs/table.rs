@@ -2,7 +2,7 @@
 //! deciding whether a host that fell back may return, and building the table a stage writes
 //! (two copies, A/B, the newer one winning at mount) with the map snapshot beside it.
 
-use crate::ids::DevBlock;
+use crate::ids::{DevBlock, HomeBlock};
 use crate::ids::Tid;
 use super::*;
 
@@ -148,7 +148,7 @@ fn read_map(geo: &Geometry, slot: u64, t: &LogTable, read: &mut ReadBlock) -> Re
     }
     for e in &m.entries {
         let log = geo.group_of(e.at);
-        if e.tid < t.floor || e.tid > m.home || e.block >= geo.fs_blocks || !geo.in_log(log, e.at) {
+        if e.tid < t.floor || e.tid > m.home || e.block.get() >= geo.fs_blocks || !geo.in_log(log, e.at) {
             return Ok(Err(format!("block {} at {} of transaction {} is not a live logged block of this file system", e.block, e.at, e.tid)));
         }
     }
@@ -161,7 +161,7 @@ impl Manylogs {
     /// logged), a new snapshot: each log's snapshot position after its newest transaction at
     /// or below the home tid, and the map of the kept blocks. Without, the last durable
     /// snapshot's, less what the new floor released.
-    pub(super) fn table_after(&self, kept: Kept, keep: Option<&[u64]>, clean: bool) -> (LogTable, LogMap) {
+    pub(super) fn table_after(&self, kept: Kept, keep: Option<&[HomeBlock]>, clean: bool) -> (LogTable, LogMap) {
         let floor = kept.oldest.map_or(kept.next_tid, |(t, _)| t);
         let durable = self.durable.max(floor - 1);
         let new = kept.home.zip(keep).filter(|(h, _)| *h > self.snap.borrow().home);

@@ -24,7 +24,7 @@ fn empty(logs: usize) -> ReadTable {
 }
 
 fn records(tid: Tid, n: usize, near: Option<u64>) -> Records {
-    Records { tid, blocks: (0..n).map(|_| (Arc::new(vec![0u8; 4096]), BlockKind::JournalMeta)).collect(), images: Vec::new(), revoked: Vec::new(), logged: Vec::new(), near }
+    Records { tid, blocks: (0..n).map(|_| (Arc::new(vec![0u8; 4096]), BlockKind::JournalMeta)).collect(), images: Vec::new(), revoked: Vec::new(), logged: Vec::new(), near: near.map(HomeBlock::new) }
 }
 
 fn log_of(stage: &Stage) -> u64 {
@@ -36,7 +36,7 @@ fn commits_follow_the_head() {
     let mut m = Manylogs::new(geo(8), empty(8));
     let (s, _) = m.place(records(Tid::new(1), 3, Some(100 + 5 * 1000 + 500)));
     assert_eq!(log_of(&s), 5, "the log of the in-place write's group");
-    m.note_position(100 + 2 * 1000 + 7);
+    m.note_position(DevBlock::new(100 + 2 * 1000 + 7));
     let (s, _) = m.place(records(Tid::new(2), 3, None));
     assert_eq!(log_of(&s), 2, "a read or checkpoint moved the head");
     let (s, _) = m.place(records(Tid::new(3), 3, None));
@@ -48,7 +48,7 @@ fn commits_follow_the_head() {
 fn a_full_log_sends_the_commit_to_the_nearest_one_with_room() {
     let mut m = Manylogs::new(geo(8), empty(8));
     // Mid-group 3: its own log 490 blocks behind, log 4's 510 ahead, log 2's 1490 behind.
-    m.note_position(100 + 3 * 1000 + 500);
+    m.note_position(DevBlock::new(100 + 3 * 1000 + 500));
     // Fill log 3 to 200 of its 255 usable blocks.
     m.place(records(Tid::new(1), 200, None));
     let (s, at) = m.place(records(Tid::new(2), 60, None));
@@ -65,12 +65,12 @@ fn a_full_log_sends_the_commit_to_the_nearest_one_with_room() {
 #[test]
 fn release_records_tails_and_durable_ends_and_frees_only_after() {
     let mut m = Manylogs::new(geo(4), empty(4));
-    m.note_position(100);
+    m.note_position(DevBlock::new(100));
     m.place(records(Tid::new(1), 10, None));
     m.place(records(Tid::new(2), 10, None));
     m.on_durable(Tid::new(1));
     m.on_durable(Tid::new(2));
-    m.note_position(100 + 3 * 1000);
+    m.note_position(DevBlock::new(100 + 3 * 1000));
     m.place(records(Tid::new(3), 10, None)); // in flight: not durable
     let kept = Kept { oldest: Some((Tid::new(2), Extent { start: 10, end: 20, blocks: 10 })), next_tid: Tid::new(4), home: None };
     let (t, _) = m.table_after(kept, None, false);
@@ -116,7 +116,7 @@ fn a_crowded_head_log_swaps_into_the_farthest_empty_log() {
     // Logs 0 and 2 take 21 transactions of 10 blocks each (210 of 256: over 80%), then
     // log 1 between them, and one more in flight.
     for (group, tids) in [(0, 1..=21), (2, 22..=42), (1, 43..=63)] {
-        m2.note_position(100 + group * 1000 + 500);
+        m2.note_position(DevBlock::new(100 + group * 1000 + 500));
         for tid in tids {
             let (s, _) = m2.place(records(Tid::new(tid), 10, None));
             assert_eq!(log_of(&s), group);
