@@ -18,7 +18,7 @@
 //! syncs share that next commit (group commit).
 
 use crate::ids::{DevBlock, HomeBlock};
-use super::placement::{Extent, Records};
+use super::placement::{BlockImage, Extent, LoggedBlockCopy, Records, WholeImage};
 use super::plan::{BlockKind, DevId, IoPlan, IoWrite};
 use super::transaction::{Tid, Transaction, TxState};
 use super::{Journal, LoggedTx};
@@ -201,7 +201,7 @@ impl Journal {
             journaled
                 .iter()
                 .filter(|(b, _)| whole.contains(b) || partial.contains(b))
-                .map(|(b, d)| (*b, d.clone(), if tx.journaled_data.contains(b) || tx.ranges.contains_key(b) { BlockKind::JournalData } else { BlockKind::JournalMeta }))
+                .map(|(b, d)| BlockImage { block: *b, data: d.clone(), kind: if tx.journaled_data.contains(b) || tx.ranges.contains_key(b) { BlockKind::JournalData } else { BlockKind::JournalMeta } })
                 .collect()
         } else {
             Vec::new()
@@ -247,7 +247,7 @@ impl Journal {
 
     /// Writes one descriptor (tags, then as much of its record stream as fits), the whole
     /// blocks it tags, and multiwrite blocks with the rest of the stream.
-    fn write_descriptor(&self, w: &mut RecordsWriter, tid: Tid, group: &[Item], stats: &mut RecordStats, logged_at: &mut Vec<(HomeBlock, Option<(usize, u32)>)>) {
+    fn write_descriptor(&self, w: &mut RecordsWriter, tid: Tid, group: &[Item], stats: &mut RecordStats, logged_at: &mut Vec<LoggedBlockCopy>) {
         let bs = self.cfg.block_size;
         let mut tags = Vec::with_capacity(group.len());
         let mut blocks = Vec::new();
@@ -269,12 +269,12 @@ impl Journal {
                     let kind = if flags & jf::tag_flags::METADATA != 0 { BlockKind::JournalMeta } else { BlockKind::JournalData };
                     // The whole blocks follow the descriptor in tag order.
                     let at = w.blocks.len() + 1 + blocks.len();
-                    logged_at.push((*block, (flags & jf::tag_flags::ESCAPED == 0).then_some((at, hash))));
+                    logged_at.push(LoggedBlockCopy { block: *block, whole: (flags & jf::tag_flags::ESCAPED == 0).then_some(WholeImage { index: at, hash }) });
                     blocks.push((logged, kind));
                 }
                 Item::Record { block, offset, bytes, flags } => {
-                    if logged_at.last().is_none_or(|l| l.0 != *block) {
-                        logged_at.push((*block, None));
+                    if logged_at.last().is_none_or(|l| l.block != *block) {
+                        logged_at.push(LoggedBlockCopy { block: *block, whole: None });
                     }
                     tags.push(Tag { fs_block: *block, flags: *flags, offset: *offset as u16, len: bytes.len() as u16, data_hash: jf::data_hash(*block, *offset as u16, bytes) });
                     stream.extend_from_slice(bytes);

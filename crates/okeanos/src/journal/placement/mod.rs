@@ -46,16 +46,39 @@ pub struct Records {
     /// The same transaction as whole blocks: each block it logged (whole, as records or as
     /// differential metadata) in its committed version, for a placement that keeps block
     /// images (nvm; empty unless [`Parking::wants_images`]). Shared with the cache, not copied.
-    pub images: Vec<(HomeBlock, Arc<Vec<u8>>, BlockKind)>,
+    pub images: Vec<BlockImage>,
     /// The blocks it revokes.
     pub revoked: Vec<HomeBlock>,
-    /// Every block it logs, with where its whole image is among `blocks` and the tag's data
-    /// hash of it, when it is logged whole and unescaped (None: as records or escaped). A
-    /// placement that keeps logged blocks addressable ([`Parking::frozen_copy`]) maps them.
-    pub logged: Vec<(HomeBlock, Option<(usize, u32)>)>,
+    /// Every block it logs. A placement that keeps logged blocks addressable
+    /// ([`Parking::frozen_copy`]) maps those logged whole.
+    pub logged: Vec<LoggedBlockCopy>,
     /// The highest block the commit writes in place (outside the journal) before its records,
     /// if any: where the disk head will be (manylogs puts the records near it).
     pub near: Option<HomeBlock>,
+}
+
+/// A committed block whole, for a placement that keeps block images ([`Records::images`]).
+#[derive(Debug, Clone)]
+pub struct BlockImage {
+    pub block: HomeBlock,
+    pub data: Arc<Vec<u8>>,
+    /// How it counts: journaled data or metadata.
+    pub kind: BlockKind,
+}
+
+/// A block a transaction logs, and its whole image among the transaction's journal blocks
+/// when it is logged whole and unescaped (None: as records, or escaped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoggedBlockCopy {
+    pub block: HomeBlock,
+    pub whole: Option<WholeImage>,
+}
+
+/// A block logged whole: its index among [`Records::blocks`] and the tag's data hash of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WholeImage {
+    pub index: usize,
+    pub hash: u32,
 }
 
 /// Where a placement put one transaction: opaque to the core, handed back at release.

@@ -35,7 +35,7 @@
 
 use crate::ids::HomeBlock;
 use crate::faults::Faults;
-use super::{Defaults, Extent, Kept, Parking, Placement, Records, Recovery, SlotCopy, Stage, TableReplay};
+use super::{BlockImage, Defaults, Extent, Kept, Parking, Placement, Records, Recovery, SlotCopy, Stage, TableReplay};
 use crate::det::HashMap;
 use crate::format::nvm::{self as nf, Entry, EntryRead, NvmHeader, SlotState};
 use crate::journal::plan::{BlockKind, NvmBytes, NvmOp};
@@ -246,7 +246,7 @@ impl Placement for NvmSlots {
         let tid = records.tid;
         let mut ops = Vec::new();
         if self.faults.nvm_free_early {
-            for (b, _, _) in &records.images {
+            for BlockImage { block: b, .. } in &records.images {
                 if let Some(&s) = self.newest.get(b) {
                     self.supersede(s);
                 }
@@ -262,7 +262,7 @@ impl Placement for NvmSlots {
                 placed.push((b, s));
             }
         }
-        for (b, data, kind) in records.images {
+        for BlockImage { block: b, data, kind } in records.images {
             let s = self.take(&mut ops);
             let data_crc = nf::data_crc(b, &data);
             self.fill(&mut ops, s, Entry { block: b, tid, data_crc, state: SlotState::Frozen }, Some((data, kind)));
@@ -561,7 +561,7 @@ mod tests {
     }
 
     fn commit(p: &mut NvmSlots, img: &mut [u8], tid: Tid, blocks: &[(u64, u8)], revoked: &[u64]) {
-        let images = blocks.iter().map(|&(b, v)| (HomeBlock::new(b), Arc::new(vec![v; 4096]), BlockKind::JournalData)).collect();
+        let images = blocks.iter().map(|&(b, v)| BlockImage { block: HomeBlock::new(b), data: Arc::new(vec![v; 4096]), kind: BlockKind::JournalData }).collect();
         let (stage, _) = p.place(Records { tid, blocks: Vec::new(), images, revoked: revoked.iter().map(|&b| HomeBlock::new(b)).collect(), logged: Vec::new(), near: None });
         apply(img, &stage.nvm);
         p.on_durable(tid);
@@ -592,7 +592,7 @@ mod tests {
         let (h, mut p, mut img) = setup(16);
         commit(&mut p, &mut img, Tid::new(1), &[(100, 1)], &[]);
         // Tid 2's slots stored, the commit word not.
-        let images = vec![(HomeBlock::new(100), Arc::new(vec![2u8; 4096]), BlockKind::JournalData)];
+        let images = vec![BlockImage { block: HomeBlock::new(100), data: Arc::new(vec![2u8; 4096]), kind: BlockKind::JournalData }];
         let (stage, _) = p.place(Records { tid: Tid::new(2), blocks: Vec::new(), images, revoked: vec![], logged: Vec::new(), near: None });
         let upto = stage.nvm.iter().position(|op| matches!(op, NvmOp::Store { at, .. } if *at == nf::COMMIT_WORD_AT)).unwrap();
         apply(&mut img, &stage.nvm[..upto]);

@@ -312,7 +312,7 @@ impl Placement for Manylogs {
         }
         // The map changes once the commit is durable (`on_durable`).
         let mut changes: Vec<(HomeBlock, Option<Mapped>)> = records.revoked.iter().map(|&b| (b, None)).collect();
-        changes.extend(records.logged.into_iter().map(|(b, whole)| (b, whole.map(|(k, hash)| Mapped { at: writes[k].block.get(), tid: records.tid, hash }))));
+        changes.extend(records.logged.into_iter().map(|l| (l.block, l.whole.map(|w| Mapped { at: writes[w.index].block.get(), tid: records.tid, hash: w.hash }))));
         self.pending.push_back((records.tid, changes));
         if pos < start || pos == 0 {
             self.near_head.wraps += 1;
