@@ -157,7 +157,19 @@ pub fn execute_yielding(plan: &IoPlan, devs: &Devices, stats: &Stats, between: &
             k = end;
         }
         // Two writes of one block in one stage must land in order: they never share a batch.
-        let joined: Vec<Vec<u8>> = runs.iter().filter(|r| r.1 - r.0 > 1).map(|&(k, end)| order[k..end].iter().flat_map(|&i| writes[i].data.iter().copied()).collect()).collect();
+        // (Joined block by block with memcpy: a byte-wise iterator here was a sixth of the
+        // journal thread's time under 16 SQLite committers.)
+        let joined: Vec<Vec<u8>> = runs
+            .iter()
+            .filter(|r| r.1 - r.0 > 1)
+            .map(|&(k, end)| {
+                let mut run = Vec::with_capacity((end - k) * bs as usize);
+                for &i in &order[k..end] {
+                    run.extend_from_slice(&writes[i].data);
+                }
+                run
+            })
+            .collect();
         let mut joined = joined.iter();
         let mut batch: Vec<(u64, &[u8])> = Vec::new();
         let mut batch_dev = None;
