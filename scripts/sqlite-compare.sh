@@ -6,6 +6,7 @@
 # Prints one line per target and run. Releases every loop device and mount it made.
 #
 #   scripts/sqlite-compare.sh [okeanos mount options...]   (default: data=wasteless,dmeta and data=ordered)
+#   FUSE_FLOOR=1 scripts/sqlite-compare.sh ...             (also a FUSE file system in memory: the floor)
 set -euo pipefail
 source "$(dirname "$0")/lib/loop-bench.sh" sqlite-compare
 PROCS=${PROCS:-16}

@@ -10,12 +10,29 @@ B=${OKEANOS:-$here/target/release/okeanos}
 W=$(mktemp -d "/tmp/$1.XXXX")
 LOOP=""
 cleanup() {
-    mountpoint -q "$W/mnt" 2>/dev/null && { "$B" umount "$W/mnt" >/dev/null 2>&1 || umount "$W/mnt" || true; }
+    mountpoint -q "$W/mnt" 2>/dev/null && { "$B" umount "$W/mnt" >/dev/null 2>&1 || fusermount3 -u "$W/mnt" 2>/dev/null || umount "$W/mnt" || true; }
+    [ -n "${NULLPID:-}" ] && kill "$NULLPID" 2>/dev/null || true
     [ -n "$LOOP" ] && losetup -d "$LOOP" 2>/dev/null || true
     rm -rf "$W"
 }
 trap cleanup EXIT INT TERM
 mkdir -p "$W/mnt"
+
+# With FUSE_FLOOR=1, each run also loads a FUSE file system that keeps its files in memory and
+# answers every request at once (crates/okeanos-cli/examples/null_fuse.rs --keep, served as the
+# Okeanos mount is): the floor of the workload over FUSE on this machine, with no journal and no
+# device. `load` gets the target `null-fuse`.
+NULLPID=""
+floor_run() {
+    local N="$here/target/release/examples/null_fuse"
+    [ -x "$N" ] || (cd "$here" && cargo build --release --locked -q -p okeanos-cli --example null_fuse)
+    "$N" "$W/mnt" 8 --keep & NULLPID=$!
+    for _ in $(seq 1 100); do mountpoint -q "$W/mnt" && break; sleep 0.05; done
+    echo "run $1 null-fuse (memory, no journal): $(load null-fuse)"
+    fusermount3 -u "$W/mnt" 2>/dev/null || umount "$W/mnt" || true
+    wait "$NULLPID" 2>/dev/null || true
+    NULLPID=""
+}
 
 # Runs the caller's `load` function RUNS times on ext4 (data=ordered) and on Okeanos with each
 # mount option string of the caller's array `modes`, all on one 2 GB loop device made anew for
@@ -35,5 +52,6 @@ compare_runs() {
             "$B" umount "$W/mnt" >/dev/null
         done
         losetup -d "$LOOP"; LOOP=""; rm -f "$W/disk.img"
+        [ "${FUSE_FLOOR:-0}" = 1 ] && floor_run "$r"
     done
 }

@@ -5,10 +5,13 @@
 //! version, thread count, INIT flags, max_write and direct I/O on regular files), so that the
 //! difference between the two is the engine and the daemon's hand-offs, not the transport.
 //!
-//!     cargo run --release --example null_fuse -- MOUNTPOINT [THREADS]   # root, or user_allow_other
-//!     fusermount3 -u MOUNTPOINT                                        # ends it
+//!     cargo run --release --example null_fuse -- MOUNTPOINT [THREADS] [--keep]   # root, or user_allow_other
+//!     fusermount3 -u MOUNTPOINT                                                 # ends it
 //!
-//! Not a file system to keep anything in: nothing is stored.
+//! Not a file system to keep anything in: nothing is stored, except with `--keep`, which
+//! keeps every file's bytes in memory (reads return them) so that a program that reads back
+//! what it wrote (a database) runs on it: the floor of that program over FUSE, with no
+//! journal, no device and fsync answered at once.
 
 use fuser::{
     Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, MountOption, OpenFlags,
@@ -28,10 +31,13 @@ struct Files {
     names: HashMap<OsString, u64>,
     sizes: HashMap<u64, u64>,
     next: u64,
+    /// With `--keep`: each file's bytes (as long as its size).
+    bytes: HashMap<u64, Vec<u8>>,
 }
 
 struct NullFs {
     files: Mutex<Files>,
+    keep: bool,
 }
 
 fn attr(ino: u64, size: u64) -> FileAttr {
@@ -115,6 +121,9 @@ impl Filesystem for NullFs {
         let mut f = self.files.lock().unwrap_or_else(|e| e.into_inner());
         if let (Some(s), Some(cur)) = (size, f.sizes.get_mut(&ino)) {
             *cur = s;
+            if self.keep {
+                f.bytes.entry(ino).or_default().resize(s as usize, 0);
+            }
         }
         let s = if ino == ROOT { Some(0) } else { f.sizes.get(&ino).copied() };
         match s {
@@ -160,20 +169,28 @@ impl Filesystem for NullFs {
         _lock: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        let ino = u64::from(ino);
         let mut f = self.files.lock().unwrap_or_else(|e| e.into_inner());
-        match f.sizes.get_mut(&u64::from(ino)) {
-            Some(s) => {
-                *s = (*s).max(offset + data.len() as u64);
-                reply.written(data.len() as u32)
-            }
-            None => reply.error(enoent()),
+        let Some(s) = f.sizes.get_mut(&ino) else { return reply.error(enoent()) };
+        let end = offset + data.len() as u64;
+        *s = (*s).max(end);
+        let size = *s;
+        if self.keep {
+            let b = f.bytes.entry(ino).or_default();
+            b.resize(size as usize, 0);
+            b[offset as usize..end as usize].copy_from_slice(data);
         }
+        reply.written(data.len() as u32)
     }
 
     fn read(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, size: u32, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyData) {
-        match self.size(u64::from(ino)) {
-            Some(s) => reply.data(&vec![0u8; s.saturating_sub(offset).min(size as u64) as usize]),
-            None => reply.error(enoent()),
+        let ino = u64::from(ino);
+        let f = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(&s) = f.sizes.get(&ino) else { return reply.error(enoent()) };
+        let n = s.saturating_sub(offset).min(size as u64) as usize;
+        match f.bytes.get(&ino).filter(|_| self.keep && n > 0) {
+            Some(b) => reply.data(&b[offset as usize..offset as usize + n]),
+            None => reply.data(&vec![0u8; n]),
         }
     }
 
@@ -194,6 +211,7 @@ impl Filesystem for NullFs {
         match (u64::from(parent), f.names.remove(name)) {
             (ROOT, Some(ino)) => {
                 f.sizes.remove(&ino);
+                f.bytes.remove(&ino);
                 reply.ok()
             }
             _ => reply.error(enoent()),
@@ -219,9 +237,11 @@ impl Filesystem for NullFs {
 }
 
 fn main() -> std::process::ExitCode {
-    let mut args = std::env::args().skip(1);
+    let all: Vec<String> = std::env::args().skip(1).collect();
+    let keep = all.iter().any(|a| a == "--keep");
+    let mut args = all.into_iter().filter(|a| a != "--keep");
     let Some(mnt) = args.next() else {
-        eprintln!("usage: null_fuse MOUNTPOINT [THREADS]");
+        eprintln!("usage: null_fuse MOUNTPOINT [THREADS] [--keep]");
         return std::process::ExitCode::from(2);
     };
     // The Okeanos mount's default request threads (crates/okeanos-cli/src/mount.rs).
@@ -237,7 +257,7 @@ fn main() -> std::process::ExitCode {
     config.mount_options = vec![MountOption::FSName("null".into()), MountOption::Subtype("null".into())];
     config.acl = fuser::SessionACL::All;
     config.n_threads = Some(threads);
-    let fs = NullFs { files: Mutex::new(Files::default()) };
+    let fs = NullFs { files: Mutex::new(Files::default()), keep };
     match fuser::mount(fs, &mnt, &config) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
