@@ -1,7 +1,9 @@
 //! Identifiers that more than one layer names: a transaction's id belongs to the journal, and
-//! the cache records which transaction owns a buffer; a log position belongs to the journal's
-//! placements, and the journal superblock records one. Kept below all of them, so that the
-//! cache and the formats name them without importing the journal (docs/DESIGN.md section 2).
+//! the cache records which transaction owns a buffer; a file-system block is the file
+//! system's, and the cache, the journal and the formats name it; a log position belongs to the
+//! journal's placements, and the journal superblock records one; a device block is where a
+//! plan writes. Kept below all of them, so that the cache and the formats name them without
+//! importing the journal (docs/DESIGN.md section 2).
 
 use serde::{Deserialize, Serialize};
 

@@ -143,7 +143,7 @@ impl FsState {
             Parking::Logs(dev) => {
                 // Where the block is now: a log swap may have moved it since it was parked.
                 let at = self.journal.frozen_copy(block).unwrap_or(at);
-                dev.read_at(at * data.len() as u64, &mut data)?;
+                dev.read_at(DevBlock::new(at).byte(data.len() as u64), &mut data)?;
                 let expect = self.journal.frozen_hash(block);
                 if expect != Some(crate::format::journal::data_hash(block, 0, &data)) {
                     return Err(FsError::Io(format!("the logged copy of block {block} at device block {at} does not match its journal checksum")));

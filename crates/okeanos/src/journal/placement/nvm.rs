@@ -54,7 +54,7 @@ struct Slot {
 /// Slots a checkpoint for space frees at least per step, while the pool is not short.
 const CHECKPOINT_STEP_SLOTS: u64 = 1024;
 
-const FREE_SLOT: Slot = Slot { block: HomeBlock::new(0), tid: Tid::ZERO, state: SlotState::Free, reusable: true };
+const FREE_SLOT: Slot = Slot { block: HomeBlock::NONE, tid: Tid::ZERO, state: SlotState::Free, reusable: true };
 
 #[derive(Debug)]
 pub struct NvmSlots {
