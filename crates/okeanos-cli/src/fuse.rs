@@ -2,10 +2,11 @@
 //! (fio, postmark, sqlite3) run on it.
 //!
 //! Requests are served by several threads. A sync (fsync, fdatasync, fsyncdir, and writes to
-//! files opened with O_SYNC/O_DSYNC) never blocks a request thread: its reply is handed to a
-//! thread that waits for the commit covering it, so concurrent syncs group-commit in the engine
-//! and other streams' writes go on meanwhile. No reply to a sync is sent before that commit is
-//! durable. Kernel write-back caching is off unless asked for (`writeback_cache`): with it the
+//! files opened with O_SYNC/O_DSYNC) never waits on a request thread: when no commit is
+//! running, the thread runs the commit covering it and answers every sync that commit settles
+//! (the engine's write-group leader); otherwise its reply is handed to whichever thread
+//! completes that commit. Concurrent syncs group-commit in the engine and other streams'
+//! writes go on meanwhile. No reply to a sync is sent before that commit is durable. Kernel write-back caching is off unless asked for (`writeback_cache`): with it the
 //! kernel turns sub-block appends into whole-page writes and hides the byte ranges that
 //! wasteless journaling saves.
 //!
@@ -296,10 +297,11 @@ impl OkeanosFuse {
         }
     }
 
-    /// Replies once the commit covering `ino` is durable, without holding a request thread
-    /// (the engine's notifier thread sends the reply).
+    /// Replies once the commit covering `ino` is durable: this request thread runs the commit
+    /// when none is running (and answers its group), otherwise the reply is sent by whichever
+    /// thread completes it (the engine's leader.rs and sync.rs).
     fn sync_then(&self, ino: u32, datasync: bool, reply: impl FnOnce(Result<(), FsError>) + Send + 'static) {
-        self.fs.fsync_then(ino, datasync, Box::new(reply));
+        self.fs.fsync_or_lead(ino, datasync, Box::new(reply));
     }
 }
 
@@ -529,7 +531,7 @@ impl OkeanosFuse {
             SyncMode::Data | SyncMode::Full => {
                 let fs = self.fs.clone();
                 Box::new(move || {
-                    fs.fsync_then(
+                    fs.fsync_or_lead(
                         i,
                         sync == SyncMode::Data,
                         Box::new(move |r| match r {

@@ -51,6 +51,12 @@ pub struct MountOptions {
     /// Placements that cannot release log space while a commit is in flight (nvm, remote)
     /// always run them between commits.
     pub checkpoint_thread: Option<bool>,
+    /// The first sync of a write group that finds the commit lane free runs the commit on its
+    /// own thread and answers the group's syncs itself (`commit_leader=on`, the default), as
+    /// RocksDB's write-group leader and MySQL's binlog group commit do, instead of waking the
+    /// journal thread and being woken by it (`commit_leader=off`). The journal thread stays
+    /// for timers, background work and whatever a leader leaves.
+    pub commit_leader: bool,
     /// When committed blocks go home (`checkpoint=periodic|lazy`). `periodic` (default): for
     /// space, and for age (`expire=`, every `writeback_period=`). `lazy` (the manylogs paper's
     /// off-hours checkpoint, section III-F): for space only, and manylogs counts space over
@@ -156,6 +162,7 @@ impl Default for MountOptions {
             max_batch_time: Duration::from_micros(15_000),
             batch_handles: 32,
             checkpoint_thread: None,
+            commit_leader: true,
             lazy_checkpoint: false,
             idle_checkpoint: false,
             idle_after: Duration::from_secs(2),
@@ -277,6 +284,11 @@ impl MountOptions {
                     Some("0") | Some("off") => Some(false),
                     Some("auto") => None,
                     Some(x) => return Err(format!("option checkpoint_thread takes 0, 1 or auto, not {x:?}")),
+                },
+                "commit_leader" => o.commit_leader = match v {
+                    None | Some("1") | Some("on") => true,
+                    Some("0") | Some("off") => false,
+                    Some(x) => return Err(format!("option commit_leader takes on or off, not {x:?}")),
                 },
                 "checkpoint" => {
                     (o.lazy_checkpoint, o.idle_checkpoint) = match v {

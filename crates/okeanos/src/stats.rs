@@ -31,6 +31,7 @@ pub struct Stats {
     datasync_steps: AtomicU64,
     log_swaps: AtomicU64,
     overlaps: AtomicU64,
+    led_steps: AtomicU64,
     fallbacks: AtomicU64,
     remote_bytes: AtomicU64,
     nvm_bytes: AtomicU64,
@@ -131,6 +132,9 @@ pub struct Counters {
     /// Commits and checkpoints that were in flight together (each pair counted once, by the
     /// one that started second): the checkpoint thread at work beside the journal thread.
     pub overlaps: u64,
+    /// Journal steps (commits, and the work between them) run by a syncing thread as the
+    /// leader of its write group rather than by the journal thread (`commit_leader=on`).
+    pub led_steps: u64,
     /// Times a remote journal fell back to the local journal.
     pub fallbacks: u64,
     /// Journal bytes sent to a journal server (also counted in the journal bytes by kind).
@@ -222,6 +226,10 @@ impl Stats {
     pub fn on_overlap(&self) {
         self.overlaps.fetch_add(1, Relaxed);
     }
+
+    pub fn on_led_step(&self) {
+        self.led_steps.fetch_add(1, Relaxed);
+    }
     pub fn on_fallback(&self) {
         self.fallbacks.fetch_add(1, Relaxed);
     }
@@ -305,6 +313,7 @@ impl Stats {
             datasync_steps: self.datasync_steps.load(Relaxed),
             log_swaps: self.log_swaps.load(Relaxed),
             overlaps: self.overlaps.load(Relaxed),
+            led_steps: self.led_steps.load(Relaxed),
             fallbacks: self.fallbacks.load(Relaxed),
             remote_bytes: self.remote_bytes.load(Relaxed),
             nvm_bytes: self.nvm_bytes.load(Relaxed),
@@ -369,6 +378,7 @@ impl Counters {
             datasync_steps: self.datasync_steps - base.datasync_steps,
             log_swaps: self.log_swaps - base.log_swaps,
             overlaps: self.overlaps - base.overlaps,
+            led_steps: self.led_steps - base.led_steps,
             fallbacks: self.fallbacks - base.fallbacks,
             remote_bytes: self.remote_bytes - base.remote_bytes,
             nvm_bytes: self.nvm_bytes - base.nvm_bytes,
@@ -398,6 +408,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("okeanos_commits_total", "counter", "journal transactions committed"),
     ("okeanos_checkpoints_total", "counter", "checkpoints completed"),
     ("okeanos_overlaps_total", "counter", "commits and checkpoints in flight together (the checkpoint thread beside the journal thread)"),
+    ("okeanos_led_steps_total", "counter", "journal steps run by a syncing thread leading its write group, not by the journal thread (commit_leader=on)"),
     ("okeanos_fallbacks_total", "counter", "times a remote journal fell back to the local journal"),
     ("okeanos_payload_bytes_total", "counter", "bytes written by programs"),
     ("okeanos_journal_bytes_total", "counter", "journal bytes written (or sent to a journal server)"),
@@ -442,6 +453,7 @@ impl Counters {
             ("okeanos_commits_total", self.commits),
             ("okeanos_checkpoints_total", self.checkpoints),
             ("okeanos_overlaps_total", self.overlaps),
+            ("okeanos_led_steps_total", self.led_steps),
             ("okeanos_fallbacks_total", self.fallbacks),
             ("okeanos_payload_bytes_total", self.payload_bytes),
             ("okeanos_journal_bytes_total", self.journal_bytes),

@@ -177,3 +177,102 @@ fn syncs_without_threads_share_commits() {
     }
     fs.unmount().unwrap();
 }
+
+/// A sync that finds no commit running runs it on its own thread (the write-group leader,
+/// `commit_leader=on`, the default: engine/leader.rs); with `commit_leader=off` the journal
+/// thread runs every commit. Either way each sync returns with its record durable.
+#[test]
+fn a_sync_with_no_commit_running_leads_it() {
+    for leader in [true, false] {
+        let dev = mem_fs(64 << 20, 1024);
+        let mut o = opts(DataMode::Wasteless);
+        o.commit_leader = leader;
+        let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
+        let f = fs.create_file("/a").unwrap();
+        fs.sync().unwrap();
+        let before = fs.counters();
+        for k in 0..20 {
+            f.append(&record(0, k, 128)).unwrap();
+            f.fdatasync().unwrap();
+        }
+        let c = fs.counters().since(&before);
+        assert_eq!(c.syncs, 20);
+        assert!(c.commits >= 20, "one sync at a time: a commit each ({} commits)", c.commits);
+        if leader {
+            assert!(c.led_steps >= c.commits, "commit_leader=on: {} of {} commits led by the syncing thread", c.led_steps, c.commits);
+        } else {
+            assert_eq!(c.led_steps, 0, "commit_leader=off: the journal thread commits");
+        }
+        drop(f);
+        drop(fs);
+        // Dropped without unmount (a crash): every synced record is there.
+        let fs = mount(&dev, DataMode::Wasteless);
+        let want: Vec<u8> = (0..20).flat_map(|k| record(0, k, 128)).collect();
+        assert_eq!(fs.read_path("/a").unwrap(), want, "commit_leader={leader}");
+        fs.unmount().unwrap();
+    }
+}
+
+/// Request threads of a server (`fsync_or_lead`, the FUSE front end's way), eight of them
+/// syncing their own files: the thread that finds no commit running leads one and answers
+/// every sync it settles; the others' syncs join the commit in flight's successor. Each sync
+/// is answered exactly once, commits are shared, and what was answered is durable.
+#[test]
+fn request_threads_lead_commits_and_answer_each_sync_once() {
+    const THREADS: usize = 8;
+    const SYNCS: usize = 50;
+    let dev = mem_fs(64 << 20, 2048);
+    let fs = mount(&dev, DataMode::Wasteless);
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Files made, then counted from here: the main thread joins both barriers.
+    let (made, go) = (Arc::new(Barrier::new(THREADS + 1)), Arc::new(Barrier::new(THREADS + 1)));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|i| {
+            let (fs, tx, made, go) = (fs.clone(), tx.clone(), made.clone(), go.clone());
+            std::thread::spawn(move || {
+                let f = fs.create_file(&format!("/r{i}")).unwrap();
+                made.wait();
+                go.wait();
+                for k in 0..SYNCS {
+                    f.append(&record(i, k, 128)).unwrap();
+                    let (one_tx, one_rx) = std::sync::mpsc::channel();
+                    let tx = tx.clone();
+                    fs.fsync_or_lead(
+                        f.ino(),
+                        true,
+                        Box::new(move |r| {
+                            tx.send((i, k)).unwrap();
+                            one_tx.send(r).unwrap();
+                        }),
+                    );
+                    // As a program waits for its fdatasync before its next record.
+                    one_rx.recv_timeout(std::time::Duration::from_secs(30)).expect("answered").unwrap();
+                }
+            })
+        })
+        .collect();
+    made.wait();
+    fs.sync().unwrap();
+    let before = fs.counters();
+    go.wait();
+    for t in threads {
+        t.join().unwrap();
+    }
+    drop(tx);
+    let mut answered = vec![vec![0u32; SYNCS]; THREADS];
+    for (i, k) in rx {
+        answered[i][k] += 1;
+    }
+    assert!(answered.iter().flatten().all(|&n| n == 1), "every sync answered exactly once: {answered:?}");
+    let c = fs.counters().since(&before);
+    assert_eq!(c.syncs, (THREADS * SYNCS) as u64);
+    assert!(c.led_steps > 0, "no commit was led by a request thread");
+    assert!(c.commits < c.syncs, "the syncs shared commits: {} commits for {} syncs", c.commits, c.syncs);
+    drop(fs);
+    let fs = mount(&dev, DataMode::Wasteless);
+    for i in 0..THREADS {
+        let want: Vec<u8> = (0..SYNCS).flat_map(|k| record(i, k, 128)).collect();
+        assert_eq!(fs.read_path(&format!("/r{i}")).unwrap(), want);
+    }
+    fs.unmount().unwrap();
+}

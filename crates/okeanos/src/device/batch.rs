@@ -5,8 +5,10 @@
 //! until its flush, so issuing them together changes no guarantee.
 //!
 //! Two engines, chosen once per process:
-//! - io_uring (the io-uring crate): one ring per thread that submits (the journal thread and
-//!   the checkpoint thread each own one), at most [`RING_DEPTH`] writes in flight;
+//! - io_uring (the io-uring crate): one ring per thread that submits (the journal thread, the
+//!   checkpoint thread, and each thread that has led a commit of its write group:
+//!   engine/leader.rs; a ring is a few pages, freed with its thread), at most [`RING_DEPTH`]
+//!   writes in flight;
 //! - a small pool of scoped threads issuing pwrite, when io_uring is unavailable (an old
 //!   kernel, or a seccomp profile that refuses `io_uring_setup`), at most [`THREADS`] at once.
 //!

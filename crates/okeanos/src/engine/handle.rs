@@ -112,7 +112,7 @@ impl Okeanos {
             if core.manual {
                 return Err(FsError::WouldBlock);
             }
-            self.inner.jcv.notify_one();
+            self.inner.jcv.notify_all();
             core = self.inner.cv.wait(core).unwrap_or_else(|e| e.into_inner());
         };
         let epoch = core.fs.dirty_epoch;

@@ -27,6 +27,7 @@
 mod evict;
 mod handle;
 pub mod image;
+mod leader;
 mod mount;
 mod open;
 mod ops;
@@ -92,6 +93,14 @@ struct Core {
     /// Syncs that wait without a thread ([`Okeanos::fsync_then`]): what they wait for, when the
     /// sync began, and what to call once it is durable (or failed).
     sync_waiters: Vec<(sync::Await, u64, sync::SyncDone)>,
+    /// A thread runs the commit lane now (the journal thread, or a sync leading its write
+    /// group: leader.rs); the other waits.
+    commit_lane_busy: bool,
+    /// The journal thread waits for the lane: the leader wakes it when it lets go.
+    lane_waiter: bool,
+    /// While a leader runs the lane: the syncs its steps settled, answered by the leader
+    /// itself once it lets go of the lock (not handed to the notifier thread).
+    inline_syncs: Option<(std::thread::ThreadId, leader::Answers)>,
 }
 
 impl Inner {

@@ -55,7 +55,9 @@ impl Drop for AbortOnPanic {
     fn drop(&mut self) {
         if std::thread::panicking() {
             let mut core = self.0.core.lock().unwrap_or_else(|e| e.into_inner());
-            core.fs.journal.abort("the journal thread failed (a bug: see the log for the panic)");
+            // As any broken invariant: the journal stops and the file system turns read-only
+            // with the reason, so that what happened is visible, not only to the syncs waiting.
+            self.0.stop_journal(&mut core, "the journal thread failed (a bug: see the log for the panic)".into());
             core.sched.stop();
             self.0.deliver_syncs(&mut core, true);
             drop(core);
@@ -74,6 +76,14 @@ pub(super) fn journal_thread(inner: Arc<Inner>, lane: Lane) {
     };
     let mut core = me.lock();
     loop {
+        if lane == Lane::Commit {
+            // A sync leading its write group runs the lane (leader.rs): wait until it lets go.
+            core.lane_waiter = core.commit_lane_busy;
+            if core.commit_lane_busy {
+                core = cv.wait(core).unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+        }
         let now = inner.clock.now_ns();
         match me.step_begin(&mut core, now, lane) {
             JournalStep::Stop => return,
@@ -86,12 +96,17 @@ pub(super) fn journal_thread(inner: Arc<Inner>, lane: Lane) {
                 };
             }
             JournalStep::Work(work) => {
+                let commit_lane = lane == Lane::Commit;
+                core.commit_lane_busy |= commit_lane;
                 drop(core);
                 let res = match lane {
                     Lane::Commit => runtime::execute(work.io(), &inner.devs, &inner.stats),
                     Lane::Checkpoint => runtime::execute_yielding(work.io(), &inner.devs, &inner.stats, &mut || me.yield_to_commit()),
                 };
                 core = me.lock();
+                if commit_lane {
+                    core.commit_lane_busy = false;
+                }
                 me.step_finish(&mut core, work, res);
             }
         }
@@ -117,7 +132,7 @@ impl Okeanos {
     }
 
     /// The scheduler's next step for `lane` at `now`, its effects carried out.
-    fn step_begin(&self, core: &mut Core, now: u64, lane: Lane) -> JournalStep {
+    pub(super) fn step_begin(&self, core: &mut Core, now: u64, lane: Lane) -> JournalStep {
         let wall = self.inner.clock.wall_ns();
         let Core { fs, sched, .. } = &mut *core;
         let step = sched.poll(fs, now, wall, lane);
@@ -126,7 +141,7 @@ impl Okeanos {
     }
 
     /// Reports a step's I/O to the scheduler, and carries out what follows.
-    fn step_finish(&self, core: &mut Core, work: JournalWork, res: Result<(), crate::device::DeviceError>) {
+    pub(super) fn step_finish(&self, core: &mut Core, work: JournalWork, res: Result<(), crate::device::DeviceError>) {
         let inner = &self.inner;
         let now = inner.clock.now_ns();
         if core.fs.nvm_parking() {
@@ -228,7 +243,8 @@ impl Inner {
             self.committed(tid);
         }
         if std::mem::take(&mut fx.notify_commit_lane) {
-            self.jcv.notify_one();
+            // The journal thread, or a leader waiting out a batching window (leader.rs).
+            self.jcv.notify_all();
         }
         if std::mem::take(&mut fx.notify_checkpoint_lane) {
             self.ccv.notify_one();

@@ -9,7 +9,9 @@
 //! thread spawned per fsync, costs more than the sync itself at 100 streams) calls
 //! [`Okeanos::fsync_then`] instead: the sync is registered with its transaction, and when the
 //! commit completes (or the journal fails, or the mount goes away) its callback runs on the
-//! notifier thread — never on the journal thread, which goes on to the next commit.
+//! notifier thread — never on the journal thread, which goes on to the next commit. A front
+//! end whose request thread may as well run the commit itself calls [`Okeanos::fsync_or_lead`]:
+//! when no commit is running, that thread leads one (leader.rs) and answers its group itself.
 
 use crate::ids::HomeBlock;
 use super::{Core, Inner, Okeanos};
@@ -61,6 +63,19 @@ impl Okeanos {
     /// covering `ino` is durable (or the journal failed, or the mount ended first). The sync
     /// joins the group commit exactly as a waiting one does.
     pub fn fsync_then(&self, ino: u32, datasync: bool, done: SyncDone) {
+        self.register_sync(ino, datasync, done, false)
+    }
+
+    /// As [`fsync_then`](Self::fsync_then), for a thread that would rather run the commit
+    /// than have it run elsewhere (a file-system server's request thread): when the sync asks
+    /// for a commit and none is running, this thread runs it and answers the syncs it settles,
+    /// `done` among them, before it returns; it goes on while other syncs ask for commits, a
+    /// few steps at most (leader.rs, `commit_leader=`). Otherwise as `fsync_then`.
+    pub fn fsync_or_lead(&self, ino: u32, datasync: bool, done: SyncDone) {
+        self.register_sync(ino, datasync, done, true)
+    }
+
+    fn register_sync(&self, ino: u32, datasync: bool, done: SyncDone, may_lead: bool) {
         let t0 = self.inner.clock.now_ns();
         let mut core = self.lock();
         let wait = self.sync_await(&mut core, ino, datasync);
@@ -88,8 +103,16 @@ impl Okeanos {
             Await::InPlace { .. } => false,
         };
         core.sync_waiters.push((wait, t0, done));
+        if raised && may_lead && self.may_lead(&core) {
+            // This thread commits, and answers the group's syncs itself (leader.rs): it serves
+            // a request, so it goes on while other syncs ask for commits.
+            drop(self.lead(core, &|c| wait.settled(c), true));
+            return;
+        }
+        // A busy lane sees the request when its thread polls next.
+        let wake = raised && !core.commit_lane_busy;
         drop(core);
-        if raised {
+        if wake {
             self.inner.jcv.notify_one();
         }
     }
@@ -233,7 +256,12 @@ impl Okeanos {
             if core.manual {
                 return Err(FsError::WouldBlock);
             }
-            if raised {
+            if raised && self.may_lead(&core) {
+                // This thread commits (leader.rs), then looks at the state again.
+                core = self.lead(core, &|c| c.fs.journal.committed_tid() >= tid, false);
+                continue;
+            }
+            if raised && !core.commit_lane_busy {
                 self.inner.jcv.notify_one();
             }
             let gen = self.inner.wake_gen.load(SeqCst);
@@ -300,6 +328,13 @@ impl Inner {
         core.sync_waiters = keep;
         if ready.is_empty() {
             return;
+        }
+        if let Some((leader, answers)) = &mut core.inline_syncs {
+            if *leader == std::thread::current().id() {
+                // A leader's step settled them: it answers them itself (leader.rs).
+                answers.extend(ready);
+                return;
+            }
         }
         let n = self.notifier.lock().unwrap_or_else(|e| e.into_inner());
         match n.as_ref() {

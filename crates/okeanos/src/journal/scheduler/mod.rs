@@ -302,6 +302,22 @@ impl Scheduler {
         self.cfg.checkpoint_thread && journal.placement().checkpoint_beside_commit()
     }
 
+    /// Whether the commit lane has work that no timer will bring it to: a commit asked for,
+    /// a fallback decided, a handle waiting for space, fdatasyncs of overwrites, a checkpoint
+    /// asked for or in bounded steps, or (checkpoints between commits) log space running low.
+    /// A sync that led a commit (engine/leader.rs) wakes the journal thread when it lets go
+    /// of the lane only if this holds, so that a led commit costs the journal thread no
+    /// wake-up of its own.
+    pub fn commit_lane_wants(&self, journal: &Journal) -> bool {
+        self.pending.is_some()
+            || self.want_space
+            || self.force_checkpoint.is_some()
+            || self.expiring.is_some()
+            || journal.commit_wanted()
+            || journal.datasync_pending()
+            || (!self.beside(journal) && journal.space_low())
+    }
+
     /// The effects of the calls since the last drain; the caller carries them out and clears
     /// them (keeping the allocation).
     pub fn effects(&mut self) -> &mut Effects {
