@@ -464,7 +464,12 @@ fn a_ring_queue_that_dies_aborts_the_connection_and_hangs_no_request() {
                 let path = mnt.join(format!("w{w}"));
                 std::thread::spawn(move || {
                     let mut synced = 0usize;
-                    let Ok(mut f) = std::fs::OpenOptions::new().append(true).create(true).open(path) else { return (synced, None) };
+                    // A writer that starts after the connection died fails at its open: that
+                    // error is the one to check, not taken for a run that ended well.
+                    let mut f = match std::fs::OpenOptions::new().append(true).create(true).open(path) {
+                        Ok(f) => f,
+                        Err(e) => return (synced, e.raw_os_error()),
+                    };
                     for k in 0..10_000 {
                         let rec = format!("{w} {k:05}\n");
                         if let Err(e) = f.write_all(rec.as_bytes()).and_then(|()| f.sync_data()) {
