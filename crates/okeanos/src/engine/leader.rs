@@ -66,16 +66,23 @@ impl Okeanos {
             self.inner.stop_journal(&mut core, "a commit led by a syncing thread failed (a bug: see the log for the panic)".into());
         }
         core.commit_lane_busy = false;
+        // Taken with the lane: the next leader collects its own.
         let left = core.inline_syncs.take().map(|(_, v)| v).unwrap_or_default();
         if core.lane_waiter || core.sched.commit_lane_wants(&core.fs.journal) || run.is_err() {
             self.inner.jcv.notify_all();
         }
-        if !left.is_empty() {
-            drop(core);
-            answer(left);
-            core = self.lock();
+        self.answer_unlocked(core, left)
+    }
+
+    /// Answers `ready` with the state lock released (a reply writes to the kernel); returns
+    /// with it held again.
+    fn answer_unlocked<'a>(&'a self, core: MutexGuard<'a, Core>, ready: Answers) -> MutexGuard<'a, Core> {
+        if ready.is_empty() {
+            return core;
         }
-        core
+        drop(core);
+        answer(ready);
+        self.lock()
     }
 
     fn lead_steps(&self, done: &dyn Fn(&Core) -> bool, more: bool) {
@@ -106,11 +113,7 @@ impl Okeanos {
                     core = self.lock();
                     self.step_finish(&mut core, work, res);
                     let ready = core.inline_syncs.as_mut().map(|(_, v)| std::mem::take(v)).unwrap_or_default();
-                    if !ready.is_empty() {
-                        drop(core);
-                        answer(ready);
-                        core = self.lock();
-                    }
+                    core = self.answer_unlocked(core, ready);
                 }
             }
         }

@@ -75,7 +75,7 @@ impl Okeanos {
         self.register_sync(ino, datasync, done, true)
     }
 
-    fn register_sync(&self, ino: u32, datasync: bool, done: SyncDone, may_lead: bool) {
+    fn register_sync(&self, ino: u32, datasync: bool, done: SyncDone, lead_here: bool) {
         let t0 = self.inner.clock.now_ns();
         let mut core = self.lock();
         let wait = self.sync_await(&mut core, ino, datasync);
@@ -103,7 +103,7 @@ impl Okeanos {
             Await::InPlace { .. } => false,
         };
         core.sync_waiters.push((wait, t0, done));
-        if raised && may_lead && self.may_lead(&core) {
+        if raised && lead_here && self.may_lead(&core) {
             // This thread commits, and answers the group's syncs itself (leader.rs): it serves
             // a request, so it goes on while other syncs ask for commits.
             drop(self.lead(core, &|c| wait.settled(c), true));

@@ -300,13 +300,6 @@ impl Journal {
         self.aborted.as_deref()
     }
 
-    /// Stops the journal with `reason`, unless it already stopped (the first reason stays).
-    pub fn abort(&mut self, reason: impl Into<String>) {
-        if self.aborted.is_none() {
-            self.aborted = Some(reason.into());
-        }
-    }
-
     /// Where the placement keeps the newest committed version of `block` addressable while it
     /// is owed to checkpoint ([`placement::Parking::frozen_copy`]), if it parks blocks.
     pub fn frozen_copy(&self, block: HomeBlock) -> Option<u64> {
