@@ -26,6 +26,12 @@ pub struct Faults {
     pub manylogs_keep_first_position: bool,
     /// manylogs: a swap copies into its target log without first recording it reserved.
     pub manylogs_swap_unreserved: bool,
+    /// MLB: a snapshot that unmaps blocks (a checkpoint's, a log swap's) is written without
+    /// first flushing the home copies or moved records it relies on.
+    pub mlb_unmap_early: bool,
+    /// MLB: recovery keeps the epoch, so a record it judged lost can be found again by the
+    /// next recovery once new records fill the log up to it.
+    pub mlb_same_epoch: bool,
     /// Background writeback records its blocks as written without writing them, so commits
     /// leave them out.
     pub early_unwritten: bool,

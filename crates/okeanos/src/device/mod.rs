@@ -12,7 +12,8 @@
 //!
 //! Back ends: [`FileDevice`] (regular files and block devices such as loop devices),
 //! [`MemDevice`] (tests, simulation), [`OverlayDevice`] (in-memory recovery for read-only mounts), [`CrashDevice`] (records every write and flush so a test can
-//! build any crash state the model allows) and [`FaultDevice`] (injects I/O errors).
+//! build any crash state the model allows) and [`FaultDevice`] (injects I/O errors). [`MlbDevice`] is a device over
+//! a device: block-level manylogs, which logs small writes near the disk head.
 //! Every back end counts what it does in [`DeviceCounters`].
 
 pub mod batch;
@@ -22,6 +23,7 @@ mod file;
 pub mod lock;
 pub mod remote;
 mod memory;
+pub mod mlb;
 pub mod nvm;
 mod overlay;
 mod sparse;
@@ -31,6 +33,7 @@ pub use crash::{CrashDevice, CrashEvent, CrashNvm, CrashRecorder, CrashState, Pe
 pub use fault::FaultDevice;
 pub use file::FileDevice;
 pub use memory::MemDevice;
+pub use mlb::{MlbDevice, MlbGeometry, MlbStats};
 pub use overlay::OverlayDevice;
 pub use sparse::SparseDevice;
 pub use timed::TimedDevice;

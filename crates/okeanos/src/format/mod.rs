@@ -11,6 +11,7 @@ pub mod group;
 pub mod inode;
 pub mod journal;
 pub mod logtable;
+pub mod mlb;
 pub mod nvm;
 pub mod remote;
 pub mod superblock;

@@ -1,0 +1,176 @@
+//! Room in the logs: which log a record goes to (the one nearest the disk head, §III-D), and
+//! what happens when that log is full: reset it if none of its blocks is still mapped, else
+//! swap its blocks into the coldest log that has room (log swapping, §III-G), else checkpoint
+//! it (copy its blocks home, §III-F).
+//!
+//! Every way of freeing a log ends with a snapshot ([`MlbDevice::write_snapshot`]): a log's
+//! space is reused only after a durable snapshot no longer points into it, so recovery from
+//! either snapshot copy never reads a record that was overwritten.
+
+use super::{LogState, MlbDevice, State};
+use crate::device::DeviceError;
+use crate::format::mlb::{RecordHeader, MLB_BLOCK};
+use std::sync::atomic::Ordering;
+
+/// Where a record of `len` sectors goes when a log's head is at `head`: there, or at the start
+/// of the log's next pass if it would run past the log's end (records never wrap).
+pub(crate) fn place(head: u64, len: u64, log_sectors: u64) -> u64 {
+    if head % log_sectors + len > log_sectors {
+        head.div_ceil(log_sectors) * log_sectors
+    } else {
+        head
+    }
+}
+
+/// Empties a log none of whose blocks is mapped: its next record starts a new pass, so that
+/// any record fits (one placed near a pass's end could otherwise need more than half a log).
+pub(crate) fn empty(l: &mut LogState, log_sectors: u64) {
+    l.head = l.head.div_ceil(log_sectors) * log_sectors;
+    l.tail = l.head;
+}
+
+/// Whether a record of `len` sectors fits log `l` now.
+pub(crate) fn fits(l: &LogState, len: u64, log_sectors: u64) -> bool {
+    place(l.head, len, log_sectors) + len - l.tail <= log_sectors
+}
+
+impl MlbDevice {
+    /// A log with room for a record of `blocks` blocks, freeing one if the nearest is full.
+    pub(crate) fn room_for(&self, st: &mut State, blocks: u64) -> Result<u32, DeviceError> {
+        let len = RecordHeader::sectors(blocks as u32);
+        let ls = self.sb.log_sectors();
+        let g = self.head_group.load(Ordering::Relaxed).min(self.sb.groups - 1);
+        if fits(&st.logs[g as usize], len, ls) {
+            return Ok(g);
+        }
+        if st.logs[g as usize].live == 0 {
+            self.reset(st, g)?;
+            return Ok(g);
+        }
+        if let Some(cold) = self.coldest_with_room_for(st, g) {
+            self.swap(st, g, cold)?;
+        } else {
+            self.checkpoint_logs(st, &[g])?;
+        }
+        debug_assert!(fits(&st.logs[g as usize], len, ls));
+        Ok(g)
+    }
+
+    /// Empties log `g`, none of whose blocks is mapped: a snapshot that says so.
+    fn reset(&self, st: &mut State, g: u32) -> Result<(), DeviceError> {
+        empty(&mut st.logs[g as usize], self.sb.log_sectors());
+        self.write_snapshot(st)?;
+        self.counters.log_resets.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Sectors the records of log `g`'s mapped blocks would take if logged again, as runs of
+    /// consecutive blocks of at most a logged write each, plus room for one pass's end.
+    fn moved_sectors(&self, st: &State, g: u32) -> u64 {
+        let runs = self.runs_in(st, g);
+        runs.iter().map(|&(_, n)| RecordHeader::sectors(n as u32)).sum::<u64>() + RecordHeader::sectors(self.sb.logged_write_blocks)
+    }
+
+    /// Log `g`'s mapped blocks as runs `(first block, count)` of consecutive user blocks, each
+    /// at most a logged write.
+    fn runs_in(&self, st: &State, g: u32) -> Vec<(u64, u64)> {
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for (&b, loc) in &st.map {
+            if loc.log != g {
+                continue;
+            }
+            match runs.last_mut() {
+                Some((first, n)) if *first + *n == b && *n < self.sb.logged_write_blocks as u64 => *n += 1,
+                _ => runs.push((b, 1)),
+            }
+        }
+        runs
+    }
+
+    /// The emptiest other log that can take all of `g`'s mapped blocks (§III-G: a cold log).
+    fn coldest_with_room_for(&self, st: &State, g: u32) -> Option<u32> {
+        let need = self.moved_sectors(st, g);
+        let ls = self.sb.log_sectors();
+        (0..self.sb.groups)
+            .filter(|&c| c != g)
+            .map(|c| (st.logs[c as usize].head - st.logs[c as usize].tail, c))
+            .filter(|&(used, _)| used + need <= ls)
+            .min()
+            .map(|(_, c)| c)
+    }
+
+    /// Moves log `g`'s mapped blocks into log `cold` as new records (they are the newest
+    /// version of their blocks, so their new sequence numbers order them right), then empties
+    /// `g`. The paper swaps the cold log's contents back into the hot one; the cold log is
+    /// chosen emptiest, so here its contents stay where they are (docs/MLB.md).
+    fn swap(&self, st: &mut State, g: u32, cold: u32) -> Result<(), DeviceError> {
+        let mut moved = 0;
+        for (first, n) in self.runs_in(st, g) {
+            let mut data = vec![0u8; (n * MLB_BLOCK) as usize];
+            for i in 0..n {
+                let at = (i * MLB_BLOCK) as usize;
+                self.read_block(st, first + i, &mut data[at..at + MLB_BLOCK as usize])?;
+            }
+            self.append(st, cold, first, &data)?;
+            moved += n;
+        }
+        debug_assert_eq!(st.logs[g as usize].live, 0);
+        empty(&mut st.logs[g as usize], self.sb.log_sectors());
+        self.write_snapshot(st)?;
+        self.counters.log_swaps.fetch_add(1, Ordering::Relaxed);
+        self.counters.swapped_blocks.fetch_add(moved, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Copies every mapped block of logs `logs` home, flushes, unmaps them and empties the
+    /// logs, and snapshots. Returns the blocks copied.
+    pub(crate) fn checkpoint_logs(&self, st: &mut State, logs: &[u32]) -> Result<u64, DeviceError> {
+        let mut copied = 0u64;
+        let mut homes = Vec::new();
+        for &g in logs {
+            for (first, n) in self.runs_in(st, g) {
+                // A run may cross a group's end, where home blocks are not contiguous: one
+                // write per block keeps it simple; the device orders nothing among them.
+                let mut block = vec![0u8; MLB_BLOCK as usize];
+                for b in first..first + n {
+                    self.read_block(st, b, &mut block)?;
+                    self.inner.write_at(self.sb.home_block(b) * MLB_BLOCK, &block)?;
+                    homes.push(b);
+                }
+                copied += n;
+            }
+        }
+        // Home first: the snapshot that unmaps the blocks must not be durable before them.
+        if !self.faults.mlb_unmap_early {
+            self.inner.flush()?;
+        }
+        for b in homes {
+            st.map.remove(&b);
+        }
+        for &g in logs {
+            st.logs[g as usize].live = 0;
+            empty(&mut st.logs[g as usize], self.sb.log_sectors());
+        }
+        self.write_snapshot(st)?;
+        self.counters.checkpoints.fetch_add(logs.len() as u64, Ordering::Relaxed);
+        self.counters.checkpointed_blocks.fetch_add(copied, Ordering::Relaxed);
+        Ok(copied)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_never_run_past_a_log_end() {
+        assert_eq!(place(0, 9, 100), 0);
+        assert_eq!(place(91, 9, 100), 91);
+        assert_eq!(place(92, 9, 100), 100);
+        assert_eq!(place(292, 9, 100), 300);
+        let l = LogState { tail: 10, head: 95, next_log_seq: 1, live: 1 };
+        assert!(fits(&l, 5, 100));
+        assert!(fits(&l, 10, 100), "wraps to 100, ends at 110 = tail + log");
+        assert!(!fits(&l, 11, 100));
+    }
+}
