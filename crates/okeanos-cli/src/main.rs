@@ -253,6 +253,11 @@ enum Cmd {
         #[arg(long, value_name = "CERT_OUT")]
         tls_self_signed: Option<PathBuf>,
     },
+    /// Block-level manylogs (MLB) disks: create, serve over NBD, check, stat, checkpoint.
+    Blockdev {
+        #[command(subcommand)]
+        cmd: BlockdevCmd,
+    },
     /// Benchmarks on Okeanos and on Linux file systems: multistream, recovery, mixed.
     Bench(bench::BenchArgs),
     /// Install the mount(8) helpers (mount -t fuse.okeanos, fstab), shell completions and the
@@ -442,7 +447,7 @@ fn main() -> ExitCode {
         };
     }
     let cli = Cli::parse();
-    if !matches!(cli.cmd, Cmd::Mount { .. } | Cmd::Bench(_) | Cmd::JournalServer { .. }) {
+    if !matches!(cli.cmd, Cmd::Mount { .. } | Cmd::Bench(_) | Cmd::JournalServer { .. } | Cmd::Blockdev { cmd: BlockdevCmd::Serve { .. } }) {
         // A closed pipe ends these commands as it ends cat or ls. The mount daemon and the
         // benchmarks keep SIGPIPE ignored (sockets; cleanup of loop devices) and see EPIPE.
         // SAFETY: setting a signal disposition to its default before any thread exists.
@@ -581,6 +586,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             journal_server(&listen, dir, secrets.as_deref(), no_auth, &quota, max_connections, tls)
         }
         Cmd::Bench(args) => bench::run(args),
+        Cmd::Blockdev { cmd } => blockdev(cmd),
         Cmd::InstallHelpers { root, bin } => helpers::install(&root, bin),
         Cmd::Completions { shell } => helpers::completions(shell),
         Cmd::Exercise { dir, seed, ops, keep } => {

@@ -54,6 +54,7 @@ pub use ids::{HomeBlock, LogPos, Tid};
 pub mod inspect;
 pub mod journal;
 pub mod models;
+pub mod nbd;
 pub use device::nvm;
 pub mod options;
 pub mod remote;
