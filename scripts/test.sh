@@ -26,6 +26,9 @@ command -v setfacl >/dev/null 2>&1 || need_pkgs+=(acl)
 # The benchmark tests make ext4 on loop devices (kernel targets); XFS is a benchmark target too.
 command -v mkfs.ext4 >/dev/null 2>&1 || need_pkgs+=(e2fsprogs)
 command -v mkfs.xfs >/dev/null 2>&1 || need_pkgs+=(xfsprogs)
+# The MLB disk is exported over NBD to real clients: nbdinfo, nbdcopy, nbdfuse; qemu-io, qemu-img.
+command -v nbdfuse >/dev/null 2>&1 || need_pkgs+=(libnbd-bin)
+command -v qemu-io >/dev/null 2>&1 || need_pkgs+=(qemu-utils)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "installing ${need_pkgs[*]}" >&2
@@ -56,7 +59,7 @@ if [ "$(id -u)" = 0 ]; then
     [ -e /sys/module/fuse/parameters/enable_uring ] && require+=(uring)
 fi
 have_all=1
-for t in fio postmark sqlite3 setfacl getfacl setpriv python3 fallocate; do
+for t in fio postmark sqlite3 setfacl getfacl setpriv python3 fallocate nbdinfo nbdcopy nbdfuse qemu-io qemu-img; do
     command -v "$t" >/dev/null 2>&1 || have_all=0
 done
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || have_all=0
