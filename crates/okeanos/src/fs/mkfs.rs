@@ -116,24 +116,7 @@ impl std::fmt::Debug for MkfsError {
     }
 }
 
-/// A fresh 16-byte identifier (time, process and a counter through CRC32C; unique enough to
-/// pair a file system with its external journal).
-pub fn new_uuid() -> [u8; 16] {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-    let c = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let mut out = [0u8; 16];
-    for (k, chunk) in out.chunks_mut(4).enumerate() {
-        let mut seed = Vec::new();
-        seed.extend_from_slice(&t.to_le_bytes());
-        seed.extend_from_slice(&std::process::id().to_le_bytes());
-        seed.extend_from_slice(&c.to_le_bytes());
-        seed.push(k as u8);
-        chunk.copy_from_slice(&crc32c::crc32c(&seed).to_le_bytes());
-    }
-    out
-}
+pub use crate::ids::new_uuid;
 
 fn now_ns() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)

@@ -175,7 +175,7 @@ impl MlbDevice {
             (geometry.group_bytes / MLB_BLOCK) as u32,
             (geometry.log_bytes / MLB_BLOCK) as u32,
             (geometry.logged_write_bytes / MLB_BLOCK) as u32,
-            crate::fs::mkfs::new_uuid(),
+            crate::ids::new_uuid(),
         )
         .map_err(open_err)?;
         let snap = Snapshot {
