@@ -79,6 +79,16 @@ impl HddParams {
         HddParams { name: "cheetah15k5-146", capacity: 146_800_000_000, cache_bytes: 0, ..HddParams::cheetah15k() }
     }
 
+    /// The disk of the manylogs paper's MLB and MLSMR experiments (§V-B): a Seagate
+    /// Constellation ES.3 of 1 TB, 7,200 rpm, with its write cache disabled as the paper ran
+    /// it. The data sheet gives 175 MB/s sustained (outer zone) and 8.5 ms average read seek;
+    /// the inner-zone rate (half the outer), write seek (9.5 ms), track to track (1 ms), full
+    /// stroke (17 ms) and cylinder count (200,000) are those of [`HddParams::sata7200`]'s class,
+    /// assumed.
+    pub fn constellation_es3() -> Self {
+        HddParams { name: "constellation-es3", capacity: 1_000_000_000_000, cylinders: 200_000, outer_bps: 175e6, inner_bps: 87.5e6, bus_bps: 600e6, cache_bytes: 0, ..HddParams::sata7200() }
+    }
+
     /// A generic 7,200 rpm SATA disk (for example a Seagate Barracuda 7200.12, 500 GB):
     /// 8.5 ms average seek (9.5 ms write), 4.16 ms average rotational latency, about 100 to
     /// 150 MB/s, 1 ms track to track, 17 ms full stroke, 16 MiB cache, SATA 3 Gb/s.
@@ -168,8 +178,32 @@ impl Hdd {
         self.p.outer_bps - (self.p.outer_bps - self.p.inner_bps) * x
     }
 
-    /// Runs one request on the mechanism starting no earlier than `at`; returns its end.
-    fn mechanical(&mut self, at: u64, write: bool, offset: u64, len: u64) -> u64 {
+    /// The byte offset (in this disk's address space) under the head now: the start of its
+    /// cylinder's share of the capacity, by the same zoned integral.
+    pub fn head_offset(&self) -> u64 {
+        let x = self.head as f64 / (self.p.cylinders - 1) as f64;
+        let (ro, k) = (self.p.outer_bps, self.p.outer_bps - self.p.inner_bps);
+        let norm = ro - k / 2.0;
+        let f = if k <= 0.0 { x } else { (ro * x - k * x * x / 2.0) / norm };
+        ((f.clamp(0.0, 1.0)) * self.p.capacity as f64) as u64
+    }
+
+    /// A transfer on another surface at the radius where the arm is now (a head switch and
+    /// its settle, no seek, no wait for the sector: a log takes the write wherever the head
+    /// lands on its track), starting no earlier than `at`. The arm stays where it is.
+    pub fn at_head(&mut self, at: u64, len: u64, settle_ns: u64) -> u64 {
+        let x = self.head as f64 / (self.p.cylinders - 1) as f64;
+        let start = (at + self.p.overhead_ns).max(self.mech_free);
+        let done = start + settle_ns + (len as f64 / self.rate(x) * 1e9) as u64;
+        self.mech_free = done;
+        self.last_end = u64::MAX;
+        done
+    }
+
+    /// Runs one request on the mechanism starting no earlier than `at` (seek, rotation,
+    /// transfer); returns its end. For a model built over this disk, as `submit` is for a
+    /// request that arrives at the drive.
+    pub fn mechanical(&mut self, at: u64, write: bool, offset: u64, len: u64) -> u64 {
         let x = self.radius(offset);
         let cyl = ((x * (self.p.cylinders - 1) as f64) as u64).min(self.p.cylinders - 1);
         let start = at.max(self.mech_free);

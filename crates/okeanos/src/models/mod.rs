@@ -7,6 +7,7 @@ pub mod hdd;
 pub mod net;
 pub mod nvm;
 pub mod raid0;
+pub mod smr;
 pub mod ssd;
 
 /// What an I/O does.
