@@ -332,10 +332,23 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Encodes into a copy of `snapshot_blocks` blocks.
+    /// Bytes the encoded snapshot takes.
+    pub fn encoded_len(&self) -> usize {
+        SNAP_HEADER_LEN + self.logs.len() * SNAP_LOG_LEN + self.entries.len() * SNAP_ENTRY_LEN
+    }
+
+    /// The length a copy's header claims (0 when too short to say); not checked.
+    pub fn covered(b: &[u8]) -> u64 {
+        if b.len() < SNAP_HEADER_LEN {
+            return 0;
+        }
+        Le::u64(b, 64)
+    }
+
+    /// Encodes into `out`, at least [`Snapshot::encoded_len`] bytes.
     pub fn encode(&self, uuid: &[u8; 16], out: &mut [u8]) {
-        let n = SNAP_HEADER_LEN + self.logs.len() * SNAP_LOG_LEN + self.entries.len() * SNAP_ENTRY_LEN;
-        assert!(out.len() >= n, "a snapshot copy has room for every log block");
+        let n = self.encoded_len();
+        assert!(out.len() >= n, "the buffer holds the snapshot");
         out.fill(0);
         Le::put_u64(out, 0, SNAP_MAGIC);
         Le::put_u32(out, 8, SNAP_VERSION);

@@ -185,12 +185,13 @@ impl MlbDevice {
             logs: vec![SnapLog { tail: 0, head: 0, next_log_seq: 1 }; sb.groups as usize],
             entries: Vec::new(),
         };
-        let copy = (sb.snapshot_blocks as u64 * MLB_BLOCK) as usize;
-        let mut buf = vec![0u8; copy];
-        // Copy 0 zeroed (no stale copy of an earlier disk survives), copy 1 the first snapshot.
-        inner.write_at(MLB_BLOCK, &buf)?;
+        let copy = sb.snapshot_blocks as u64 * MLB_BLOCK;
+        let mut buf = vec![0u8; (snap.encoded_len() as u64).div_ceil(MLB_BLOCK) as usize * MLB_BLOCK as usize];
+        // Copy 0's header zeroed (no stale copy of an earlier disk survives), copy 1 the first
+        // snapshot.
+        inner.write_at(MLB_BLOCK, &vec![0u8; MLB_BLOCK as usize])?;
         snap.encode(&sb.uuid, &mut buf);
-        inner.write_at(MLB_BLOCK + copy as u64, &buf)?;
+        inner.write_at(MLB_BLOCK + copy, &buf)?;
         inner.flush()?;
         // The superblock last: a disk is an MLB disk only once its map is in place.
         inner.write_at(0, &sb.encode())?;
@@ -352,7 +353,9 @@ impl MlbDevice {
             entries: st.map.iter().map(|(&home, l)| SnapEntry { home, log: l.log, sector: l.sector }).collect(),
         };
         let copy = self.sb.snapshot_blocks as u64 * MLB_BLOCK;
-        let mut buf = vec![0u8; copy as usize];
+        // Only the blocks the snapshot fills: a copy has room for every log block mapped, which
+        // on a large disk is hundreds of megabytes.
+        let mut buf = vec![0u8; (snap.encoded_len() as u64).div_ceil(MLB_BLOCK) as usize * MLB_BLOCK as usize];
         snap.encode(&self.sb.uuid, &mut buf);
         self.inner.write_at(MLB_BLOCK + (snap.seq % 2) * copy, &buf)?;
         self.inner.flush()?;

@@ -89,11 +89,18 @@ pub(crate) fn read_super(inner: &dyn Device) -> Result<MlbSuper, DeviceError> {
 /// The valid snapshot copy with the higher sequence.
 pub(crate) fn read_snapshot(inner: &dyn Device, sb: &MlbSuper) -> Result<Snapshot, DeviceError> {
     let copy = sb.snapshot_blocks as u64 * MLB_BLOCK;
-    let mut buf = vec![0u8; copy as usize];
     let mut best: Option<Snapshot> = None;
     let mut why = Vec::new();
     for c in 0..2u64 {
+        // The header says how much of the copy is in use; read only that (checked against the
+        // copy's size, so a damaged length reads nothing outside it).
+        let mut buf = vec![0u8; MLB_BLOCK as usize];
         inner.read_at(MLB_BLOCK + c * copy, &mut buf)?;
+        let used = Snapshot::covered(&buf).div_ceil(MLB_BLOCK).clamp(1, sb.snapshot_blocks as u64);
+        if used > 1 {
+            buf = vec![0u8; (used * MLB_BLOCK) as usize];
+            inner.read_at(MLB_BLOCK + c * copy, &mut buf)?;
+        }
         match Snapshot::decode(&buf, sb) {
             Ok(s) if s.seq % 2 != c => why.push(format!("copy {c} holds sequence {}, which belongs in the other copy", s.seq)),
             Ok(s) => {
