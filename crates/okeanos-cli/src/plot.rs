@@ -292,3 +292,49 @@ mod tests {
         assert_eq!(d.len(), labels.len());
     }
 }
+
+/// Named lines of (x, y) points on one chart, written as `dir/stem.svg` and `.png`: the trace
+/// replay's latency CDFs (log x) and speed-ups by percentile (the manylogs paper's Fig. 6).
+pub fn plot_lines(dir: &Path, stem: &str, title: &str, axes: (&str, &str), log_x: bool, series: &[(String, Vec<(f64, f64)>)]) -> Result<Vec<PathBuf>, String> {
+    let pts = || series.iter().flat_map(|(_, p)| p.iter());
+    let (xmin, xmax) = pts().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
+    let (ymin, ymax) = pts().fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.1), b.max(p.1)));
+    if xmin > xmax {
+        return Ok(Vec::new());
+    }
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let mut b = ChartBuilder::on(&root);
+        b.caption(title, ("sans-serif", 16)).margin(12).margin_right(30).x_label_area_size(40).y_label_area_size(70);
+        macro_rules! draw {
+            ($chart:expr) => {{
+                let mut c = $chart;
+                c.configure_mesh().x_label_formatter(&|v: &f64| significant(*v)).y_label_formatter(&|v: &f64| significant(*v)).x_desc(axes.0).y_desc(axes.1).label_style(("sans-serif", 13)).draw().map_err(|e| e.to_string())?;
+                for (i, (name, p)) in series.iter().enumerate() {
+                    let color = COLORS[i % COLORS.len()];
+                    c.draw_series(LineSeries::new(p.iter().cloned(), color.stroke_width(2)))
+                        .map_err(|e| e.to_string())?
+                        .label(name.as_str())
+                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+                }
+                c.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).label_font(("sans-serif", 13)).position(SeriesLabelPosition::LowerRight).draw().map_err(|e| e.to_string())?;
+            }};
+        }
+        let y = (ymin.min(0.0))..(ymax * 1.1).max(1e-6);
+        if log_x {
+            let lo = xmin.max(1e-3);
+            draw!(b.build_cartesian_2d((lo * 0.8..xmax * 1.25).log_scale(), y).map_err(|e| e.to_string())?)
+        } else {
+            draw!(b.build_cartesian_2d(xmin..xmax, y).map_err(|e| e.to_string())?)
+        }
+        root.present().map_err(|e| e.to_string())?;
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let svg_path = dir.join(format!("{stem}.svg"));
+    std::fs::write(&svg_path, &svg).map_err(|e| format!("{}: {e}", svg_path.display()))?;
+    let png_path = dir.join(format!("{stem}.png"));
+    rasterize(&svg, &png_path)?;
+    Ok(vec![svg_path, png_path])
+}

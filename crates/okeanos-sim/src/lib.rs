@@ -16,4 +16,5 @@ pub mod nearhead;
 pub mod postmark;
 pub mod recovery;
 pub mod rng;
+pub mod trace;
 pub mod world;

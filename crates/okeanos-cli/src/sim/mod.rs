@@ -5,6 +5,7 @@
 mod crash_fuzz;
 mod experiments;
 mod storage;
+mod trace;
 
 use crash_fuzz::crash_fuzz;
 use experiments::*;
@@ -56,6 +57,11 @@ pub struct SimArgs {
 
 #[derive(Subcommand)]
 enum SimCmd {
+    /// Block traces (MSR Cambridge CSV, blkparse, or the paper's workloads as synthetic
+    /// stand-ins) replayed open-loop on the paper's 1 TB disk under no logging, MLB-32,
+    /// MLB-256 and the shingled-disk models SLSMR and MLSMR: latency by scheme, speed-ups by
+    /// percentile, log swaps, the map's size, and with --checkpoint the off-hours checkpoint.
+    Trace(trace::TraceArgs),
     /// N streams appending at a rate or in a closed loop with a sync after every k writes.
     Multistream {
         #[command(flatten)]
@@ -262,6 +268,7 @@ pub fn run(a: SimArgs) -> Result<ExitCode, String> {
     }
     match a.cmd {
         None => Err("okeanos sim: give a workload (multistream, mixed, recovery, models) or --crash-fuzz".into()),
+        Some(SimCmd::Trace(a)) => trace::run(a),
         Some(SimCmd::Models) => {
             for name in model::PRESETS {
                 println!("{}", model::preset(name)?.describe());
