@@ -380,22 +380,31 @@ fn the_log_nearest_the_head_takes_each_small_write_and_a_dead_log_is_reused_with
     dev.read_at(2 * per, &mut buf).unwrap();
     dev.write_at(3 * per, &vec![2u8; 4096]).unwrap();
     assert_eq!(dev.stats().log_used_sectors[2], 9);
-    // Fill log 2 with versions of blocks, then overwrite them all from log 0: log 2 is full
-    // and none of its blocks is mapped there any more.
-    for k in 0..6u64 {
+    // Log 2 takes four more versions of blocks 0-2 (5 records, 45 of its 64 sectors), then
+    // all three are written again from log 0: log 2 holds nothing mapped.
+    for k in 0..4u64 {
         dev.write_at(3 * per + (k % 3) * 4096, &vec![3 + k as u8; 4096]).unwrap();
     }
     dev.read_at(0, &mut buf).unwrap();
     for k in 0..3u64 {
         dev.write_at(3 * per + k * 4096, &vec![20 + k as u8; 4096]).unwrap();
     }
+    // A two-block record takes log 2 past 80% (no swap: nothing in it is mapped), and its
+    // blocks too are written again from log 0.
+    dev.read_at(2 * per, &mut buf).unwrap();
+    dev.write_at(3 * per + 3 * 4096, &vec![9u8; 8192]).unwrap();
+    assert_eq!(dev.stats().log_used_sectors[2], 62);
+    dev.read_at(0, &mut buf).unwrap();
+    dev.write_at(3 * per + 3 * 4096, &vec![23u8; 8192]).unwrap();
+    // Full, and dead: the next record there resets it.
     dev.read_at(2 * per, &mut buf).unwrap();
     let before = dev.stats();
     dev.write_at(3 * per + 5 * 4096, &vec![30u8; 4096]).unwrap();
     let after = dev.stats();
     assert_eq!(after.log_resets, before.log_resets + 1, "{after:?}");
     assert_eq!((after.checkpoints, after.log_swaps), (before.checkpoints, before.log_swaps), "a dead log needs no copying");
-    for (k, want) in [(0u64, 20u8), (1, 21), (2, 22), (5, 30)] {
+    assert_eq!(after.log_used_sectors[2], 9);
+    for (k, want) in [(0u64, 20u8), (1, 21), (2, 22), (3, 23), (4, 23), (5, 30)] {
         dev.read_at(3 * per + k * 4096, &mut buf).unwrap();
         assert_eq!(buf, vec![want; 4096], "block {k}");
     }

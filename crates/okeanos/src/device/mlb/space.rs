@@ -41,6 +41,14 @@ impl MlbDevice {
         let ls = self.sb.log_sectors();
         let g = self.head_group.load(Ordering::Relaxed).min(self.sb.groups - 1);
         if fits(&st.logs[g as usize], len, ls) {
+            // §III-G swaps a log once it is over 80% full, before it fills: then its mapped
+            // blocks, logged again with their headers, always fit an empty log.
+            let l = &st.logs[g as usize];
+            if (place(l.head, len, ls) + len - l.tail) * 5 > ls * 4 && l.live > 0 {
+                if let Some(cold) = self.coldest_with_room_for(st, g) {
+                    self.swap(st, g, cold)?;
+                }
+            }
             return Ok(g);
         }
         if st.logs[g as usize].live == 0 {
@@ -104,14 +112,35 @@ impl MlbDevice {
     /// `g`. The paper swaps the cold log's contents back into the hot one; the cold log is
     /// chosen emptiest, so here its contents stay where they are (docs/MLB.md).
     fn swap(&self, st: &mut State, g: u32, cold: u32) -> Result<(), DeviceError> {
-        let mut moved = 0;
-        for (first, n) in self.runs_in(st, g) {
-            let mut data = vec![0u8; (n * MLB_BLOCK) as usize];
-            for i in 0..n {
-                let at = (i * MLB_BLOCK) as usize;
-                self.read_block(st, first + i, &mut data[at..at + MLB_BLOCK as usize])?;
+        // The hot log's mapped blocks, read in log order (adjacent sectors in one read)...
+        let mut entries: Vec<(u64, super::Loc)> = st.map.iter().filter(|(_, l)| l.log == g).map(|(&b, &l)| (b, l)).collect();
+        entries.sort_by_key(|(_, l)| l.sector);
+        let bs = MLB_BLOCK as usize;
+        let per = crate::format::mlb::SECTORS_PER_BLOCK as u32;
+        let mut data = vec![0u8; entries.len() * bs];
+        let mut at_of = std::collections::HashMap::with_capacity(entries.len());
+        let mut i = 0;
+        while i < entries.len() {
+            let mut j = i + 1;
+            while j < entries.len() && entries[j].1.sector == entries[j - 1].1.sector + per {
+                j += 1;
             }
-            self.append(st, cold, first, &data)?;
+            self.inner.read_at(self.sb.log_start(g) + entries[i].1.sector as u64 * crate::device::SECTOR_SIZE, &mut data[i * bs..j * bs])?;
+            for (k, e) in entries[i..j].iter().enumerate() {
+                at_of.insert(e.0, (i + k) * bs);
+            }
+            i = j;
+        }
+        // ...then logged again in the cold log, runs of adjacent user blocks per record.
+        let mut moved = 0;
+        let mut rec = Vec::new();
+        for (first, n) in self.runs_in(st, g) {
+            rec.clear();
+            for b in first..first + n {
+                let at = at_of[&b];
+                rec.extend_from_slice(&data[at..at + bs]);
+            }
+            self.append(st, cold, first, &rec)?;
             moved += n;
         }
         debug_assert_eq!(st.logs[g as usize].live, 0);
@@ -123,23 +152,53 @@ impl MlbDevice {
     }
 
     /// Copies every mapped block of logs `logs` home, flushes, unmaps them and empties the
-    /// logs, and snapshots. Returns the blocks copied.
+    /// logs, and snapshots. Returns the blocks copied. Blocks go in batches: each read from
+    /// the logs in log order (runs of adjacent sectors in one read), then written home in
+    /// block order (runs of adjacent homes in one write), so a checkpoint streams the logs
+    /// and sweeps the disk once per batch instead of seeking between a log and a home for
+    /// every block.
     pub(crate) fn checkpoint_logs(&self, st: &mut State, logs: &[u32]) -> Result<u64, DeviceError> {
-        let mut copied = 0u64;
-        let mut homes = Vec::new();
+        const BATCH: usize = 16 << 10; // blocks: 64 MiB of memory
+        let mut chosen = vec![false; self.sb.groups as usize];
         for &g in logs {
-            for (first, n) in self.runs_in(st, g) {
-                // A run may cross a group's end, where home blocks are not contiguous: one
-                // write per block keeps it simple; the device orders nothing among them.
-                let mut block = vec![0u8; MLB_BLOCK as usize];
-                for b in first..first + n {
-                    self.read_block(st, b, &mut block)?;
-                    self.inner.write_at(self.sb.home_block(b) * MLB_BLOCK, &block)?;
-                    homes.push(b);
+            chosen[g as usize] = true;
+        }
+        let mut entries: Vec<(u64, super::Loc)> = st.map.iter().filter(|(_, l)| chosen[l.log as usize]).map(|(&b, &l)| (b, l)).collect();
+        entries.sort_by_key(|(_, l)| (l.log, l.sector));
+        let bs = MLB_BLOCK as usize;
+        let per = crate::format::mlb::SECTORS_PER_BLOCK as u32;
+        for chunk in entries.chunks(BATCH) {
+            let mut data = vec![0u8; chunk.len() * bs];
+            let mut i = 0;
+            while i < chunk.len() {
+                let mut j = i + 1;
+                while j < chunk.len() && chunk[j].1.log == chunk[i].1.log && chunk[j].1.sector == chunk[j - 1].1.sector + per {
+                    j += 1;
                 }
-                copied += n;
+                let at = self.sb.log_start(chunk[i].1.log) + chunk[i].1.sector as u64 * crate::device::SECTOR_SIZE;
+                self.inner.read_at(at, &mut data[i * bs..j * bs])?;
+                i = j;
+            }
+            let mut order: Vec<usize> = (0..chunk.len()).collect();
+            order.sort_by_key(|&k| chunk[k].0);
+            let mut i = 0;
+            let mut run = Vec::new();
+            while i < order.len() {
+                let first = chunk[order[i]].0;
+                let mut j = i + 1;
+                while j < order.len() && chunk[order[j]].0 == chunk[order[j - 1]].0 + 1 && self.sb.group_of(chunk[order[j]].0) == self.sb.group_of(first) {
+                    j += 1;
+                }
+                run.clear();
+                for &k in &order[i..j] {
+                    run.extend_from_slice(&data[k * bs..(k + 1) * bs]);
+                }
+                self.inner.write_at(self.sb.home_block(first) * MLB_BLOCK, &run)?;
+                i = j;
             }
         }
+        let copied = entries.len() as u64;
+        let homes: Vec<u64> = entries.iter().map(|(b, _)| *b).collect();
         // Home first: the snapshot that unmaps the blocks must not be durable before them.
         if !self.faults.mlb_unmap_early {
             self.inner.flush()?;
