@@ -554,3 +554,36 @@ fn fsck_exit_codes_and_the_messages_a_new_user_meets() {
     assert_eq!(text(&o).trim().lines().count(), 1, "one line: {}", text(&o));
     assert!(text(&o).contains("is not mounted"), "{}", text(&o));
 }
+
+#[test]
+fn sim_trace_replays_a_workload_and_a_trace_file_under_every_scheme() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("w3.json");
+    let o = okeanos(&["sim", "trace", "--workload", "w3", "--duration", "60s", "--json", json.to_str().unwrap(), "--plot", dir.path().join("plots").to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("mlb-256 over nologging") && t.contains("mlsmr over slsmr"), "{t}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    let schemes: Vec<&str> = runs.iter().map(|r| r["scheme"].as_str().unwrap()).collect();
+    assert_eq!(schemes, ["nologging", "mlb-32", "mlb-256", "slsmr", "mlsmr"]);
+    for r in runs {
+        assert!(r["latency_us"]["mean"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    assert!(dir.path().join("plots/trace-w3-cdf.png").exists());
+    // A trace file in the MSR Cambridge format; a malformed one names its line.
+    let csv = dir.path().join("msr.csv");
+    let mut lines = String::from("Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime\n");
+    for k in 0..200u64 {
+        let kind = if k % 3 == 0 { "Write" } else { "Read" };
+        lines.push_str(&format!("{},h,0,{kind},{},{},100\n", 128166372000000000 + k * 200_000, (k * 7919 % 1000) * (1 << 24), 4096 * (1 + k % 4)));
+    }
+    std::fs::write(&csv, lines).unwrap();
+    let o = okeanos(&["sim", "trace", "--trace", csv.to_str().unwrap(), "--schemes", "nologging,mlb-256"]);
+    assert!(o.status.success() && text(&o).contains("200 I/Os"), "{}", text(&o));
+    std::fs::write(&csv, "1,h,0,Write,0,4096,1\n2,h,0,Trim,0,4096,1\n").unwrap();
+    let o = okeanos(&["sim", "trace", "--trace", csv.to_str().unwrap()]);
+    assert!(!o.status.success() && text(&o).contains("line 2"), "{}", text(&o));
+    let o = okeanos(&["sim", "trace", "--workload", "w9"]);
+    assert!(!o.status.success() && text(&o).contains("w1..w5"), "{}", text(&o));
+}
