@@ -45,6 +45,14 @@ pub(crate) enum BlockdevCmd {
         /// Refuse writes.
         #[arg(long)]
         read_only: bool,
+        /// Export DISK as it is, without MLB (any file or device): the baseline of a
+        /// comparison through the same server.
+        #[arg(long)]
+        plain: bool,
+        /// Time every I/O on DISK as this device model says, in real time (timed emulation,
+        /// as `okeanos mount -o device_model=`): sata7200, cheetah15k, ... (`okeanos sim models`).
+        #[arg(long, value_name = "PRESET")]
+        device_model: Option<String>,
     },
     /// Check that every log holds whole records from tail to head and every map entry points
     /// at its block in one of them; exits 0 clean, 4 with problems, 8 when it cannot check.
@@ -147,16 +155,32 @@ pub(crate) fn blockdev(cmd: BlockdevCmd) -> Result<ExitCode, String> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        BlockdevCmd::Serve { disk, nbd, name, max_connections, read_only } => {
+        BlockdevCmd::Serve { disk, nbd, name, max_connections, read_only, plain, device_model } => {
             use std::io::Write;
             if max_connections == 0 {
                 return Err("--max-connections must be at least 1".into());
             }
-            let dev = Arc::new(open_locked(&disk)?);
+            let mut base = open_dev(&disk, true)?;
+            if let Some(m) = &device_model {
+                let model = okeanos::models::preset(m).map_err(|e| format!("--device-model: {e}"))?;
+                base = Arc::new(okeanos::device::TimedDevice::new(base, model));
+            }
+            let mlb = if plain { None } else { Some(Arc::new(MlbDevice::open(base.clone()).map_err(|e| format!("{}: {e}", disk.display()))?)) };
+            let dev: Arc<dyn Device> = match &mlb {
+                Some(m) => m.clone(),
+                None => base.clone(),
+            };
             let server = NbdServer::bind(&nbd, dev.clone(), NbdConfig { name: name.clone(), max_connections, read_only }).map_err(|e| format!("listen on {nbd}: {e}"))?;
             let addr = server.local_addr().map_err(|e| e.to_string())?;
-            let recovered = dev.stats().recovered_records;
-            println!("okeanos blockdev: serving {} ({} bytes, export {name:?}) on nbd://{addr}{}", disk.display(), dev.len_bytes(), if recovered > 0 { format!("; recovered {recovered} records") } else { String::new() });
+            let recovered = mlb.as_ref().map_or(0, |m| m.stats().recovered_records);
+            let what = if plain { ", plain: no MLB" } else { "" };
+            let timed = device_model.as_deref().map_or(String::new(), |m| format!(", timed as {m}"));
+            println!(
+                "okeanos blockdev: serving {} ({} bytes, export {name:?}{what}{timed}) on nbd://{addr}{}",
+                disk.display(),
+                dev.len_bytes(),
+                if recovered > 0 { format!("; recovered {recovered} records") } else { String::new() }
+            );
             let _ = std::io::stdout().flush();
             let stop = server.stop_flag();
             let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT]).map_err(|e| e.to_string())?;
@@ -169,8 +193,19 @@ pub(crate) fn blockdev(cmd: BlockdevCmd) -> Result<ExitCode, String> {
             server.run();
             eprintln!("okeanos blockdev: stopped: {}", server.stats().summary());
             drop(server);
-            let dev = Arc::try_unwrap(dev).map_err(|_| "the device is still shared after the server stopped".to_string())?;
-            dev.close().map_err(|e| format!("{}: snapshot at exit: {e}", disk.display()))?;
+            drop(dev);
+            match mlb {
+                Some(m) => {
+                    let st = m.stats();
+                    eprintln!(
+                        "okeanos blockdev: MLB: {} writes logged, {} in place, {} log swaps, {} checkpoints, {} blocks mapped",
+                        st.logged_writes, st.in_place_writes, st.log_swaps, st.checkpoints, st.mapped_blocks
+                    );
+                    let m = Arc::try_unwrap(m).map_err(|_| "the device is still shared after the server stopped".to_string())?;
+                    m.close().map_err(|e| format!("{}: snapshot at exit: {e}", disk.display()))?;
+                }
+                None => base.flush().map_err(|e| format!("{}: flush at exit: {e}", disk.display()))?,
+            }
             Ok(ExitCode::SUCCESS)
         }
         BlockdevCmd::Check { disk, json } => {
