@@ -183,8 +183,8 @@ pub fn replay_bytes() -> u64 {
     sb.user_bytes
 }
 
-/// Replays `trace` under `scheme`; with `checkpoint`, MLB then copies every logged block home
-/// and times it.
+/// Replays `trace` under `scheme`; with `checkpoint`, MLB then copies every logged block home,
+/// and the shingled disks move every logged block into its band, timed.
 pub fn replay(trace: &[TraceIo], workload: &str, scheme: &str, checkpoint: bool) -> Result<SchemeRun, String> {
     let mut lat = Vec::with_capacity(trace.len());
     let writes = trace.iter().filter(|io| io.write).count() as u64;
@@ -223,11 +223,15 @@ pub fn replay(trace: &[TraceIo], workload: &str, scheme: &str, checkpoint: bool)
                 };
                 lat.push(done - io.at_ns);
             }
-            if let Some(m) = &smr {
+            if let Some(m) = &mut smr {
                 run.logged_writes = m.stats.logged_writes;
                 run.log_swaps = m.stats.log_swaps;
                 run.band_cleanings = m.stats.band_cleanings;
                 run.mapped_blocks = m.mapped_blocks() as u64;
+                if checkpoint {
+                    let start = end.max(lat.iter().zip(trace).map(|(l, io)| io.at_ns + l).max().unwrap_or(0));
+                    run.checkpoint_s = Some((m.checkpoint_all(start) - start) as f64 / 1e9);
+                }
             }
         }
         "mlb-32" | "mlb-256" => {
