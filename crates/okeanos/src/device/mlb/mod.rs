@@ -147,6 +147,10 @@ pub struct MlbDevice {
     inner: Arc<dyn Device>,
     sb: MlbSuper,
     state: RwLock<State>,
+    /// Held shared by a read from the moment it looked its blocks up until its I/O is done,
+    /// and exclusively by whatever frees log space (reset, swap, checkpoint), which so waits
+    /// for reads that may still be reading a location it frees. Taken after `state`.
+    pub(crate) space: RwLock<()>,
     /// The group of the last non-logged I/O: where the disk head is (§III-D).
     head_group: AtomicU32,
     counters: Counters,
@@ -436,33 +440,42 @@ impl Device for MlbDevice {
         if buf.is_empty() {
             return Ok(());
         }
-        let st = self.lock_read();
-        let end = offset + buf.len() as u64;
-        let mut pos = offset;
-        while pos < end {
-            let b = pos / MLB_BLOCK;
-            let in_block = pos - b * MLB_BLOCK;
-            if let Some(loc) = st.map.get(&b) {
-                let n = (MLB_BLOCK - in_block).min(end - pos);
-                let at = self.sb.log_start(loc.log) + loc.sector as u64 * SECTOR_SIZE + in_block;
-                self.inner.read_at(at, &mut buf[(pos - offset) as usize..(pos - offset + n) as usize])?;
-                self.counters.log_reads.fetch_add(1, Ordering::Relaxed);
+        // Where each piece is, under the state lock; the reads themselves outside it, so that
+        // a write waits for no read's I/O. A read holds the space guard until its I/O is done:
+        // nothing frees log space under it (see `space`).
+        let mut pieces: Vec<(u64, usize, usize)> = Vec::new();
+        let guard = {
+            let st = self.lock_read();
+            let end = offset + buf.len() as u64;
+            let mut pos = offset;
+            while pos < end {
+                let b = pos / MLB_BLOCK;
+                let in_block = pos - b * MLB_BLOCK;
+                if let Some(loc) = st.map.get(&b) {
+                    let n = (MLB_BLOCK - in_block).min(end - pos);
+                    pieces.push((self.sb.log_start(loc.log) + loc.sector as u64 * SECTOR_SIZE + in_block, (pos - offset) as usize, n as usize));
+                    self.counters.log_reads.fetch_add(1, Ordering::Relaxed);
+                    pos += n;
+                    continue;
+                }
+                // A run of unlogged blocks in one group: one read at home.
+                let g = self.sb.group_of(b);
+                let mut e = b + 1;
+                while e * MLB_BLOCK < end && !st.map.contains_key(&e) && self.sb.group_of(e) == g {
+                    e += 1;
+                }
+                let n = (e * MLB_BLOCK).min(end) - pos;
+                pieces.push((self.sb.home_block(b) * MLB_BLOCK + in_block, (pos - offset) as usize, n as usize));
+                self.head_group.store(g, Ordering::Relaxed);
+                self.counters.home_reads.fetch_add(1, Ordering::Relaxed);
                 pos += n;
-                continue;
             }
-            // A run of unlogged blocks in one group: one read at home.
-            let g = self.sb.group_of(b);
-            let mut e = b + 1;
-            while e * MLB_BLOCK < end && !st.map.contains_key(&e) && self.sb.group_of(e) == g {
-                e += 1;
-            }
-            let n = (e * MLB_BLOCK).min(end) - pos;
-            let at = self.sb.home_block(b) * MLB_BLOCK + in_block;
-            self.inner.read_at(at, &mut buf[(pos - offset) as usize..(pos - offset + n) as usize])?;
-            self.head_group.store(g, Ordering::Relaxed);
-            self.counters.home_reads.fetch_add(1, Ordering::Relaxed);
-            pos += n;
+            self.space.read().unwrap_or_else(|e| e.into_inner())
+        };
+        for (at, from, n) in pieces {
+            self.inner.read_at(at, &mut buf[from..from + n])?;
         }
+        drop(guard);
         self.user.on_read(buf.len());
         Ok(())
     }

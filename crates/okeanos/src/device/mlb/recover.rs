@@ -156,6 +156,7 @@ pub(super) fn open(inner: Arc<dyn Device>, faults: crate::faults::Faults) -> Res
         inner,
         head_group: AtomicU32::new(0),
         state: RwLock::new(State { map, logs, epoch, next_seq, snap_seq: snap.seq }),
+        space: RwLock::new(()),
         counters: Counters::default(),
         recovered_records: recovered,
         poison: Poison::default(),

@@ -66,6 +66,7 @@ impl MlbDevice {
 
     /// Empties log `g`, none of whose blocks is mapped: a snapshot that says so.
     fn reset(&self, st: &mut State, g: u32) -> Result<(), DeviceError> {
+        let _no_reads = self.space.write().unwrap_or_else(|e| e.into_inner());
         empty(&mut st.logs[g as usize], self.sb.log_sectors());
         self.write_snapshot(st)?;
         self.counters.log_resets.fetch_add(1, Ordering::Relaxed);
@@ -112,6 +113,7 @@ impl MlbDevice {
     /// `g`. The paper swaps the cold log's contents back into the hot one; the cold log is
     /// chosen emptiest, so here its contents stay where they are (docs/MLB.md).
     fn swap(&self, st: &mut State, g: u32, cold: u32) -> Result<(), DeviceError> {
+        let _no_reads = self.space.write().unwrap_or_else(|e| e.into_inner());
         // The hot log's mapped blocks, read in log order (adjacent sectors in one read)...
         let mut entries: Vec<(u64, super::Loc)> = st.map.iter().filter(|(_, l)| l.log == g).map(|(&b, &l)| (b, l)).collect();
         entries.sort_by_key(|(_, l)| l.sector);
@@ -158,6 +160,7 @@ impl MlbDevice {
     /// and sweeps the disk once per batch instead of seeking between a log and a home for
     /// every block.
     pub(crate) fn checkpoint_logs(&self, st: &mut State, logs: &[u32]) -> Result<u64, DeviceError> {
+        let _no_reads = self.space.write().unwrap_or_else(|e| e.into_inner());
         const BATCH: usize = 16 << 10; // blocks: 64 MiB of memory
         let mut chosen = vec![false; self.sb.groups as usize];
         for &g in logs {
