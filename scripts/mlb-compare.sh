@@ -72,7 +72,8 @@ PY
 serve() { # extra serve options; sets uri and server
     "$okeanos" blockdev serve "$loop" --nbd 127.0.0.1:0 "${timed[@]}" "$@" > "$work/serve.out" 2> "$work/serve.err" &
     server=$!
-    for _ in $(seq 1 100); do grep -q 'nbd://' "$work/serve.out" 2>/dev/null && break; sleep 0.05; done
+    for _ in $(seq 1 1200); do grep -q 'nbd://' "$work/serve.out" 2>/dev/null && break; sleep 0.05; done
+    grep -q 'nbd://' "$work/serve.out" || { echo "the server did not start: $(cat "$work/serve.err")" >&2; exit 1; }
     uri="$(grep -o 'nbd://[0-9.:]*' "$work/serve.out")/"
 }
 stop() {

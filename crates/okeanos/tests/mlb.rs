@@ -478,3 +478,24 @@ fn concurrent_reads_never_see_a_freed_location_reused() {
     assert!(reads > 100 && st.log_swaps + st.checkpoints > 10, "{reads} reads, {st:?}");
     assert!(dev.check().unwrap().is_clean());
 }
+
+#[test]
+fn an_open_after_a_clean_close_reads_no_log_and_after_a_crash_reads_them_all() {
+    let disk = made(4 << 20, tiny());
+    let dev = MlbDevice::open(disk.clone()).unwrap();
+    let groups = dev.superblock().groups as u64;
+    dev.write_at(0, &vec![7u8; 4096]).unwrap();
+    dev.close().unwrap();
+    let before = disk.counters().reads;
+    let dev = MlbDevice::open(disk.clone()).unwrap();
+    assert!(disk.counters().reads - before <= 3, "superblock and two snapshot copies only");
+    dev.write_at(4096, &vec![8u8; 4096]).unwrap();
+    dev.flush().unwrap();
+    drop(dev); // a crash: the snapshot open wrote is not clean
+    let before = disk.counters().reads;
+    let dev = MlbDevice::open(disk.clone()).unwrap();
+    assert!(disk.counters().reads - before >= 3 + groups, "every log is read past its head");
+    let mut got = vec![0u8; 8192];
+    dev.read_at(0, &mut got).unwrap();
+    assert!(got[..4096].iter().all(|&b| b == 7) && got[4096..].iter().all(|&b| b == 8));
+}

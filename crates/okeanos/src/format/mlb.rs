@@ -329,7 +329,13 @@ pub struct Snapshot {
     pub logs: Vec<SnapLog>,
     /// Sorted by `home`, each home once.
     pub entries: Vec<SnapEntry>,
+    /// Written at a clean close: no record follows any log's head, so an open need not read
+    /// the logs (it writes a snapshot without the flag before anything else).
+    pub clean: bool,
 }
+
+/// Snapshot flag bits (bytes 12..16).
+pub const SNAP_CLEAN: u32 = 1;
 
 impl Snapshot {
     /// Bytes the encoded snapshot takes.
@@ -352,7 +358,7 @@ impl Snapshot {
         out.fill(0);
         Le::put_u64(out, 0, SNAP_MAGIC);
         Le::put_u32(out, 8, SNAP_VERSION);
-        Le::put_u32(out, 12, 0);
+        Le::put_u32(out, 12, if self.clean { SNAP_CLEAN } else { 0 });
         Le::put_u64(out, 16, self.seq);
         Le::put_u32(out, 24, self.epoch);
         Le::put_u32(out, 28, self.logs.len() as u32);
@@ -391,7 +397,7 @@ impl Snapshot {
             return Err(FormatError::BadMagic { what: W, found: magic, expected: SNAP_MAGIC });
         }
         let (version, features) = (Le::u32(b, 8), Le::u32(b, 12));
-        if version != SNAP_VERSION || features != 0 {
+        if version != SNAP_VERSION || features & !SNAP_CLEAN != 0 {
             return Err(FormatError::Unsupported { what: W, version, features });
         }
         let logs = Le::u32(b, 28);
@@ -438,7 +444,7 @@ impl Snapshot {
             entries.push(e);
             at += SNAP_ENTRY_LEN;
         }
-        Ok(Snapshot { seq: Le::u64(b, 16), epoch: Le::u32(b, 24), next_seq: Le::u64(b, 40), logs: out_logs, entries })
+        Ok(Snapshot { seq: Le::u64(b, 16), epoch: Le::u32(b, 24), next_seq: Le::u64(b, 40), logs: out_logs, entries, clean: features & SNAP_CLEAN != 0 })
     }
 }
 
@@ -504,6 +510,7 @@ mod tests {
             next_seq: 40,
             logs: (0..s.groups).map(|i| SnapLog { tail: i as u64, head: i as u64 + 9, next_log_seq: 3 }).collect(),
             entries: vec![SnapEntry { home: 1, log: 0, sector: 1 }, SnapEntry { home: 90, log: 3, sector: 17 }],
+            clean: true,
         };
         let mut b = vec![0u8; (s.snapshot_blocks as u64 * MLB_BLOCK) as usize];
         snap.encode(&s.uuid, &mut b);

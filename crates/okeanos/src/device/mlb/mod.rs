@@ -188,6 +188,7 @@ impl MlbDevice {
             next_seq: 1,
             logs: vec![SnapLog { tail: 0, head: 0, next_log_seq: 1 }; sb.groups as usize],
             entries: Vec::new(),
+            clean: true,
         };
         let copy = sb.snapshot_blocks as u64 * MLB_BLOCK;
         let mut buf = vec![0u8; (snap.encoded_len() as u64).div_ceil(MLB_BLOCK) as usize * MLB_BLOCK as usize];
@@ -258,9 +259,13 @@ impl MlbDevice {
         })
     }
 
-    /// Snapshots the map and releases the wrapped device.
+    /// Snapshots the map, marked clean so that the next open reads no log, and releases the
+    /// wrapped device.
     pub fn close(self) -> Result<(), DeviceError> {
-        self.snapshot()
+        self.guarded(|| {
+            let mut st = self.lock_write();
+            self.write_snapshot_marked(&mut st, true)
+        })
     }
 
     pub fn stats(&self) -> MlbStats {
@@ -346,6 +351,11 @@ impl MlbDevice {
     /// snapshot can be; the second makes the snapshot durable before any log space it frees
     /// is reused.
     pub(crate) fn write_snapshot(&self, st: &mut State) -> Result<(), DeviceError> {
+        self.write_snapshot_marked(st, false)
+    }
+
+    /// [`MlbDevice::write_snapshot`], marked clean when `clean`: nothing may be written after it.
+    fn write_snapshot_marked(&self, st: &mut State, clean: bool) -> Result<(), DeviceError> {
         if !self.faults.mlb_unmap_early {
             self.inner.flush()?;
         }
@@ -355,6 +365,7 @@ impl MlbDevice {
             next_seq: st.next_seq,
             logs: st.logs.iter().map(|l| SnapLog { tail: l.tail, head: l.head, next_log_seq: l.next_log_seq }).collect(),
             entries: st.map.iter().map(|(&home, l)| SnapEntry { home, log: l.log, sector: l.sector }).collect(),
+            clean,
         };
         let copy = self.sb.snapshot_blocks as u64 * MLB_BLOCK;
         // Only the blocks the snapshot fills: a copy has room for every log block mapped, which
