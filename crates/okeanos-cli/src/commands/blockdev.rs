@@ -182,14 +182,7 @@ pub(crate) fn blockdev(cmd: BlockdevCmd) -> Result<ExitCode, String> {
                 if recovered > 0 { format!("; recovered {recovered} records") } else { String::new() }
             );
             let _ = std::io::stdout().flush();
-            let stop = server.stop_flag();
-            let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT]).map_err(|e| e.to_string())?;
-            std::thread::spawn(move || {
-                if signals.forever().next().is_some() {
-                    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-                    let _ = std::net::TcpStream::connect(addr);
-                }
-            });
+            super::server::stop_on_signal(server.stop_flag(), addr)?;
             server.run();
             eprintln!("okeanos blockdev: stopped: {}", server.stats().summary());
             drop(server);

@@ -59,16 +59,21 @@ pub(crate) fn journal_server(listen: &str, dir: PathBuf, secrets: Option<&Path>,
     let addr = server.local_addr().map_err(|e| e.to_string())?;
     println!("okeanos journal-server listening on {addr}{tls_note}, journals in {}", dir.display());
     let _ = std::io::stdout().flush();
-    let stop = server.stop_flag();
+    stop_on_signal(server.stop_flag(), addr)?;
+    server.run();
+    eprintln!("okeanos journal-server stopped: {}", server.stats().summary());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// SIGTERM or SIGINT sets a server's stop flag and wakes its accept loop (a connection to its
+/// own address), so that `run` returns and the server ends cleanly.
+pub(crate) fn stop_on_signal(stop: std::sync::Arc<std::sync::atomic::AtomicBool>, addr: std::net::SocketAddr) -> Result<(), String> {
     let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT]).map_err(|e| e.to_string())?;
     std::thread::spawn(move || {
         if signals.forever().next().is_some() {
             stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            // Wake the accept loop.
             let _ = std::net::TcpStream::connect(addr);
         }
     });
-    server.run();
-    eprintln!("okeanos journal-server stopped: {}", server.stats().summary());
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
