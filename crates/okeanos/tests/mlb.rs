@@ -37,6 +37,8 @@ enum Op {
     Flush,
     /// Copies everything home (durable when it returns, as a flush).
     Checkpoint,
+    /// What an idle moment does (a log swap), promising nothing about durability.
+    Idle,
 }
 
 /// A workload over `size` user bytes: small writes (logged), medium ones (logged, several
@@ -62,8 +64,10 @@ fn workload(rng: &mut StdRng, size: u64, n: usize, logged: u64) -> Vec<Op> {
         } else if roll < 80 {
             let len = rng.gen_range(1..=64).min(sectors);
             Op::Read { offset: rng.gen_range(0..=sectors - len) * SECTOR_SIZE, len: len * SECTOR_SIZE }
-        } else if roll < 98 {
+        } else if roll < 96 {
             Op::Flush
+        } else if roll < 98 {
+            Op::Idle
         } else {
             Op::Checkpoint
         };
@@ -91,6 +95,9 @@ fn run(dev: &MlbDevice, ops: &[Op], model: &mut [u8], mut each: impl FnMut(usize
             Op::Flush => dev.flush().unwrap(),
             Op::Checkpoint => {
                 dev.checkpoint_all().unwrap();
+            }
+            Op::Idle => {
+                dev.idle_work().unwrap();
             }
         }
         apply(model, op);
@@ -498,4 +505,28 @@ fn an_open_after_a_clean_close_reads_no_log_and_after_a_crash_reads_them_all() {
     let mut got = vec![0u8; 8192];
     dev.read_at(0, &mut got).unwrap();
     assert!(got[..4096].iter().all(|&b| b == 7) && got[4096..].iter().all(|&b| b == 8));
+}
+
+#[test]
+fn idle_work_swaps_a_log_over_half_full_once_and_keeps_every_block() {
+    let disk = made(4 << 20, tiny());
+    let dev = MlbDevice::open(disk.clone()).unwrap();
+    assert!(!dev.idle_work().unwrap(), "nothing to do on an empty disk");
+    // Four versions of one block fill log 0 past half (36 of 64 sectors), three of them dead.
+    for k in 0..4u64 {
+        dev.write_at(0, &vec![k as u8 + 1; 4096]).unwrap();
+    }
+    assert_eq!(dev.stats().log_used_sectors[0], 36);
+    assert!(dev.idle_work().unwrap());
+    let st = dev.stats();
+    assert_eq!((st.idle_swaps, st.log_used_sectors[0], st.log_used_sectors.iter().sum::<u64>()), (1, 0, 9), "{st:?}");
+    assert!(!dev.idle_work().unwrap(), "the target is at most half full: no swap back");
+    let mut buf = vec![0u8; 8192];
+    dev.read_at(0, &mut buf).unwrap();
+    assert!(buf[..4096].iter().all(|&b| b == 4) && buf[4096..].iter().all(|&b| b == 0));
+    drop(dev);
+    let dev = MlbDevice::open(disk).unwrap();
+    dev.read_at(0, &mut buf).unwrap();
+    assert!(buf[..4096].iter().all(|&b| b == 4) && buf[4096..].iter().all(|&b| b == 0));
+    assert!(dev.check().unwrap().is_clean());
 }

@@ -170,7 +170,7 @@ pub(crate) fn blockdev(cmd: BlockdevCmd) -> Result<ExitCode, String> {
                 Some(m) => m.clone(),
                 None => base.clone(),
             };
-            let server = NbdServer::bind(&nbd, dev.clone(), NbdConfig { name: name.clone(), max_connections, read_only }).map_err(|e| format!("listen on {nbd}: {e}"))?;
+            let server = Arc::new(NbdServer::bind(&nbd, dev.clone(), NbdConfig { name: name.clone(), max_connections, read_only }).map_err(|e| format!("listen on {nbd}: {e}"))?);
             let addr = server.local_addr().map_err(|e| e.to_string())?;
             let recovered = mlb.as_ref().map_or(0, |m| m.stats().recovered_records);
             let what = if plain { ", plain: no MLB" } else { "" };
@@ -183,7 +183,37 @@ pub(crate) fn blockdev(cmd: BlockdevCmd) -> Result<ExitCode, String> {
             );
             let _ = std::io::stdout().flush();
             super::server::stop_on_signal(server.stop_flag(), addr)?;
+            // Idle work (log swaps of logs over 80% full, §III-G) once no request came for
+            // IDLE; between swaps it looks again, so a request that arrives waits for at most
+            // the swap under way.
+            let idle = mlb.clone().map(|m| {
+                let (server, stop) = (server.clone(), server.stop_flag());
+                std::thread::spawn(move || {
+                    const IDLE: std::time::Duration = std::time::Duration::from_millis(100);
+                    let mut seen = server.activity();
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        std::thread::sleep(IDLE);
+                        let now = server.activity();
+                        if now == seen {
+                            while server.activity() == now && !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                                match m.idle_work() {
+                                    Ok(true) => {}
+                                    Ok(false) => break,
+                                    Err(e) => {
+                                        eprintln!("okeanos blockdev: idle work: {e}");
+                                        return;
+                                    }
+                                }
+                            }
+                        }
+                        seen = now;
+                    }
+                })
+            });
             server.run();
+            if let Some(t) = idle {
+                let _ = t.join();
+            }
             eprintln!("okeanos blockdev: stopped: {}", server.stats().summary());
             drop(server);
             drop(dev);
@@ -191,8 +221,8 @@ pub(crate) fn blockdev(cmd: BlockdevCmd) -> Result<ExitCode, String> {
                 Some(m) => {
                     let st = m.stats();
                     eprintln!(
-                        "okeanos blockdev: MLB: {} writes logged, {} in place, {} log swaps, {} checkpoints, {} blocks mapped",
-                        st.logged_writes, st.in_place_writes, st.log_swaps, st.checkpoints, st.mapped_blocks
+                        "okeanos blockdev: MLB: {} writes logged, {} in place, {} log swaps ({} when idle), {} checkpoints, {} blocks mapped",
+                        st.logged_writes, st.in_place_writes, st.log_swaps, st.idle_swaps, st.checkpoints, st.mapped_blocks
                     );
                     let m = Arc::try_unwrap(m).map_err(|_| "the device is still shared after the server stopped".to_string())?;
                     m.close().map_err(|e| format!("{}: snapshot at exit: {e}", disk.display()))?;

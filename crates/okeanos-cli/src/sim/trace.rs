@@ -102,7 +102,7 @@ pub fn run(a: TraceArgs) -> Result<ExitCode, String> {
                 ms(r.latency_us.p90),
                 ms(r.latency_us.p99),
                 ms(r.latency_us.p999),
-                r.log_swaps,
+                if r.idle_swaps > 0 { format!("{}+{}i", r.log_swaps - r.idle_swaps, r.idle_swaps) } else { r.log_swaps.to_string() },
                 r.checkpoints + r.band_cleanings,
                 r.mapped_blocks,
                 r.table_bytes as f64 / 1024.0,

@@ -103,6 +103,12 @@ impl NbdServer {
         &self.shared.stats
     }
 
+    /// Requests served so far (reads, writes, flushes): unchanged over a while means idle.
+    pub fn activity(&self) -> u64 {
+        let s = &self.shared.stats;
+        s.reads.load(Ordering::Relaxed) + s.writes.load(Ordering::Relaxed) + s.flushes.load(Ordering::Relaxed)
+    }
+
     /// Serves until the stop flag is set; then shuts every connection down and waits for
     /// their threads, so that the caller may flush and close the device.
     pub fn run(&self) {

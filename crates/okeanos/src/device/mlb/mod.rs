@@ -103,6 +103,7 @@ struct Counters {
     log_reads: AtomicU64,
     home_reads: AtomicU64,
     log_swaps: AtomicU64,
+    idle_swaps: AtomicU64,
     swapped_blocks: AtomicU64,
     checkpoints: AtomicU64,
     checkpointed_blocks: AtomicU64,
@@ -122,8 +123,10 @@ pub struct MlbStats {
     /// Blocks read from a log and, separately, read requests served from home blocks.
     pub log_reads: u64,
     pub home_reads: u64,
-    /// Full logs whose blocks moved to a colder log (§III-G), and the blocks moved.
+    /// Full logs whose blocks moved to a colder log (§III-G), and the blocks moved; of the
+    /// swaps, those done in idle moments ([`MlbDevice::idle_work`]), not inside a write.
     pub log_swaps: u64,
+    pub idle_swaps: u64,
     pub swapped_blocks: u64,
     /// Logs whose blocks were copied home, and the blocks copied.
     pub checkpoints: u64,
@@ -280,6 +283,7 @@ impl MlbDevice {
             log_reads: l(&c.log_reads),
             home_reads: l(&c.home_reads),
             log_swaps: l(&c.log_swaps),
+            idle_swaps: l(&c.idle_swaps),
             swapped_blocks: l(&c.swapped_blocks),
             checkpoints: l(&c.checkpoints),
             checkpointed_blocks: l(&c.checkpointed_blocks),

@@ -535,11 +535,22 @@ impl JetStreamLink {
     #[doc(hidden)]
     pub fn publish_raw(&mut self, kind: &str, headers: HeaderMap, payload: Vec<u8>) -> Result<u64, RemoteError> {
         let subject = format!("{}.{kind}", self.stream);
-        let addr = self.addr.clone();
-        self.rt.block_on(async {
-            let fut = self.js.send_publish(subject, jetstream::message::PublishMessage::build().headers(headers).payload(payload.into())).await.map_err(|e| net(&addr, e))?;
-            Ok(fut.await.map_err(|e| net(&addr, e))?.sequence)
-        })
+        let since = std::time::Instant::now();
+        loop {
+            let message = jetstream::message::PublishMessage::build().headers(headers.clone()).payload(payload.clone().into());
+            let r = self.rt.block_on(async {
+                let fut = self.js.send_publish(subject.clone(), message).await.map_err(|e| (e.kind(), self.publish_error(e)))?;
+                fut.await.map(|a| a.sequence).map_err(|e| (e.kind(), self.publish_error(e)))
+            });
+            match r {
+                Ok(seq) => return Ok(seq),
+                // The server this link reached does not know the stream yet (a stream or meta
+                // leader being elected after a crash): nothing was stored, so the same message
+                // again, until the acknowledgement timeout, as `await_ack` does.
+                Err((PublishErrorKind::StreamNotFound, _)) if since.elapsed() < self.timeout => std::thread::sleep(Duration::from_millis(50)),
+                Err((_, e)) => return Err(e),
+            }
+        }
     }
 
     /// Re-reads the stream's last sequence, epoch and last tid.
