@@ -508,7 +508,7 @@ fn an_open_after_a_clean_close_reads_no_log_and_after_a_crash_reads_them_all() {
 }
 
 #[test]
-fn idle_work_swaps_a_log_over_half_full_once_and_keeps_every_block() {
+fn idle_work_swaps_the_heads_log_once_it_is_over_half_full_and_keeps_every_block() {
     let disk = made(4 << 20, tiny());
     let dev = MlbDevice::open(disk.clone()).unwrap();
     assert!(!dev.idle_work().unwrap(), "nothing to do on an empty disk");
@@ -520,7 +520,7 @@ fn idle_work_swaps_a_log_over_half_full_once_and_keeps_every_block() {
     assert!(dev.idle_work().unwrap());
     let st = dev.stats();
     assert_eq!((st.idle_swaps, st.log_used_sectors[0], st.log_used_sectors.iter().sum::<u64>()), (1, 0, 9), "{st:?}");
-    assert!(!dev.idle_work().unwrap(), "the target is at most half full: no swap back");
+    assert!(!dev.idle_work().unwrap(), "the head's log is empty now: nothing moves back");
     let mut buf = vec![0u8; 8192];
     dev.read_at(0, &mut buf).unwrap();
     assert!(buf[..4096].iter().all(|&b| b == 4) && buf[4096..].iter().all(|&b| b == 0));

@@ -65,25 +65,23 @@ impl MlbDevice {
     }
 
     /// Work for an idle moment (§III-G: "whenever possible, log swapping is done during idle
-    /// periods when a log occupancy is above 80%"): swaps the fullest log over half full into
-    /// the emptiest one that can take its blocks. Half, not the paper's 80%: a write swaps a
-    /// log inline once it passes 80% (so that its blocks still fit an empty log), and idle
-    /// swaps are there to keep writes from meeting that. Returns whether it swapped. The caller decides
-    /// what idle is (the NBD server: no request for a while; trace replay: a gap between
-    /// requests), and calls again while it stays idle and this returns true.
+    /// periods when a log occupancy is above 80%"): if the log nearest the head, where the
+    /// next small writes go, is over half full, swap it into the emptiest log that can take
+    /// its blocks. Half, not the paper's 80%: a write swaps a log inline once it passes 80%
+    /// (so that its blocks still fit an empty log), and idle swaps are there to keep writes
+    /// from meeting that. Only the head's log moves, so an idle disk does not shuttle the
+    /// same blocks between logs. Returns whether it swapped. The caller decides what idle is
+    /// (the NBD server: no request for a while; trace replay: a gap between requests).
     pub fn idle_work(&self) -> Result<bool, DeviceError> {
         self.guarded(|| {
             let mut st = self.lock_write();
             let ls = self.sb.log_sectors();
-            let fullest = (0..self.sb.groups)
-                .filter(|&g| st.logs[g as usize].live > 0 && (st.logs[g as usize].head - st.logs[g as usize].tail) * 2 > ls)
-                .max_by_key(|&g| st.logs[g as usize].head - st.logs[g as usize].tail);
-            let Some(g) = fullest else { return Ok(false) };
-            // The target must stay at most half full itself, or idle moments would swap the
-            // same blocks back and forth.
-            let need = self.moved_sectors(&st, g);
-            let cold = (0..self.sb.groups).filter(|&c| c != g).map(|c| (st.logs[c as usize].head - st.logs[c as usize].tail, c)).filter(|&(used, _)| (used + need) * 2 <= ls).min().map(|(_, c)| c);
-            let Some(cold) = cold else { return Ok(false) };
+            let g = self.head_group.load(Ordering::Relaxed).min(self.sb.groups - 1);
+            let l = &st.logs[g as usize];
+            if l.live == 0 || (l.head - l.tail) * 2 <= ls {
+                return Ok(false);
+            }
+            let Some(cold) = self.coldest_with_room_for(&st, g) else { return Ok(false) };
             self.swap(&mut st, g, cold)?;
             self.counters.idle_swaps.fetch_add(1, Ordering::Relaxed);
             Ok(true)
