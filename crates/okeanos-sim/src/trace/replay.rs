@@ -232,6 +232,7 @@ pub fn replay(trace: &[TraceIo], workload: &str, scheme: &str, checkpoint: bool)
             if let Some(m) = &mut smr {
                 run.logged_writes = m.stats.logged_writes;
                 run.log_swaps = m.stats.log_swaps;
+                run.idle_swaps = m.stats.idle_swaps;
                 run.band_cleanings = m.stats.band_cleanings;
                 run.mapped_blocks = m.mapped_blocks() as u64;
                 if checkpoint {

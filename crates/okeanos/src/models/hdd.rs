@@ -188,6 +188,11 @@ impl Hdd {
         ((f.clamp(0.0, 1.0)) * self.p.capacity as f64) as u64
     }
 
+    /// When the mechanism is next free (the end of the last request it took).
+    pub fn free_at(&self) -> u64 {
+        self.mech_free
+    }
+
     /// A transfer on another surface at the radius where the arm is now (a head switch and
     /// its settle, no seek, no wait for the sector: a log takes the write wherever the head
     /// lands on its track), starting no earlier than `at`. The arm stays where it is.

@@ -33,6 +33,9 @@ pub struct SmrParams {
     pub log_bytes: u64,
     /// MLSMR: a head switch to the non-shingled surface and its settle.
     pub settle_ns: u64,
+    /// MLSMR: after the drive has been idle this long, it swaps the log at the head once it is
+    /// over half full (§III-G's idle-period swaps, as MLB's `idle_work`); 0: never.
+    pub idle_ns: u64,
 }
 
 impl Default for SmrParams {
@@ -40,7 +43,7 @@ impl Default for SmrParams {
     /// 0.5-1 s, near its 0.6-1.6 s per band) and a 20 GB cache (the paper's 20-25 GB); for
     /// MLSMR the MLB proportions (100 MB groups, 10 MB logs) and a 100 µs settle.
     fn default() -> Self {
-        SmrParams { band_bytes: 40 << 20, cache_bytes: 20 << 30, group_bytes: 100 << 20, log_bytes: 10 << 20, settle_ns: 100_000 }
+        SmrParams { band_bytes: 40 << 20, cache_bytes: 20 << 30, group_bytes: 100 << 20, log_bytes: 10 << 20, settle_ns: 100_000, idle_ns: 50_000_000 }
     }
 }
 
@@ -53,6 +56,8 @@ pub struct SmrStats {
     /// Time spent cleaning bands, in all.
     pub cleaning_ns: u64,
     pub log_swaps: u64,
+    /// Of the swaps, those done while the drive was idle.
+    pub idle_swaps: u64,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -246,8 +251,34 @@ impl Smr {
     }
 }
 
+impl Smr {
+    /// MLSMR's idle-period swap in the gap before a request that arrives at `now`: once the
+    /// drive has been idle for `idle_ns`, if the log at the head is over half full, it moves
+    /// into the emptiest log and the arm returns to where it was (the reads it serves are
+    /// there). One swap per gap; a swap under way when the request arrives delays it.
+    fn idle_swap(&mut self, now: u64) {
+        if self.kind != Kind::ManyLogs || self.p.idle_ns == 0 {
+            return;
+        }
+        let start = self.hdd.free_at() + self.p.idle_ns;
+        if start > now {
+            return;
+        }
+        let at = self.hdd.head_offset();
+        let g = (at / self.p.group_bytes).min(self.log_used.len() as u64 - 1) as usize;
+        let used = self.log_used[g];
+        if used * 2 <= self.p.log_bytes || !(0..self.log_used.len()).any(|c| c != g && self.log_used[c] + used <= self.p.log_bytes) {
+            return;
+        }
+        let t = self.free_log(start, g);
+        self.hdd.mechanical(t, false, at / 512 * 512, 512);
+        self.stats.idle_swaps += 1;
+    }
+}
+
 impl DiskModel for Smr {
     fn submit(&mut self, now: u64, op: Op, offset: u64, len: u64) -> u64 {
+        self.idle_swap(now);
         match op {
             Op::Read => self.read(now, offset, len.max(1)),
             Op::Write => self.write(now, offset, len.max(1)),
