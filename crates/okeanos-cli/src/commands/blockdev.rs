@@ -130,7 +130,7 @@ pub(crate) fn blockdev(cmd: BlockdevCmd) -> Result<ExitCode, String> {
             if let Some(v) = &log_group_size {
                 g.group_bytes = parse_size(v)?;
                 if log_size.is_none() {
-                    g.log_bytes = (g.group_bytes / 10 / 4096 * 4096).max(4 * 4096);
+                    g.log_bytes = MlbGeometry::log_for(g.group_bytes);
                 }
             }
             if let Some(v) = &log_size {
@@ -139,7 +139,7 @@ pub(crate) fn blockdev(cmd: BlockdevCmd) -> Result<ExitCode, String> {
             if let Some(v) = &logged_write_size {
                 g.logged_write_bytes = parse_size(v)?;
             } else {
-                g.logged_write_bytes = g.logged_write_bytes.min((g.log_bytes / 2 / 4096 * 4096).max(4096));
+                g.logged_write_bytes = MlbGeometry::logged_for(g.log_bytes);
             }
             let sb = MlbDevice::create(&*dev, g).map_err(|e| format!("{}: {e}", disk.display()))?;
             outln!(

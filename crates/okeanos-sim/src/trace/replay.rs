@@ -213,19 +213,17 @@ pub fn replay(trace: &[TraceIo], workload: &str, scheme: &str, checkpoint: bool)
     };
     match scheme {
         "nologging" | "slsmr" | "mlsmr" => {
-            let mut smr = None;
-            let mut hdd = None;
-            match scheme {
-                "slsmr" => smr = Some(Smr::single_log(disk(), SmrParams::default())),
-                "mlsmr" => smr = Some(Smr::many_logs(disk(), SmrParams::default())),
-                _ => hdd = Some(Hdd::new(disk())),
-            }
+            let mut smr = match scheme {
+                "slsmr" => Some(Smr::single_log(disk(), SmrParams::default())),
+                "mlsmr" => Some(Smr::many_logs(disk(), SmrParams::default())),
+                _ => None,
+            };
+            let mut hdd = Hdd::new(disk());
             for io in trace {
                 let op = if io.write { Op::Write } else { Op::Read };
-                let done = match (&mut smr, &mut hdd) {
-                    (Some(m), _) => m.submit(io.at_ns, op, io.offset, io.len),
-                    (_, Some(h)) => h.submit(io.at_ns, op, io.offset, io.len),
-                    _ => unreachable!("one model"),
+                let done = match &mut smr {
+                    Some(m) => m.submit(io.at_ns, op, io.offset, io.len),
+                    None => hdd.submit(io.at_ns, op, io.offset, io.len),
                 };
                 lat.push(done - io.at_ns);
             }

@@ -61,8 +61,19 @@ impl MlbGeometry {
             return d;
         }
         let group = (disk_bytes / 4 / MLB_BLOCK * MLB_BLOCK).max(1 << 20);
-        let log = (group / 10 / MLB_BLOCK * MLB_BLOCK).max(4 * MLB_BLOCK);
-        MlbGeometry { group_bytes: group, log_bytes: log, logged_write_bytes: d.logged_write_bytes.min(log / 2 / MLB_BLOCK * MLB_BLOCK) }
+        let log = Self::log_for(group);
+        MlbGeometry { group_bytes: group, log_bytes: log, logged_write_bytes: Self::logged_for(log) }
+    }
+
+    /// The log a group of `group_bytes` gets when none is asked for: a tenth (at least 4 blocks).
+    pub fn log_for(group_bytes: u64) -> u64 {
+        (group_bytes / 10 / MLB_BLOCK * MLB_BLOCK).max(4 * MLB_BLOCK)
+    }
+
+    /// The LoggedWriteSize a log of `log_bytes` gets when none is asked for: 256 KiB, or half
+    /// the log if that is less (at least a block).
+    pub fn logged_for(log_bytes: u64) -> u64 {
+        MlbGeometry::default().logged_write_bytes.min((log_bytes / 2 / MLB_BLOCK * MLB_BLOCK).max(MLB_BLOCK))
     }
 }
 

@@ -225,13 +225,12 @@ impl MlbDevice {
             }
         }
         let copied = entries.len() as u64;
-        let homes: Vec<u64> = entries.iter().map(|(b, _)| *b).collect();
         // Home first: the snapshot that unmaps the blocks must not be durable before them.
         if !self.faults.mlb_unmap_early {
             self.inner.flush()?;
         }
-        for b in homes {
-            st.map.remove(&b);
+        for (b, _) in &entries {
+            st.map.remove(b);
         }
         for &g in logs {
             st.logs[g as usize].live = 0;
