@@ -345,14 +345,18 @@ fn append_block(fs: &Okeanos, f: &okeanos::File, expect: &mut Vec<u8>, tag: usiz
     expect.extend_from_slice(&r);
 }
 
-/// Waits until the journal thread has taken a snapshot after `before` (bounded at 60 s, far
-/// beyond the period, so that a loaded machine does not fail it; timing is for benchmarks).
-fn wait_for_snapshot(fs: &Okeanos, before: u64) {
+/// Waits until a durable snapshot covers every transaction committed when it is called
+/// (bounded at 60 s, far beyond the period, so that a loaded machine does not fail it; timing
+/// is for benchmarks). It asks the placement for the home tid of its newest durable snapshot:
+/// the snapshot counter counts snapshots as they start, before their writes are flushed.
+fn wait_for_snapshot(fs: &Okeanos) {
+    let home = || fs.debug_state(|j, _| j.placement().snapshots().map(|s| s.home())).expect("a placement with snapshots");
+    let target = fs.debug_state(|j, _| j.committed_tid());
     let t0 = std::time::Instant::now();
-    while fs.counters().snapshots == before && t0.elapsed() < std::time::Duration::from_secs(60) {
-        std::thread::sleep(std::time::Duration::from_millis(5));
+    while home() < target && t0.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(2));
     }
-    assert!(fs.counters().snapshots > before, "no snapshot within 60 s");
+    assert!(home() >= target, "no durable snapshot up to tid {target} within 60 s (home tid {})", home());
 }
 
 /// Transactions a recovery of `image` replays (0: the journal holds nothing live).

@@ -17,7 +17,7 @@ fn recovery_reads_the_map_and_only_what_follows_the_snapshot() {
         append_block(&fs, &f, &mut expect, 3, k);
     }
     // A snapshot after the writes (the journal thread takes it when due), then a few more.
-    wait_for_snapshot(&fs, fs.counters().snapshots);
+    wait_for_snapshot(&fs);
     for k in 60..63 {
         append_block(&fs, &f, &mut expect, 3, k);
     }
@@ -63,7 +63,7 @@ fn crash_states_after_a_recovery_that_kept_data_logged() {
         for k in 0..40 {
             append_block(&fs, &f, &mut expect, 4, k);
         }
-        wait_for_snapshot(&fs, 0);
+        wait_for_snapshot(&fs);
         dev.snapshot()
     };
     let first = Arc::new(MemDevice::from_bytes(image));
