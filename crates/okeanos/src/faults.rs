@@ -42,6 +42,10 @@ pub struct Faults {
     pub skip_commit_flush: bool,
     /// Ordered data is written after its commit instead of before.
     pub ordered_after_commit: bool,
+    /// Recovery takes a fast commit block on its header alone, checking neither its hash nor
+    /// its records' hashes (as the classic commit block's first-sector CRC is trusted), so a
+    /// torn fast commit replays stale bytes.
+    pub fast_commit_unchecked: bool,
     /// A write of exactly this many bytes panics inside its handle, after it changed blocks (a
     /// broken invariant, to test that the journal stops and nothing synced is lost); the
     /// mount's test sets it with `fault_panic_write_len=N`.

@@ -57,6 +57,11 @@ pub struct MountOptions {
     /// journal thread and being woken by it (`commit_leader=off`). The journal thread stays
     /// for timers, background work and whatever a leader leaves.
     pub commit_leader: bool,
+    /// A transaction of records alone that fits one block is written as one fast commit
+    /// block, its commit included (`fast_commit=on`, the default; docs/FORMAT.md), as ext4's
+    /// fast commits do; `off` keeps the descriptor and commit blocks. Only journals made with
+    /// the FAST_COMMIT feature (every mkfs since it came) write it.
+    pub fast_commit: bool,
     /// When committed blocks go home (`checkpoint=periodic|lazy`). `periodic` (default): for
     /// space, and for age (`expire=`, every `writeback_period=`). `lazy` (the manylogs paper's
     /// off-hours checkpoint, section III-F): for space only, and manylogs counts space over
@@ -163,6 +168,7 @@ impl Default for MountOptions {
             batch_handles: 32,
             checkpoint_thread: None,
             commit_leader: true,
+            fast_commit: true,
             lazy_checkpoint: false,
             idle_checkpoint: false,
             idle_after: Duration::from_secs(2),
@@ -289,6 +295,11 @@ impl MountOptions {
                     None | Some("1") | Some("on") => true,
                     Some("0") | Some("off") => false,
                     Some(x) => return Err(format!("option commit_leader takes on or off, not {x:?}")),
+                },
+                "fast_commit" => o.fast_commit = match v {
+                    None | Some("1") | Some("on") => true,
+                    Some("0") | Some("off") => false,
+                    Some(x) => return Err(format!("option fast_commit takes on or off, not {x:?}")),
                 },
                 "checkpoint" => {
                     (o.lazy_checkpoint, o.idle_checkpoint) = match v {

@@ -581,7 +581,7 @@ fn recovery_leaves_the_placement_as_a_fresh_open_of_what_it_wrote() {
         let mut opened = placement::open(&mut devs, &sb, region, &jsb, &o, &clock, false).unwrap();
         assert!(!opened.placement().recovery().is_empty(), "{what}: the crash left something to recover");
         let stats = okeanos::stats::Stats::new(sb.block_size as usize);
-        runtime::recover(&devs, opened.placement(), sb.block_count, &stats, &|| 0, 0).unwrap().expect("a recovery");
+        runtime::recover(&devs, opened.placement(), sb.block_count, &stats, &|| 0, 0, &Default::default()).unwrap().expect("a recovery");
         let moved_on = format!("{:?}", opened.placement());
         let (_, jsb) = open::open_journal(&sb, &devs).unwrap();
         let mut fresh = placement::open(&mut devs, &sb, region, &jsb, &o, &clock, false).unwrap();

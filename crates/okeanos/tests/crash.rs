@@ -22,7 +22,13 @@ fn crash_test(policy: &str) {
     let events = run.recorder.events().len();
     let out = enumerate(cfg, &run, 250, 25);
     out.assert_clean(500);
-    eprintln!("{policy}: {} crash states over {events} events, no violation", out.states);
+    // With differential metadata (records for the inode, not its whole block), small
+    // transactions are fast commit blocks: the states above crash them (kept, lost, torn at
+    // sector boundaries) beside classic commits.
+    if policy.contains("dmeta") {
+        assert!(run.fast_commits > 0, "{policy}: no fast commit in the workload");
+    }
+    eprintln!("{policy}: {} crash states over {events} events ({} fast commits), no violation", out.states, run.fast_commits);
 }
 
 #[test]
@@ -69,6 +75,33 @@ fn canary_skipped_commit_flush_is_caught() {
         let out = enumerate(cfg, &run, 60, 0);
         assert!(!out.violations.is_empty(), "{policy}: the crash tests did not notice a missing commit flush ({} states)", out.states);
     }
+}
+
+/// The fast commit block's canary: a recovery that takes a fast commit block on its header
+/// alone (neither its hash nor its records' hashes checked) replays a torn one, whose later
+/// sectors hold stale bytes. The sector-torn states must catch it.
+#[test]
+fn canary_fast_commit_taken_unchecked_is_caught() {
+    for policy in ["wasteless+dmeta", "selective+dmeta"] {
+        let cfg = ContentConfig::parse(policy).unwrap();
+        let mut run = workload(cfg, Journal::Internal { blocks: 256 }, 120, &|_| {}, 0x5eed + cfg.mode as u64);
+        assert!(run.fast_commits > 0, "{policy}: no fast commit to crash");
+        run.recovery_faults.fast_commit_unchecked = true;
+        let out = enumerate(cfg, &run, 250, 0);
+        assert!(!out.violations.is_empty(), "{policy}: the crash tests did not notice torn fast commits taken unchecked ({} states)", out.states);
+        eprintln!("{policy}: {} of {} states caught the canary, first: {}", out.violations.len(), out.states, out.violations[0]);
+    }
+}
+
+/// Fast commits off (`fast_commit=off`), and a journal made before the feature (its
+/// superblock without FAST_COMMIT): classic descriptor and commit blocks only, and the crash
+/// states hold as before.
+#[test]
+fn crash_states_without_fast_commits() {
+    let cfg = ContentConfig::parse("wasteless+dmeta").unwrap();
+    let run = workload(cfg, Journal::Internal { blocks: 256 }, 80, &|o| o.fast_commit = false, 0xfc0);
+    assert_eq!(run.fast_commits, 0, "fast_commit=off writes none");
+    enumerate(cfg, &run, 120, 0).assert_clean(200);
 }
 
 /// Background writeback (journal/writeback.rs) with a threshold of two blocks: ordered and

@@ -31,7 +31,7 @@ pub(super) fn recover(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
             devs.journal = devs.journal.take().map(|j| Arc::new(crate::device::OverlayDevice::new(j)) as Arc<dyn Device>);
         }
         let now = || clock.now_ns();
-        if let Some((mut report, tid)) = runtime::recover(devs, opened.placement(), sb.block_count, stats, &now, clock.wall_ns())? {
+        if let Some((mut report, tid)) = runtime::recover(devs, opened.placement(), sb.block_count, stats, &now, clock.wall_ns(), &opts.faults)? {
             report.scan_ns += opened.remote.as_ref().map_or(0, |o| o.fetch_ns);
             next_tid = tid;
             *stats.recovery.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
@@ -45,6 +45,7 @@ pub(super) fn recover(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
 /// ([`placement::Opened::run`]), and the transaction limits.
 pub(super) fn journal(devs: &mut Devices, sb: &Superblock, opened: placement::Opened, opts: &MountOptions, next_tid: Tid) -> FsResult<Journal> {
     let mut content = opts.content().map_err(FsError::Invalid)?;
+    let fast_commit = opened.fast_commit;
     let (placement, capacity) = opened.run(devs, sb, opts, next_tid)?;
     // The placement's defaults, where the mount gave no option.
     let defaults = placement.defaults();
@@ -70,6 +71,7 @@ pub(super) fn journal(devs: &mut Devices, sb: &Superblock, opened: placement::Op
     let background = opts.dirty_background_bytes.unwrap_or(defaults.dirty_background_bytes);
     cfg.dirty_background_blocks = usize::try_from(background / sb.block_size as u64).unwrap_or(usize::MAX);
     cfg.datasync_in_place = opts.datasync_in_place;
+    cfg.fast_commit = opts.fast_commit && fast_commit;
     cfg.faults = opts.faults.clone();
     let journal = Journal::new(cfg, content.policy(), placement, next_tid);
     Ok(journal)

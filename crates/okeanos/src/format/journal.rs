@@ -34,6 +34,8 @@ pub enum JBlockType {
     Commit = 2,
     Revoke = 3,
     Superblock = 4,
+    /// A whole transaction in one block: its records, then its commit ([`FastCommit`]).
+    FastCommit = 5,
 }
 
 impl JBlockType {
@@ -43,6 +45,7 @@ impl JBlockType {
             2 => Some(Self::Commit),
             3 => Some(Self::Revoke),
             4 => Some(Self::Superblock),
+            5 => Some(Self::FastCommit),
             _ => None,
         }
     }
@@ -70,7 +73,9 @@ pub mod jfeature {
     pub const TX_CHECKSUM: u32 = 1 << 0;
     /// Descriptors may carry multiwrite tags and record streams.
     pub const MULTIWRITE: u32 = 1 << 1;
-    pub const KNOWN: u32 = TX_CHECKSUM | MULTIWRITE;
+    /// A transaction of records that fits one block is that one block ([`super::FastCommit`]).
+    pub const FAST_COMMIT: u32 = 1 << 2;
+    pub const KNOWN: u32 = TX_CHECKSUM | MULTIWRITE | FAST_COMMIT;
 }
 
 /// Magic of a multiwrite block (continuation of a descriptor's record stream). It is not
@@ -284,11 +289,7 @@ impl Descriptor {
         for (i, t) in self.tags.iter().enumerate() {
             let at = DESC_TAGS_AT + i * TAG_SIZE;
             assert!(t.fs_block.get() <= MAX_TAG_BLOCK);
-            Le::put_u64(out, at, t.fs_block.get());
-            Le::put_u16(out, at + 6, t.len);
-            Le::put_u16(out, at + 8, t.flags);
-            Le::put_u16(out, at + 10, t.offset);
-            Le::put_u32(out, at + 12, t.data_hash);
+            put_tag(out, at, t);
         }
         let at = DESC_TAGS_AT + self.tags.len() * TAG_SIZE;
         out[at..at + self.inline.len()].copy_from_slice(&self.inline);
@@ -314,13 +315,11 @@ impl Descriptor {
         let mut tags = Vec::with_capacity(n);
         for i in 0..n {
             let at = DESC_TAGS_AT + i * TAG_SIZE;
-            let flags = Le::u16(b, at + 8);
+            let t = get_tag(b, at);
+            let (flags, len, offset) = (t.flags, t.len, t.offset);
             if flags & !tag_flags::KNOWN != 0 {
                 return Err(invalid(W, format!("unknown tag flags {flags:#x}")));
             }
-            let fs_block = HomeBlock::new(Le::u64(b, at) & MAX_TAG_BLOCK);
-            let (len, offset) = (Le::u16(b, at + 6), Le::u16(b, at + 10));
-            let t = Tag { fs_block, flags, offset, len, data_hash: Le::u32(b, at + 12) };
             if t.is_multiwrite() {
                 if len == 0 || offset as usize + len as usize > b.len() || flags & tag_flags::ESCAPED != 0 {
                     return Err(invalid(W, format!("multiwrite tag {t:?} is malformed")));
@@ -420,6 +419,112 @@ impl CommitBlock {
             tx_hash: Le::u64(b, 40),
         })
     }
+}
+
+/// A transaction written as one block: its multiwrite records (tags, then their stream) and
+/// its commit, checked as a whole by an XXH3-64 over the block (so a torn write, where some
+/// sectors are new and others old, fails the check), as ext4's fast commits put a small
+/// transaction in one block. Only transactions of records alone, without revokes or whole
+/// blocks, that fit take this form; the others keep descriptor, blocks and commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FastCommit {
+    pub tid: Tid,
+    /// Multiwrite tags only.
+    pub tags: Vec<Tag>,
+    /// The record stream: the tags' bytes, in tag order.
+    pub stream: Vec<u8>,
+    pub handle_count: u32,
+    pub commit_time_ns: i64,
+}
+
+const FAST_COUNT_AT: usize = 16;
+const FAST_STREAM_AT: usize = 20;
+const FAST_HANDLES_AT: usize = 24;
+const FAST_TIME_AT: usize = 32;
+const FAST_TAGS_AT: usize = 40;
+/// The block's hash: its last 8 bytes.
+const FAST_HASH_LEN: usize = 8;
+
+impl FastCommit {
+    /// Whether `tags` tags with `stream` record bytes fit one block.
+    pub fn fits(block_size: usize, tags: usize, stream: usize) -> bool {
+        tags >= 1 && FAST_TAGS_AT + tags * TAG_SIZE + stream + FAST_HASH_LEN <= block_size
+    }
+
+    pub fn encode(&self, out: &mut [u8]) {
+        assert!(Self::fits(out.len(), self.tags.len(), self.stream.len()), "a fast commit fits its block");
+        debug_assert_eq!(Descriptor::stream_len(&self.tags), self.stream.len());
+        out.fill(0);
+        put_header(out, JBlockType::FastCommit, self.tid);
+        Le::put_u32(out, FAST_COUNT_AT, self.tags.len() as u32);
+        Le::put_u32(out, FAST_STREAM_AT, self.stream.len() as u32);
+        Le::put_u32(out, FAST_HANDLES_AT, self.handle_count);
+        Le::put_i64(out, FAST_TIME_AT, self.commit_time_ns);
+        for (i, t) in self.tags.iter().enumerate() {
+            assert!(t.is_multiwrite() && t.fs_block.get() <= MAX_TAG_BLOCK);
+            put_tag(out, FAST_TAGS_AT + i * TAG_SIZE, t);
+        }
+        let at = FAST_TAGS_AT + self.tags.len() * TAG_SIZE;
+        out[at..at + self.stream.len()].copy_from_slice(&self.stream);
+        let end = out.len() - FAST_HASH_LEN;
+        let h = fast_hash(self.tid, &out[..end]);
+        Le::put_u64(out, end, h);
+    }
+
+    /// Decodes and checks a fast commit block. `verify_hash` false skips the whole-block
+    /// hash (the `fast_commit_unchecked` canary only: then a torn block passes).
+    pub fn decode(b: &[u8], verify_hash: bool) -> Result<Self, FormatError> {
+        const W: &str = "journal fast commit";
+        need(W, b, 512)?;
+        let Some((JBlockType::FastCommit, tid)) = header(b) else {
+            return Err(invalid(W, "not a fast commit block"));
+        };
+        let end = b.len() - FAST_HASH_LEN;
+        if verify_hash && Le::u64(b, end) != fast_hash(tid, &b[..end]) {
+            return Err(invalid(W, "the block's hash does not match (torn, or never written whole)"));
+        }
+        let n = Le::u32(b, FAST_COUNT_AT) as usize;
+        let stream_len = Le::u32(b, FAST_STREAM_AT) as usize;
+        if n == 0 || n > b.len() / TAG_SIZE || stream_len > b.len() || !Self::fits(b.len(), n, stream_len) {
+            return Err(invalid(W, format!("{n} tags and {stream_len} stream bytes do not fit")));
+        }
+        let mut tags = Vec::with_capacity(n);
+        for i in 0..n {
+            let t = get_tag(b, FAST_TAGS_AT + i * TAG_SIZE);
+            if t.flags & !tag_flags::KNOWN != 0 || !t.is_multiwrite() || t.len == 0 || t.offset as usize + t.len as usize > b.len() || t.flags & tag_flags::ESCAPED != 0 {
+                return Err(invalid(W, format!("tag {t:?} is not a well-formed multiwrite tag")));
+            }
+            tags.push(t);
+        }
+        if Descriptor::stream_len(&tags) != stream_len {
+            return Err(invalid(W, format!("{stream_len} stream bytes disagree with the tags' {}", Descriptor::stream_len(&tags))));
+        }
+        let at = FAST_TAGS_AT + n * TAG_SIZE;
+        Ok(FastCommit {
+            tid,
+            tags,
+            stream: b[at..at + stream_len].to_vec(),
+            handle_count: Le::u32(b, FAST_HANDLES_AT),
+            commit_time_ns: Le::i64(b, FAST_TIME_AT),
+        })
+    }
+}
+
+/// The hash a fast commit block ends with: XXH3-64 of the rest, seeded by its tid.
+fn fast_hash(tid: Tid, bytes: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(bytes, tx_hash_seed(tid) ^ 0x6661_7374)
+}
+
+fn put_tag(out: &mut [u8], at: usize, t: &Tag) {
+    Le::put_u64(out, at, t.fs_block.get());
+    Le::put_u16(out, at + 6, t.len);
+    Le::put_u16(out, at + 8, t.flags);
+    Le::put_u16(out, at + 10, t.offset);
+    Le::put_u32(out, at + 12, t.data_hash);
+}
+
+fn get_tag(b: &[u8], at: usize) -> Tag {
+    Tag { fs_block: HomeBlock::new(Le::u64(b, at) & MAX_TAG_BLOCK), len: Le::u16(b, at + 6), flags: Le::u16(b, at + 8), offset: Le::u16(b, at + 10), data_hash: Le::u32(b, at + 12) }
 }
 
 /// Chains the transaction hash over one more logged block.

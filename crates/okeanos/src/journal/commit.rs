@@ -8,6 +8,9 @@
 //!   [revoke ...][descriptor][block ...][descriptor][block ...] ... [commit]
 //! ```
 //!
+//! A small transaction of records alone is one **fast commit** block instead: its tags, its
+//! record stream and its commit, checked by one hash over the block (`fast_commit`).
+//!
 //! The commit record carries a CRC over all the blocks before it, so the whole transaction is
 //! written in one batch followed by one flush of the log device: a torn or missing block fails
 //! the check at recovery and the transaction is discarded whole. Under `ordered` the data
@@ -59,8 +62,10 @@ pub struct RecordStats {
     pub records: u64,
     /// Record payload bytes.
     pub record_bytes: u64,
-    /// Of those, bytes stored inline in descriptor blocks.
+    /// Of those, bytes stored inline in descriptor blocks (or in the fast commit block).
     pub inline_bytes: u64,
+    /// The commit was one fast commit block.
+    pub fast: bool,
 }
 
 /// What a finished commit released to the allocator.
@@ -187,14 +192,15 @@ impl Journal {
         let whole: crate::det::HashSet<HomeBlock> = items.iter().filter_map(|i| if let Item::Full { block, .. } = i { Some(*block) } else { None }).collect();
         let mut stats = RecordStats::default();
         let mut logged = Vec::with_capacity(items.len());
-        for group in items.chunks(Descriptor::capacity(bs)) {
-            self.write_descriptor(&mut w, tx.tid, group, &mut stats, &mut logged);
+        if !self.fast_commit(&mut w, &tx, &items, wall_ns, &mut stats, &mut logged) {
+            for group in items.chunks(Descriptor::capacity(bs)) {
+                self.write_descriptor(&mut w, tx.tid, group, &mut stats, &mut logged);
+            }
+            let block_count = w.blocks.len() as u64;
+            let mut c = vec![0u8; bs];
+            CommitBlock { tid: tx.tid, block_count, tx_hash: w.hash, commit_time_ns: wall_ns, handle_count: tx.handles }.encode(&mut c);
+            w.push(Arc::new(c), BlockKind::Commit);
         }
-
-        let block_count = w.blocks.len() as u64;
-        let mut c = vec![0u8; bs];
-        CommitBlock { tid: tx.tid, block_count, tx_hash: w.hash, commit_time_ns: wall_ns, handle_count: tx.handles }.encode(&mut c);
-        w.push(Arc::new(c), BlockKind::Commit);
         assert!(w.blocks.len() as u64 <= self.log_blocks(tx.units(), tx.revoked.len() as u64), "layout within the reserved size");
         let records = w.blocks.clone();
         let images = if self.placement.parking().is_some_and(|p| p.wants_images()) {
@@ -243,6 +249,44 @@ impl Journal {
         let plan = CommitPlan { tid: tx.tid, io, journal_blocks: at.blocks, handles: tx.handles, records: stats };
         self.committing = Some(Committing { tx, at, journaled, partial, whole, records });
         Some(plan)
+    }
+
+    /// A transaction of records alone (no revokes, no whole blocks) that fits one block is
+    /// written as that block, its commit included (`fast_commit=on` on a journal with the
+    /// feature; docs/FORMAT.md, "Fast commit block"): one block and one flush instead of a
+    /// descriptor and a commit block. Returns whether it did.
+    fn fast_commit(&self, w: &mut RecordsWriter, tx: &Transaction, items: &[Item], wall_ns: i64, stats: &mut RecordStats, logged_at: &mut Vec<LoggedBlockCopy>) -> bool {
+        if !self.cfg.fast_commit || !tx.revoked.is_empty() || items.is_empty() {
+            return false;
+        }
+        let mut stream_len = 0usize;
+        for item in items {
+            match item {
+                Item::Record { bytes, .. } => stream_len += bytes.len(),
+                Item::Full { .. } => return false,
+            }
+        }
+        if !jf::FastCommit::fits(self.cfg.block_size, items.len(), stream_len) {
+            return false;
+        }
+        let mut tags = Vec::with_capacity(items.len());
+        let mut stream = Vec::with_capacity(stream_len);
+        for item in items {
+            let Item::Record { block, offset, bytes, flags } = item else { unreachable!("checked: records only") };
+            if logged_at.last().is_none_or(|l| l.block != *block) {
+                logged_at.push(LoggedBlockCopy { block: *block, whole: None });
+            }
+            tags.push(Tag { fs_block: *block, flags: *flags, offset: *offset as u16, len: bytes.len() as u16, data_hash: jf::data_hash(*block, *offset as u16, bytes) });
+            stream.extend_from_slice(bytes);
+        }
+        stats.records += items.len() as u64;
+        stats.record_bytes += stream_len as u64;
+        stats.inline_bytes += stream_len as u64;
+        stats.fast = true;
+        let mut b = vec![0u8; self.cfg.block_size];
+        jf::FastCommit { tid: tx.tid, tags, stream, handle_count: tx.handles, commit_time_ns: wall_ns }.encode(&mut b);
+        w.push(Arc::new(b), BlockKind::Commit);
+        true
     }
 
     /// Writes one descriptor (tags, then as much of its record stream as fits), the whole

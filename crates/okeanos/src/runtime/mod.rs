@@ -250,8 +250,9 @@ const READ_AHEAD_BLOCKS: u64 = 256;
 
 /// Pass 1 over one log: the scan from where `start` says, and the probe after it if the scan
 /// stopped on a failure.
-pub fn scan_log(log: &mut LogReader, start: &crate::journal::placement::RecoveryStart, fs_blocks: u64, block_size: usize) -> Result<(Scan, Option<Probe>), DeviceError> {
+pub fn scan_log(log: &mut LogReader, start: &crate::journal::placement::RecoveryStart, fs_blocks: u64, block_size: usize, faults: &crate::faults::Faults) -> Result<(Scan, Option<Probe>), DeviceError> {
     let mut scan = Scan::new(start, fs_blocks);
+    scan.verify_fast_commits = !faults.fast_commit_unchecked;
     while let Some(pos) = scan.next_read() {
         scan.feed(log.read(pos)?);
     }
@@ -319,10 +320,11 @@ pub fn recover(
     stats: &Stats,
     now_ns: &dyn Fn() -> u64,
     wall_ns: i64,
+    faults: &crate::faults::Faults,
 ) -> Result<Option<(RecoveryReport, Tid)>, RecoveryError> {
     match placement.recovery() {
         Recovery::Logs(starts) if starts.is_empty() => Ok(None),
-        Recovery::Logs(starts) => recover_logs(devs, placement, starts, fs_blocks, stats, now_ns, wall_ns),
+        Recovery::Logs(starts) => recover_logs(devs, placement, starts, fs_blocks, stats, now_ns, wall_ns, faults),
         Recovery::Table(table) => recover_table(devs, placement, table, stats, now_ns),
     }
 }
@@ -374,6 +376,7 @@ fn recover_logs(
     stats: &Stats,
     now_ns: &dyn Fn() -> u64,
     wall_ns: i64,
+    faults: &crate::faults::Faults,
 ) -> Result<Option<(RecoveryReport, Tid)>, RecoveryError> {
     let t0 = now_ns();
     let (mut txs, mut damage, mut next_tid) = (Vec::new(), None, Tid::ZERO);
@@ -390,7 +393,7 @@ fn recover_logs(
         if damage.is_some() && !interleaved {
             continue;
         }
-        let (mut scan, probe) = scan_log(log, start, fs_blocks, devs.block_size)?;
+        let (mut scan, probe) = scan_log(log, start, fs_blocks, devs.block_size, faults)?;
         next_tid = next_tid.max(recovery::next_tid(&scan, probe.as_ref(), start));
         scanned += scan.blocks_read;
         probed += probe.as_ref().map_or(0, |p| p.blocks_read);

@@ -72,6 +72,8 @@ pub struct Opened {
     pub floor: Tid,
     /// The connection to the journal server (a remote journal taken over for recovery).
     pub remote: Option<super::remote::Opened>,
+    /// The journal superblock has the FAST_COMMIT feature: commits may take the one-block form.
+    pub fast_commit: bool,
 }
 
 /// Writes what a new file system's journal holds after its superblock (mkfs), on `jdev` from
@@ -154,7 +156,7 @@ pub fn open(devs: &mut Devices, sb: &Superblock, region: LogRegion, jsb: &Journa
         JournalKind::Remote(_) if !offline && jsb.remote.local && !opts.read_only => Kinded::Remote(Remote::new(Ring::new(region, jsb.clone()), region.ring_len(), None)),
         JournalKind::Remote(_) | JournalKind::Ring => Kinded::Ring(Ring::new(region, jsb.clone())),
     };
-    Ok(Opened { placement, region, floor, remote })
+    Ok(Opened { placement, region, floor, remote, fast_commit: jsb.features & crate::format::journal::jfeature::FAST_COMMIT != 0 })
 }
 
 impl Opened {

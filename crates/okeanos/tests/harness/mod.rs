@@ -51,6 +51,10 @@ pub struct Run {
     pub early_writes: u64,
     /// fdatasyncs of overwrites made durable in place, without a commit (steps).
     pub datasyncs_in_place: u64,
+    /// Commits written as one fast commit block.
+    pub fast_commits: u64,
+    /// The canaries the recovering mounts carry (a canary of recovery itself).
+    pub recovery_faults: okeanos::faults::Faults,
 }
 
 /// Checks the guarantee of `mode` on a recovered file system, for a crash after `k` events.
@@ -58,9 +62,10 @@ pub fn check(mode: DataMode, run: &Run, k: usize, fs: &Okeanos) -> Result<(), St
     okeanos_sim::check::check(mode, &run.files, &run.overwritten, k, fs)
 }
 
-fn mount_opts(cfg: ContentConfig, nvm: Option<Arc<dyn okeanos::nvm::Nvm>>) -> MountOptions {
+fn mount_opts(cfg: ContentConfig, run: &Run, nvm: Option<Arc<dyn okeanos::nvm::Nvm>>) -> MountOptions {
     let mut o = MountOptions::default().content_config(cfg);
     o.nvm = nvm.map(NvmHandle);
+    o.faults = run.recovery_faults.clone();
     o
 }
 
@@ -69,7 +74,7 @@ pub fn recover_and_check(cfg: ContentConfig, run: &Run, k: usize, mut images: Ve
     let dev = Arc::new(MemDevice::from_bytes(images.remove(0)));
     let jdev = run.external.then(|| Arc::new(MemDevice::from_bytes(images.remove(0))) as Arc<dyn Device>);
     let nvm = nvm.map(|b| Arc::new(MemNvm::from_bytes(b)) as Arc<dyn okeanos::nvm::Nvm>);
-    let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, jdev.clone(), mount_opts(cfg, nvm.clone())).map_err(|e| format!("mount: {e}"))?;
+    let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, jdev.clone(), mount_opts(cfg, run, nvm.clone())).map_err(|e| format!("mount: {e}"))?;
     check(cfg.mode, run, k, &fs)?;
     fs.unmount().map_err(|e| format!("unmount: {e}"))?;
     let r = okeanos::fsck(dev, jdev);
@@ -86,7 +91,7 @@ pub fn crash_during_recovery(cfg: ContentConfig, run: &Run, k: usize, mut images
     let dev = Arc::new(rec.device("fs", images.remove(0)));
     let jdev = run.external.then(|| Arc::new(rec.device("journal", images.remove(0))) as Arc<dyn Device>);
     let region = nvm.map(|b| Arc::new(rec.nvm("nvm", b)) as Arc<dyn okeanos::nvm::Nvm>);
-    let fs = Okeanos::mount(dev as Arc<dyn Device>, jdev, mount_opts(cfg, region.clone())).map_err(|e| format!("first recovery: {e}"))?;
+    let fs = Okeanos::mount(dev as Arc<dyn Device>, jdev, mount_opts(cfg, run, region.clone())).map_err(|e| format!("first recovery: {e}"))?;
     drop(fs);
     let mut n = 0;
     for j in 0..=rec.event_count() {
@@ -235,9 +240,24 @@ fn end(recorder: Arc<CrashRecorder>, fs: Okeanos, files: BTreeMap<String, Histor
     let snapshots = fs.counters().snapshots;
     let early_writes = fs.counters().early_writes;
     let datasyncs_in_place = fs.counters().datasyncs_in_place;
+    let fast_commits = fs.counters().fast_commits;
     let end_events = recorder.event_count();
     drop(fs);
-    Run { recorder, files, end_events, overwritten: vec![OW.to_string()], nvm: matches!(journal, Journal::Nvm { .. }), external: matches!(journal, Journal::External { .. }), near_head, checkpoint, snapshots, early_writes, datasyncs_in_place }
+    Run {
+        recorder,
+        files,
+        end_events,
+        overwritten: vec![OW.to_string()],
+        nvm: matches!(journal, Journal::Nvm { .. }),
+        external: matches!(journal, Journal::External { .. }),
+        near_head,
+        checkpoint,
+        snapshots,
+        early_writes,
+        datasyncs_in_place,
+        fast_commits,
+        recovery_faults: Default::default(),
+    }
 }
 
 /// A recorded workload: appends with syncs on a few streams, in-place overwrites, metadata

@@ -27,7 +27,7 @@ pub fn short_of_table(start: &RecoveryStart, rec: crate::journal::placement::Int
 }
 
 /// The newest transaction found whole in any of `regions`, trusting no table: every log read
-/// from its first position to its last, and each valid descriptor or revoke header of a tid
+/// from its first position to its last, and each valid descriptor, revoke or fast commit header of a tid
 /// above `above` scanned as the start of a transaction. Only transactions committed at or
 /// after `since_ns` count (leftovers of a file system made on the device before are older).
 /// Used after a fallback to the older copy of the manylogs table (manylogs::sweep_after_fallback).
@@ -40,7 +40,7 @@ pub fn sweep_committed<E>(regions: &[LogRegion], fs_blocks: u64, above: Tid, sin
         for pos in region.positions() {
             let b = read(region.device_block(pos).get())?;
             let Some((kind, tid)) = checked_header(&b) else { continue };
-            if tid <= above || newest.is_some_and(|n| tid <= n) || !matches!(kind, JBlockType::Descriptor | JBlockType::Revoke) {
+            if tid <= above || newest.is_some_and(|n| tid <= n) || !matches!(kind, JBlockType::Descriptor | JBlockType::Revoke | JBlockType::FastCommit) {
                 continue;
             }
             let mut scan = Scan::at(region, fs_blocks, true, pos, tid);

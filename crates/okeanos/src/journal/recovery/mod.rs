@@ -24,6 +24,10 @@
 //! | multiwrite block without its magic, or long  | end of log: torn or stale                  |
 //! | commit whose count or transaction hash differ| end of log: a block of it is torn/missing  |
 //! | commit that verifies                         | transaction committed; expect tid + 1      |
+//! | fast commit whose block hash differs         | end of log: torn, or never written whole   |
+//! | fast commit with a record whose hash differs | end of log: torn or corrupt                |
+//! | fast commit after blocks of its transaction  | end of log: not a transaction we write     |
+//! | fast commit that verifies                    | transaction committed (that one block); expect tid + 1 |
 //! | read budget (one pass over the ring) spent   | end of log                                 |
 //!
 //! Where the scan stopped on a failure, a **probe** ([`Probe`]) decides whether that was the
@@ -37,7 +41,7 @@
 //! |-------------------------------------------------------|---------------------------------------|
 //! | valid header with a tid below the failed one          | torn tail: a stale block of an earlier pass; the log is contiguous, nothing newer lies beyond |
 //! | valid header of the failed tid                        | read on (the rest of the damaged transaction) |
-//! | valid first header (descriptor, revoke) of a higher tid | scan from it: if a transaction commits, **damage**; else read on |
+//! | valid first header (descriptor, revoke, fast commit) of a higher tid | scan from it: if a transaction commits, **damage**; else read on |
 //! | anything else (data, multiwrite, zeros, garbage)      | read on, at most two descriptors' worth of blocks without a header (no whole transaction has a longer gap), then torn tail |
 //! | one pass over the ring read                           | torn tail                             |
 //!
@@ -185,6 +189,9 @@ pub struct Scan {
     /// Where the transaction that failed its checks begins (None: the scan ended without a
     /// failure: a clean journal, or the whole ring read).
     pub fail_start: Option<LogPos>,
+    /// The `fast_commit_unchecked` canary clears it: fast commit blocks are then taken on
+    /// their header alone, neither their hash nor their records' hashes checked.
+    pub verify_fast_commits: bool,
 }
 
 impl Scan {
@@ -217,6 +224,7 @@ impl Scan {
             blocks_read: 0,
             first_tid: tid,
             fail_start: None,
+            verify_fast_commits: true,
         }
     }
 
@@ -333,7 +341,7 @@ impl Scan {
         let Some((kind, tid)) = jf::header(block) else {
             return self.stop(format!("no journal header at {pos}"));
         };
-        let opens = self.cur.is_none() && matches!(kind, JBlockType::Descriptor | JBlockType::Revoke | JBlockType::Commit);
+        let opens = self.cur.is_none() && matches!(kind, JBlockType::Descriptor | JBlockType::Revoke | JBlockType::Commit | JBlockType::FastCommit);
         if opens && self.is_past_end(pos) && self.past_end.is_some_and(|(_, min)| tid < min) {
             return self.stop(format!("block at {pos} has tid {tid}, older than every transaction that can follow the log's recorded end (stale)"));
         }
@@ -399,8 +407,52 @@ impl Scan {
                 }
                 Err(e) => self.stop(format!("commit block at {pos}: {e}")),
             },
+            JBlockType::FastCommit => self.feed_fast_commit(block, tid),
             JBlockType::Superblock => unreachable!(),
         }
+    }
+}
+
+impl Scan {
+    /// A fast commit block: a whole transaction of records, checked as one block. It opens
+    /// and commits its transaction; inside another one it is out of place.
+    fn feed_fast_commit(&mut self, block: &[u8], tid: Tid) {
+        let pos = self.pos;
+        if self.cur.is_some() {
+            return self.stop(format!("fast commit at {pos} inside transaction {tid}"));
+        }
+        let verify = self.verify_fast_commits;
+        let f = match jf::FastCommit::decode(block, verify) {
+            Ok(f) => f,
+            Err(e) => return self.stop(format!("fast commit at {pos}: {e}")),
+        };
+        if let Some(t) = f.tags.iter().find(|t| t.fs_block.get() >= self.fs_blocks) {
+            return self.stop(format!("fast commit at {pos} tags block {} outside the file system", t.fs_block));
+        }
+        if !self.multiwrite {
+            return self.stop(format!("fast commit at {pos} has multiwrite tags but the journal lacks the feature"));
+        }
+        let mut items = Vec::with_capacity(f.tags.len());
+        let mut at = 0usize;
+        for tag in f.tags {
+            let bytes = f.stream[at..at + tag.len as usize].to_vec();
+            at += tag.len as usize;
+            if verify && jf::data_hash(tag.fs_block, tag.offset, &bytes) != tag.data_hash {
+                return self.stop(format!("record for block {} of fast commit {tid} at {pos} fails its tag hash", tag.fs_block));
+            }
+            items.push(ScanItem::Record { tag, bytes });
+        }
+        self.txs.push(ScannedTx {
+            region: self.region,
+            tid,
+            start: pos,
+            end: self.region.next(pos),
+            items,
+            revoke_blocks: Vec::new(),
+            handle_count: f.handle_count,
+            commit_time_ns: f.commit_time_ns,
+        });
+        self.expected = tid + 1;
     }
 }
 

@@ -44,6 +44,7 @@ pub(super) fn checked_header(block: &[u8]) -> Option<(JBlockType, Tid)> {
         JBlockType::Descriptor => Descriptor::decode(block).is_ok(),
         JBlockType::Revoke => RevokeBlock::decode(block).is_ok(),
         JBlockType::Commit => CommitBlock::decode(block).is_ok(),
+        JBlockType::FastCommit => jf::FastCommit::decode(block, true).is_ok(),
         JBlockType::Superblock => false,
     };
     ok.then_some((kind, tid))
@@ -129,7 +130,7 @@ impl Probe {
             Some((kind, tid)) => {
                 self.max_tid_seen = self.max_tid_seen.max(tid);
                 self.gap = 0;
-                if tid > self.failed_tid && matches!(kind, JBlockType::Descriptor | JBlockType::Revoke) {
+                if tid > self.failed_tid && matches!(kind, JBlockType::Descriptor | JBlockType::Revoke | JBlockType::FastCommit) {
                     let mut scan = Scan::at(self.region, self.fs_blocks, self.multiwrite, self.pos, tid);
                     scan.feed(block);
                     return self.after_sub(self.pos, scan);
