@@ -90,6 +90,62 @@ fn crash_without_unmount_recovers_synced_state() {
     }
 }
 
+/// Fast commit blocks (docs/FORMAT.md): a 128-byte append and fsync under wasteless+dmeta is
+/// one journal block, recovered after a crash; a journal made before the feature (its
+/// superblock without FAST_COMMIT) still mounts and is written in the classic form, two
+/// blocks a commit, and a mount with `fast_commit=off` writes the classic form too.
+#[test]
+fn small_commits_are_one_block_and_old_journals_keep_the_classic_form() {
+    use okeanos::format::journal::{jfeature, JournalSuperblock};
+    let wasteless = || {
+        let mut o = opts(DataMode::Wasteless);
+        o.dmeta = true;
+        o
+    };
+    // (journal blocks a commit, fast commits) of 20 appends and fsyncs, and the data after a crash.
+    let run = |dev: &Arc<okeanos::MemDevice>, o: okeanos::MountOptions| {
+        let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
+        let f = fs.create_file("/log").unwrap();
+        fs.sync().unwrap();
+        let before = fs.counters();
+        let mut expect = Vec::new();
+        for k in 0..20 {
+            let r = record(1, k, 128);
+            f.append(&r).unwrap();
+            f.fsync().unwrap();
+            expect.extend_from_slice(&r);
+        }
+        let c = fs.counters().since(&before);
+        let image = Arc::new(okeanos::MemDevice::from_bytes(dev.snapshot()));
+        drop(f);
+        drop(fs);
+        let fs = Okeanos::mount(image.clone() as Arc<dyn Device>, None, wasteless()).unwrap();
+        assert_eq!(fs.read_path("/log").unwrap(), expect, "every synced record after the crash");
+        fs.unmount().unwrap();
+        assert_fsck_clean(image, None);
+        (c.journal_blocks_per_commit, c.fast_commits, c.commits)
+    };
+    let (per, fast, commits) = run(&mem_fs(32 * MB, 1024), wasteless());
+    assert!(commits >= 20 && fast == commits && per == 1.0, "one block a commit: {per} blocks, {fast} of {commits} fast");
+
+    let (per, fast, _) = run(&mem_fs(32 * MB, 1024), okeanos::MountOptions { fast_commit: false, ..wasteless() });
+    assert!(fast == 0 && per >= 2.0, "fast_commit=off: {per} blocks a commit, {fast} fast");
+
+    // A journal superblock as mkfs wrote it before the feature.
+    let dev = mem_fs(32 * MB, 1024);
+    let sb = okeanos::format::superblock::Superblock::decode(&dev.snapshot()[..4096]).unwrap();
+    let okeanos::format::superblock::JournalLocation::Internal { start, .. } = sb.journal else { panic!("an internal journal") };
+    let mut b = vec![0u8; 4096];
+    dev.read_at(start * 4096, &mut b).unwrap();
+    let mut jsb = JournalSuperblock::decode(&b).unwrap();
+    assert_ne!(jsb.features & jfeature::FAST_COMMIT, 0, "mkfs sets the feature");
+    jsb.features &= !jfeature::FAST_COMMIT;
+    jsb.encode(&mut b);
+    dev.write_at(start * 4096, &b).unwrap();
+    let (per, fast, _) = run(&dev, wasteless());
+    assert!(fast == 0 && per >= 2.0, "a journal without the feature: {per} blocks a commit, {fast} fast");
+}
+
 #[test]
 fn external_journal_on_its_own_device() {
     let dev = Arc::new(okeanos::MemDevice::new(32 * MB));

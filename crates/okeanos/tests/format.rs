@@ -154,6 +154,46 @@ fn journal_blocks_round_trip_and_flips() {
     every_flip_caught(&b, 0..512, |x| CommitBlock::decode(x).map(|_| ()));
 }
 
+/// The fast commit block: round trip, every flipped byte caught (the hash covers the whole
+/// block), any sector torn back to zeros or to an older block's bytes caught, and the bounds.
+#[test]
+fn fast_commit_round_trip_flips_and_torn_sectors() {
+    let tags: Vec<Tag> = (0..6u64)
+        .map(|k| Tag { fs_block: HomeBlock::new(300 + k), flags: jf::tag_flags::MULTIWRITE | if k == 0 { jf::tag_flags::FRESH } else { 0 }, offset: (k * 100) as u16, len: 500, data_hash: 0 })
+        .collect();
+    let stream: Vec<u8> = (0..3000).map(|i| (i * 7 % 251) as u8).collect();
+    let tags: Vec<Tag> = tags.into_iter().enumerate().map(|(i, t)| Tag { data_hash: jf::data_hash(t.fs_block, t.offset, &stream[i * 500..(i + 1) * 500]), ..t }).collect();
+    let f = jf::FastCommit { tid: okeanos::Tid::new(41), tags, stream, handle_count: 3, commit_time_ns: 99 };
+    let mut b = vec![0u8; BS];
+    f.encode(&mut b);
+    assert_eq!(jf::header(&b).map(|(k, t)| (k, t.get())), Some((jf::JBlockType::FastCommit, 41)));
+    assert_eq!(jf::FastCommit::decode(&b, true).unwrap(), f);
+    every_flip_caught(&b, 0..BS, |x| jf::FastCommit::decode(x, true).map(|_| ()));
+    // Torn writes: each sector of the block left as zeros, or as the same sector of another
+    // fast commit (an earlier pass over the log), is caught.
+    let mut older = vec![0u8; BS];
+    jf::FastCommit { tid: okeanos::Tid::new(7), tags: f.tags[..2].to_vec(), stream: f.stream[..1000].to_vec(), handle_count: 1, commit_time_ns: 5 }.encode(&mut older);
+    for sector in 0..BS / 512 {
+        for old in [&vec![0u8; BS], &older] {
+            let mut torn = b.clone();
+            torn[sector * 512..(sector + 1) * 512].copy_from_slice(&old[sector * 512..(sector + 1) * 512]);
+            if torn != b {
+                assert!(jf::FastCommit::decode(&torn, true).is_err(), "sector {sector} torn back is not caught");
+            }
+        }
+    }
+    // Bounds: what fits, what does not.
+    assert!(jf::FastCommit::fits(BS, 1, BS - 40 - 16 - 8));
+    assert!(!jf::FastCommit::fits(BS, 1, BS - 40 - 16 - 7));
+    assert!(!jf::FastCommit::fits(BS, 0, 0));
+    // A tag count or stream length that cannot fit is an error, never a panic.
+    for (at, v) in [(16usize, u32::MAX), (16, 300), (20, u32::MAX), (20, 5000)] {
+        let mut x = b.clone();
+        x[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        assert!(jf::FastCommit::decode(&x, false).is_err(), "field at {at} = {v}");
+    }
+}
+
 #[test]
 fn escaping_round_trips() {
     let mut block = vec![0x5au8; BS];
@@ -195,6 +235,8 @@ proptest! {
         let _ = Descriptor::decode(&bytes);
         let _ = RevokeBlock::decode(&bytes);
         let _ = CommitBlock::decode(&bytes);
+        let _ = jf::FastCommit::decode(&bytes, true);
+        let _ = jf::FastCommit::decode(&bytes, false);
         let _ = jf::header(&bytes);
     }
 
