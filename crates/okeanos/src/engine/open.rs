@@ -71,7 +71,10 @@ pub(super) fn journal(devs: &mut Devices, sb: &Superblock, opened: placement::Op
     let background = opts.dirty_background_bytes.unwrap_or(defaults.dirty_background_bytes);
     cfg.dirty_background_blocks = usize::try_from(background / sb.block_size as u64).unwrap_or(usize::MAX);
     cfg.datasync_in_place = opts.datasync_in_place;
-    cfg.fast_commit = opts.fast_commit && fast_commit;
+    // A placement that stores the committed blocks whole (nvm) writes no journal blocks: its
+    // commits have no form to choose.
+    let images_only = placement.parking().is_some_and(|p| p.wants_images());
+    cfg.fast_commit = opts.fast_commit && fast_commit && !images_only;
     cfg.faults = opts.faults.clone();
     let journal = Journal::new(cfg, content.policy(), placement, next_tid);
     Ok(journal)
