@@ -99,6 +99,7 @@ fn blocks_by_kind(image: &[u8], tid: Tid) -> BTreeMap<&'static str, LogPos> {
             Some((JBlockType::Descriptor, _)) => "descriptor",
             Some((JBlockType::Revoke, _)) => "revoke",
             Some((JBlockType::Commit, _)) => "commit",
+            Some((JBlockType::FastCommit, _)) => "fast commit",
             _ if jf::decode_multiwrite(b).is_ok() => "multiwrite",
             _ => {
                 let full = t.items.iter().find_map(|i| match i {
@@ -139,6 +140,7 @@ fn max_tid_in_ring(image: &[u8]) -> Tid {
                 (JBlockType::Descriptor, _) => jf::Descriptor::decode(b).is_ok(),
                 (JBlockType::Commit, _) => jf::CommitBlock::decode(b).is_ok(),
                 (JBlockType::Revoke, _) => jf::RevokeBlock::decode(b).is_ok(),
+                (JBlockType::FastCommit, _) => jf::FastCommit::decode(b, true).is_ok(),
                 _ => false,
             };
             ok.then(|| jf::header(b).unwrap().1)
@@ -224,6 +226,62 @@ fn damaged_middle_transaction_of_every_block_kind() {
             assert_eq!(read_all(&fs), expect, "{ctx}: after the second crash");
             fs.unmount().unwrap();
             assert_fsck_clean(dev2, None);
+        }
+    }
+}
+
+/// Fast commit blocks (one block a transaction) under the same rules: damage to one in the
+/// middle of the log, with committed transactions after it, is damage (the safe prefix
+/// replayed, the error state set); damage to the last one is a torn tail.
+#[test]
+fn a_damaged_fast_commit_is_damage_in_the_middle_and_a_torn_tail_at_the_end() {
+    let mut o = quiet(DataMode::Wasteless);
+    o.dmeta = true;
+    let dev = mem_fs(32 * MB, JOURNAL_BLOCKS);
+    let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o.clone()).unwrap();
+    let f = fs.create_file("/f").unwrap();
+    fs.sync().unwrap();
+    let fast_before = fs.counters().fast_commits;
+    // (tid, contents of /f once it committed)
+    let mut states = Vec::new();
+    let mut data = Vec::new();
+    for k in 0..5 {
+        data.extend_from_slice(&record(5, k, 128));
+        f.append(&data[data.len() - 128..]).unwrap();
+        f.fsync().unwrap();
+        states.push((fs.committed_tid(), data.clone()));
+    }
+    assert_eq!(fs.counters().fast_commits - fast_before, 5, "each sync is one fast commit");
+    drop(f);
+    drop(fs);
+    let image = dev.snapshot();
+    for (i, &(tid, _)) in states.iter().enumerate() {
+        let kinds = blocks_by_kind(&image, tid);
+        assert_eq!(kinds.keys().copied().collect::<Vec<_>>(), vec!["fast commit"], "transaction {tid} is one fast commit block");
+        let mut img = image.clone();
+        flip(&mut img, kinds["fast commit"], 40);
+        let ctx = format!("fast commit {tid} damaged");
+        if i + 1 < states.len() {
+            let (dev, r) = mount_img(&img, o.clone());
+            let err = r.err().unwrap_or_else(|| panic!("{ctx}: a read-write mount succeeded"));
+            let following = states.len() - i - 1;
+            assert!(matches!(err, FsError::HasErrors(_)) && err.to_string().contains(&format!("transaction {tid} damaged")), "{ctx}: {err}");
+            let (sb, _, _, _) = okeanos::inspect::describe(Arc::new(MemDevice::from_bytes(dev.snapshot())), None).unwrap();
+            assert_eq!((sb.error.tid, sb.error.following), (tid, following as u64), "{ctx}");
+            let mut ro = o.clone();
+            ro.read_only = true;
+            let (_, r) = mount_img(&dev.snapshot(), ro);
+            let fs = r.unwrap_or_else(|e| panic!("{ctx}: ro mount: {e}"));
+            let before = if i == 0 { Vec::new() } else { states[i - 1].1.clone() };
+            assert_eq!(fs.read_path("/f").unwrap(), before, "{ctx}: the state before the damaged one");
+            fs.unmount().unwrap();
+        } else {
+            let (_, r) = mount_img(&img, o.clone());
+            let fs = r.unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            let rep = fs.counters().recovery.unwrap();
+            assert!(rep.damage.is_none() && rep.last_tid == tid - 1, "{ctx}: a torn tail: {rep:?}");
+            assert_eq!(fs.read_path("/f").unwrap(), states[i - 1].1, "{ctx}");
+            fs.unmount().unwrap();
         }
     }
 }
