@@ -56,6 +56,9 @@ impl Device for ClockedDevice {
         self.time.tick(Op::Flush, 0, 0);
         Ok(())
     }
+    fn short_writes(&self) -> bool {
+        self.inner.short_writes()
+    }
     fn counters(&self) -> DeviceStats {
         self.inner.counters()
     }

@@ -382,7 +382,9 @@ impl World {
                 // A copy's read goes first (its write needs the data), sources in order.
                 let mut reads: Vec<(DevId, u64)> = stage.copies.iter().map(|c| (c.from.0, c.from.1.get())).collect();
                 reads.sort_by_key(|r| (r.0 as u8, r.1));
-                let ios: Vec<(DevId, u64)> = stage.copies.iter().map(|c| (c.to.0, c.to.1.get())).chain(stage.writes.iter().map(|w| (w.dev, w.block.get()))).collect();
+                // (device, block, bytes): the simulated disks take short writes, as the memory
+                // devices under them do (a commit block's sectors only).
+                let ios: Vec<(DevId, u64, u64)> = stage.copies.iter().map(|c| (c.to.0, c.to.1.get(), bs)).chain(stage.writes.iter().map(|w| (w.dev, w.block.get(), w.written_len() as u64))).collect();
                 let remote: Vec<Option<u64>> = stage
                     .remote
                     .iter()
@@ -408,9 +410,9 @@ impl World {
                 self.copy_read_ns += read_done - now;
                 let now = read_done;
                 done = done.max(read_done);
-                for (d, block) in ios {
+                for (d, block, len) in ios {
                     let at = self.model_offset(d) + block * bs;
-                    let t = self.model(d).submit(now, Op::Write, at, bs);
+                    let t = self.model(d).submit(now, Op::Write, at, len);
                     done = done.max(t);
                 }
                 for bytes in remote {

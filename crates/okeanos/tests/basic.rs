@@ -123,13 +123,18 @@ fn small_commits_are_one_block_and_old_journals_keep_the_classic_form() {
         assert_eq!(fs.read_path("/log").unwrap(), expect, "every synced record after the crash");
         fs.unmount().unwrap();
         assert_fsck_clean(image, None);
-        (c.journal_blocks_per_commit, c.fast_commits, c.commits)
+        eprintln!("{} journal bytes in {} commits", c.journal_bytes, c.commits);
+        (c.journal_blocks_per_commit, c.fast_commits, c.commits, c.journal_bytes)
     };
-    let (per, fast, commits) = run(&mem_fs(32 * MB, 1024), wasteless());
+    // A memory device takes short writes: a fast commit is written as the sectors it fills
+    // (one here), a classic commit block as its first sector.
+    let (per, fast, commits, bytes) = run(&mem_fs(32 * MB, 1024), wasteless());
     assert!(commits >= 20 && fast == commits && per == 1.0, "one block a commit: {per} blocks, {fast} of {commits} fast");
+    assert_eq!(bytes, 512 * commits, "one sector a commit");
 
-    let (per, fast, _) = run(&mem_fs(32 * MB, 1024), okeanos::MountOptions { fast_commit: false, ..wasteless() });
+    let (per, fast, commits, bytes) = run(&mem_fs(32 * MB, 1024), okeanos::MountOptions { fast_commit: false, ..wasteless() });
     assert!(fast == 0 && per >= 2.0, "fast_commit=off: {per} blocks a commit, {fast} fast");
+    assert_eq!(bytes, (4096 + 512) * commits, "a descriptor and the commit block's first sector");
 
     // A journal superblock as mkfs wrote it before the feature.
     let dev = mem_fs(32 * MB, 1024);
@@ -142,7 +147,7 @@ fn small_commits_are_one_block_and_old_journals_keep_the_classic_form() {
     jsb.features &= !jfeature::FAST_COMMIT;
     jsb.encode(&mut b);
     dev.write_at(start * 4096, &b).unwrap();
-    let (per, fast, _) = run(&dev, wasteless());
+    let (per, fast, _, _) = run(&dev, wasteless());
     assert!(fast == 0 && per >= 2.0, "a journal without the feature: {per} blocks a commit, {fast} fast");
 }
 

@@ -168,12 +168,21 @@ fn fast_commit_round_trip_flips_and_torn_sectors() {
     f.encode(&mut b);
     assert_eq!(jf::header(&b).map(|(k, t)| (k, t.get())), Some((jf::JBlockType::FastCommit, 41)));
     assert_eq!(jf::FastCommit::decode(&b, true).unwrap(), f);
-    every_flip_caught(&b, 0..BS, |x| jf::FastCommit::decode(x, true).map(|_| ()));
-    // Torn writes: each sector of the block left as zeros, or as the same sector of another
-    // fast commit (an earlier pass over the log), is caught.
+    // 40 + 6 x 16 + 3000 + 8 bytes: 7 sectors are written and checked; the eighth is never read.
+    let used = jf::written_len(&b);
+    assert_eq!(used, 7 * 512);
+    every_flip_caught(&b, 0..used, |x| jf::FastCommit::decode(x, true).map(|_| ()));
+    for i in used..BS {
+        let mut x = b.clone();
+        x[i] ^= 0xff;
+        assert_eq!(jf::FastCommit::decode(&x, true).unwrap(), f, "byte {i} lies past the written sectors");
+    }
+    // Torn writes: each written sector left as zeros, or as the same sector of another fast
+    // commit (an earlier pass over the log), is caught.
     let mut older = vec![0u8; BS];
     jf::FastCommit { tid: okeanos::Tid::new(7), tags: f.tags[..2].to_vec(), stream: f.stream[..1000].to_vec(), handle_count: 1, commit_time_ns: 5 }.encode(&mut older);
-    for sector in 0..BS / 512 {
+    assert_eq!(jf::written_len(&older), 3 * 512);
+    for sector in 0..used / 512 {
         for old in [&vec![0u8; BS], &older] {
             let mut torn = b.clone();
             torn[sector * 512..(sector + 1) * 512].copy_from_slice(&old[sector * 512..(sector + 1) * 512]);
@@ -182,12 +191,17 @@ fn fast_commit_round_trip_flips_and_torn_sectors() {
             }
         }
     }
+    // A classic commit block is written as its first sector; other blocks whole.
+    let mut c = vec![0u8; BS];
+    CommitBlock { tid: okeanos::Tid::new(9), block_count: 3, tx_hash: 1, commit_time_ns: 2, handle_count: 1 }.encode(&mut c);
+    assert_eq!(jf::written_len(&c), 512);
+    assert_eq!(jf::written_len(&vec![7u8; BS]), BS);
     // Bounds: what fits, what does not.
     assert!(jf::FastCommit::fits(BS, 1, BS - 40 - 16 - 8));
     assert!(!jf::FastCommit::fits(BS, 1, BS - 40 - 16 - 7));
     assert!(!jf::FastCommit::fits(BS, 0, 0));
     // A tag count or stream length that cannot fit is an error, never a panic.
-    for (at, v) in [(16usize, u32::MAX), (16, 300), (20, u32::MAX), (20, 5000)] {
+    for (at, v) in [(16usize, u32::MAX), (16, 300), (20, u32::MAX), (20, 5000), (28, 0), (28, 9), (28, u32::MAX), (28, 6)] {
         let mut x = b.clone();
         x[at..at + 4].copy_from_slice(&v.to_le_bytes());
         assert!(jf::FastCommit::decode(&x, false).is_err(), "field at {at} = {v}");

@@ -381,6 +381,9 @@ impl Device for CrashDevice {
         log.events.push(CrashEvent::Flush { dev: self.id });
         Ok(())
     }
+    fn short_writes(&self) -> bool {
+        true
+    }
     fn counters(&self) -> DeviceStats {
         self.live.counters()
     }

@@ -74,6 +74,9 @@ impl Device for FaultDevice {
         self.tick("flush", 0)?;
         self.inner.flush()
     }
+    fn short_writes(&self) -> bool {
+        self.inner.short_writes()
+    }
     fn counters(&self) -> DeviceStats {
         self.inner.counters()
     }

@@ -19,6 +19,9 @@ pub struct FileDevice {
     direct: bool,
     /// The kernel's `queue/rotational` for the block device (or the one holding the file).
     rotational: Option<bool>,
+    /// O_DIRECT on a device whose logical sectors are 512 bytes: a write of a few sectors is
+    /// a write of a few sectors ([`Device::short_writes`]).
+    short_writes: bool,
 }
 
 /// A heap buffer aligned for O_DIRECT.
@@ -110,7 +113,8 @@ impl FileDevice {
         })?;
         super::lock::lock(&file, path, lock)?;
         let len = file.seek(SeekFrom::End(0)).map_err(|e| io("seek", e))?;
-        Ok(FileDevice { file, name, len, counters: DeviceCounters::default(), poison: Poison::default(), direct, rotational: rotational(path) })
+        let short_writes = direct && queue_value(path, "logical_block_size").as_deref() == Some("512");
+        Ok(FileDevice { file, name, len, counters: DeviceCounters::default(), poison: Poison::default(), direct, rotational: rotational(path), short_writes })
     }
 
     /// Creates (or truncates) a regular file of `len` bytes, locked exclusively. Refuses to
@@ -135,7 +139,7 @@ impl FileDevice {
             file.set_len(0).map_err(|e| io("set_len", e))?;
         }
         file.set_len(len).map_err(|e| io("set_len", e))?;
-        Ok(FileDevice { file, name, len, counters: DeviceCounters::default(), poison: Poison::default(), direct: false, rotational: rotational(path) })
+        Ok(FileDevice { file, name, len, counters: DeviceCounters::default(), poison: Poison::default(), direct: false, rotational: rotational(path), short_writes: false })
     }
 
     fn fail(&self, op: &'static str, offset: u64, e: std::io::Error) -> DeviceError {
@@ -149,16 +153,25 @@ impl FileDevice {
 /// as the kernel says (`/sys/dev/block/MAJ:MIN/queue/rotational`, or its parent's for a
 /// partition). None when the kernel does not say (tmpfs, overlay, no sysfs).
 fn rotational(path: &Path) -> Option<bool> {
+    queue_value(path, "rotational").map(|s| s == "1")
+}
+
+/// A value of the kernel's `queue/` directory for the block device at `path`, or the one
+/// holding the file at `path` (its parent's for a partition), trimmed.
+fn queue_value(path: &Path, name: &str) -> Option<String> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let m = std::fs::metadata(path).ok()?;
     let dev = if m.file_type().is_block_device() { m.rdev() } else { m.dev() };
     let base = format!("/sys/dev/block/{}:{}", libc::major(dev), libc::minor(dev));
-    ["queue/rotational", "../queue/rotational"].iter().find_map(|q| std::fs::read_to_string(format!("{base}/{q}")).ok()).map(|s| s.trim() == "1")
+    ["queue", "../queue"].iter().find_map(|q| std::fs::read_to_string(format!("{base}/{q}/{name}")).ok()).map(|s| s.trim().to_string())
 }
 
 impl Device for FileDevice {
     fn seeks(&self) -> Option<bool> {
         self.rotational
+    }
+    fn short_writes(&self) -> bool {
+        self.short_writes
     }
     fn name(&self) -> String {
         self.name.clone()

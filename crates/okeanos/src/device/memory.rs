@@ -52,6 +52,9 @@ impl Device for MemDevice {
         self.counters.on_flush();
         Ok(())
     }
+    fn short_writes(&self) -> bool {
+        true
+    }
     fn counters(&self) -> DeviceStats {
         self.counters.snapshot()
     }

@@ -96,6 +96,13 @@ pub trait Device: Send + Sync {
     fn seeks(&self) -> Option<bool> {
         None
     }
+    /// Whether a write of a few sectors costs less than a whole block: memory, and O_DIRECT on
+    /// a device of 512-byte logical sectors. Not through the page cache (whole pages reach the
+    /// disk, and a page not cached is read first) nor on 4 KiB-sector devices. The journal then
+    /// writes only the sectors of a commit block that carry it (docs/FORMAT.md).
+    fn short_writes(&self) -> bool {
+        false
+    }
 }
 
 /// Checks alignment and range; every back end calls it first so all agree on the contract.

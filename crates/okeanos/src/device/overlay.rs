@@ -57,6 +57,9 @@ impl Device for OverlayDevice {
         self.counters.on_flush();
         Ok(())
     }
+    fn short_writes(&self) -> bool {
+        self.base.short_writes()
+    }
     fn counters(&self) -> DeviceStats {
         self.counters.snapshot()
     }

@@ -127,6 +127,9 @@ impl Device for SparseDevice {
         self.counters.on_flush();
         Ok(())
     }
+    fn short_writes(&self) -> bool {
+        true
+    }
     fn counters(&self) -> DeviceStats {
         self.counters.snapshot()
     }

@@ -53,6 +53,9 @@ impl Device for TimedDevice {
     fn flush(&self) -> Result<(), DeviceError> {
         self.timed(Op::Flush, 0, 0, || self.inner.flush())
     }
+    fn short_writes(&self) -> bool {
+        self.inner.short_writes()
+    }
     fn counters(&self) -> DeviceStats {
         self.inner.counters()
     }

@@ -422,9 +422,10 @@ impl CommitBlock {
 }
 
 /// A transaction written as one block: its multiwrite records (tags, then their stream) and
-/// its commit, checked as a whole by an XXH3-64 over the block (so a torn write, where some
-/// sectors are new and others old, fails the check), as ext4's fast commits put a small
-/// transaction in one block. Only transactions of records alone, without revokes or whole
+/// its commit, checked as a whole by an XXH3-64 over the sectors it fills (so a torn write,
+/// where some sectors are new and others old, fails the check), as ext4's fast commits put a
+/// small transaction in one block. Only those sectors need be written: the rest of the block
+/// is never read. Only transactions of records alone, without revokes or whole
 /// blocks, that fit take this form; the others keep descriptor, blocks and commit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FastCommit {
@@ -440,15 +441,28 @@ pub struct FastCommit {
 const FAST_COUNT_AT: usize = 16;
 const FAST_STREAM_AT: usize = 20;
 const FAST_HANDLES_AT: usize = 24;
+const FAST_SECTORS_AT: usize = 28;
 const FAST_TIME_AT: usize = 32;
 const FAST_TAGS_AT: usize = 40;
-/// The block's hash: its last 8 bytes.
+/// The hash: the last 8 bytes of the sectors the block fills.
 const FAST_HASH_LEN: usize = 8;
+/// The unit a device writes atomically, and of the short writes of commit blocks.
+pub const SECTOR: usize = 512;
 
 impl FastCommit {
     /// Whether `tags` tags with `stream` record bytes fit one block.
     pub fn fits(block_size: usize, tags: usize, stream: usize) -> bool {
-        tags >= 1 && FAST_TAGS_AT + tags * TAG_SIZE + stream + FAST_HASH_LEN <= block_size
+        tags >= 1 && Self::used(tags, stream) <= block_size
+    }
+
+    /// Bytes of content and hash.
+    fn used(tags: usize, stream: usize) -> usize {
+        FAST_TAGS_AT + tags * TAG_SIZE + stream + FAST_HASH_LEN
+    }
+
+    /// The sectors such a block fills (its hash ends the last one).
+    fn sectors(tags: usize, stream: usize) -> usize {
+        Self::used(tags, stream).div_ceil(SECTOR)
     }
 
     pub fn encode(&self, out: &mut [u8]) {
@@ -459,6 +473,8 @@ impl FastCommit {
         Le::put_u32(out, FAST_COUNT_AT, self.tags.len() as u32);
         Le::put_u32(out, FAST_STREAM_AT, self.stream.len() as u32);
         Le::put_u32(out, FAST_HANDLES_AT, self.handle_count);
+        let sectors = Self::sectors(self.tags.len(), self.stream.len());
+        Le::put_u32(out, FAST_SECTORS_AT, sectors as u32);
         Le::put_i64(out, FAST_TIME_AT, self.commit_time_ns);
         for (i, t) in self.tags.iter().enumerate() {
             assert!(t.is_multiwrite() && t.fs_block.get() <= MAX_TAG_BLOCK);
@@ -466,7 +482,7 @@ impl FastCommit {
         }
         let at = FAST_TAGS_AT + self.tags.len() * TAG_SIZE;
         out[at..at + self.stream.len()].copy_from_slice(&self.stream);
-        let end = out.len() - FAST_HASH_LEN;
+        let end = sectors * SECTOR - FAST_HASH_LEN;
         let h = fast_hash(self.tid, &out[..end]);
         Le::put_u64(out, end, h);
     }
@@ -479,14 +495,18 @@ impl FastCommit {
         let Some((JBlockType::FastCommit, tid)) = header(b) else {
             return Err(invalid(W, "not a fast commit block"));
         };
-        let end = b.len() - FAST_HASH_LEN;
+        let sectors = Le::u32(b, FAST_SECTORS_AT) as usize;
+        if sectors == 0 || sectors * SECTOR > b.len() {
+            return Err(invalid(W, format!("{sectors} sectors do not fit the block")));
+        }
+        let end = sectors * SECTOR - FAST_HASH_LEN;
         if verify_hash && Le::u64(b, end) != fast_hash(tid, &b[..end]) {
-            return Err(invalid(W, "the block's hash does not match (torn, or never written whole)"));
+            return Err(invalid(W, "the hash does not match (torn, or never written whole)"));
         }
         let n = Le::u32(b, FAST_COUNT_AT) as usize;
         let stream_len = Le::u32(b, FAST_STREAM_AT) as usize;
-        if n == 0 || n > b.len() / TAG_SIZE || stream_len > b.len() || !Self::fits(b.len(), n, stream_len) {
-            return Err(invalid(W, format!("{n} tags and {stream_len} stream bytes do not fit")));
+        if n == 0 || n > b.len() / TAG_SIZE || stream_len > b.len() || Self::sectors(n, stream_len) != sectors {
+            return Err(invalid(W, format!("{n} tags and {stream_len} stream bytes do not fill {sectors} sectors")));
         }
         let mut tags = Vec::with_capacity(n);
         for i in 0..n {
@@ -510,7 +530,25 @@ impl FastCommit {
     }
 }
 
-/// The hash a fast commit block ends with: XXH3-64 of the rest, seeded by its tid.
+/// The bytes of a commit block that carry it, which are all a commit needs written: the first
+/// sector of a classic commit block (its record and CRC lie there), the sectors a fast commit
+/// fills. Other blocks, and a block that is neither, are written whole.
+pub fn written_len(block: &[u8]) -> usize {
+    match header(block) {
+        Some((JBlockType::Commit, _)) if block.len() >= SECTOR => SECTOR,
+        Some((JBlockType::FastCommit, _)) if block.len() > FAST_SECTORS_AT + 4 => {
+            let sectors = Le::u32(block, FAST_SECTORS_AT) as usize;
+            if sectors >= 1 && sectors * SECTOR <= block.len() {
+                sectors * SECTOR
+            } else {
+                block.len()
+            }
+        }
+        _ => block.len(),
+    }
+}
+
+/// The hash that ends a fast commit's sectors: XXH3-64 of what precedes it, seeded by its tid.
 fn fast_hash(tid: Tid, bytes: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64_with_seed(bytes, tx_hash_seed(tid) ^ 0x6661_7374)
 }

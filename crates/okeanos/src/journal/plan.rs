@@ -127,6 +127,19 @@ pub struct IoWrite {
     pub kind: BlockKind,
 }
 
+impl IoWrite {
+    /// The bytes of this block a write must carry: a commit block's sectors that hold it
+    /// (`format::journal::written_len`), every other block whole. A device with
+    /// [`crate::device::Device::short_writes`] is written only those.
+    pub fn written_len(&self) -> usize {
+        if self.kind == BlockKind::Commit {
+            crate::format::journal::written_len(&self.data)
+        } else {
+            self.data.len()
+        }
+    }
+}
+
 /// A block read from one place and written to another, the read checked before the write:
 /// a checkpoint of a block whose newest committed version is only in a log (manylogs, parked
 /// out of the cache) reads it there and writes it home; a log swap moves a log's blocks to

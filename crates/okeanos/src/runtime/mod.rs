@@ -174,9 +174,18 @@ pub fn execute_yielding(plan: &IoPlan, devs: &Devices, stats: &Stats, between: &
         let mut batch: Vec<(u64, &[u8])> = Vec::new();
         let mut batch_dev = None;
         let mut last_block = None;
+        // Bytes written of each write: whole blocks, but a commit block that ends its run goes
+        // to a device that takes short writes as only the sectors that hold it.
+        let mut lens: Vec<usize> = writes.iter().map(|w| w.data.len()).collect();
         for &(k, end) in &runs {
             let first = &writes[order[k]];
-            let data: &[u8] = if end - k == 1 { &first.data } else { joined.next().expect("one joined buffer per run") };
+            let mut data: &[u8] = if end - k == 1 { &first.data } else { joined.next().expect("one joined buffer per run") };
+            let last = order[end - 1];
+            let keep = writes[last].written_len();
+            if keep < lens[last] && devs.get(first.dev).short_writes() {
+                data = &data[..data.len() - (lens[last] - keep)];
+                lens[last] = keep;
+            }
             let repeat = batch_dev == Some(first.dev) && last_block == Some(first.block);
             if batch_dev != Some(first.dev) || repeat {
                 if let Some(d) = batch_dev {
@@ -191,8 +200,8 @@ pub fn execute_yielding(plan: &IoPlan, devs: &Devices, stats: &Stats, between: &
         if let Some(d) = batch_dev {
             devs.get(d).write_batch(&batch)?;
         }
-        for w in writes {
-            stats.on_write(w.kind, w.data.len());
+        for (w, len) in writes.iter().zip(lens) {
+            stats.on_write(w.kind, len);
         }
         devs.remote(&stage.remote, stats)?;
         if !stage.nvm.is_empty() {
