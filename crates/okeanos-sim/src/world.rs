@@ -121,6 +121,9 @@ pub struct World {
     pub fs_dev: Arc<dyn Device>,
     pub journal_dev: Option<Arc<dyn Device>>,
     fs_model: Box<dyn DiskModel>,
+    /// Whether the runtime writes commit blocks short on the file-system and journal devices
+    /// (`short_writes=`): the models are charged what it wrote.
+    short_writes: (bool, bool),
     journal_model: Option<Box<dyn DiskModel>>,
     remote: Option<RemoteConfig>,
     nvm_model: Option<Box<dyn DiskModel>>,
@@ -158,8 +161,10 @@ impl World {
 
     /// Formats fresh in-memory devices as `cfg` lays them out.
     pub fn format(cfg: &WorldConfig, mkfs: &MkfsOptions) -> FsResult<(Arc<dyn Device>, Option<Arc<dyn Device>>)> {
-        let fs_dev: Arc<dyn Device> = Arc::new(MemDevice::new(cfg.fs_bytes).named("sim-fs"));
-        let journal_dev: Option<Arc<dyn Device>> = cfg.external_journal_blocks.map(|b| Arc::new(MemDevice::new(b * mkfs.block_size as u64).named("sim-journal")) as Arc<dyn Device>);
+        // The memory devices seek as the models they stand for (short commit writes, `auto`).
+        let fs_dev: Arc<dyn Device> = Arc::new(MemDevice::new(cfg.fs_bytes).named("sim-fs").seeking(cfg.fs_model.seeks()));
+        let journal_seeks = cfg.journal_model.as_ref().map_or(cfg.fs_model.seeks(), |m| m.seeks());
+        let journal_dev: Option<Arc<dyn Device>> = cfg.external_journal_blocks.map(|b| Arc::new(MemDevice::new(b * mkfs.block_size as u64).named("sim-journal").seeking(journal_seeks)) as Arc<dyn Device>);
         let mut m = mkfs.clone();
         m.journal_blocks = cfg.external_journal_blocks.unwrap_or(cfg.journal_blocks);
         m.external_journal = cfg.external_journal_blocks.is_some();
@@ -196,6 +201,7 @@ impl World {
         if let Some(n) = &cfg.nvm {
             opts.nvm = Some(okeanos::nvm::NvmHandle(n.region.clone()));
         }
+        let short_writes = (okeanos::runtime::writes_short(opts.short_writes, fs_dev.as_ref()), journal_dev.as_ref().is_some_and(|j| okeanos::runtime::writes_short(opts.short_writes, j.as_ref())));
         let fs = Okeanos::mount_with_clock(fs_dev.clone(), journal_dev.clone(), opts, clock.clone())?;
         let block_size = fs.statfs().block_size as u64;
         Ok(World {
@@ -205,6 +211,7 @@ impl World {
             fs_dev,
             journal_dev,
             fs_model: cfg.fs_model,
+            short_writes,
             journal_model: cfg.journal_model,
             remote: cfg.remote,
             nvm_model: cfg.nvm.map(|n| n.model),
@@ -384,7 +391,9 @@ impl World {
                 reads.sort_by_key(|r| (r.0 as u8, r.1));
                 // (device, block, bytes): the simulated disks take short writes, as the memory
                 // devices under them do (a commit block's sectors only).
-                let ios: Vec<(DevId, u64, u64)> = stage.copies.iter().map(|c| (c.to.0, c.to.1.get(), bs)).chain(stage.writes.iter().map(|w| (w.dev, w.block.get(), w.written_len() as u64))).collect();
+                let short = |d: DevId| if d == DevId::Journal { self.short_writes.1 } else { self.short_writes.0 };
+                let ios: Vec<(DevId, u64, u64)> =
+                    stage.copies.iter().map(|c| (c.to.0, c.to.1.get(), bs)).chain(stage.writes.iter().map(|w| (w.dev, w.block.get(), if short(w.dev) { w.written_len() as u64 } else { bs }))).collect();
                 let remote: Vec<Option<u64>> = stage
                     .remote
                     .iter()

@@ -62,6 +62,11 @@ pub struct MountOptions {
     /// fast commits do; `off` keeps the descriptor and commit blocks. Only journals made with
     /// the FAST_COMMIT feature (every mkfs since it came) write it.
     pub fast_commit: bool,
+    /// Commit blocks written as only the sectors that hold them (docs/FORMAT.md, "Short commit
+    /// writes") on devices that take short writes (memory; O_DIRECT on 512-byte logical
+    /// sectors): `on`, `off`, or `auto` (None, the default: where the device does not seek,
+    /// since a spinning disk pays a revolution for the hole before the next commit).
+    pub short_writes: Option<bool>,
     /// When committed blocks go home (`checkpoint=periodic|lazy`). `periodic` (default): for
     /// space, and for age (`expire=`, every `writeback_period=`). `lazy` (the manylogs paper's
     /// off-hours checkpoint, section III-F): for space only, and manylogs counts space over
@@ -169,6 +174,7 @@ impl Default for MountOptions {
             checkpoint_thread: None,
             commit_leader: true,
             fast_commit: true,
+            short_writes: None,
             lazy_checkpoint: false,
             idle_checkpoint: false,
             idle_after: Duration::from_secs(2),
@@ -295,6 +301,12 @@ impl MountOptions {
                     None | Some("1") | Some("on") => true,
                     Some("0") | Some("off") => false,
                     Some(x) => return Err(format!("option commit_leader takes on or off, not {x:?}")),
+                },
+                "short_writes" => o.short_writes = match v {
+                    None | Some("1") | Some("on") => Some(true),
+                    Some("0") | Some("off") => Some(false),
+                    Some("auto") => None,
+                    Some(x) => return Err(format!("option short_writes takes on, off or auto, not {x:?}")),
                 },
                 "fast_commit" => o.fast_commit = match v {
                     None | Some("1") | Some("on") => true,

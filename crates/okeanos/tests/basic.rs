@@ -132,6 +132,16 @@ fn small_commits_are_one_block_and_old_journals_keep_the_classic_form() {
     assert!(commits >= 20 && fast == commits && per == 1.0, "one block a commit: {per} blocks, {fast} of {commits} fast");
     assert_eq!(bytes, 512 * commits, "one sector a commit");
 
+    // short_writes=off, and auto on a device that seeks (a spinning disk pays a revolution for
+    // the hole a short write leaves before the next commit): whole blocks.
+    let (_, fast, commits, bytes) = run(&mem_fs(32 * MB, 1024), okeanos::MountOptions { short_writes: Some(false), ..wasteless() });
+    assert!(fast == commits && bytes == 4096 * commits, "short_writes=off: {bytes} bytes in {commits} commits");
+    let seeking = Arc::new(okeanos::MemDevice::from_bytes(mem_fs(32 * MB, 1024).snapshot()).seeking(true));
+    let (_, _, commits, bytes) = run(&seeking, wasteless());
+    assert_eq!(bytes, 4096 * commits, "auto on a device that seeks");
+    let (_, _, commits, bytes) = run(&seeking, okeanos::MountOptions { short_writes: Some(true), ..wasteless() });
+    assert_eq!(bytes, 512 * commits, "short_writes=on on a device that seeks");
+
     let (per, fast, commits, bytes) = run(&mem_fs(32 * MB, 1024), okeanos::MountOptions { fast_commit: false, ..wasteless() });
     assert!(fast == 0 && per >= 2.0, "fast_commit=off: {per} blocks a commit, {fast} fast");
     assert_eq!(bytes, (4096 + 512) * commits, "a descriptor and the commit block's first sector");

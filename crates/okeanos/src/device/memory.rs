@@ -8,6 +8,8 @@ pub struct MemDevice {
     name: String,
     bytes: Mutex<Vec<u8>>,
     counters: DeviceCounters,
+    /// What [`Device::seeks`] says (the simulator sets it from its disk model).
+    seeks: Option<bool>,
 }
 
 impl MemDevice {
@@ -15,7 +17,12 @@ impl MemDevice {
         Self::from_bytes(vec![0; len as usize])
     }
     pub fn from_bytes(bytes: Vec<u8>) -> Self {
-        MemDevice { name: "mem".into(), bytes: Mutex::new(bytes), counters: DeviceCounters::default() }
+        MemDevice { name: "mem".into(), bytes: Mutex::new(bytes), counters: DeviceCounters::default(), seeks: None }
+    }
+    /// Says it seeks, or not, as the disk it stands for (the simulator's models).
+    pub fn seeking(mut self, seeks: bool) -> Self {
+        self.seeks = Some(seeks);
+        self
     }
     pub fn named(mut self, name: &str) -> Self {
         self.name = name.to_string();
@@ -54,6 +61,9 @@ impl Device for MemDevice {
     }
     fn short_writes(&self) -> bool {
         true
+    }
+    fn seeks(&self) -> Option<bool> {
+        self.seeks
     }
     fn counters(&self) -> DeviceStats {
         self.counters.snapshot()

@@ -65,6 +65,7 @@ impl Okeanos {
     pub fn mount_with_clock(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>, mut opts: MountOptions, clock: Arc<dyn Clock>) -> FsResult<Okeanos> {
         let (sb, _) = read_meta(dev.as_ref())?;
         let mut devs = Devices::new(dev.clone(), journal, sb.block_size as usize);
+        devs.short_writes = opts.short_writes;
         let (region, jsb) = open_journal(&sb, &devs)?;
         let stats = Stats::new(sb.block_size as usize);
         let (opened, next_tid) = open::recover(&mut devs, &sb, region, &jsb, &opts, &stats, clock.as_ref())?;

@@ -36,11 +36,21 @@ pub struct Devices {
     pub remote_read_only: bool,
     /// The non-volatile memory of an nvm journal.
     pub nvm: Option<Arc<dyn crate::nvm::Nvm>>,
+    /// `short_writes=`: commit blocks are written as the sectors that hold them on devices
+    /// that take short writes: always (`on`), never (`off`), or where the device does not
+    /// seek (None, `auto`: a spinning disk pays a revolution for the hole a short write leaves
+    /// before the next commit).
+    pub short_writes: Option<bool>,
 }
 
 impl Devices {
     pub fn new(fs: Arc<dyn Device>, journal: Option<Arc<dyn Device>>, block_size: usize) -> Self {
-        Devices { fs, journal, block_size, link: None, reconnect: None, remote_log: None, remote_read_only: false, nvm: None }
+        Devices { fs, journal, block_size, link: None, reconnect: None, remote_log: None, remote_read_only: false, nvm: None, short_writes: None }
+    }
+
+    /// Whether commit blocks are written short on device `id` (see [`Devices::short_writes`]).
+    pub fn writes_short(&self, id: DevId) -> bool {
+        writes_short(self.short_writes, self.get(id))
     }
 
     pub fn get(&self, id: DevId) -> &dyn Device {
@@ -182,7 +192,7 @@ pub fn execute_yielding(plan: &IoPlan, devs: &Devices, stats: &Stats, between: &
             let mut data: &[u8] = if end - k == 1 { &first.data } else { joined.next().expect("one joined buffer per run") };
             let last = order[end - 1];
             let keep = writes[last].written_len();
-            if keep < lens[last] && devs.get(first.dev).short_writes() {
+            if keep < lens[last] && devs.writes_short(first.dev) {
                 data = &data[..data.len() - (lens[last] - keep)];
                 lens[last] = keep;
             }
@@ -218,6 +228,16 @@ pub fn execute_yielding(plan: &IoPlan, devs: &Devices, stats: &Stats, between: &
         }
     }
     Ok(())
+}
+
+/// Whether commit blocks are written short on `d` under `short_writes=` `policy` (None: auto).
+/// The simulator asks it too, to charge its disks what the runtime wrote.
+pub fn writes_short(policy: Option<bool>, d: &dyn Device) -> bool {
+    match policy {
+        Some(false) => false,
+        Some(true) => d.short_writes(),
+        None => d.short_writes() && d.seeks() != Some(true),
+    }
 }
 
 /// Reads the sources of a stage's copies (sorted, adjacent blocks of a device in one read),
