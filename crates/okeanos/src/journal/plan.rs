@@ -159,9 +159,10 @@ pub enum CopyCheck {
     /// (`format::journal::data_hash(home, 0, data)`: the hash is seeded with the block's
     /// number, which a copy home names twice, as `home` and as its destination).
     Tag { home: HomeBlock, hash: u32 },
-    /// The CRC32C of the block as it was written to the log (any journal block: descriptors,
-    /// commits, logged data), for a copy from one log to another.
-    Crc(u32),
+    /// The CRC32C of the block's first `len` bytes as they were written to the log (any
+    /// journal block: descriptors, commits, logged data; a commit block may have been written
+    /// only as the sectors that hold it), for a copy from one log to another.
+    Crc { len: u32, crc: u32 },
 }
 
 impl CopyCheck {
@@ -169,7 +170,7 @@ impl CopyCheck {
     pub fn matches(self, data: &[u8]) -> bool {
         match self {
             CopyCheck::Tag { home, hash } => crate::format::journal::data_hash(home, 0, data) == hash,
-            CopyCheck::Crc(c) => crc32c::crc32c(data) == c,
+            CopyCheck::Crc { len, crc } => data.len() >= len as usize && crc32c::crc32c(&data[..len as usize]) == crc,
         }
     }
 }

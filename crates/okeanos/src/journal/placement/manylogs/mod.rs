@@ -78,8 +78,10 @@ struct Placed {
     /// First and past-the-end position.
     start: u64,
     end: u64,
-    /// CRC32C of each of its blocks as written, in log order: a swap checks what it reads.
-    crcs: Vec<u32>,
+    /// Of each of its blocks, in log order, the bytes a write must carry (a commit block's
+    /// sectors that hold it: the rest may not have been written) and their CRC32C: a swap
+    /// checks what it reads.
+    crcs: Vec<(u32, u32)>,
 }
 
 #[derive(Debug)]
@@ -306,8 +308,10 @@ impl Placement for Manylogs {
         let mut writes = Vec::with_capacity(records.blocks.len());
         let mut crcs = Vec::with_capacity(records.blocks.len());
         for (data, kind) in records.blocks {
-            crcs.push(crc32c::crc32c(&data));
-            writes.push(IoWrite { dev: DevId::Fs, block: region.device_block(LogPos::new(pos)), data, kind });
+            let w = IoWrite { dev: DevId::Fs, block: region.device_block(LogPos::new(pos)), data, kind };
+            let len = w.written_len();
+            crcs.push((len as u32, crc32c::crc32c(&w.data[..len])));
+            writes.push(w);
             pos = region.next(LogPos::new(pos)).get();
         }
         // The map changes once the commit is durable (`on_durable`).

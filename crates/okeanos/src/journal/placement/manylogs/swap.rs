@@ -87,8 +87,8 @@ impl Manylogs {
         let mut pos = l.tail;
         for t in &l.txs {
             assert_eq!(t.start, pos, "a log's transactions are contiguous");
-            for &crc in &t.crcs {
-                copies.push(IoCopy { from: (DevId::Fs, src.device_block(LogPos::new(pos))), to: (DevId::Fs, dst.device_block(LogPos::new(copies.len() as u64))), check: CopyCheck::Crc(crc), kind: BlockKind::LogSwap });
+            for &(len, crc) in &t.crcs {
+                copies.push(IoCopy { from: (DevId::Fs, src.device_block(LogPos::new(pos))), to: (DevId::Fs, dst.device_block(LogPos::new(copies.len() as u64))), check: CopyCheck::Crc { len, crc }, kind: BlockKind::LogSwap });
                 pos = src.next(LogPos::new(pos)).get();
             }
         }
