@@ -190,6 +190,14 @@ impl World {
         if opts.checkpoint_thread.is_none() {
             opts.checkpoint_thread = Some(!(journal_dev.is_none() && cfg.fs_model.seeks()));
         }
+        // Short commit writes (`auto`): where the disk the commits go to does not seek.
+        if opts.short_writes.is_none() {
+            let journal_seeks = match (&journal_dev, &cfg.journal_model) {
+                (Some(_), Some(m)) => m.seeks(),
+                _ => cfg.fs_model.seeks(),
+            };
+            opts.short_writes = Some(!journal_seeks);
+        }
         let server = cfg.remote.as_ref().map(|r| {
             let log = Arc::new(std::sync::Mutex::new(okeanos::remote::memory::MemLog::default()));
             let (l, rec) = (log.clone(), r.recorder.clone());
