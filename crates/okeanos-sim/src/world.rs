@@ -161,10 +161,8 @@ impl World {
 
     /// Formats fresh in-memory devices as `cfg` lays them out.
     pub fn format(cfg: &WorldConfig, mkfs: &MkfsOptions) -> FsResult<(Arc<dyn Device>, Option<Arc<dyn Device>>)> {
-        // The memory devices seek as the models they stand for (short commit writes, `auto`).
-        let fs_dev: Arc<dyn Device> = Arc::new(MemDevice::new(cfg.fs_bytes).named("sim-fs").seeking(cfg.fs_model.seeks()));
-        let journal_seeks = cfg.journal_model.as_ref().map_or(cfg.fs_model.seeks(), |m| m.seeks());
-        let journal_dev: Option<Arc<dyn Device>> = cfg.external_journal_blocks.map(|b| Arc::new(MemDevice::new(b * mkfs.block_size as u64).named("sim-journal").seeking(journal_seeks)) as Arc<dyn Device>);
+        let fs_dev: Arc<dyn Device> = Arc::new(MemDevice::new(cfg.fs_bytes).named("sim-fs"));
+        let journal_dev: Option<Arc<dyn Device>> = cfg.external_journal_blocks.map(|b| Arc::new(MemDevice::new(b * mkfs.block_size as u64).named("sim-journal")) as Arc<dyn Device>);
         let mut m = mkfs.clone();
         m.journal_blocks = cfg.external_journal_blocks.unwrap_or(cfg.journal_blocks);
         m.external_journal = cfg.external_journal_blocks.is_some();

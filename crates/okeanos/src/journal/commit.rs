@@ -273,10 +273,7 @@ impl Journal {
         let mut stream = Vec::with_capacity(stream_len);
         for item in items {
             let Item::Record { block, offset, bytes, flags } = item else { unreachable!("checked: records only") };
-            if logged_at.last().is_none_or(|l| l.block != *block) {
-                logged_at.push(LoggedBlockCopy { block: *block, whole: None });
-            }
-            tags.push(Tag { fs_block: *block, flags: *flags, offset: *offset as u16, len: bytes.len() as u16, data_hash: jf::data_hash(*block, *offset as u16, bytes) });
+            tags.push(record_tag(*block, *offset, bytes, *flags, logged_at));
             stream.extend_from_slice(bytes);
         }
         stats.records += items.len() as u64;
@@ -317,10 +314,7 @@ impl Journal {
                     blocks.push((logged, kind));
                 }
                 Item::Record { block, offset, bytes, flags } => {
-                    if logged_at.last().is_none_or(|l| l.block != *block) {
-                        logged_at.push(LoggedBlockCopy { block: *block, whole: None });
-                    }
-                    tags.push(Tag { fs_block: *block, flags: *flags, offset: *offset as u16, len: bytes.len() as u16, data_hash: jf::data_hash(*block, *offset as u16, bytes) });
+                    tags.push(record_tag(*block, *offset, bytes, *flags, logged_at));
                     stream.extend_from_slice(bytes);
                     stats.records += 1;
                     stats.record_bytes += bytes.len() as u64;
@@ -421,6 +415,15 @@ impl Journal {
     pub fn commit_failed(&mut self, error: String) {
         self.aborted.get_or_insert(error);
     }
+}
+
+/// The multiwrite tag of a record, noting its block among the ones this transaction logged
+/// (once per block: a block's records are consecutive).
+fn record_tag(block: HomeBlock, offset: u32, bytes: &[u8], flags: u16, logged_at: &mut Vec<LoggedBlockCopy>) -> Tag {
+    if logged_at.last().is_none_or(|l| l.block != block) {
+        logged_at.push(LoggedBlockCopy { block, whole: None });
+    }
+    Tag { fs_block: block, flags, offset: offset as u16, len: bytes.len() as u16, data_hash: jf::data_hash(block, offset as u16, bytes) }
 }
 
 /// Collects a transaction's journal blocks in order, chaining the transaction hash (the

@@ -322,12 +322,10 @@ impl Scan {
         let mut full = body.full_pos.into_iter();
         for tag in body.tags {
             if tag.is_multiwrite() {
-                let bytes = body.stream[at..at + tag.len as usize].to_vec();
-                at += tag.len as usize;
-                if jf::data_hash(tag.fs_block, tag.offset, &bytes) != tag.data_hash {
-                    return self.stop(format!("record for block {} of transaction {} fails its tag hash", tag.fs_block, self.expected));
+                match take_record(tag, &body.stream, &mut at, true) {
+                    Some(item) => items.push(item),
+                    None => return self.stop(format!("record for block {} of transaction {} fails its tag hash", tag.fs_block, self.expected)),
                 }
-                items.push(ScanItem::Record { tag, bytes });
             } else {
                 items.push(ScanItem::Full { pos: full.next().expect("a position per whole block"), tag });
             }
@@ -435,12 +433,10 @@ impl Scan {
         let mut items = Vec::with_capacity(f.tags.len());
         let mut at = 0usize;
         for tag in f.tags {
-            let bytes = f.stream[at..at + tag.len as usize].to_vec();
-            at += tag.len as usize;
-            if verify && jf::data_hash(tag.fs_block, tag.offset, &bytes) != tag.data_hash {
-                return self.stop(format!("record for block {} of fast commit {tid} at {pos} fails its tag hash", tag.fs_block));
+            match take_record(tag, &f.stream, &mut at, verify) {
+                Some(item) => items.push(item),
+                None => return self.stop(format!("record for block {} of fast commit {tid} at {pos} fails its tag hash", tag.fs_block)),
             }
-            items.push(ScanItem::Record { tag, bytes });
         }
         self.txs.push(ScannedTx {
             region: self.region,
@@ -454,6 +450,15 @@ impl Scan {
         });
         self.expected = tid + 1;
     }
+}
+
+/// The record of multiwrite tag `tag` at `*at` of its stream (the decoders checked that the
+/// tags' lengths sum to the stream's), moving `*at` past it; None if its bytes fail the tag's
+/// hash (checked unless `verify` is false: the `fast_commit_unchecked` canary).
+fn take_record(tag: Tag, stream: &[u8], at: &mut usize, verify: bool) -> Option<ScanItem> {
+    let bytes = stream[*at..*at + tag.len as usize].to_vec();
+    *at += tag.len as usize;
+    (!verify || jf::data_hash(tag.fs_block, tag.offset, &bytes) == tag.data_hash).then_some(ScanItem::Record { tag, bytes })
 }
 
 /// The tid the journal continues with after recovery (see the module notes).
