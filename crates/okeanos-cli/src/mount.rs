@@ -533,7 +533,7 @@ fn summary(v: &serde_json::Value) -> String {
         }
     }
     let _ = writeln!(o, "syncs         {:.0}, {:.1} per commit; latency p50 {}, p99 {}, p99.9 {}, max {}", n("syncs"), n("syncs_per_commit"), dur(lat("p50_us")), dur(lat("p99_us")), dur(lat("p999_us")), dur(lat("max_us")));
-    let _ = writeln!(o, "commits       {:.0} ({:.1} journal blocks each, {:.0} in one fast commit block), checkpoints {:.0}; {:.0} journal steps led by a syncing thread", n("commits"), n("journal_blocks_per_commit"), n("fast_commits"), n("checkpoints"), n("led_steps"));
+    let _ = writeln!(o, "commits       {:.0} ({:.1} journal blocks each, {:.0} as fast commits, {:.0} of them spans), checkpoints {:.0}; {:.0} journal steps led by a syncing thread", n("commits"), n("journal_blocks_per_commit"), n("fast_commits"), n("fast_spans"), n("checkpoints"), n("led_steps"));
     let _ = writeln!(o, "written       {} by programs; journal {}{}; final location {}{}", human(payload), human(n("journal_bytes")), per(n("journal_bytes")), human(n("final_bytes")), per(n("final_bytes")));
     for (name, key) in [("fs device", "fs_device"), ("journal dev", "journal_device")] {
         let d = &v[key];

@@ -62,6 +62,11 @@ pub struct MountOptions {
     /// fast commits do; `off` keeps the descriptor and commit blocks. Only journals made with
     /// the FAST_COMMIT feature (every mkfs since it came) write it.
     pub fast_commit: bool,
+    /// The most blocks a fast commit spans (`fast_commit_blocks=N`, 1 to 16, default 16): a
+    /// larger transaction of records takes the classic form. Spans of more than one block
+    /// need the journal's FAST_COMMIT_SPAN feature (every mkfs since it came); 1 is the
+    /// one-block form alone.
+    pub fast_commit_blocks: usize,
     /// Commit blocks written as only the sectors that hold them (docs/FORMAT.md, "Short commit
     /// writes") on devices that take short writes (memory; O_DIRECT on 512-byte logical
     /// sectors): `on`, `off`, or `auto` (None, the default: where the device does not seek,
@@ -174,6 +179,7 @@ impl Default for MountOptions {
             checkpoint_thread: None,
             commit_leader: true,
             fast_commit: true,
+            fast_commit_blocks: crate::format::journal::MAX_FAST_BLOCKS,
             short_writes: None,
             lazy_checkpoint: false,
             idle_checkpoint: false,
@@ -313,6 +319,13 @@ impl MountOptions {
                     Some("0") | Some("off") => false,
                     Some(x) => return Err(format!("option fast_commit takes on or off, not {x:?}")),
                 },
+                "fast_commit_blocks" => {
+                    let max = crate::format::journal::MAX_FAST_BLOCKS;
+                    o.fast_commit_blocks = match v.map(str::parse::<usize>) {
+                        Some(Ok(n)) if (1..=max).contains(&n) => n,
+                        _ => return Err(format!("option fast_commit_blocks takes a number of blocks from 1 to {max}, not {:?}", v.unwrap_or(""))),
+                    }
+                }
                 "checkpoint" => {
                     (o.lazy_checkpoint, o.idle_checkpoint) = match v {
                         Some("lazy") => (true, false),

@@ -33,6 +33,7 @@ pub struct Stats {
     overlaps: AtomicU64,
     led_steps: AtomicU64,
     fast_commits: AtomicU64,
+    fast_spans: AtomicU64,
     fallbacks: AtomicU64,
     remote_bytes: AtomicU64,
     nvm_bytes: AtomicU64,
@@ -136,8 +137,11 @@ pub struct Counters {
     /// Journal steps (commits, and the work between them) run by a syncing thread as the
     /// leader of its write group rather than by the journal thread (`commit_leader=on`).
     pub led_steps: u64,
-    /// Commits written as one fast commit block (a small transaction of records; docs/FORMAT.md).
+    /// Commits written as one fast commit (a transaction of records, one block or a span;
+    /// docs/FORMAT.md).
     pub fast_commits: u64,
+    /// Those of them that spanned more than one block.
+    pub fast_spans: u64,
     /// Times a remote journal fell back to the local journal.
     pub fallbacks: u64,
     /// Journal bytes sent to a journal server (also counted in the journal bytes by kind).
@@ -195,7 +199,8 @@ impl Stats {
         self.record_bytes.fetch_add(records.record_bytes, Relaxed);
         self.inline_record_bytes.fetch_add(records.inline_bytes, Relaxed);
         self.commits.fetch_add(1, Relaxed);
-        self.fast_commits.fetch_add(records.fast as u64, Relaxed);
+        self.fast_commits.fetch_add((records.fast_blocks > 0) as u64, Relaxed);
+        self.fast_spans.fetch_add((records.fast_blocks > 1) as u64, Relaxed);
         self.commit_handles.fetch_add(handles as u64, Relaxed);
         self.commit_journal_blocks.fetch_add(journal_blocks, Relaxed);
         self.max_handles_per_commit.fetch_max(handles as u64, Relaxed);
@@ -319,6 +324,7 @@ impl Stats {
             overlaps: self.overlaps.load(Relaxed),
             led_steps: self.led_steps.load(Relaxed),
             fast_commits: self.fast_commits.load(Relaxed),
+            fast_spans: self.fast_spans.load(Relaxed),
             fallbacks: self.fallbacks.load(Relaxed),
             remote_bytes: self.remote_bytes.load(Relaxed),
             nvm_bytes: self.nvm_bytes.load(Relaxed),
@@ -385,6 +391,7 @@ impl Counters {
             overlaps: self.overlaps - base.overlaps,
             led_steps: self.led_steps - base.led_steps,
             fast_commits: self.fast_commits - base.fast_commits,
+            fast_spans: self.fast_spans - base.fast_spans,
             fallbacks: self.fallbacks - base.fallbacks,
             remote_bytes: self.remote_bytes - base.remote_bytes,
             nvm_bytes: self.nvm_bytes - base.nvm_bytes,
@@ -415,7 +422,8 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("okeanos_checkpoints_total", "counter", "checkpoints completed"),
     ("okeanos_overlaps_total", "counter", "commits and checkpoints in flight together (the checkpoint thread beside the journal thread)"),
     ("okeanos_led_steps_total", "counter", "journal steps run by a syncing thread leading its write group, not by the journal thread (commit_leader=on)"),
-    ("okeanos_fast_commits_total", "counter", "commits written as one fast commit block (fast_commit=on)"),
+    ("okeanos_fast_commits_total", "counter", "commits written as one fast commit, a block or a span (fast_commit=on)"),
+    ("okeanos_fast_commit_spans_total", "counter", "fast commits that spanned more than one block (fast_commit_blocks=)"),
     ("okeanos_fallbacks_total", "counter", "times a remote journal fell back to the local journal"),
     ("okeanos_payload_bytes_total", "counter", "bytes written by programs"),
     ("okeanos_journal_bytes_total", "counter", "journal bytes written (or sent to a journal server)"),
@@ -462,6 +470,7 @@ impl Counters {
             ("okeanos_overlaps_total", self.overlaps),
             ("okeanos_led_steps_total", self.led_steps),
             ("okeanos_fast_commits_total", self.fast_commits),
+            ("okeanos_fast_commit_spans_total", self.fast_spans),
             ("okeanos_fallbacks_total", self.fallbacks),
             ("okeanos_payload_bytes_total", self.payload_bytes),
             ("okeanos_journal_bytes_total", self.journal_bytes),

@@ -161,6 +161,69 @@ fn small_commits_are_one_block_and_old_journals_keep_the_classic_form() {
     assert!(fast == 0 && per >= 2.0, "a journal without the feature: {per} blocks a commit, {fast} fast");
 }
 
+/// Fast commit spans (docs/FORMAT.md): one commit of four 400-byte appends to each of four files under
+/// wasteless+dmeta (about 7 KiB of tags and records) is a span of a few blocks, not a
+/// descriptor, multiwrite blocks and a commit block, and is recovered after a crash;
+/// `fast_commit_blocks=1`, and a journal made before spans (its superblock without
+/// FAST_COMMIT_SPAN), write that commit in the classic form, in more bytes.
+#[test]
+fn group_commits_of_records_are_fast_commit_spans() {
+    use okeanos::format::journal::{jfeature, JournalSuperblock};
+    let wasteless = |blocks: usize| {
+        let mut o = opts(DataMode::Wasteless);
+        o.dmeta = true;
+        o.short_writes = Some(false);
+        o.fast_commit_blocks = blocks;
+        o
+    };
+    // (journal bytes, fast commits, spans) of one commit of 16 appends, and the data after a crash.
+    let run = |dev: &Arc<okeanos::MemDevice>, o: okeanos::MountOptions| {
+        let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
+        let files: Vec<_> = (0..4).map(|k| fs.create_file(&format!("/f{k}")).unwrap()).collect();
+        fs.sync().unwrap();
+        let before = fs.counters();
+        for (k, f) in files.iter().enumerate() {
+            for n in 0..4 {
+                f.append(&record(k, n, 400)).unwrap();
+            }
+        }
+        fs.sync().unwrap();
+        let c = fs.counters().since(&before);
+        let image = Arc::new(okeanos::MemDevice::from_bytes(dev.snapshot()));
+        drop(files);
+        drop(fs);
+        let fs = Okeanos::mount(image.clone() as Arc<dyn Device>, None, wasteless(16)).unwrap();
+        for k in 0..4usize {
+            let expect: Vec<u8> = (0..4).flat_map(|n| record(k, n, 400)).collect();
+            assert_eq!(fs.read_path(&format!("/f{k}")).unwrap(), expect, "file {k} after the crash");
+        }
+        fs.unmount().unwrap();
+        assert_fsck_clean(image, None);
+        eprintln!("{} journal bytes in {} commits ({} fast, {} spans)", c.journal_bytes, c.commits, c.fast_commits, c.fast_spans);
+        assert_eq!(c.commits, 1, "one commit for the 16 appends");
+        (c.journal_bytes, c.fast_commits, c.fast_spans)
+    };
+    let (span_bytes, fast, spans) = run(&mem_fs(32 * MB, 1024), wasteless(16));
+    assert!(fast == 1 && spans == 1, "a span: {fast} fast commits, {spans} spans");
+    let (classic_bytes, fast, _) = run(&mem_fs(32 * MB, 1024), wasteless(1));
+    assert_eq!(fast, 0, "fast_commit_blocks=1: the classic form");
+    assert!(span_bytes < classic_bytes, "a span ({span_bytes} bytes) is smaller than the classic form ({classic_bytes})");
+
+    // A journal superblock as mkfs wrote it before spans: one-block fast commits only.
+    let dev = mem_fs(32 * MB, 1024);
+    let sb = okeanos::format::superblock::Superblock::decode(&dev.snapshot()[..4096]).unwrap();
+    let okeanos::format::superblock::JournalLocation::Internal { start, .. } = sb.journal else { panic!("an internal journal") };
+    let mut b = vec![0u8; 4096];
+    dev.read_at(start * 4096, &mut b).unwrap();
+    let mut jsb = JournalSuperblock::decode(&b).unwrap();
+    assert_ne!(jsb.features & jfeature::FAST_COMMIT_SPAN, 0, "mkfs sets the feature");
+    jsb.features &= !jfeature::FAST_COMMIT_SPAN;
+    jsb.encode(&mut b);
+    dev.write_at(start * 4096, &b).unwrap();
+    let (bytes, fast, spans) = run(&dev, wasteless(16));
+    assert!(fast == 0 && spans == 0 && bytes == classic_bytes, "a journal without spans: {bytes} bytes, {fast} fast");
+}
+
 #[test]
 fn external_journal_on_its_own_device() {
     let dev = Arc::new(okeanos::MemDevice::new(32 * MB));

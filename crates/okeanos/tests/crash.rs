@@ -27,8 +27,9 @@ fn crash_test(policy: &str) {
     // sector boundaries) beside classic commits.
     if policy.contains("dmeta") {
         assert!(run.fast_commits > 0, "{policy}: no fast commit in the workload");
+        assert!(run.fast_spans > 0, "{policy}: no fast commit span in the workload");
     }
-    eprintln!("{policy}: {} crash states over {events} events ({} fast commits), no violation", out.states, run.fast_commits);
+    eprintln!("{policy}: {} crash states over {events} events ({} fast commits, {} spans), no violation", out.states, run.fast_commits, run.fast_spans);
 }
 
 #[test]
@@ -85,7 +86,7 @@ fn canary_fast_commit_taken_unchecked_is_caught() {
     for policy in ["wasteless+dmeta", "selective+dmeta"] {
         let cfg = ContentConfig::parse(policy).unwrap();
         let mut run = workload(cfg, Journal::Internal { blocks: 256 }, 120, &|_| {}, 0x5eed + cfg.mode as u64);
-        assert!(run.fast_commits > 0, "{policy}: no fast commit to crash");
+        assert!(run.fast_commits > 0 && run.fast_spans > 0, "{policy}: no fast commit ({}) or span ({}) to crash", run.fast_commits, run.fast_spans);
         run.recovery_faults.fast_commit_unchecked = true;
         let out = enumerate(cfg, &run, 250, 0);
         assert!(!out.violations.is_empty(), "{policy}: the crash tests did not notice torn fast commits taken unchecked ({} states)", out.states);

@@ -208,6 +208,90 @@ fn fast_commit_round_trip_flips_and_torn_sectors() {
     }
 }
 
+/// A fast commit span: round trip over three blocks, every flipped byte of the written sectors
+/// caught (continuation headers included), any sector of any block torn back to zeros or to an
+/// older span's bytes caught, a continuation missing or out of order caught, the one-block form
+/// unchanged, and the span's bounds.
+#[test]
+fn fast_commit_span_round_trip_flips_torn_sectors_and_bounds() {
+    let records = |n: u64, len: usize, tid: u64| {
+        let stream: Vec<u8> = (0..n as usize * len).map(|i| ((i as u64 * 13 + tid) % 251) as u8).collect();
+        let tags: Vec<Tag> = (0..n)
+            .map(|k| {
+                let (fs_block, offset) = (HomeBlock::new(500 + k), (k % 8 * 7) as u16);
+                let bytes = &stream[k as usize * len..(k as usize + 1) * len];
+                Tag { fs_block, flags: jf::tag_flags::MULTIWRITE, offset, len: len as u16, data_hash: jf::data_hash(fs_block, offset, bytes) }
+            })
+            .collect();
+        jf::FastCommit { tid: okeanos::Tid::new(tid), tags, stream, handle_count: n as u32, commit_time_ns: 7 }
+    };
+    // 60 records of 128 bytes: 40 + 960 + 7,680 + 8 bytes of content and hash, three blocks.
+    let f = records(60, 128, 77);
+    let span = f.encode_span(BS);
+    assert_eq!(span.len(), 3);
+    assert_eq!(jf::header(&span[0]).map(|(k, t)| (k, t.get())), Some((jf::JBlockType::FastCommit, 77)));
+    for b in &span[1..] {
+        assert_eq!(jf::header(b).map(|(k, t)| (k, t.get())), Some((jf::JBlockType::FastCommitMore, 77)));
+    }
+    let refs = |v: &[Vec<u8>]| v.iter().map(|b| b.to_vec()).collect::<Vec<_>>();
+    let decode = |v: &[Vec<u8>]| jf::FastCommit::decode_span(&v.iter().map(Vec::as_slice).collect::<Vec<_>>(), true);
+    assert_eq!(decode(&span).unwrap(), f);
+    assert_eq!(jf::FastCommit::first_span(&span[0]).unwrap().blocks, 3);
+    // The first blocks are written whole, the last as the sectors it fills:
+    // 8,688 - 4,096 - 4,072 = 520 bytes after its 24-byte header, 2 sectors.
+    assert_eq!((jf::written_len(&span[0]), jf::written_len(&span[1]), jf::written_len(&span[2])), (BS, BS, 2 * 512));
+    let written: Vec<usize> = span.iter().map(|b| jf::written_len(b)).collect();
+    let older = records(50, 128, 12).encode_span(BS);
+    for k in 0..3 {
+        for i in (0..written[k]).step_by(5) {
+            let mut x = refs(&span);
+            x[k][i] ^= 0x5a;
+            assert!(decode(&x).is_err(), "block {k} byte {i} flipped is not caught");
+        }
+        for i in (written[k]..BS).step_by(97) {
+            let mut x = refs(&span);
+            x[k][i] ^= 0x5a;
+            assert_eq!(decode(&x).unwrap(), f, "block {k} byte {i} lies past the written sectors");
+        }
+        for sector in 0..written[k] / 512 {
+            for old in [&vec![0u8; BS], &older[k.min(older.len() - 1)]] {
+                let mut x = refs(&span);
+                x[k][sector * 512..(sector + 1) * 512].copy_from_slice(&old[sector * 512..(sector + 1) * 512]);
+                if x[k] != span[k] {
+                    assert!(decode(&x).is_err(), "block {k} sector {sector} torn back is not caught");
+                }
+            }
+        }
+    }
+    // A continuation missing, repeated, or of another span; too few or too many blocks.
+    assert!(decode(&[span[0].clone(), span[2].clone(), span[2].clone()]).is_err());
+    assert!(decode(&[span[0].clone(), span[1].clone(), span[1].clone()]).is_err());
+    assert!(decode(&[span[0].clone(), older[1].clone(), span[2].clone()]).is_err());
+    assert!(decode(&span[..2]).is_err());
+    assert!(decode(&[span[0].clone(), span[1].clone(), span[2].clone(), span[2].clone()]).is_err());
+    assert!(jf::FastCommit::decode(&span[0], true).is_err(), "a span's first block alone is not a transaction");
+    // A one-block fast commit is the same bytes as before spans came.
+    let small = records(3, 100, 5);
+    let mut one = vec![0u8; BS];
+    small.encode(&mut one);
+    assert_eq!(small.encode_span(BS), vec![one.clone()]);
+    assert_eq!(jf::FastCommit::first_span(&one).unwrap().blocks, 1);
+    // Bounds: 16 blocks at most, and what takes a second block.
+    let room = BS + 15 * (BS - 24) - 40 - 16 - 8;
+    assert!(jf::FastCommit::fits_in(BS, 1, room.min(u16::MAX as usize), 16));
+    assert!(!jf::FastCommit::fits_in(BS, 1, BS - 40 - 16 - 7, 1));
+    assert!(jf::FastCommit::fits_in(BS, 1, BS - 40 - 16 - 7, 2));
+    assert!(!jf::FastCommit::fits_in(BS, 600, 16 * BS, 16));
+    assert!(!jf::FastCommit::fits_in(BS, 600, 16 * BS, 99), "no more than 16 blocks, whatever is asked");
+    // A sectors field past 16 blocks, or disagreeing with the counts, is refused from the first
+    // block, never buffered.
+    for v in [17 * 8u32, u32::MAX, 3 * 8, 0] {
+        let mut x = span[0].clone();
+        x[28..32].copy_from_slice(&v.to_le_bytes());
+        assert!(jf::FastCommit::first_span(&x).is_err(), "sectors {v}");
+    }
+}
+
 #[test]
 fn escaping_round_trips() {
     let mut block = vec![0x5au8; BS];

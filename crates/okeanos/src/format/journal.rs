@@ -34,8 +34,12 @@ pub enum JBlockType {
     Commit = 2,
     Revoke = 3,
     Superblock = 4,
-    /// A whole transaction in one block: its records, then its commit ([`FastCommit`]).
+    /// A whole transaction in one block: its records, then its commit ([`FastCommit`]), or
+    /// the first block of such a span.
     FastCommit = 5,
+    /// A block after the first of a fast commit span ([`FastCommit`], journal feature
+    /// `FAST_COMMIT_SPAN`).
+    FastCommitMore = 6,
 }
 
 impl JBlockType {
@@ -46,6 +50,7 @@ impl JBlockType {
             3 => Some(Self::Revoke),
             4 => Some(Self::Superblock),
             5 => Some(Self::FastCommit),
+            6 => Some(Self::FastCommitMore),
             _ => None,
         }
     }
@@ -75,7 +80,10 @@ pub mod jfeature {
     pub const MULTIWRITE: u32 = 1 << 1;
     /// A transaction of records that fits one block is that one block ([`super::FastCommit`]).
     pub const FAST_COMMIT: u32 = 1 << 2;
-    pub const KNOWN: u32 = TX_CHECKSUM | MULTIWRITE | FAST_COMMIT;
+    /// A fast commit may span several blocks ([`super::FastCommit`], continuation blocks of
+    /// type 6): a transaction of records up to [`super::MAX_FAST_BLOCKS`] blocks long.
+    pub const FAST_COMMIT_SPAN: u32 = 1 << 3;
+    pub const KNOWN: u32 = TX_CHECKSUM | MULTIWRITE | FAST_COMMIT | FAST_COMMIT_SPAN;
 }
 
 /// Magic of a multiwrite block (continuation of a descriptor's record stream). It is not
@@ -421,12 +429,16 @@ impl CommitBlock {
     }
 }
 
-/// A transaction written as one block: its multiwrite records (tags, then their stream) and
-/// its commit, checked as a whole by an XXH3-64 over the sectors it fills (so a torn write,
-/// where some sectors are new and others old, fails the check), as ext4's fast commits put a
-/// small transaction in one block. Only those sectors need be written: the rest of the block
-/// is never read. Only transactions of records alone, without revokes or whole
-/// blocks, that fit take this form; the others keep descriptor, blocks and commit.
+/// A transaction of records written with its commit in one piece: one block, or a span of a
+/// few consecutive log blocks (ext4's fast commits put a small transaction in one block; the
+/// span carries the same form past it). Its content (the fields, the multiwrite tags, then
+/// their record stream) runs from the first block's start on, continued after a 24-byte header
+/// in each later block (type [`JBlockType::FastCommitMore`]), and an XXH3-64 over every
+/// byte of the sectors it fills ends the last of them. A torn write, where some sectors are
+/// new and others old, fails that hash, as any flipped byte does. Only those sectors need be
+/// written: the rest of the last block is never read. Only transactions of records alone,
+/// without revokes or whole blocks, that fit [`MAX_FAST_BLOCKS`] (one without the span
+/// feature) take this form; the others keep descriptor, blocks and commit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FastCommit {
     pub tid: Tid,
@@ -444,74 +456,202 @@ const FAST_HANDLES_AT: usize = 24;
 const FAST_SECTORS_AT: usize = 28;
 const FAST_TIME_AT: usize = 32;
 const FAST_TAGS_AT: usize = 40;
-/// The hash: the last 8 bytes of the sectors the block fills.
+/// The hash: the last 8 bytes of the sectors the fast commit fills.
 const FAST_HASH_LEN: usize = 8;
+/// A continuation block: its index in the span, the sectors it fills, then content.
+const FAST_MORE_INDEX_AT: usize = 16;
+const FAST_MORE_SECTORS_AT: usize = 20;
+const FAST_MORE_AT: usize = 24;
 /// The unit a device writes atomically, and of the short writes of commit blocks.
 pub const SECTOR: usize = 512;
+/// The most blocks a fast commit spans (a longer transaction takes the classic form). Bounds
+/// what recovery buffers before it can check the hash; 16 blocks of content never take more
+/// log blocks than the classic form of the same records (a descriptor, multiwrite blocks and a
+/// commit block), which the commit's space reservation counts.
+pub const MAX_FAST_BLOCKS: usize = 16;
+
+/// Where a fast commit's bytes lie: `blocks` blocks, the last filling `last_sectors`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FastSpan {
+    pub blocks: usize,
+    pub last_sectors: usize,
+}
+
+impl FastSpan {
+    /// The span of `content` bytes of fields, tags and records, with the hash after them.
+    fn of(block_size: usize, content: usize) -> FastSpan {
+        let need = content + FAST_HASH_LEN;
+        if need <= block_size {
+            return FastSpan { blocks: 1, last_sectors: need.div_ceil(SECTOR) };
+        }
+        let more = block_size - FAST_MORE_AT;
+        let rest = need - block_size;
+        let blocks = 1 + rest.div_ceil(more);
+        let in_last = FAST_MORE_AT + rest - (blocks - 2) * more;
+        FastSpan { blocks, last_sectors: in_last.div_ceil(SECTOR) }
+    }
+
+    /// All the sectors it fills: the first block's sectors field.
+    fn sectors(self, block_size: usize) -> usize {
+        (self.blocks - 1) * (block_size / SECTOR) + self.last_sectors
+    }
+
+    /// From the first block's sectors field.
+    fn from_sectors(block_size: usize, sectors: usize) -> Option<FastSpan> {
+        let per = block_size / SECTOR;
+        if sectors == 0 || per == 0 {
+            return None;
+        }
+        let blocks = sectors.div_ceil(per);
+        (blocks <= MAX_FAST_BLOCKS).then(|| FastSpan { blocks, last_sectors: sectors - (blocks - 1) * per })
+    }
+
+    /// Where the hash lies in the last block.
+    fn hash_at(self) -> usize {
+        self.last_sectors * SECTOR - FAST_HASH_LEN
+    }
+
+    /// The bytes of block `k` that carry the span (whole blocks but the last).
+    fn filled(self, block_size: usize, k: usize) -> usize {
+        if k + 1 == self.blocks {
+            self.last_sectors * SECTOR
+        } else {
+            block_size
+        }
+    }
+}
 
 impl FastCommit {
+    /// Bytes of fields, tags and records (the hash and continuation headers not counted).
+    fn content_len(tags: usize, stream: usize) -> usize {
+        FAST_TAGS_AT + tags * TAG_SIZE + stream
+    }
+
+    /// The span `tags` tags with `stream` record bytes take.
+    pub fn span(block_size: usize, tags: usize, stream: usize) -> FastSpan {
+        FastSpan::of(block_size, Self::content_len(tags, stream))
+    }
+
     /// Whether `tags` tags with `stream` record bytes fit one block.
     pub fn fits(block_size: usize, tags: usize, stream: usize) -> bool {
-        tags >= 1 && Self::used(tags, stream) <= block_size
+        Self::fits_in(block_size, tags, stream, 1)
     }
 
-    /// Bytes of content and hash.
-    fn used(tags: usize, stream: usize) -> usize {
-        FAST_TAGS_AT + tags * TAG_SIZE + stream + FAST_HASH_LEN
+    /// Whether they fit `max_blocks` blocks (at most [`MAX_FAST_BLOCKS`]).
+    pub fn fits_in(block_size: usize, tags: usize, stream: usize, max_blocks: usize) -> bool {
+        tags >= 1 && Self::span(block_size, tags, stream).blocks <= max_blocks.min(MAX_FAST_BLOCKS)
     }
 
-    /// The sectors such a block fills (its hash ends the last one).
-    fn sectors(tags: usize, stream: usize) -> usize {
-        Self::used(tags, stream).div_ceil(SECTOR)
-    }
-
+    /// Encodes into one block; the transaction must fit one ([`FastCommit::fits`]).
     pub fn encode(&self, out: &mut [u8]) {
-        assert!(Self::fits(out.len(), self.tags.len(), self.stream.len()), "a fast commit fits its block");
-        debug_assert_eq!(Descriptor::stream_len(&self.tags), self.stream.len());
-        out.fill(0);
-        put_header(out, JBlockType::FastCommit, self.tid);
-        Le::put_u32(out, FAST_COUNT_AT, self.tags.len() as u32);
-        Le::put_u32(out, FAST_STREAM_AT, self.stream.len() as u32);
-        Le::put_u32(out, FAST_HANDLES_AT, self.handle_count);
-        let sectors = Self::sectors(self.tags.len(), self.stream.len());
-        Le::put_u32(out, FAST_SECTORS_AT, sectors as u32);
-        Le::put_i64(out, FAST_TIME_AT, self.commit_time_ns);
+        let blocks = self.encode_span(out.len());
+        assert!(blocks.len() == 1, "a fast commit fits its block");
+        out.copy_from_slice(&blocks[0]);
+    }
+
+    /// Encodes into the blocks of its span, in log order.
+    pub fn encode_span(&self, block_size: usize) -> Vec<Vec<u8>> {
+        let (n, len) = (self.tags.len(), self.stream.len());
+        assert!(n >= 1 && block_size >= SECTOR && block_size % SECTOR == 0);
+        debug_assert_eq!(Descriptor::stream_len(&self.tags), len);
+        let content_len = Self::content_len(n, len);
+        let span = FastSpan::of(block_size, content_len);
+        assert!(span.blocks <= MAX_FAST_BLOCKS, "a fast commit spans at most {MAX_FAST_BLOCKS} blocks");
+        let mut c = vec![0u8; content_len];
+        put_header(&mut c, JBlockType::FastCommit, self.tid);
+        Le::put_u32(&mut c, FAST_COUNT_AT, n as u32);
+        Le::put_u32(&mut c, FAST_STREAM_AT, len as u32);
+        Le::put_u32(&mut c, FAST_HANDLES_AT, self.handle_count);
+        Le::put_u32(&mut c, FAST_SECTORS_AT, span.sectors(block_size) as u32);
+        Le::put_i64(&mut c, FAST_TIME_AT, self.commit_time_ns);
         for (i, t) in self.tags.iter().enumerate() {
             assert!(t.is_multiwrite() && t.fs_block.get() <= MAX_TAG_BLOCK);
-            put_tag(out, FAST_TAGS_AT + i * TAG_SIZE, t);
+            put_tag(&mut c, FAST_TAGS_AT + i * TAG_SIZE, t);
         }
-        let at = FAST_TAGS_AT + self.tags.len() * TAG_SIZE;
-        out[at..at + self.stream.len()].copy_from_slice(&self.stream);
-        let end = sectors * SECTOR - FAST_HASH_LEN;
-        let h = fast_hash(self.tid, &out[..end]);
-        Le::put_u64(out, end, h);
+        let at = FAST_TAGS_AT + n * TAG_SIZE;
+        c[at..].copy_from_slice(&self.stream);
+        let mut blocks = Vec::with_capacity(span.blocks);
+        let mut from = 0;
+        for k in 0..span.blocks {
+            let mut b = vec![0u8; block_size];
+            let head = if k == 0 {
+                0
+            } else {
+                put_header(&mut b, JBlockType::FastCommitMore, self.tid);
+                Le::put_u32(&mut b, FAST_MORE_INDEX_AT, k as u32);
+                Le::put_u32(&mut b, FAST_MORE_SECTORS_AT, (span.filled(block_size, k) / SECTOR) as u32);
+                FAST_MORE_AT
+            };
+            let take = (block_size - head).min(content_len - from);
+            b[head..head + take].copy_from_slice(&c[from..from + take]);
+            from += take;
+            blocks.push(b);
+        }
+        let h = span_hash(self.tid, span, &blocks);
+        Le::put_u64(&mut blocks[span.blocks - 1], span.hash_at(), h);
+        blocks
     }
 
-    /// Decodes and checks a fast commit block. `verify_hash` false skips the whole-block
-    /// hash (the `fast_commit_unchecked` canary only: then a torn block passes).
-    pub fn decode(b: &[u8], verify_hash: bool) -> Result<Self, FormatError> {
+    /// The span a fast commit's first block announces, its header checked (not its hash,
+    /// which needs the whole span).
+    pub fn first_span(b: &[u8]) -> Result<FastSpan, FormatError> {
         const W: &str = "journal fast commit";
-        need(W, b, 512)?;
-        let Some((JBlockType::FastCommit, tid)) = header(b) else {
+        need(W, b, SECTOR)?;
+        let Some((JBlockType::FastCommit, _)) = header(b) else {
             return Err(invalid(W, "not a fast commit block"));
         };
         let sectors = Le::u32(b, FAST_SECTORS_AT) as usize;
-        if sectors == 0 || sectors * SECTOR > b.len() {
-            return Err(invalid(W, format!("{sectors} sectors do not fit the block")));
+        let Some(span) = FastSpan::from_sectors(b.len(), sectors) else {
+            return Err(invalid(W, format!("{sectors} sectors: more than {MAX_FAST_BLOCKS} blocks")));
+        };
+        let (n, len) = (Le::u32(b, FAST_COUNT_AT) as usize, Le::u32(b, FAST_STREAM_AT) as usize);
+        if n == 0 || n > MAX_FAST_BLOCKS * b.len() / TAG_SIZE || len > MAX_FAST_BLOCKS * b.len() || Self::span(b.len(), n, len) != span {
+            return Err(invalid(W, format!("{n} tags and {len} stream bytes do not fill {sectors} sectors")));
         }
-        let end = sectors * SECTOR - FAST_HASH_LEN;
-        if verify_hash && Le::u64(b, end) != fast_hash(tid, &b[..end]) {
+        Ok(span)
+    }
+
+    /// Decodes and checks a fast commit of one block. `verify_hash` false skips the hash
+    /// (the `fast_commit_unchecked` canary only: then a torn block passes).
+    pub fn decode(b: &[u8], verify_hash: bool) -> Result<Self, FormatError> {
+        Self::decode_span(&[b], verify_hash)
+    }
+
+    /// Decodes and checks a fast commit from the blocks of its span, in log order.
+    pub fn decode_span(blocks: &[&[u8]], verify_hash: bool) -> Result<Self, FormatError> {
+        const W: &str = "journal fast commit";
+        let first = blocks.first().copied().unwrap_or_default();
+        let span = Self::first_span(first)?;
+        let (bs, tid) = (first.len(), Tid::new(Le::u64(first, 8)));
+        if blocks.len() != span.blocks {
+            return Err(invalid(W, format!("{} blocks read of a span of {}", blocks.len(), span.blocks)));
+        }
+        for (k, b) in blocks.iter().enumerate().skip(1) {
+            let sectors = span.filled(bs, k) / SECTOR;
+            let ok = b.len() == bs && header(b) == Some((JBlockType::FastCommitMore, tid)) && Le::u32(b, FAST_MORE_INDEX_AT) as usize == k && Le::u32(b, FAST_MORE_SECTORS_AT) as usize == sectors;
+            if !ok {
+                return Err(invalid(W, format!("block {k} of the span is not its continuation (torn, or never written)")));
+            }
+        }
+        if verify_hash && Le::u64(blocks[span.blocks - 1], span.hash_at()) != span_hash(tid, span, blocks) {
             return Err(invalid(W, "the hash does not match (torn, or never written whole)"));
         }
-        let n = Le::u32(b, FAST_COUNT_AT) as usize;
-        let stream_len = Le::u32(b, FAST_STREAM_AT) as usize;
-        if n == 0 || n > b.len() / TAG_SIZE || stream_len > b.len() || Self::sectors(n, stream_len) != sectors {
-            return Err(invalid(W, format!("{n} tags and {stream_len} stream bytes do not fill {sectors} sectors")));
+        // The content, continuation headers and hash left out.
+        let mut c = Vec::with_capacity(span.blocks * bs);
+        for (k, b) in blocks.iter().enumerate() {
+            let end = if k + 1 == span.blocks { span.hash_at() } else { bs };
+            c.extend_from_slice(&b[if k == 0 { 0 } else { FAST_MORE_AT }..end]);
+        }
+        let n = Le::u32(&c, FAST_COUNT_AT) as usize;
+        let stream_len = Le::u32(&c, FAST_STREAM_AT) as usize;
+        let at = FAST_TAGS_AT + n * TAG_SIZE;
+        if at + stream_len > c.len() {
+            return Err(invalid(W, format!("{n} tags and {stream_len} stream bytes overrun the span")));
         }
         let mut tags = Vec::with_capacity(n);
         for i in 0..n {
-            let t = get_tag(b, FAST_TAGS_AT + i * TAG_SIZE);
-            if t.flags & !tag_flags::KNOWN != 0 || !t.is_multiwrite() || t.len == 0 || t.offset as usize + t.len as usize > b.len() || t.flags & tag_flags::ESCAPED != 0 {
+            let t = get_tag(&c, FAST_TAGS_AT + i * TAG_SIZE);
+            if t.flags & !tag_flags::KNOWN != 0 || !t.is_multiwrite() || t.len == 0 || t.offset as usize + t.len as usize > bs || t.flags & tag_flags::ESCAPED != 0 {
                 return Err(invalid(W, format!("tag {t:?} is not a well-formed multiwrite tag")));
             }
             tags.push(t);
@@ -519,38 +659,42 @@ impl FastCommit {
         if Descriptor::stream_len(&tags) != stream_len {
             return Err(invalid(W, format!("{stream_len} stream bytes disagree with the tags' {}", Descriptor::stream_len(&tags))));
         }
-        let at = FAST_TAGS_AT + n * TAG_SIZE;
         Ok(FastCommit {
             tid,
             tags,
-            stream: b[at..at + stream_len].to_vec(),
-            handle_count: Le::u32(b, FAST_HANDLES_AT),
-            commit_time_ns: Le::i64(b, FAST_TIME_AT),
+            stream: c[at..at + stream_len].to_vec(),
+            handle_count: Le::u32(&c, FAST_HANDLES_AT),
+            commit_time_ns: Le::i64(&c, FAST_TIME_AT),
         })
     }
 }
 
 /// The bytes of a commit block that carry it, which are all a commit needs written: the first
 /// sector of a classic commit block (its record and CRC lie there), the sectors a fast commit
-/// fills. Other blocks, and a block that is neither, are written whole.
+/// fills in its last block. Other blocks, and a block that is neither, are written whole.
 pub fn written_len(block: &[u8]) -> usize {
-    match header(block) {
-        Some((JBlockType::Commit, _)) if block.len() >= SECTOR => SECTOR,
-        Some((JBlockType::FastCommit, _)) if block.len() > FAST_SECTORS_AT + 4 => {
-            let sectors = Le::u32(block, FAST_SECTORS_AT) as usize;
-            if sectors >= 1 && sectors * SECTOR <= block.len() {
-                sectors * SECTOR
-            } else {
-                block.len()
-            }
-        }
-        _ => block.len(),
+    let sectors = match header(block) {
+        Some((JBlockType::Commit, _)) => 1,
+        Some((JBlockType::FastCommit, _)) if block.len() >= SECTOR => Le::u32(block, FAST_SECTORS_AT) as usize,
+        Some((JBlockType::FastCommitMore, _)) if block.len() >= SECTOR => Le::u32(block, FAST_MORE_SECTORS_AT) as usize,
+        _ => 0,
+    };
+    if sectors >= 1 && sectors * SECTOR <= block.len() {
+        sectors * SECTOR
+    } else {
+        block.len()
     }
 }
 
-/// The hash that ends a fast commit's sectors: XXH3-64 of what precedes it, seeded by its tid.
-fn fast_hash(tid: Tid, bytes: &[u8]) -> u64 {
-    xxhash_rust::xxh3::xxh3_64_with_seed(bytes, tx_hash_seed(tid) ^ 0x6661_7374)
+/// The hash that ends a fast commit's sectors: XXH3-64 of every byte before it in the span
+/// (continuation headers included), seeded by its tid.
+fn span_hash(tid: Tid, span: FastSpan, blocks: &[impl AsRef<[u8]>]) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::with_seed(tx_hash_seed(tid) ^ 0x6661_7374);
+    for (k, b) in blocks.iter().enumerate() {
+        let b = b.as_ref();
+        h.update(if k + 1 == span.blocks { &b[..span.hash_at()] } else { b });
+    }
+    h.digest()
 }
 
 fn put_tag(out: &mut [u8], at: usize, t: &Tag) {

@@ -62,10 +62,10 @@ pub struct RecordStats {
     pub records: u64,
     /// Record payload bytes.
     pub record_bytes: u64,
-    /// Of those, bytes stored inline in descriptor blocks (or in the fast commit block).
+    /// Of those, bytes stored inline in descriptor blocks (or in a fast commit).
     pub inline_bytes: u64,
-    /// The commit was one fast commit block.
-    pub fast: bool,
+    /// The blocks of the fast commit the commit was (0: the classic form).
+    pub fast_blocks: u32,
 }
 
 /// What a finished commit released to the allocator.
@@ -251,12 +251,13 @@ impl Journal {
         Some(plan)
     }
 
-    /// A transaction of records alone (no revokes, no whole blocks) that fits one block is
-    /// written as that block, its commit included (`fast_commit=on` on a journal with the
-    /// feature; docs/FORMAT.md, "Fast commit block"): one block and one flush instead of a
-    /// descriptor and a commit block. Returns whether it did.
+    /// A transaction of records alone (no revokes, no whole blocks) that fits one block, or
+    /// [`jf::MAX_FAST_BLOCKS`] where the journal has the span feature, is written as that
+    /// fast commit, its commit included (`fast_commit=on`; docs/FORMAT.md, "Fast commit
+    /// block"): one piece and one flush instead of a descriptor, multiwrite blocks and a
+    /// commit block. Returns whether it did.
     fn fast_commit(&self, w: &mut RecordsWriter, tx: &Transaction, items: &[Item], wall_ns: i64, stats: &mut RecordStats, logged_at: &mut Vec<LoggedBlockCopy>) -> bool {
-        if !self.cfg.fast_commit || !tx.revoked.is_empty() || items.is_empty() {
+        if self.cfg.fast_commit_blocks == 0 || !tx.revoked.is_empty() || items.is_empty() {
             return false;
         }
         let mut stream_len = 0usize;
@@ -266,7 +267,8 @@ impl Journal {
                 Item::Full { .. } => return false,
             }
         }
-        if !jf::FastCommit::fits(self.cfg.block_size, items.len(), stream_len) {
+        let bs = self.cfg.block_size;
+        if !jf::FastCommit::fits_in(bs, items.len(), stream_len, self.cfg.fast_commit_blocks) {
             return false;
         }
         let mut tags = Vec::with_capacity(items.len());
@@ -279,10 +281,12 @@ impl Journal {
         stats.records += items.len() as u64;
         stats.record_bytes += stream_len as u64;
         stats.inline_bytes += stream_len as u64;
-        stats.fast = true;
-        let mut b = vec![0u8; self.cfg.block_size];
-        jf::FastCommit { tid: tx.tid, tags, stream, handle_count: tx.handles, commit_time_ns: wall_ns }.encode(&mut b);
-        w.push(Arc::new(b), BlockKind::Commit);
+        let fc = jf::FastCommit { tid: tx.tid, tags, stream, handle_count: tx.handles, commit_time_ns: wall_ns };
+        let blocks = fc.encode_span(bs);
+        stats.fast_blocks = blocks.len() as u32;
+        for b in blocks {
+            w.push(Arc::new(b), BlockKind::Commit);
+        }
         true
     }
 

@@ -57,16 +57,17 @@ pub struct JournalConfig {
     /// fdatasync of overwrites writes them in place without a commit (journal/datasync.rs;
     /// `datasync=in_place`, the default) rather than committing (`datasync=commit`).
     pub datasync_in_place: bool,
-    /// A transaction of records that fits one block is written as one fast commit block
-    /// (`fast_commit=on` and the journal's FAST_COMMIT feature).
-    pub fast_commit: bool,
+    /// A transaction of records that fits this many blocks is written as one fast commit
+    /// (0: never; `fast_commit=on`, `fast_commit_blocks=` and the journal's FAST_COMMIT and
+    /// FAST_COMMIT_SPAN features).
+    pub fast_commit_blocks: usize,
 }
 
 impl JournalConfig {
     /// The configuration for a placement of `capacity` journal blocks.
     pub fn new(capacity: u64, block_size: usize) -> Self {
         let max_tx_blocks = (capacity / 4).max(8);
-        JournalConfig { block_size, max_tx_blocks, faults: Faults::default(), lazy_checkpoint: false, dirty_background_blocks: 0, datasync_in_place: false, fast_commit: false }
+        JournalConfig { block_size, max_tx_blocks, faults: Faults::default(), lazy_checkpoint: false, dirty_background_blocks: 0, datasync_in_place: false, fast_commit_blocks: 0 }
     }
 }
 

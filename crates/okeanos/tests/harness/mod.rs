@@ -51,8 +51,10 @@ pub struct Run {
     pub early_writes: u64,
     /// fdatasyncs of overwrites made durable in place, without a commit (steps).
     pub datasyncs_in_place: u64,
-    /// Commits written as one fast commit block.
+    /// Commits written as one fast commit (a block or a span).
     pub fast_commits: u64,
+    /// Those that spanned more than one block.
+    pub fast_spans: u64,
     /// The canaries the recovering mounts carry (a canary of recovery itself).
     pub recovery_faults: okeanos::faults::Faults,
 }
@@ -241,6 +243,7 @@ fn end(recorder: Arc<CrashRecorder>, fs: Okeanos, files: BTreeMap<String, Histor
     let early_writes = fs.counters().early_writes;
     let datasyncs_in_place = fs.counters().datasyncs_in_place;
     let fast_commits = fs.counters().fast_commits;
+    let fast_spans = fs.counters().fast_spans;
     let end_events = recorder.event_count();
     drop(fs);
     Run {
@@ -256,6 +259,7 @@ fn end(recorder: Arc<CrashRecorder>, fs: Okeanos, files: BTreeMap<String, Histor
         early_writes,
         datasyncs_in_place,
         fast_commits,
+        fast_spans,
         recovery_faults: Default::default(),
     }
 }

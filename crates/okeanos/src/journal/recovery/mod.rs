@@ -28,6 +28,10 @@
 //! | fast commit with a record whose hash differs | end of log: torn or corrupt                |
 //! | fast commit after blocks of its transaction  | end of log: not a transaction we write     |
 //! | fast commit that verifies                    | transaction committed (that one block); expect tid + 1 |
+//! | fast commit span: a later block without its continuation header (type, tid, index, sectors) | end of log: torn or never written; the failure starts at the span's first block |
+//! | fast commit span whose hash differs          | end of log: torn, or never written whole   |
+//! | fast commit span that verifies               | transaction committed (its blocks); expect tid + 1 |
+//! | fast commit continuation where a transaction begins | end of log: not a transaction we write |
 //! | read budget (one pass over the ring) spent   | end of log                                 |
 //!
 //! Where the scan stopped on a failure, a **probe** ([`Probe`]) decides whether that was the
@@ -144,10 +148,19 @@ struct Body {
     mw_left: usize,
 }
 
+/// Reading the blocks of a fast commit span after its first.
+#[derive(Debug)]
+struct Span {
+    start: LogPos,
+    blocks: Vec<Vec<u8>>,
+    len: usize,
+}
+
 #[derive(Debug)]
 enum Phase {
     Header,
     Body(Body),
+    FastSpan(Span),
     Done,
 }
 
@@ -272,6 +285,7 @@ impl Scan {
             Phase::Done => panic!("feed after the scan ended"),
             Phase::Header => self.feed_header(block),
             Phase::Body(body) => self.feed_body(body, block),
+            Phase::FastSpan(span) => self.feed_span(span, block),
         }
         if !matches!(self.phase, Phase::Done) {
             self.pos = self.region.next(self.pos);
@@ -406,42 +420,70 @@ impl Scan {
                 Err(e) => self.stop(format!("commit block at {pos}: {e}")),
             },
             JBlockType::FastCommit => self.feed_fast_commit(block, tid),
+            JBlockType::FastCommitMore => self.stop(format!("fast commit continuation at {pos} without its first block")),
             JBlockType::Superblock => unreachable!(),
         }
     }
 }
 
 impl Scan {
-    /// A fast commit block: a whole transaction of records, checked as one block. It opens
-    /// and commits its transaction; inside another one it is out of place.
+    /// A fast commit: a whole transaction of records, checked as one piece. Its first block
+    /// opens and commits its transaction; inside another one it is out of place. A span of
+    /// several blocks is read whole before it is checked.
     fn feed_fast_commit(&mut self, block: &[u8], tid: Tid) {
         let pos = self.pos;
         if self.cur.is_some() {
             return self.stop(format!("fast commit at {pos} inside transaction {tid}"));
         }
+        match jf::FastCommit::first_span(block) {
+            Ok(s) if s.blocks > 1 => self.phase = Phase::FastSpan(Span { start: pos, blocks: vec![block.to_vec()], len: s.blocks }),
+            Ok(_) => self.finish_fast_commit(&[block], pos, tid),
+            Err(e) => self.stop(format!("fast commit at {pos}: {e}")),
+        }
+    }
+
+    fn feed_span(&mut self, mut span: Span, block: &[u8]) {
+        span.blocks.push(block.to_vec());
+        if span.blocks.len() < span.len {
+            self.phase = Phase::FastSpan(span);
+            return;
+        }
+        let tid = self.expected;
+        let blocks: Vec<&[u8]> = span.blocks.iter().map(Vec::as_slice).collect();
+        self.finish_fast_commit(&blocks, span.start, tid);
+        if matches!(self.phase, Phase::Done) {
+            // A span that fails its checks fails from its first block.
+            self.fail_start = self.fail_start.map(|_| span.start);
+        }
+    }
+
+    /// Checks a fast commit whose blocks are all read, the last at the scan's position, and
+    /// takes its transaction.
+    fn finish_fast_commit(&mut self, blocks: &[&[u8]], start: LogPos, tid: Tid) {
+        let pos = self.pos;
         let verify = self.verify_fast_commits;
-        let f = match jf::FastCommit::decode(block, verify) {
+        let f = match jf::FastCommit::decode_span(blocks, verify) {
             Ok(f) => f,
-            Err(e) => return self.stop(format!("fast commit at {pos}: {e}")),
+            Err(e) => return self.stop(format!("fast commit at {start}: {e}")),
         };
         if let Some(t) = f.tags.iter().find(|t| t.fs_block.get() >= self.fs_blocks) {
-            return self.stop(format!("fast commit at {pos} tags block {} outside the file system", t.fs_block));
+            return self.stop(format!("fast commit at {start} tags block {} outside the file system", t.fs_block));
         }
         if !self.multiwrite {
-            return self.stop(format!("fast commit at {pos} has multiwrite tags but the journal lacks the feature"));
+            return self.stop(format!("fast commit at {start} has multiwrite tags but the journal lacks the feature"));
         }
         let mut items = Vec::with_capacity(f.tags.len());
         let mut at = 0usize;
         for tag in f.tags {
             match take_record(tag, &f.stream, &mut at, verify) {
                 Some(item) => items.push(item),
-                None => return self.stop(format!("record for block {} of fast commit {tid} at {pos} fails its tag hash", tag.fs_block)),
+                None => return self.stop(format!("record for block {} of fast commit {tid} at {start} fails its tag hash", tag.fs_block)),
             }
         }
         self.txs.push(ScannedTx {
             region: self.region,
             tid,
-            start: pos,
+            start,
             end: self.region.next(pos),
             items,
             revoke_blocks: Vec::new(),

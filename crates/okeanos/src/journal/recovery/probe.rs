@@ -44,8 +44,11 @@ pub(super) fn checked_header(block: &[u8]) -> Option<(JBlockType, Tid)> {
         JBlockType::Descriptor => Descriptor::decode(block).is_ok(),
         JBlockType::Revoke => RevokeBlock::decode(block).is_ok(),
         JBlockType::Commit => CommitBlock::decode(block).is_ok(),
-        JBlockType::FastCommit => jf::FastCommit::decode(block, true).is_ok(),
-        JBlockType::Superblock => false,
+        // A span's first block: its header alone (its hash needs the whole span, which the
+        // scan from it reads).
+        JBlockType::FastCommit => jf::FastCommit::first_span(block).is_ok_and(|s| s.blocks > 1) || jf::FastCommit::decode(block, true).is_ok(),
+        // A continuation has no check of its own: it counts as a block without a header.
+        JBlockType::FastCommitMore | JBlockType::Superblock => false,
     };
     ok.then_some((kind, tid))
 }
