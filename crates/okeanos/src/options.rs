@@ -463,4 +463,15 @@ mod tests {
             assert!(e.contains("datasync takes in_place or commit"), "{e}");
         }
     }
+
+    #[test]
+    fn fast_commit_blocks_is_sixteen_by_default_and_bounded() {
+        assert_eq!(MountOptions::default().fast_commit_blocks, 16);
+        assert_eq!(MountOptions::parse("fast_commit_blocks=1").unwrap().fast_commit_blocks, 1);
+        assert_eq!(MountOptions::parse("fast_commit_blocks=16").unwrap().fast_commit_blocks, 16);
+        for bad in ["fast_commit_blocks", "fast_commit_blocks=0", "fast_commit_blocks=17", "fast_commit_blocks=-1", "fast_commit_blocks=two"] {
+            let e = MountOptions::parse(bad).err().expect("refused");
+            assert!(e.contains("fast_commit_blocks takes a number of blocks from 1 to 16"), "{e}");
+        }
+    }
 }

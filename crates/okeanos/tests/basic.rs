@@ -90,13 +90,30 @@ fn crash_without_unmount_recovers_synced_state() {
     }
 }
 
+/// A new file system whose journal superblock lacks journal feature `bit`, as mkfs wrote it
+/// before the feature came.
+fn without_journal_feature(bit: u32) -> Arc<okeanos::MemDevice> {
+    use okeanos::format::journal::JournalSuperblock;
+    let dev = mem_fs(32 * MB, 1024);
+    let sb = okeanos::format::superblock::Superblock::decode(&dev.snapshot()[..4096]).unwrap();
+    let okeanos::format::superblock::JournalLocation::Internal { start, .. } = sb.journal else { panic!("an internal journal") };
+    let mut b = vec![0u8; 4096];
+    dev.read_at(start * 4096, &mut b).unwrap();
+    let mut jsb = JournalSuperblock::decode(&b).unwrap();
+    assert_ne!(jsb.features & bit, 0, "mkfs sets the feature");
+    jsb.features &= !bit;
+    jsb.encode(&mut b);
+    dev.write_at(start * 4096, &b).unwrap();
+    dev
+}
+
 /// Fast commit blocks (docs/FORMAT.md): a 128-byte append and fsync under wasteless+dmeta is
 /// one journal block, recovered after a crash; a journal made before the feature (its
 /// superblock without FAST_COMMIT) still mounts and is written in the classic form, two
 /// blocks a commit, and a mount with `fast_commit=off` writes the classic form too.
 #[test]
 fn small_commits_are_one_block_and_old_journals_keep_the_classic_form() {
-    use okeanos::format::journal::{jfeature, JournalSuperblock};
+    use okeanos::format::journal::jfeature;
     let wasteless = || {
         let mut o = opts(DataMode::Wasteless);
         o.dmeta = true;
@@ -147,16 +164,7 @@ fn small_commits_are_one_block_and_old_journals_keep_the_classic_form() {
     assert_eq!(bytes, (4096 + 512) * commits, "a descriptor and the commit block's first sector");
 
     // A journal superblock as mkfs wrote it before the feature.
-    let dev = mem_fs(32 * MB, 1024);
-    let sb = okeanos::format::superblock::Superblock::decode(&dev.snapshot()[..4096]).unwrap();
-    let okeanos::format::superblock::JournalLocation::Internal { start, .. } = sb.journal else { panic!("an internal journal") };
-    let mut b = vec![0u8; 4096];
-    dev.read_at(start * 4096, &mut b).unwrap();
-    let mut jsb = JournalSuperblock::decode(&b).unwrap();
-    assert_ne!(jsb.features & jfeature::FAST_COMMIT, 0, "mkfs sets the feature");
-    jsb.features &= !jfeature::FAST_COMMIT;
-    jsb.encode(&mut b);
-    dev.write_at(start * 4096, &b).unwrap();
+    let dev = without_journal_feature(jfeature::FAST_COMMIT);
     let (per, fast, _, _) = run(&dev, wasteless());
     assert!(fast == 0 && per >= 2.0, "a journal without the feature: {per} blocks a commit, {fast} fast");
 }
@@ -168,7 +176,7 @@ fn small_commits_are_one_block_and_old_journals_keep_the_classic_form() {
 /// FAST_COMMIT_SPAN), write that commit in the classic form, in more bytes.
 #[test]
 fn group_commits_of_records_are_fast_commit_spans() {
-    use okeanos::format::journal::{jfeature, JournalSuperblock};
+    use okeanos::format::journal::jfeature;
     let wasteless = |blocks: usize| {
         let mut o = opts(DataMode::Wasteless);
         o.dmeta = true;
@@ -210,16 +218,7 @@ fn group_commits_of_records_are_fast_commit_spans() {
     assert!(span_bytes < classic_bytes, "a span ({span_bytes} bytes) is smaller than the classic form ({classic_bytes})");
 
     // A journal superblock as mkfs wrote it before spans: one-block fast commits only.
-    let dev = mem_fs(32 * MB, 1024);
-    let sb = okeanos::format::superblock::Superblock::decode(&dev.snapshot()[..4096]).unwrap();
-    let okeanos::format::superblock::JournalLocation::Internal { start, .. } = sb.journal else { panic!("an internal journal") };
-    let mut b = vec![0u8; 4096];
-    dev.read_at(start * 4096, &mut b).unwrap();
-    let mut jsb = JournalSuperblock::decode(&b).unwrap();
-    assert_ne!(jsb.features & jfeature::FAST_COMMIT_SPAN, 0, "mkfs sets the feature");
-    jsb.features &= !jfeature::FAST_COMMIT_SPAN;
-    jsb.encode(&mut b);
-    dev.write_at(start * 4096, &b).unwrap();
+    let dev = without_journal_feature(jfeature::FAST_COMMIT_SPAN);
     let (bytes, fast, spans) = run(&dev, wasteless(16));
     assert!(fast == 0 && spans == 0 && bytes == classic_bytes, "a journal without spans: {bytes} bytes, {fast} fast");
 }
