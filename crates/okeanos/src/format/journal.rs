@@ -174,6 +174,16 @@ impl JournalSuperblock {
     pub fn is_clean(&self) -> bool {
         self.start == LogPos::ZERO
     }
+
+    /// The most blocks a fast commit may span in this journal: 0 without the FAST_COMMIT
+    /// feature, 1 with it alone, [`MAX_FAST_BLOCKS`] with FAST_COMMIT_SPAN too.
+    pub fn fast_commit_blocks(&self) -> usize {
+        match (self.features & jfeature::FAST_COMMIT != 0, self.features & jfeature::FAST_COMMIT_SPAN != 0) {
+            (false, _) => 0,
+            (true, false) => 1,
+            (true, true) => MAX_FAST_BLOCKS,
+        }
+    }
 }
 
 impl JournalSuperblock {

@@ -72,9 +72,8 @@ pub struct Opened {
     pub floor: Tid,
     /// The connection to the journal server (a remote journal taken over for recovery).
     pub remote: Option<super::remote::Opened>,
-    /// The most blocks a fast commit may span in this journal: 0 without the FAST_COMMIT
-    /// feature, 1 with it alone, [`crate::format::journal::MAX_FAST_BLOCKS`] with
-    /// FAST_COMMIT_SPAN too.
+    /// The most blocks a fast commit may span in this journal
+    /// ([`crate::format::journal::JournalSuperblock::fast_commit_blocks`]).
     pub fast_commit_blocks: usize,
 }
 
@@ -158,15 +157,7 @@ pub fn open(devs: &mut Devices, sb: &Superblock, region: LogRegion, jsb: &Journa
         JournalKind::Remote(_) if !offline && jsb.remote.local && !opts.read_only => Kinded::Remote(Remote::new(Ring::new(region, jsb.clone()), region.ring_len(), None)),
         JournalKind::Remote(_) | JournalKind::Ring => Kinded::Ring(Ring::new(region, jsb.clone())),
     };
-    let fast_commit_blocks = {
-        use crate::format::journal::{jfeature, MAX_FAST_BLOCKS};
-        match (jsb.features & jfeature::FAST_COMMIT != 0, jsb.features & jfeature::FAST_COMMIT_SPAN != 0) {
-            (false, _) => 0,
-            (true, false) => 1,
-            (true, true) => MAX_FAST_BLOCKS,
-        }
-    };
-    Ok(Opened { placement, region, floor, remote, fast_commit_blocks })
+    Ok(Opened { placement, region, floor, remote, fast_commit_blocks: jsb.fast_commit_blocks() })
 }
 
 impl Opened {

@@ -46,7 +46,11 @@ pub(super) fn checked_header(block: &[u8]) -> Option<(JBlockType, Tid)> {
         JBlockType::Commit => CommitBlock::decode(block).is_ok(),
         // A span's first block: its header alone (its hash needs the whole span, which the
         // scan from it reads).
-        JBlockType::FastCommit => jf::FastCommit::first_span(block).is_ok_and(|s| s.blocks > 1) || jf::FastCommit::decode(block, true).is_ok(),
+        JBlockType::FastCommit => match jf::FastCommit::first_span(block) {
+            Ok(s) if s.blocks > 1 => true,
+            Ok(_) => jf::FastCommit::decode(block, true).is_ok(),
+            Err(_) => false,
+        },
         // A continuation has no check of its own: it counts as a block without a header.
         JBlockType::FastCommitMore | JBlockType::Superblock => false,
     };
