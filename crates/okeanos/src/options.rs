@@ -42,6 +42,13 @@ pub struct MountOptions {
     /// A sync's commit stops waiting for more writers once its transaction holds this many
     /// handles (`batch_handles=`, default 32; 0: no bound, the window alone decides).
     pub batch_handles: u32,
+    /// What the batching window is for (`batch=latency|bytes`, default latency). `latency`: a
+    /// quarter of a commit's time, ended by `batch_handles`. `bytes`: a commit whose metadata
+    /// blocks logged whole outweigh its handles' own journal bytes (ordered, writeback, plain
+    /// wasteless, selective) waits a whole commit's time (jbd2's window) and is not ended by
+    /// `batch_handles`, so that more syncs share those blocks; other commits as with
+    /// `latency` (docs/JOURNALING.md, "Batching").
+    pub batch_for_bytes: bool,
     /// Checkpoints run in a thread of their own beside commits (`checkpoint_thread=1`), as
     /// Linux runs writeback beside kjournald, so a sync never waits behind a checkpoint's home
     /// writes; `checkpoint_thread=0` runs them between commits on the journal thread. The
@@ -176,6 +183,7 @@ impl Default for MountOptions {
             min_batch_time: Duration::ZERO,
             max_batch_time: Duration::from_micros(15_000),
             batch_handles: 32,
+            batch_for_bytes: false,
             checkpoint_thread: None,
             commit_leader: true,
             fast_commit: true,
@@ -227,6 +235,7 @@ impl MountOptions {
             min_batch_ns: ns(self.min_batch_time),
             max_batch_ns: ns(self.max_batch_time),
             batch_handles: self.batch_handles,
+            batch_for_bytes: self.batch_for_bytes,
             writeback_period_ns: ns(self.writeback_period),
             expire_ns: self.expire_period.map(ns),
             lazy_checkpoint: self.lazy_checkpoint,
@@ -366,6 +375,13 @@ impl MountOptions {
                 "min_batch_time" => o.min_batch_time = Duration::from_micros(num(v)?.min(10_000_000)),
                 "max_batch_time" => o.max_batch_time = Duration::from_micros(num(v)?.min(10_000_000)),
                 "batch_handles" => o.batch_handles = num(v)?.min(u32::MAX as u64) as u32,
+                "batch" => {
+                    o.batch_for_bytes = match v {
+                        Some("latency") => false,
+                        Some("bytes") => true,
+                        other => return Err(format!("option batch={}: latency (the default) or bytes", other.unwrap_or(""))),
+                    }
+                }
                 "max_tx_blocks" => {
                     let n = num(v)?;
                     let min = crate::journal::MIN_TX_BLOCKS;
@@ -442,6 +458,13 @@ mod tests {
         assert_eq!(MountOptions::parse("batch_handles=0").unwrap().batch_handles, 0);
         assert_eq!(MountOptions::parse("batch_handles=8").unwrap().batch_handles, 8);
         assert!(MountOptions::parse("batch_handles=many").is_err());
+        assert!(!MountOptions::default().batch_for_bytes);
+        assert!(MountOptions::parse("batch=bytes").unwrap().batch_for_bytes);
+        assert!(!MountOptions::parse("batch=bytes,batch=latency").unwrap().batch_for_bytes);
+        for bad in ["batch", "batch=", "batch=throughput"] {
+            let e = MountOptions::parse(bad).unwrap_err();
+            assert!(e.contains("latency (the default) or bytes"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -246,6 +246,18 @@ impl Journal {
         self.running.handles
     }
 
+    /// The running transaction's journal bytes split in two: what its commit logs once
+    /// whatever joins it (metadata blocks logged whole), and what its handles' own changes
+    /// log (data blocks logged whole, the bytes of multiwrite records). The batching window
+    /// weighs one against the other (scheduler, `batch_wait`).
+    pub fn running_shape(&self) -> (u64, u64) {
+        let r = &self.running;
+        let bs = self.cfg.block_size as u64;
+        let whole_meta = r.journaled.iter().filter(|b| !r.journaled_data.contains(b) && !r.meta_base.contains_key(b)).count() as u64;
+        let own = r.journaled_data.len() as u64 * bs + r.ranges.values().map(|s| s.bytes()).sum::<u64>();
+        (whole_meta * bs, own)
+    }
+
     /// Whether the running transaction holds no change.
     pub fn running_is_empty(&self) -> bool {
         self.running.is_empty()

@@ -57,6 +57,9 @@ pub struct SchedulerConfig {
     pub max_batch_ns: u64,
     /// `batch_handles=`: a commit with this many handles waits for no more (0: no bound).
     pub batch_handles: u32,
+    /// `batch=bytes`: a commit dominated by metadata blocks logged whole waits a whole commit's
+    /// time, past `batch_handles` (see `batch_wait`).
+    pub batch_for_bytes: bool,
     /// `writeback_period=`: how often age-based writeback (and `checkpoint=idle`) looks.
     pub writeback_period_ns: u64,
     /// `expire=`: age after which committed blocks go home; None: the placement's default.
@@ -627,21 +630,34 @@ impl Scheduler {
     /// a commit is in flight share the next one anyway; this lets the writers that the last
     /// commit woke up make it into the next one too, instead of trailing one commit behind.
     /// Returns when to look again, or None to commit now.
+    ///
+    /// The window trades a sync's latency for the bytes its commit's fixed part costs
+    /// (`batch=`). For latency (the default) it is a quarter of a commit, ended early by
+    /// `batch_handles`. For bytes, a transaction whose metadata blocks logged whole outweigh
+    /// its handles' own journal bytes (records, data blocks) waits a whole commit, jbd2's
+    /// window, however many handles joined: each sync that joins shares those blocks. A
+    /// transaction of records and differential metadata (wasteless+dmeta), or of whole data
+    /// blocks (data), has little to share and batches as for latency.
     fn batch_wait(&mut self, j: &Journal, now: u64) -> Option<u64> {
         if self.last_commit_handles < 2 {
             return None;
         }
+        let for_bytes = self.cfg.batch_for_bytes && {
+            let (shared, own) = j.running_shape();
+            shared > own
+        };
         // A quarter of a commit: waiting the whole commit time (jbd2's choice) idled the device
         // while every writer of the last commit came back, and halved what ordered mode served
         // at 100 streams; not waiting at all doubled the journal bytes per sync of cheap
         // commits (docs/BENCHMARKS.md, "Batching").
-        let window = (self.avg_commit_ns / 4).clamp(self.cfg.min_batch_ns, self.cfg.max_batch_ns);
+        let commit = if for_bytes { self.avg_commit_ns } else { self.avg_commit_ns / 4 };
+        let window = commit.clamp(self.cfg.min_batch_ns, self.cfg.max_batch_ns);
         if window == 0 {
             return None;
         }
         let slice = (window / 8).max(20_000);
         let handles = j.running_handles();
-        if self.cfg.batch_handles > 0 && handles >= self.cfg.batch_handles {
+        if !for_bytes && self.cfg.batch_handles > 0 && handles >= self.cfg.batch_handles {
             // Enough syncs to share the commit's flushes: waiting for more idles the device
             // (docs/BENCHMARKS.md, "Batching").
             return None;

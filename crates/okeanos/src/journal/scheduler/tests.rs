@@ -57,8 +57,33 @@ fn config() -> SchedulerConfig {
 }
 
 fn setup(cfg: SchedulerConfig) -> (Scheduler, TestHost) {
-    let (journal, cache) = crate::journal::tests::journal("data");
+    setup_policy(cfg, "data")
+}
+
+fn setup_policy(cfg: SchedulerConfig, policy: &str) -> (Scheduler, TestHost) {
+    let (journal, cache) = crate::journal::tests::journal(policy);
     (Scheduler::new(cfg, 0), TestHost { journal, cache, activity: 0, freed: Vec::new(), read_only: None })
+}
+
+/// As [`write`], and the handle also changes metadata block `meta` (an inode's block, say).
+fn write_with_meta(h: &mut TestHost, b: u64, meta: u64, now: u64) -> Tid {
+    let m = HomeBlock::new(meta);
+    if h.cache.peek(m).is_none() {
+        h.cache.insert(m, vec![0; 4096], BufKind::Meta);
+    }
+    let t = h.journal.handle_start(Credits::blocks(4), now).unwrap();
+    let b = HomeBlock::new(b);
+    if h.cache.peek(b).is_none() {
+        h.cache.insert(b, vec![0; 4096], BufKind::Data);
+    }
+    h.journal.dirty_data(&mut h.cache, b, 0, 128, 128, false, false);
+    h.cache.data_mut(m)[(b.get() % 32) as usize * 128] ^= 1;
+    h.journal.dirty_metadata(&mut h.cache, m, false);
+    h.journal.handle_stop(t).unwrap();
+    h.activity += 1;
+    let tid = h.journal.running_tid();
+    h.journal.request_commit(tid);
+    tid
 }
 
 /// One handle at `now` that writes `len` bytes of block `b`; asks for a commit if `sync`.
@@ -191,6 +216,54 @@ fn enough_handles_commit_without_a_window() {
         write(&mut h, 6000 + b, 128, 2 * MS, true);
     }
     assert!(is_commit(&work(s.poll(&mut h, 2 * MS, 0, Lane::Commit))), "batch_handles reached");
+}
+
+/// `batch=bytes`: a transaction whose whole metadata blocks outweigh its records (plain
+/// wasteless: 128-byte records, one inode block logged whole) waits a whole commit's time,
+/// past `batch_handles`; under `batch=latency` the same transaction commits at the bound; and
+/// a transaction of whole data blocks (data) has nothing to share and commits at the bound
+/// even under `batch=bytes`.
+#[test]
+fn batching_for_bytes_waits_a_commit_while_whole_metadata_dominates() {
+    // How many handles the commit took, and how long after the first it went.
+    let run = |policy: &str, for_bytes: bool| -> (u64, u64) {
+        let mut cfg = config();
+        cfg.batch_handles = 3;
+        cfg.batch_for_bytes = for_bytes;
+        let (mut s, mut h) = setup_policy(cfg, policy);
+        write_with_meta(&mut h, 5000, 100, 0);
+        write_with_meta(&mut h, 5001, 100, 0);
+        commit(&mut s, &mut h, 0, MS);
+        let t0 = 2 * MS;
+        let mut now = t0;
+        for k in 0..1000u64 {
+            write_with_meta(&mut h, 6000 + k, 100, now);
+            match s.poll(&mut h, now, 0, Lane::Commit) {
+                JournalStep::Idle { wake_ns } => now = wake_ns,
+                JournalStep::Work(w) => {
+                    assert!(is_commit(&w));
+                    return (k + 1, now - t0);
+                }
+                JournalStep::Stop => panic!("stopped"),
+            }
+        }
+        panic!("no commit within 1000 handles");
+    };
+    let (shape_wasteless, shape_data) = {
+        let (_, mut h) = setup_policy(config(), "wasteless");
+        write_with_meta(&mut h, 5000, 100, 0);
+        let (_, mut d) = setup_policy(config(), "data");
+        write_with_meta(&mut d, 5000, 100, 0);
+        (h.journal.running_shape(), d.journal.running_shape())
+    };
+    assert_eq!(shape_wasteless, (4096, 128), "plain wasteless: a whole inode block, a 128-byte record");
+    assert_eq!(shape_data, (4096, 4096), "data: the data block is logged whole too");
+    let (handles, waited) = run("wasteless", true);
+    assert!(handles > 3 && (MS..=MS + MS / 8).contains(&waited), "batch=bytes waits a whole commit (1 ms) past batch_handles: {handles} handles after {waited} ns");
+    let (handles, waited) = run("wasteless", false);
+    assert!(handles == 3 && waited < MS / 4, "batch=latency commits once batch_handles joined: {handles} handles after {waited} ns");
+    let (handles, waited) = run("data", true);
+    assert!(handles == 3 && waited < MS / 4, "whole data blocks: nothing to share, the bound holds: {handles} handles after {waited} ns");
 }
 
 #[test]
