@@ -90,6 +90,13 @@ fn crash_test_with(policy: &str, canary: bool, server: MemLog, revive_at: Option
             std::thread::sleep(std::time::Duration::from_millis(2500));
         }
     });
+    let c = fs.counters();
+    if policy.ends_with("+dmeta") && !canary {
+        // The server holds fast commits too, spans among them (the 6,000-byte appends): the
+        // crash states below must include them.
+        assert!(c.fast_commits > 0 && c.fast_spans > 0, "{policy}: no fast commit ({}) or span ({}) sent to the server", c.fast_commits, c.fast_spans);
+        eprintln!("{policy}: {} fast commits, {} of them spans", c.fast_commits, c.fast_spans);
+    }
     let trims = log.lock().unwrap().trims.len();
     assert!(canary || dies || trims > 2, "checkpoints trimmed the server during the run ({trims})");
     assert_eq!(fs.counters().fallbacks, dies as u64, "the host fell back when its server died");
