@@ -47,7 +47,7 @@ pub struct MountOptions {
     /// blocks logged whole outweigh its handles' own journal bytes (ordered, writeback, plain
     /// wasteless, selective) waits a whole commit's time (jbd2's window) and is not ended by
     /// `batch_handles`, so that more syncs share those blocks; other commits as with
-    /// `latency` (docs/JOURNALING.md, "Batching").
+    /// `latency` (docs/JOURNALING.md, "Batching for bytes").
     pub batch_for_bytes: bool,
     /// Checkpoints run in a thread of their own beside commits (`checkpoint_thread=1`), as
     /// Linux runs writeback beside kjournald, so a sync never waits behind a checkpoint's home
