@@ -534,6 +534,24 @@ fn summary(v: &serde_json::Value) -> String {
     }
     let _ = writeln!(o, "syncs         {:.0}, {:.1} per commit; latency p50 {}, p99 {}, p99.9 {}, max {}", n("syncs"), n("syncs_per_commit"), dur(lat("p50_us")), dur(lat("p99_us")), dur(lat("p999_us")), dur(lat("max_us")));
     let _ = writeln!(o, "commits       {:.0} ({:.1} journal blocks each, {:.0} as fast commits, {:.0} of them spans), checkpoints {:.0}; {:.0} journal steps led by a syncing thread", n("commits"), n("journal_blocks_per_commit"), n("fast_commits"), n("fast_spans"), n("checkpoints"), n("led_steps"));
+    let lane = &v["commit_lane"];
+    let steps = lane["steps"].as_f64().unwrap_or(0.0);
+    if steps > 0.0 {
+        let ns = |k: &str| lane[k].as_f64().unwrap_or(0.0);
+        let each = |k: &str| dur(ns(k) / steps / 1e3);
+        let _ = writeln!(
+            o,
+            "commit lane   {steps:.0} steps, each: plan {}, write {}, flush {}, finish {}, answer {}, lock waits {}; waited {:.2} s in windows, {:.2} s idle",
+            each("plan_ns"),
+            each("write_ns"),
+            each("flush_ns"),
+            each("finish_ns"),
+            each("answer_ns"),
+            each("lock_ns"),
+            ns("window_ns") / 1e9,
+            ns("idle_ns") / 1e9
+        );
+    }
     let _ = writeln!(o, "written       {} by programs; journal {}{}; final location {}{}", human(payload), human(n("journal_bytes")), per(n("journal_bytes")), human(n("final_bytes")), per(n("final_bytes")));
     for (name, key) in [("fs device", "fs_device"), ("journal dev", "journal_device")] {
         let d = &v[key];

@@ -116,6 +116,9 @@ pub struct Run {
     pub sync_latency_us: LatencyUs,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device: Option<DeviceBytes>,
+    /// Okeanos targets: where the commit lane's time went during the run (docs/OBSERVABILITY.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit_lane: Option<okeanos::stats::LaneTimes>,
     /// Simulator runs: the device model, the seed, and the wall time the simulation took.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,

@@ -7,7 +7,7 @@ use crate::ids::Tid;
 use crate::journal::plan::BlockKind;
 pub use crate::journal::CheckpointCounts;
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
@@ -47,7 +47,70 @@ pub struct Stats {
     sync_latency_ns: Mutex<Option<Histogram<u64>>>,
     checkpoint: Mutex<CheckpointCounts>,
     log_read_blocks: AtomicU64,
+    lane: [AtomicU64; LanePhase::COUNT],
     pub(crate) recovery: Mutex<Option<RecoveryReport>>,
+}
+
+/// A part of the commit lane's time (see [`LaneTimes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LanePhase {
+    Steps,
+    Plan,
+    Write,
+    Flush,
+    Finish,
+    Answer,
+    Lock,
+    Window,
+    Idle,
+}
+
+impl LanePhase {
+    const COUNT: usize = 9;
+}
+
+/// Where the commit lane's time went, in nanoseconds of the mount's clock, summed over the
+/// journal thread and the syncs that led their write groups (only the thread that holds the
+/// lane counts, so the parts add up to the lane's wall time). Times are wall time: a thread
+/// preempted in a part is charged for it. The simulator's journal, driven step by step, has no
+/// lane and counts nothing here.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct LaneTimes {
+    /// Steps the lane ran (commits, and the work between them).
+    pub steps: u64,
+    /// Deciding a step under the state lock (the scheduler's poll: a commit's staging).
+    pub plan_ns: u64,
+    /// Its writes: device writes, sends to a journal server, NVM stores.
+    pub write_ns: u64,
+    /// Its flushes.
+    pub flush_ns: u64,
+    /// Reporting it back under the lock (a commit's end, settling its syncs).
+    pub finish_ns: u64,
+    /// A leader answering the syncs its steps settled (the journal thread hands them to the
+    /// notifier thread instead).
+    pub answer_ns: u64,
+    /// Waiting for the state lock, held by writers or the checkpoint lane.
+    pub lock_ns: u64,
+    /// Waiting out a batching window or a timer the scheduler asked for.
+    pub window_ns: u64,
+    /// Waiting with nothing to do.
+    pub idle_ns: u64,
+}
+
+impl LaneTimes {
+    fn since(&self, b: &LaneTimes) -> LaneTimes {
+        LaneTimes {
+            steps: self.steps - b.steps,
+            plan_ns: self.plan_ns - b.plan_ns,
+            write_ns: self.write_ns - b.write_ns,
+            flush_ns: self.flush_ns - b.flush_ns,
+            finish_ns: self.finish_ns - b.finish_ns,
+            answer_ns: self.answer_ns - b.answer_ns,
+            lock_ns: self.lock_ns - b.lock_ns,
+            window_ns: self.window_ns - b.window_ns,
+            idle_ns: self.idle_ns - b.idle_ns,
+        }
+    }
 }
 
 /// What recovery found and how long each pass took (thesis section 6.4).
@@ -164,6 +227,8 @@ pub struct Counters {
     pub checkpoint: CheckpointCounts,
     /// Log blocks read to copy parked blocks home (manylogs).
     pub log_read_blocks: u64,
+    /// Where the commit lane's time went.
+    pub commit_lane: LaneTimes,
     pub fs_device: DeviceStats,
     pub journal_device: Option<DeviceStats>,
     /// The NVM of an nvm journal.
@@ -259,6 +324,10 @@ impl Stats {
     pub fn nvm_slots(&self) -> (u64, u64, u64) {
         (self.nvm_slots.load(Relaxed), self.nvm_slots_in_use.load(Relaxed), self.nvm_parked.load(Relaxed))
     }
+    /// `ns` more of the commit lane's time in `phase` (for [`LanePhase::Steps`], a count).
+    pub fn on_lane(&self, phase: LanePhase, ns: u64) {
+        self.lane[phase as usize].fetch_add(ns, Relaxed);
+    }
     pub fn on_nvm_fence(&self) {
         self.nvm_fences.fetch_add(1, Relaxed);
     }
@@ -341,6 +410,20 @@ impl Stats {
             sync_latency,
             checkpoint: *self.checkpoint.lock().unwrap_or_else(|e| e.into_inner()),
             log_read_blocks: self.log_read_blocks.load(Relaxed),
+            commit_lane: {
+                let l = |p: LanePhase| self.lane[p as usize].load(Relaxed);
+                LaneTimes {
+                    steps: l(LanePhase::Steps),
+                    plan_ns: l(LanePhase::Plan),
+                    write_ns: l(LanePhase::Write),
+                    flush_ns: l(LanePhase::Flush),
+                    finish_ns: l(LanePhase::Finish),
+                    answer_ns: l(LanePhase::Answer),
+                    lock_ns: l(LanePhase::Lock),
+                    window_ns: l(LanePhase::Window),
+                    idle_ns: l(LanePhase::Idle),
+                }
+            },
             fs_device,
             journal_device,
             nvm: None,
@@ -404,6 +487,7 @@ impl Counters {
             sync_latency: self.sync_latency.clone(),
             checkpoint: self.checkpoint.since(&base.checkpoint),
             log_read_blocks: self.log_read_blocks - base.log_read_blocks,
+            commit_lane: self.commit_lane.since(&base.commit_lane),
             fs_device: self.fs_device.since(&base.fs_device),
             journal_device: match (&self.journal_device, &base.journal_device) {
                 (Some(a), Some(b)) => Some(a.since(b)),

@@ -30,7 +30,8 @@ use super::sync::SyncDone;
 use super::{Core, Okeanos};
 use crate::fs::FsResult;
 use crate::journal::scheduler::{JournalStep, Lane};
-use crate::runtime;
+use super::step::LaneClock;
+use crate::stats::LanePhase;
 use std::sync::MutexGuard;
 
 /// The most steps one leader runs before it hands the lane back.
@@ -58,6 +59,7 @@ impl Okeanos {
     /// with the lock held and the lane free. The caller checked [`may_lead`](Self::may_lead).
     pub(super) fn lead<'a>(&'a self, mut core: MutexGuard<'a, Core>, done: &dyn Fn(&Core) -> bool, more: bool) -> MutexGuard<'a, Core> {
         core.commit_lane_busy = true;
+        core.leads += 1;
         core.inline_syncs = Some((std::thread::current().id(), Vec::new()));
         drop(core);
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.lead_steps(done, more)));
@@ -89,7 +91,9 @@ impl Okeanos {
         let inner = &self.inner;
         // A wait longer than a batching window is the journal thread's.
         let window_ns = (inner.opts.max_batch_time.as_nanos() as u64).max(100_000);
+        let mut clock = LaneClock::new(inner, true);
         let mut core = self.lock();
+        clock.mark(LanePhase::Lock);
         let mut steps = 0;
         while steps < LEAD_STEPS {
             if done(&core) && !(more && core.fs.journal.commit_wanted()) {
@@ -99,21 +103,27 @@ impl Okeanos {
             match self.step_begin(&mut core, now, Lane::Commit) {
                 JournalStep::Stop => return,
                 JournalStep::Idle { wake_ns } => {
+                    clock.mark(LanePhase::Plan);
                     if wake_ns == u64::MAX || wake_ns.saturating_sub(now) > window_ns {
                         return;
                     }
                     let wait = std::time::Duration::from_nanos(wake_ns.saturating_sub(now).max(20_000));
                     core = inner.jcv.wait_timeout(core, wait).unwrap_or_else(|e| e.into_inner()).0;
+                    clock.mark(LanePhase::Window);
                 }
                 JournalStep::Work(work) => {
+                    clock.mark(LanePhase::Plan);
                     steps += 1;
                     inner.stats.on_led_step();
                     drop(core);
-                    let res = runtime::execute(work.io(), &inner.devs, &inner.stats);
+                    let res = clock.execute(&work);
                     core = self.lock();
+                    clock.mark(LanePhase::Lock);
                     self.step_finish(&mut core, work, res);
+                    clock.mark(LanePhase::Finish);
                     let ready = core.inline_syncs.as_mut().map(|(_, v)| std::mem::take(v)).unwrap_or_default();
                     core = self.answer_unlocked(core, ready);
+                    clock.mark(LanePhase::Answer);
                 }
             }
         }

@@ -98,6 +98,9 @@ struct Core {
     commit_lane_busy: bool,
     /// The journal thread waits for the lane: the leader wakes it when it lets go.
     lane_waiter: bool,
+    /// Times a leader took the commit lane: a journal thread that waited meanwhile does not
+    /// count that wait as the lane's (the leader counted its own time).
+    leads: u64,
     /// While a leader runs the lane: the syncs its steps settled, answered by the leader
     /// itself once it lets go of the lock (not handed to the notifier thread).
     inline_syncs: Option<(std::thread::ThreadId, leader::Answers)>,

@@ -13,6 +13,7 @@ use crate::journal::transaction::Tid;
 use crate::journal::Journal;
 use crate::cache::Cache;
 use crate::runtime;
+use crate::stats::LanePhase;
 use std::sync::Arc;
 
 /// The file system as the scheduler's host.
@@ -66,6 +67,48 @@ impl Drop for AbortOnPanic {
     }
 }
 
+/// Charges the commit lane's time to its parts ([`LaneTimes`](crate::stats::LaneTimes)) as
+/// the thread holding the lane goes from one to the next; a no-op on the checkpoint lane.
+pub(super) struct LaneClock<'a> {
+    inner: &'a Inner,
+    on: bool,
+    at: u64,
+}
+
+impl<'a> LaneClock<'a> {
+    pub(super) fn new(inner: &'a Inner, on: bool) -> Self {
+        LaneClock { inner, on, at: if on { inner.clock.now_ns() } else { 0 } }
+    }
+
+    /// The time since the last mark was spent in `phase`.
+    pub(super) fn mark(&mut self, phase: LanePhase) {
+        if self.on {
+            let now = self.inner.clock.now_ns();
+            self.inner.stats.on_lane(phase, now.saturating_sub(self.at));
+            self.at = now;
+        }
+    }
+
+    /// Starts timing again from now (the time since the last mark was not the lane's).
+    pub(super) fn restart(&mut self) {
+        if self.on {
+            self.at = self.inner.clock.now_ns();
+        }
+    }
+
+    /// Runs a step's I/O: the commit lane's is timed as its writes and flushes.
+    pub(super) fn execute(&mut self, work: &JournalWork) -> Result<(), crate::device::DeviceError> {
+        let inner = self.inner;
+        if !self.on {
+            return runtime::execute(work.io(), &inner.devs, &inner.stats);
+        }
+        inner.stats.on_lane(LanePhase::Steps, 1);
+        let res = runtime::execute_lane(work.io(), &inner.devs, &inner.stats, &|| inner.clock.now_ns());
+        self.at = inner.clock.now_ns();
+        res
+    }
+}
+
 pub(super) fn journal_thread(inner: Arc<Inner>, lane: Lane) {
     let _guard = AbortOnPanic(inner.clone());
     let me = Okeanos { inner, _user: None };
@@ -74,6 +117,7 @@ pub(super) fn journal_thread(inner: Arc<Inner>, lane: Lane) {
         Lane::Commit => &inner.jcv,
         Lane::Checkpoint => &inner.ccv,
     };
+    let mut clock = LaneClock::new(inner, lane == Lane::Commit);
     let mut core = me.lock();
     loop {
         if lane == Lane::Commit {
@@ -81,6 +125,8 @@ pub(super) fn journal_thread(inner: Arc<Inner>, lane: Lane) {
             core.lane_waiter = core.commit_lane_busy;
             if core.commit_lane_busy {
                 core = cv.wait(core).unwrap_or_else(|e| e.into_inner());
+                // The leader counted the lane's time meanwhile.
+                clock.restart();
                 continue;
             }
         }
@@ -88,26 +134,39 @@ pub(super) fn journal_thread(inner: Arc<Inner>, lane: Lane) {
         match me.step_begin(&mut core, now, lane) {
             JournalStep::Stop => return,
             JournalStep::Idle { wake_ns } => {
-                core = if wake_ns == u64::MAX {
-                    cv.wait(core).unwrap_or_else(|e| e.into_inner())
+                clock.mark(LanePhase::Plan);
+                let leads = core.leads;
+                let phase = if wake_ns == u64::MAX {
+                    core = cv.wait(core).unwrap_or_else(|e| e.into_inner());
+                    LanePhase::Idle
                 } else {
                     let wait = std::time::Duration::from_nanos(wake_ns.saturating_sub(now).max(20_000));
-                    cv.wait_timeout(core, wait).unwrap_or_else(|e| e.into_inner()).0
+                    core = cv.wait_timeout(core, wait).unwrap_or_else(|e| e.into_inner()).0;
+                    LanePhase::Window
                 };
+                if core.leads == leads {
+                    clock.mark(phase);
+                } else {
+                    // A leader held the lane meanwhile and counted its time.
+                    clock.restart();
+                }
             }
             JournalStep::Work(work) => {
+                clock.mark(LanePhase::Plan);
                 let commit_lane = lane == Lane::Commit;
                 core.commit_lane_busy |= commit_lane;
                 drop(core);
                 let res = match lane {
-                    Lane::Commit => runtime::execute(work.io(), &inner.devs, &inner.stats),
+                    Lane::Commit => clock.execute(&work),
                     Lane::Checkpoint => runtime::execute_yielding(work.io(), &inner.devs, &inner.stats, &mut || me.yield_to_commit()),
                 };
                 core = me.lock();
+                clock.mark(LanePhase::Lock);
                 if commit_lane {
                     core.commit_lane_busy = false;
                 }
                 me.step_finish(&mut core, work, res);
+                clock.mark(LanePhase::Finish);
             }
         }
     }

@@ -132,6 +132,22 @@ pub fn execute(plan: &IoPlan, devs: &Devices, stats: &Stats) -> Result<(), Devic
 /// commits lets the commit in flight have the device between its slices (as Linux throttles
 /// background writeback while synchronous writes wait).
 pub fn execute_yielding(plan: &IoPlan, devs: &Devices, stats: &Stats, between: &mut dyn FnMut()) -> Result<(), DeviceError> {
+    run(plan, devs, stats, between, None)
+}
+
+/// [`execute`] for the commit lane: its time, on `now` (the mount's clock), is counted in
+/// `stats` as the lane's writes and flushes ([`LaneTimes`](crate::stats::LaneTimes)).
+pub fn execute_lane(plan: &IoPlan, devs: &Devices, stats: &Stats, now: &dyn Fn() -> u64) -> Result<(), DeviceError> {
+    let t0 = now();
+    let mut flush_ns = 0;
+    let res = run(plan, devs, stats, &mut || {}, Some((now, &mut flush_ns)));
+    let total = now().saturating_sub(t0);
+    stats.on_lane(crate::stats::LanePhase::Flush, flush_ns.min(total));
+    stats.on_lane(crate::stats::LanePhase::Write, total.saturating_sub(flush_ns));
+    res
+}
+
+fn run(plan: &IoPlan, devs: &Devices, stats: &Stats, between: &mut dyn FnMut(), mut timed: Option<(&dyn Fn() -> u64, &mut u64)>) -> Result<(), DeviceError> {
     let bs = devs.block_size as u64;
     for (i, stage) in plan.stages.iter().enumerate() {
         if i > 0 {
@@ -218,6 +234,7 @@ pub fn execute_yielding(plan: &IoPlan, devs: &Devices, stats: &Stats, between: &
             nvm::execute(devs, &stage.nvm, stats)?;
         }
         let mut flushed: Vec<*const ()> = Vec::new();
+        let t0 = timed.as_ref().map(|(now, _)| now());
         for &d in &stage.flush {
             let dev = devs.get(d);
             let key = dev as *const dyn Device as *const ();
@@ -225,6 +242,9 @@ pub fn execute_yielding(plan: &IoPlan, devs: &Devices, stats: &Stats, between: &
                 dev.flush()?;
                 flushed.push(key);
             }
+        }
+        if let (Some(t0), Some((now, flush_ns))) = (t0, timed.as_mut()) {
+            **flush_ns += now().saturating_sub(t0);
         }
     }
     Ok(())
