@@ -98,6 +98,20 @@ pub struct LaneTimes {
 }
 
 impl LaneTimes {
+    /// Each part's name (as the Prometheus label) and nanoseconds.
+    pub fn parts(&self) -> [(&'static str, u64); 8] {
+        [
+            ("plan", self.plan_ns),
+            ("write", self.write_ns),
+            ("flush", self.flush_ns),
+            ("finish", self.finish_ns),
+            ("answer", self.answer_ns),
+            ("lock", self.lock_ns),
+            ("window", self.window_ns),
+            ("idle", self.idle_ns),
+        ]
+    }
+
     fn since(&self, b: &LaneTimes) -> LaneTimes {
         LaneTimes {
             steps: self.steps - b.steps,
@@ -529,6 +543,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("okeanos_blocks_total", "counter", "blocks written, by kind (label kind)"),
     ("okeanos_device_bytes_written_total", "counter", "bytes the engine wrote to a device (label device: fs or journal)"),
     ("okeanos_device_flushes_total", "counter", "flushes the engine issued to a device (label device)"),
+    ("okeanos_commit_lane_seconds_total", "counter", "where the commit lane's time went (label part: plan, write, flush, finish, answer, lock, window, idle)"),
     ("okeanos_sync_latency_seconds", "summary", "latency of a sync, from the call to its return"),
     ("okeanos_syncs_per_commit", "gauge", "syncs a commit served, on average (group commit)"),
     ("okeanos_recovered_transactions", "gauge", "transactions replayed at this mount"),
@@ -608,6 +623,11 @@ impl Counters {
             if let Some(st) = st {
                 let _ = writeln!(o, "okeanos_device_flushes_total{{device=\"{d}\"}} {}", st.flushes);
             }
+        }
+        let lane = &self.commit_lane;
+        help(&mut o, "okeanos_commit_lane_seconds_total");
+        for (part, ns) in lane.parts() {
+            let _ = writeln!(o, "okeanos_commit_lane_seconds_total{{part=\"{part}\"}} {}", ns as f64 / 1e9);
         }
         let l = &self.sync_latency;
         help(&mut o, "okeanos_sync_latency_seconds");
