@@ -276,3 +276,46 @@ fn request_threads_lead_commits_and_answer_each_sync_once() {
     }
     fs.unmount().unwrap();
 }
+
+/// The commit lane's time (`Counters::commit_lane`, docs/OBSERVABILITY.md) is counted only by
+/// the thread that holds the lane, so its parts add up to no more than the time the mount has
+/// been up, with eight threads syncing and the lane passing between leaders and the journal
+/// thread (or, with `commit_leader=off`, the journal thread alone). A wait counted twice (the
+/// journal thread's idle wait while a leader ran the lane) breaks the bound. Every commit is a
+/// step of the lane, and its steps' planning and I/O are counted.
+#[test]
+fn the_commit_lane_counts_each_moment_once() {
+    for leader in [true, false] {
+        let dev = mem_fs(64 << 20, 2048);
+        let mut o = opts(DataMode::Wasteless);
+        o.commit_leader = leader;
+        let up = std::time::Instant::now();
+        let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
+        let threads: Vec<_> = (0..8)
+            .map(|i| {
+                let fs = fs.clone();
+                std::thread::spawn(move || {
+                    let f = fs.create_file(&format!("/l{i}")).unwrap();
+                    for k in 0..100 {
+                        f.append(&record(i, k, 128)).unwrap();
+                        f.fdatasync().unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let c = fs.counters();
+        let wall = up.elapsed().as_nanos() as u64;
+        let l = c.commit_lane;
+        let sum: u64 = l.parts().iter().map(|p| p.1).sum();
+        assert!(sum <= wall, "commit_leader={leader}: the lane's parts add up to {sum} ns, more than the {wall} ns the mount was up: {l:?}");
+        assert!(l.steps >= c.commits, "commit_leader={leader}: {} lane steps for {} commits", l.steps, c.commits);
+        assert!(l.plan_ns > 0 && l.write_ns + l.flush_ns > 0, "commit_leader={leader}: steps planned and written: {l:?}");
+        if leader {
+            assert!(c.led_steps > 0, "some commits were led");
+        }
+        fs.unmount().unwrap();
+    }
+}
