@@ -314,6 +314,38 @@ fn every_server_gone_falls_back_to_the_local_journal() {
     eprintln!("all servers killed: probe sync took {waited:?}; {n} acknowledged records recovered; the stream had a leader {ready:?} after the restart");
 }
 
+/// A mount waits for the cluster to settle, longer than a sync waits: mounted while two of the
+/// three servers are down (no quorum, no stream leader) and brought back a few seconds later, a
+/// mount with a 1 s acknowledgement timeout still takes the journal over and recovers it. (So
+/// does a first mount whose stream was created moments ago and has not reached every server.)
+#[test]
+fn a_mount_waits_for_the_cluster_to_settle() {
+    let World { _dirs, mut cluster, urls: _, img, uuid: _ } = world(1024);
+    let fs = Okeanos::open(&img, opts("data=data,remote_ack_timeout=1")).unwrap();
+    let f = fs.create_file("/before").unwrap();
+    f.append(b"acknowledged").unwrap();
+    f.fdatasync().unwrap();
+    drop(f);
+    drop(fs); // a crash: the transaction is only on the stream
+    cluster.kill(1);
+    cluster.kill(2);
+    let back_after = Duration::from_secs(4);
+    let (mounted, took) = std::thread::scope(|s| {
+        let t0 = Instant::now();
+        let mount = s.spawn(move || (Okeanos::open(&img, opts("data=data,remote_ack_timeout=1")), t0.elapsed()));
+        std::thread::sleep(back_after);
+        cluster.restart(1).unwrap();
+        cluster.restart(2).unwrap();
+        mount.join().unwrap()
+    });
+    let fs = mounted.unwrap_or_else(|e| panic!("a mount during an election failed after {took:?}: {e}"));
+    assert!(took >= back_after, "the mount waited for the servers to come back ({took:?})");
+    assert_eq!(fs.debug_state(|j, _| j.placement().name()), "remote", "not fallen back");
+    assert_eq!(fs.read_path("/before").unwrap(), b"acknowledged");
+    fs.unmount().unwrap();
+    eprintln!("mounted {took:?} after two of three servers went down ({back_after:?} until they came back)");
+}
+
 /// Checkpoints purge the stream: under steady synced writes of a journal-sized volume many
 /// times over, the stream never goes past max_bytes and no append is refused as full.
 #[test]

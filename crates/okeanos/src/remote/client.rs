@@ -242,10 +242,20 @@ pub struct JetStreamOptions {
     pub replicas: usize,
     /// `max_bytes` of a stream the mount creates: the local journal's size.
     pub max_bytes: u64,
+    /// How long taking the journal over (its fence) may wait for the cluster to settle: a
+    /// stream created moments ago whose subjects have not reached the server this host is
+    /// connected to yet, or a stream leader being elected. A mount waits the longer of this
+    /// and the acknowledgement timeout ([`MOUNT_SETTLE`]); a host returning to the stream while
+    /// mounted waits only the acknowledgement timeout (zero here), as its syncs wait on it.
+    pub settle: Duration,
 }
+
+/// How long a mount waits for a JetStream cluster to settle before it gives up (see
+/// [`JetStreamOptions::settle`]).
+pub const MOUNT_SETTLE: Duration = Duration::from_secs(20);
 
 impl Default for JetStreamOptions {
     fn default() -> Self {
-        JetStreamOptions { creds: None, nkey: None, tls_ca: None, replicas: 3, max_bytes: 64 << 20 }
+        JetStreamOptions { creds: None, nkey: None, tls_ca: None, replicas: 3, max_bytes: 64 << 20, settle: Duration::ZERO }
     }
 }

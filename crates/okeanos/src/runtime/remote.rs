@@ -13,6 +13,7 @@ use crate::journal::placement::{LogRegion, RecoveryStart};
 use crate::options::MountOptions;
 use crate::remote::client::{ClientConfig, RemoteError};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// A remote journal, connected and taken over.
 pub struct Opened {
@@ -70,6 +71,8 @@ fn client_config(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions) 
             replicas: opts.jetstream_replicas,
             // The stream holds what the local journal (its fallback) holds.
             max_bytes: jsb.total_blocks * sb.block_size as u64,
+            // A mount waits for the cluster to settle ([`reconnector`] does not).
+            settle: crate::remote::client::MOUNT_SETTLE,
         },
     })
 }
@@ -138,7 +141,9 @@ pub fn reopen(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, dev
 
 /// Connects anew with a given epoch: what a host that fell back uses to return while mounted.
 pub fn reconnector(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions) -> FsResult<Arc<crate::remote::ReconnectFn>> {
-    let cfg = client_config(sb, jsb, opts)?;
+    let mut cfg = client_config(sb, jsb, opts)?;
+    // Syncs wait on a return: it takes no longer than an acknowledgement may.
+    cfg.jetstream.settle = Duration::ZERO;
     let connector = opts.remote_connector.clone();
     Ok(Arc::new(move |epoch| crate::remote::connect(ClientConfig { epoch, ..cfg.clone() }, connector.as_ref())))
 }

@@ -60,7 +60,7 @@ pub struct JetStreamLink {
     /// For publishing: each try of an acknowledgement has a share of the timeout ([`attempt`]).
     js: jetstream::Context,
     /// For the API (stream info, creation, purges, reads), used through [`Self::api_call`]:
-    /// a request is tried again with a longer wait until the acknowledgement timeout.
+    /// a request is tried again with a longer wait until [`Self::patience`] has passed.
     api: jetstream::Context,
     stream: String,
     addr: String,
@@ -75,6 +75,12 @@ pub struct JetStreamLink {
     /// The acknowledgement timeout (`remote_ack_timeout=`): how long one append may take in
     /// all, retries included.
     timeout: Duration,
+    /// How long a request may wait for the cluster to settle ([`JetStreamOptions::settle`]),
+    /// at least the acknowledgement timeout: each request until this link has taken the
+    /// journal over (its fence), none after ([`Self::patience`]).
+    settle: Duration,
+    /// Whether this link's fence was acknowledged.
+    taken_over: bool,
     journal: ServerJournal,
     max_part: usize,
 }
@@ -94,18 +100,22 @@ fn attempt(timeout: Duration) -> Duration {
     (timeout / 4).clamp(Duration::from_millis(250), Duration::from_secs(2))
 }
 
-/// The waits of successive tries of one API request within `timeout`: a quarter of the
-/// timeout's share of an acknowledgement ([`attempt`]) first, doubling, the last try taking
+/// The waits of successive tries of one API request within `timeout`: the timeout's share of
+/// an acknowledgement ([`attempt`]) first, doubling up to [`API_TRY_MOST`], the last try taking
 /// what is left. A request lost in a leader change (the old leader never answers it) is sent
-/// again soon; an answer that is merely late on a loaded cluster is waited for longer each time.
+/// again soon; an answer that is merely late on a loaded cluster is waited for longer each time,
+/// but not so long that a request lost while the cluster recovers holds a mount for the rest of
+/// its wait (as it did, 14 s, before the cap).
+const API_TRY_MOST: Duration = Duration::from_secs(5);
+
 fn api_tries(timeout: Duration) -> Vec<Duration> {
     let mut tries = Vec::new();
     let (mut left, mut wait) = (timeout, attempt(timeout));
-    while !left.is_zero() && tries.len() < 16 {
+    while !left.is_zero() && tries.len() < 64 {
         let t = if wait * 2 > left { left } else { wait };
         tries.push(t);
         left -= t;
-        wait *= 2;
+        wait = (wait * 2).min(API_TRY_MOST);
     }
     tries
 }
@@ -116,7 +126,9 @@ fn transient(e: &RemoteError) -> bool {
     match e {
         RemoteError::Network { message, .. } => {
             let m = message.to_ascii_lowercase();
-            m.contains("timed out") || m.contains("no responders") || m.contains("broken pipe") || m.contains("disconnected")
+            // "JetStream system temporarily unavailable" (503, error 10008): a cluster
+            // recovering its meta group after servers came back.
+            m.contains("timed out") || m.contains("no responders") || m.contains("broken pipe") || m.contains("disconnected") || m.contains("temporarily unavailable")
         }
         _ => false,
     }
@@ -133,6 +145,13 @@ fn with_context(e: RemoteError, what: &str, tries: usize, took: Duration) -> Rem
         RemoteError::Auth { addr, message } => RemoteError::Auth { addr, message: note(message) },
         RemoteError::Server { addr, message } => RemoteError::Server { addr, message: note(message) },
     }
+}
+
+/// Whether a publish was refused because an earlier try of the same message id is still being
+/// stored (JetStream's error 10158, "duplicate message id is in process"): it will be stored or
+/// not, and a later try learns which from the stream's deduplication.
+fn in_process(e: &jetstream::context::PublishError) -> bool {
+    std::error::Error::source(e).and_then(|s| s.downcast_ref::<jetstream::Error>()).is_some_and(|j| j.error_code() == jetstream::ErrorCode::STREAM_DUPLICATE_MESSAGE_CONFLICT)
 }
 
 fn net(addr: &str, m: impl std::fmt::Display) -> RemoteError {
@@ -188,6 +207,8 @@ impl JetStreamLink {
             first_seq: BTreeMap::new(),
             pending: VecDeque::new(),
             timeout,
+            settle: timeout.max(o.settle),
+            taken_over: false,
             journal: ServerJournal { epoch: 0, first_tid: 1, last_tid: 0, quota_bytes: 0, used_bytes: 0 },
             max_part: max_payload.saturating_sub(HEADER_ROOM).max(64 << 10),
         };
@@ -249,6 +270,10 @@ impl JetStreamLink {
         match e.kind() {
             PublishErrorKind::WrongLastSequence => RemoteError::Fenced { addr: self.addr.clone(), message: format!("{message}: another host took the journal over") },
             PublishErrorKind::TimedOut | PublishErrorKind::BrokenPipe => net(&self.addr, message),
+            // No server took the message ("no responders"): the stream has no leader (one is
+            // being elected) or the server this host reached does not know it yet. A network
+            // failure, not the stream's refusal: a mounted host falls back to its local journal.
+            PublishErrorKind::StreamNotFound => net(&self.addr, format!("no server answers for stream {} ({message}): its leader is being elected, or the stream is gone", self.stream)),
             _ if message.contains("maximum bytes") => RemoteError::Full { addr: self.addr.clone(), message },
             _ => server(&self.addr, message),
         }
@@ -266,18 +291,19 @@ impl JetStreamLink {
 
     /// Waits for a message's acknowledgement; a try that times out or loses its connection
     /// publishes the same message again (deduplicated by its id, still bound to its expected
-    /// last sequence) until the acknowledgement timeout has passed since `since`.
-    fn await_ack(&self, f: InFlight, since: std::time::Instant) -> Result<(), RemoteError> {
+    /// last sequence) until `bound` has passed since `since`: the acknowledgement timeout for an
+    /// append, the settling time for a takeover's fence.
+    fn await_ack(&self, f: InFlight, since: std::time::Instant, bound: Duration) -> Result<(), RemoteError> {
         let InFlight { mut ack, subject, message, want } = f;
         loop {
             match self.rt.block_on(async { ack.await }) {
                 Ok(a) if a.sequence == want => return Ok(()),
                 Ok(a) => return Err(server(&self.addr, format!("stored at sequence {} where {want} was expected", a.sequence))),
-                // Lost with its connection, or no stream leader to answer (an election after
-                // the leader died: "no responders"): the same message again, until the
-                // acknowledgement timeout.
-                Err(e) if matches!(e.kind(), PublishErrorKind::TimedOut | PublishErrorKind::BrokenPipe | PublishErrorKind::StreamNotFound) && since.elapsed() < self.timeout => {
-                    if matches!(e.kind(), PublishErrorKind::StreamNotFound) {
+                // Lost with its connection, no stream leader to answer (an election after the
+                // leader died: "no responders"), or an earlier try of the same message still in
+                // process (it waits for its replicas): the same message again, until `bound`.
+                Err(e) if (matches!(e.kind(), PublishErrorKind::TimedOut | PublishErrorKind::BrokenPipe | PublishErrorKind::StreamNotFound) || in_process(&e)) && since.elapsed() < bound => {
+                    if !matches!(e.kind(), PublishErrorKind::TimedOut) {
                         std::thread::sleep(Duration::from_millis(50));
                     }
                     ack = self.rt.block_on(self.js.send_publish(subject.clone(), message.clone())).map_err(|e| self.publish_error(e))?;
@@ -419,7 +445,7 @@ impl Link for JetStreamLink {
         let (tid, futs) = self.pending.pop_front().ok_or_else(|| server(&self.addr, "no append in flight"))?;
         let since = std::time::Instant::now();
         for f in futs {
-            self.await_ack(f, since)?;
+            self.await_ack(f, since, self.timeout)?;
         }
         self.journal.last_tid = self.journal.last_tid.max(tid);
         Ok(tid)
@@ -463,8 +489,11 @@ impl Link for JetStreamLink {
             h.insert("Okeanos-Epoch", epoch.to_string().as_str());
             let id = format!("{}-fence-{epoch}", self.stream);
             let f = self.publish("fence", h, Vec::new(), id)?;
-            match self.await_ack(f, std::time::Instant::now()) {
+            // A mount's takeover: the stream may have been created moments ago, or be electing
+            // a leader; it is waited for longer than a sync waits.
+            match self.await_ack(f, std::time::Instant::now(), self.patience()) {
                 Ok(()) => {
+                    self.taken_over = true;
                     self.epoch = epoch;
                     self.journal.epoch = epoch;
                     return Ok(self.journal.last_tid);
@@ -491,12 +520,20 @@ pub struct StreamReport {
 }
 
 impl JetStreamLink {
+    /// How long a request may wait in all: until the journal is taken over (connecting, reading
+    /// the stream's state, the fence; a read-only mount's reads), the settling time, as a mount
+    /// may find a stream created moments ago or electing its leader; after it, the
+    /// acknowledgement timeout, as syncs wait on the request.
+    fn patience(&self) -> Duration {
+        if self.taken_over { self.timeout } else { self.settle }
+    }
+
     /// One API request (`what` names it in the error), tried again while it fails for a
-    /// reason that passes ([`transient`]), each try waiting longer ([`api_tries`]), until the
-    /// acknowledgement timeout. Only idempotent requests come here: reads, and creations and
+    /// reason that passes ([`transient`]), each try waiting longer ([`api_tries`]), until
+    /// [`Self::patience`] has passed. Only idempotent requests come here: reads, and creations and
     /// purges whose repetition changes nothing.
     fn api_call<T>(&self, what: &str, f: impl AsyncFn(jetstream::Context) -> Result<T, RemoteError>) -> Result<T, RemoteError> {
-        let tries = api_tries(self.timeout);
+        let tries = api_tries(self.patience());
         let since = std::time::Instant::now();
         let mut last = None;
         for (k, wait) in tries.iter().enumerate() {
@@ -586,16 +623,18 @@ mod tests {
 
     #[test]
     fn api_tries_grow_and_fill_the_timeout() {
-        for secs in [1u64, 5, 10, 30, 120] {
+        for secs in [1u64, 5, 10, 20, 30, 120] {
             let t = Duration::from_secs(secs);
             let tries = api_tries(t);
             assert_eq!(tries.iter().sum::<Duration>(), t, "{secs} s: {tries:?}");
             assert!(tries.len() >= 2, "{secs} s: a lost request is sent again: {tries:?}");
             assert!(tries.windows(2).all(|w| w[1] >= w[0] || w[1] == *tries.last().unwrap()), "{secs} s: {tries:?}");
             assert!(tries[0] <= Duration::from_secs(2), "{secs} s: {tries:?}");
+            assert!(tries.iter().all(|t| *t < API_TRY_MOST * 2), "{secs} s: no try waits long for a lost request: {tries:?}");
         }
         assert!(transient(&net("a", "request timed out: deadline has elapsed")));
         assert!(transient(&net("a", "no responders")));
+        assert!(transient(&net("a", "JetStream error: JetStream system temporarily unavailable (code 503, error code 10008)")));
         assert!(!transient(&server("a", "timed out")), "a server's refusal is not retried");
         assert!(!transient(&net("a", "stream not found")));
         let e = with_context(net("a", "timed out"), "stream info", 4, Duration::from_secs(30));
