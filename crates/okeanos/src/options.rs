@@ -125,7 +125,8 @@ pub struct MountOptions {
     /// mkfs recorded).
     pub journal_server: Option<String>,
     /// How long a journal server may take to acknowledge (`remote_ack_timeout=<s>`, default 1):
-    /// past it the host falls back to its local journal.
+    /// past it the host falls back to its local journal. (A mount on JetStream waits at least
+    /// 20 s for the cluster to settle before it gives up: docs/REMOTE.md.)
     pub remote_ack_timeout: Duration,
     /// This host's secret for the journal server (`remote_secret=`, or `remote_secret_file=`).
     pub remote_secret: Option<Vec<u8>>,
