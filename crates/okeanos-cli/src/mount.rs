@@ -552,6 +552,18 @@ fn summary(v: &serde_json::Value) -> String {
             ns("idle_ns") / 1e9
         );
     }
+    let adm = &v["admission"];
+    let waits: Vec<String> = ["commit", "space", "writeback"]
+        .iter()
+        .filter_map(|why| {
+            let w = &adm[*why];
+            let (count, ns) = (w["waits"].as_f64().unwrap_or(0.0), w["ns"].as_f64().unwrap_or(0.0));
+            (count > 0.0).then(|| format!("{why} {count:.0} ({:.2} s, {} each)", ns / 1e9, dur(ns / count / 1e3)))
+        })
+        .collect();
+    if !waits.is_empty() {
+        let _ = writeln!(o, "admission     operations that waited to start: {}", waits.join(", "));
+    }
     let _ = writeln!(o, "written       {} by programs; journal {}{}; final location {}{}", human(payload), human(n("journal_bytes")), per(n("journal_bytes")), human(n("final_bytes")), per(n("final_bytes")));
     for (name, key) in [("fs device", "fs_device"), ("journal dev", "journal_device")] {
         let d = &v[key];

@@ -119,6 +119,9 @@ pub struct Run {
     /// Okeanos targets: where the commit lane's time went during the run (docs/OBSERVABILITY.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub commit_lane: Option<okeanos::stats::LaneTimes>,
+    /// Okeanos targets: operations that waited to start during the run, by reason.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admission: Option<okeanos::stats::AdmitWaits>,
     /// Simulator runs: the device model, the seed, and the wall time the simulation took.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,

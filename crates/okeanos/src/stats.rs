@@ -5,6 +5,7 @@
 use crate::device::DeviceStats;
 use crate::ids::Tid;
 use crate::journal::plan::BlockKind;
+use crate::journal::Admit;
 pub use crate::journal::CheckpointCounts;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -48,6 +49,9 @@ pub struct Stats {
     checkpoint: Mutex<CheckpointCounts>,
     log_read_blocks: AtomicU64,
     lane: [AtomicU64; LanePhase::COUNT],
+    /// Per reason a handle waited to start ([`Admit`]): the waits, and their nanoseconds.
+    admit_waits: [AtomicU64; 3],
+    admit_ns: [AtomicU64; 3],
     pub(crate) recovery: Mutex<Option<RecoveryReport>>,
 }
 
@@ -124,6 +128,41 @@ impl LaneTimes {
             window_ns: self.window_ns - b.window_ns,
             idle_ns: self.idle_ns - b.idle_ns,
         }
+    }
+}
+
+/// Waits of one kind: how many, and how long in all (nanoseconds of the mount's clock, summed
+/// over the threads that waited, so several waiting at once count several times).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct Waits {
+    pub waits: u64,
+    pub ns: u64,
+}
+
+/// Why operations could not start at once, and how long they waited: a handle (the journal's
+/// admission of one operation: a write, a create, a truncate) refused for one of [`Admit`]'s
+/// reasons waits for the journal's lanes, then asks again. Time a writer spends here is time
+/// it is neither working nor syncing: with the commit lane idle, it says what bounds a run.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct AdmitWaits {
+    /// The running transaction was full: it had to start committing first.
+    pub commit: Waits,
+    /// The journal had no room: a checkpoint (or the commit in flight) had to free some.
+    pub space: Waits,
+    /// The running transaction held too much in-place data not yet written: background
+    /// writeback had to drain it.
+    pub writeback: Waits,
+}
+
+impl AdmitWaits {
+    /// Each reason's name (as the Prometheus label) and its waits.
+    pub fn parts(&self) -> [(&'static str, Waits); 3] {
+        [("commit", self.commit), ("space", self.space), ("writeback", self.writeback)]
+    }
+
+    fn since(&self, b: &AdmitWaits) -> AdmitWaits {
+        let d = |a: Waits, b: Waits| Waits { waits: a.waits - b.waits, ns: a.ns - b.ns };
+        AdmitWaits { commit: d(self.commit, b.commit), space: d(self.space, b.space), writeback: d(self.writeback, b.writeback) }
     }
 }
 
@@ -243,6 +282,9 @@ pub struct Counters {
     pub log_read_blocks: u64,
     /// Where the commit lane's time went.
     pub commit_lane: LaneTimes,
+    /// Operations that waited to start, by reason.
+    #[serde(default)]
+    pub admission: AdmitWaits,
     pub fs_device: DeviceStats,
     pub journal_device: Option<DeviceStats>,
     /// The NVM of an nvm journal.
@@ -342,6 +384,16 @@ impl Stats {
     pub fn on_lane(&self, phase: LanePhase, ns: u64) {
         self.lane[phase as usize].fetch_add(ns, Relaxed);
     }
+    /// A handle waited `ns` to start because of `why`.
+    pub fn on_admit_wait(&self, why: Admit, ns: u64) {
+        let i = match why {
+            Admit::NeedCommit => 0,
+            Admit::NeedSpace => 1,
+            Admit::NeedWriteback => 2,
+        };
+        self.admit_waits[i].fetch_add(1, Relaxed);
+        self.admit_ns[i].fetch_add(ns, Relaxed);
+    }
     pub fn on_nvm_fence(&self) {
         self.nvm_fences.fetch_add(1, Relaxed);
     }
@@ -438,6 +490,10 @@ impl Stats {
                     idle_ns: l(LanePhase::Idle),
                 }
             },
+            admission: {
+                let w = |i: usize| Waits { waits: self.admit_waits[i].load(Relaxed), ns: self.admit_ns[i].load(Relaxed) };
+                AdmitWaits { commit: w(0), space: w(1), writeback: w(2) }
+            },
             fs_device,
             journal_device,
             nvm: None,
@@ -502,6 +558,7 @@ impl Counters {
             checkpoint: self.checkpoint.since(&base.checkpoint),
             log_read_blocks: self.log_read_blocks - base.log_read_blocks,
             commit_lane: self.commit_lane.since(&base.commit_lane),
+            admission: self.admission.since(&base.admission),
             fs_device: self.fs_device.since(&base.fs_device),
             journal_device: match (&self.journal_device, &base.journal_device) {
                 (Some(a), Some(b)) => Some(a.since(b)),
@@ -544,6 +601,8 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("okeanos_device_bytes_written_total", "counter", "bytes the engine wrote to a device (label device: fs or journal)"),
     ("okeanos_device_flushes_total", "counter", "flushes the engine issued to a device (label device)"),
     ("okeanos_commit_lane_seconds_total", "counter", "where the commit lane's time went (label part: plan, write, flush, finish, answer, lock, window, idle)"),
+    ("okeanos_admission_waits_total", "counter", "operations that waited to start, by reason (label reason: commit, space, writeback)"),
+    ("okeanos_admission_wait_seconds_total", "counter", "how long they waited, summed over the waiting threads (label reason)"),
     ("okeanos_sync_latency_seconds", "summary", "latency of a sync, from the call to its return"),
     ("okeanos_syncs_per_commit", "gauge", "syncs a commit served, on average (group commit)"),
     ("okeanos_recovered_transactions", "gauge", "transactions replayed at this mount"),
@@ -628,6 +687,14 @@ impl Counters {
         help(&mut o, "okeanos_commit_lane_seconds_total");
         for (part, ns) in lane.parts() {
             let _ = writeln!(o, "okeanos_commit_lane_seconds_total{{part=\"{part}\"}} {}", ns as f64 / 1e9);
+        }
+        help(&mut o, "okeanos_admission_waits_total");
+        for (why, w) in self.admission.parts() {
+            let _ = writeln!(o, "okeanos_admission_waits_total{{reason=\"{why}\"}} {}", w.waits);
+        }
+        help(&mut o, "okeanos_admission_wait_seconds_total");
+        for (why, w) in self.admission.parts() {
+            let _ = writeln!(o, "okeanos_admission_wait_seconds_total{{reason=\"{why}\"}} {}", w.ns as f64 / 1e9);
         }
         let l = &self.sync_latency;
         help(&mut o, "okeanos_sync_latency_seconds");

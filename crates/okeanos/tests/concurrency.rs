@@ -319,3 +319,54 @@ fn the_commit_lane_counts_each_moment_once() {
         fs.unmount().unwrap();
     }
 }
+
+/// Operations held back at admission are counted by reason (`Counters::admission`,
+/// docs/OBSERVABILITY.md): four threads journaling 4 MiB of 16 KiB appends through a 1 MiB
+/// journal must wait for checkpoints to free room, and each reason's total is bounded by the
+/// threads' time; one thread of small synced appends through a large journal never waits.
+#[test]
+fn operations_that_wait_to_start_are_counted_by_reason() {
+    let dev = mem_fs(64 << 20, 256);
+    let up = std::time::Instant::now();
+    let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, opts(DataMode::Data)).unwrap();
+    let threads: Vec<_> = (0..4)
+        .map(|i| {
+            let fs = fs.clone();
+            std::thread::spawn(move || {
+                let f = fs.create_file(&format!("/w{i}")).unwrap();
+                for k in 0..64 {
+                    f.append(&[(i * 64 + k) as u8; 16384]).unwrap();
+                    if k % 4 == 3 {
+                        f.fdatasync().unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let a = fs.counters().admission;
+    let wall = up.elapsed().as_nanos() as u64;
+    assert!(a.space.waits > 0 && a.space.ns > 0, "4 MiB through a 1 MiB journal waited for room: {a:?}");
+    for (why, w) in a.parts() {
+        assert!(w.ns <= 4 * wall, "{why}: {} ns of waits by 4 threads in {wall} ns", w.ns);
+    }
+    for i in 0..4u8 {
+        let got = fs.read_path(&format!("/w{i}")).unwrap();
+        assert_eq!(got.len(), 64 * 16384);
+        assert!(got.chunks(16384).enumerate().all(|(k, c)| c.iter().all(|&b| b == (i as usize * 64 + k) as u8)), "/w{i} as written");
+    }
+    fs.unmount().unwrap();
+
+    let fs = Okeanos::mount(mem_fs(64 << 20, 8192) as Arc<dyn Device>, None, opts(DataMode::Wasteless)).unwrap();
+    let f = fs.create_file("/small").unwrap();
+    for k in 0..50 {
+        f.append(&record(0, k, 128)).unwrap();
+        f.fdatasync().unwrap();
+    }
+    let a = fs.counters().admission;
+    assert!(a.parts().iter().all(|(_, w)| w.waits == 0 && w.ns == 0), "small synced appends through a large journal never wait: {a:?}");
+    drop(f);
+    fs.unmount().unwrap();
+}

@@ -93,17 +93,20 @@ impl Okeanos {
                 return Err(FsError::Invalid(format!("operation needs {c:?} of journal space, more than one handle may take ({max:?}); use a larger journal")));
             }
             let now = self.inner.clock.now_ns();
-            match core.fs.journal.handle_start(c, now) {
+            let why = match core.fs.journal.handle_start(c, now) {
                 Ok(t) => break t,
-                Err(Admit::NeedCommit) => {
+                Err(why) => why,
+            };
+            match why {
+                Admit::NeedCommit => {
                     let tid = core.fs.journal.running_tid();
                     core.fs.journal.request_commit(tid);
                 }
-                Err(Admit::NeedSpace) => {
+                Admit::NeedSpace => {
                     core.sched.want_space();
                     self.inner.ccv.notify_one();
                 }
-                Err(Admit::NeedWriteback) => {
+                Admit::NeedWriteback => {
                     // Background writeback drains the running transaction's in-place data;
                     // either lane may take its step.
                     self.inner.ccv.notify_one();
@@ -114,6 +117,7 @@ impl Okeanos {
             }
             self.inner.jcv.notify_all();
             core = self.inner.cv.wait(core).unwrap_or_else(|e| e.into_inner());
+            self.inner.stats.on_admit_wait(why, self.inner.clock.now_ns().saturating_sub(now));
         };
         let epoch = core.fs.dirty_epoch;
         let r = self.guarded(&mut core, |fs| op(fs));
