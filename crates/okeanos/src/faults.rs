@@ -42,6 +42,12 @@ pub struct Faults {
     pub skip_commit_flush: bool,
     /// Ordered data is written after its commit instead of before.
     pub ordered_after_commit: bool,
+    /// A pipelined commit's flusher reports the commit durable before its flush instead of
+    /// after (`commit_pipeline=`), so a sync returns with its commit in the device's cache.
+    pub pipeline_answer_before_flush: bool,
+    /// The mount pipelines commits but records no pipeline in the journal superblock, so
+    /// recovery takes a pipeline's torn tail for damage in the middle of the log.
+    pub pipeline_unrecorded: bool,
     /// Recovery takes a fast commit block on its header alone, checking neither its hash nor
     /// its records' hashes (as the classic commit block's first-sector CRC is trusted), so a
     /// torn fast commit replays stale bytes.

@@ -64,6 +64,13 @@ pub struct MountOptions {
     /// journal thread and being woken by it (`commit_leader=off`). The journal thread stays
     /// for timers, background work and whatever a leader leaves.
     pub commit_leader: bool,
+    /// Commits whose flush may be in flight at once (`commit_pipeline=N`, 1 to 64; 1: a
+    /// commit's flush runs in the commit lane and the next commit waits for it). With N > 1
+    /// a commit's writes are followed by the next commit's writes while its flush runs on a
+    /// flusher thread, N of them; each flush covers every commit written before it was
+    /// issued, and syncs are answered in commit order (journal/commit.rs, "Pipelined
+    /// commits"). Only the internal and external journals pipeline; the others ignore it.
+    pub commit_pipeline: u32,
     /// A transaction of records alone that fits one block is written as one fast commit
     /// block, its commit included (`fast_commit=on`, the default; docs/FORMAT.md), as ext4's
     /// fast commits do; `off` keeps the descriptor and commit blocks. Only journals made with
@@ -187,6 +194,7 @@ impl Default for MountOptions {
             batch_for_bytes: false,
             checkpoint_thread: None,
             commit_leader: true,
+            commit_pipeline: 1,
             fast_commit: true,
             fast_commit_blocks: crate::format::journal::MAX_FAST_BLOCKS,
             short_writes: None,
@@ -245,6 +253,7 @@ impl MountOptions {
             snapshot_period_ns: ns(self.snapshot_period),
             log_swap: self.log_swap,
             checkpoint_thread,
+            commit_pipeline: self.commit_pipeline,
         }
     }
 
@@ -376,6 +385,13 @@ impl MountOptions {
                 "min_batch_time" => o.min_batch_time = Duration::from_micros(num(v)?.min(10_000_000)),
                 "max_batch_time" => o.max_batch_time = Duration::from_micros(num(v)?.min(10_000_000)),
                 "batch_handles" => o.batch_handles = num(v)?.min(u32::MAX as u64) as u32,
+                "commit_pipeline" => {
+                    let n = num(v)?;
+                    if !(1..=64).contains(&n) {
+                        return Err(format!("option commit_pipeline takes 1 to 64 (commits whose flush may be in flight at once), not {n}"));
+                    }
+                    o.commit_pipeline = n as u32;
+                }
                 "batch" => {
                     o.batch_for_bytes = match v {
                         Some("latency") => false,

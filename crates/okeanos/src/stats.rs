@@ -33,6 +33,9 @@ pub struct Stats {
     log_swaps: AtomicU64,
     overlaps: AtomicU64,
     led_steps: AtomicU64,
+    pipelined_flushes: AtomicU64,
+    pipelined_commits: AtomicU64,
+    pipelined_flush_ns: AtomicU64,
     fast_commits: AtomicU64,
     fast_spans: AtomicU64,
     fallbacks: AtomicU64,
@@ -253,6 +256,15 @@ pub struct Counters {
     /// Journal steps (commits, and the work between them) run by a syncing thread as the
     /// leader of its write group rather than by the journal thread (`commit_leader=on`).
     pub led_steps: u64,
+    /// Flushes of pipelined commits issued by a flusher thread beside the commit lane
+    /// (`commit_pipeline=`), and their time.
+    #[serde(default)]
+    pub pipelined_flushes: u64,
+    #[serde(default)]
+    pub pipelined_flush_ns: u64,
+    /// Commits that began while an earlier commit's flush was in flight.
+    #[serde(default)]
+    pub pipelined_commits: u64,
     /// Commits written as one fast commit (a transaction of records, one block or a span;
     /// docs/FORMAT.md).
     pub fast_commits: u64,
@@ -360,6 +372,13 @@ impl Stats {
     pub fn on_led_step(&self) {
         self.led_steps.fetch_add(1, Relaxed);
     }
+    pub fn on_pipelined_commit(&self) {
+        self.pipelined_commits.fetch_add(1, Relaxed);
+    }
+    pub fn on_pipelined_flush(&self, ns: u64) {
+        self.pipelined_flushes.fetch_add(1, Relaxed);
+        self.pipelined_flush_ns.fetch_add(ns, Relaxed);
+    }
     pub fn on_fallback(&self) {
         self.fallbacks.fetch_add(1, Relaxed);
     }
@@ -458,6 +477,9 @@ impl Stats {
             log_swaps: self.log_swaps.load(Relaxed),
             overlaps: self.overlaps.load(Relaxed),
             led_steps: self.led_steps.load(Relaxed),
+            pipelined_flushes: self.pipelined_flushes.load(Relaxed),
+            pipelined_flush_ns: self.pipelined_flush_ns.load(Relaxed),
+            pipelined_commits: self.pipelined_commits.load(Relaxed),
             fast_commits: self.fast_commits.load(Relaxed),
             fast_spans: self.fast_spans.load(Relaxed),
             fallbacks: self.fallbacks.load(Relaxed),
@@ -543,6 +565,9 @@ impl Counters {
             log_swaps: self.log_swaps - base.log_swaps,
             overlaps: self.overlaps - base.overlaps,
             led_steps: self.led_steps - base.led_steps,
+            pipelined_flushes: self.pipelined_flushes - base.pipelined_flushes,
+            pipelined_flush_ns: self.pipelined_flush_ns - base.pipelined_flush_ns,
+            pipelined_commits: self.pipelined_commits - base.pipelined_commits,
             fast_commits: self.fast_commits - base.fast_commits,
             fast_spans: self.fast_spans - base.fast_spans,
             fallbacks: self.fallbacks - base.fallbacks,
@@ -577,6 +602,8 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("okeanos_checkpoints_total", "counter", "checkpoints completed"),
     ("okeanos_overlaps_total", "counter", "commits and checkpoints in flight together (the checkpoint thread beside the journal thread)"),
     ("okeanos_led_steps_total", "counter", "journal steps run by a syncing thread leading its write group, not by the journal thread (commit_leader=on)"),
+    ("okeanos_pipelined_flushes_total", "counter", "flushes of pipelined commits run by a flusher thread beside the commit lane (commit_pipeline=)"),
+    ("okeanos_pipelined_commits_total", "counter", "commits begun while an earlier commit's flush was in flight (commit_pipeline=)"),
     ("okeanos_fast_commits_total", "counter", "commits written as one fast commit, a block or a span (fast_commit=on)"),
     ("okeanos_fast_commit_spans_total", "counter", "fast commits that spanned more than one block (fast_commit_blocks=)"),
     ("okeanos_fallbacks_total", "counter", "times a remote journal fell back to the local journal"),
@@ -627,6 +654,8 @@ impl Counters {
             ("okeanos_checkpoints_total", self.checkpoints),
             ("okeanos_overlaps_total", self.overlaps),
             ("okeanos_led_steps_total", self.led_steps),
+            ("okeanos_pipelined_flushes_total", self.pipelined_flushes),
+            ("okeanos_pipelined_commits_total", self.pipelined_commits),
             ("okeanos_fast_commits_total", self.fast_commits),
             ("okeanos_fast_commit_spans_total", self.fast_spans),
             ("okeanos_fallbacks_total", self.fallbacks),

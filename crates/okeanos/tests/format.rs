@@ -112,7 +112,7 @@ fn directory_block_round_trip_and_flips() {
 
 #[test]
 fn journal_blocks_round_trip_and_flips() {
-    let jsb = JournalSuperblock { version: 1, features: jf::jfeature::TX_CHECKSUM, block_size: 4096, total_blocks: 1024, first: okeanos::LogPos::new(1), sequence: okeanos::Tid::new(77), start: okeanos::LogPos::new(5), uuid: [1; 16], fs_uuid: [2; 16], errno: 0, remote: jf::RemoteState { local: true, epoch: 7, upto: okeanos::Tid::new(99) } };
+    let jsb = JournalSuperblock { version: 1, features: jf::jfeature::TX_CHECKSUM, block_size: 4096, total_blocks: 1024, first: okeanos::LogPos::new(1), sequence: okeanos::Tid::new(77), start: okeanos::LogPos::new(5), uuid: [1; 16], fs_uuid: [2; 16], errno: 0, remote: jf::RemoteState { local: true, epoch: 7, upto: okeanos::Tid::new(99) }, pipeline: 4 };
     let mut b = vec![0u8; BS];
     jsb.encode(&mut b);
     assert_eq!(JournalSuperblock::decode(&b).unwrap(), jsb);

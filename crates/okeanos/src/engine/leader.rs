@@ -115,11 +115,16 @@ impl Okeanos {
                     clock.mark(LanePhase::Plan);
                     steps += 1;
                     inner.stats.on_led_step();
+                    let defer = self.defers_flush(&core, &work);
                     drop(core);
-                    let res = clock.execute(&work);
+                    let res = clock.execute(&work, defer);
                     core = self.lock();
                     clock.mark(LanePhase::Lock);
-                    self.step_finish(&mut core, work, res);
+                    if defer {
+                        self.step_written(&mut core, work, res);
+                    } else {
+                        self.step_finish(&mut core, work, res);
+                    }
                     clock.mark(LanePhase::Finish);
                     let ready = core.inline_syncs.as_mut().map(|(_, v)| std::mem::take(v)).unwrap_or_default();
                     core = self.answer_unlocked(core, ready);

@@ -25,6 +25,7 @@
 //!   path-level calls and [`File`]; `image.rs`: image files.
 
 mod evict;
+mod flush;
 mod handle;
 pub mod image;
 mod leader;
@@ -104,6 +105,11 @@ struct Core {
     /// While a leader runs the lane: the syncs its steps settled, answered by the leader
     /// itself once it lets go of the lock (not handed to the notifier thread).
     inline_syncs: Option<(std::thread::ThreadId, leader::Answers)>,
+    /// Pipelined commits' flushes waiting for a flusher thread (flush.rs).
+    flush_jobs: Vec<flush::FlushJob>,
+    /// While a flusher reports its flush, under one hold of the lock: the syncs it settled,
+    /// which it answers itself.
+    flusher_answers: Option<leader::Answers>,
 }
 
 impl Inner {
@@ -121,6 +127,7 @@ impl Inner {
         self.wake_all();
         self.jcv.notify_all();
         self.ccv.notify_all();
+        self.fcv.notify_all();
     }
 
     /// Wakes every waiter: handles and syncs of both transactions (errors, unmount).
@@ -166,6 +173,9 @@ struct Inner {
     /// The checkpoint thread sleeps here (when checkpoints run beside commits): woken when a
     /// handle needs log space, a commit completes, or the mount stops.
     ccv: Condvar,
+    /// Flusher threads (pipelined commits: flush.rs) sleep here until a flush is queued or the
+    /// mount stops.
+    fcv: Condvar,
     /// Hands completed [`Okeanos::fsync_then`] syncs to the thread that calls their
     /// callbacks (started with the first one).
     notifier: Mutex<Option<std::sync::mpsc::Sender<Vec<(FsResult<()>, sync::SyncDone)>>>>,
@@ -212,6 +222,7 @@ impl Drop for UserGuard {
             self.0.wake_all();
             self.0.jcv.notify_all();
             self.0.ccv.notify_all();
+            self.0.fcv.notify_all();
         }
         let threads = std::mem::take(&mut *self.0.threads.lock().unwrap_or_else(|e| e.into_inner()));
         for t in threads {

@@ -95,6 +95,10 @@ impl Okeanos {
             dev.write_at(0, &b0)?;
             stats.on_write(crate::journal::plan::BlockKind::FinalMeta, b0.len());
             dev.flush()?;
+            // Recovery after a crash of this mount must know how many commits it may have had
+            // in flight at once (its journal superblock says).
+            let pipelined = opts.commit_pipeline > 1 && !opts.manual_journal;
+            journal.set_commit_pipeline(if pipelined && !opts.faults.pipeline_unrecorded { opts.commit_pipeline } else { 0 });
             runtime::execute(&journal.mount_plan(), &devs, &stats)?;
         }
         let ro_reason = match errors {
@@ -124,7 +128,7 @@ impl Okeanos {
         // seeks; the placement must allow it too (`Scheduler::beside`).
         let checkpoint_thread = opts.checkpoint_thread.unwrap_or_else(|| !(devs.journal.is_none() && devs.fs.seeks() == Some(true)));
         let inner = Arc::new(Inner {
-            core: Mutex::new(Core { fs, sched: Scheduler::new(opts.scheduler(checkpoint_thread), now), closing: false, manual: opts.manual_journal, sync_waiters: Vec::new(), commit_lane_busy: false, lane_waiter: false, leads: 0, inline_syncs: None }),
+            core: Mutex::new(Core { fs, sched: Scheduler::new(opts.scheduler(checkpoint_thread), now), closing: false, manual: opts.manual_journal, sync_waiters: Vec::new(), commit_lane_busy: false, lane_waiter: false, leads: 0, inline_syncs: None, flush_jobs: Vec::new(), flusher_answers: None }),
             cv: Condvar::new(),
             commit_cv: [Condvar::new(), Condvar::new()],
             sync_lock: Mutex::new(()),
@@ -132,6 +136,7 @@ impl Okeanos {
             wake_gen: std::sync::atomic::AtomicU64::new(0),
             jcv: Condvar::new(),
             ccv: Condvar::new(),
+            fcv: Condvar::new(),
             notifier: Mutex::new(None),
             devs,
             opts,
@@ -162,6 +167,22 @@ impl Okeanos {
                     }
                 }
             }
+            let pipelines = {
+                let core = me.lock();
+                !core.manual && me.inner.opts.commit_pipeline > 1 && core.fs.journal.placement().pipelines_commits()
+            };
+            if pipelines {
+                for _ in 0..me.inner.opts.commit_pipeline {
+                    let t = me.inner.clone();
+                    match std::thread::Builder::new().name("okeanos-flush".into()).spawn(move || flush::flusher_thread(t)) {
+                        Ok(h) => me.inner.threads.lock().unwrap_or_else(|e| e.into_inner()).push(h),
+                        Err(e) => {
+                            drop(me);
+                            return Err(FsError::Io(format!("starting a flusher thread: {e}")));
+                        }
+                    }
+                }
+            }
             let orphans = me.with_fs(|fs| fs.orphans())?;
             for ino in orphans {
                 me.evict(ino)?;
@@ -183,6 +204,7 @@ impl Okeanos {
             self.inner.wake_all();
             self.inner.jcv.notify_all();
             self.inner.ccv.notify_all();
+            self.inner.fcv.notify_all();
         }
         let threads = std::mem::take(&mut *self.inner.threads.lock().unwrap_or_else(|e| e.into_inner()));
         for t in threads {

@@ -96,14 +96,16 @@ impl<'a> LaneClock<'a> {
         }
     }
 
-    /// Runs a step's I/O: the commit lane's is timed as its writes and flushes.
-    pub(super) fn execute(&mut self, work: &JournalWork) -> Result<(), crate::device::DeviceError> {
+    /// Runs a step's I/O: the commit lane's is timed as its writes and flushes. `defer`: all
+    /// but the last stage's flush (a pipelined commit: flush.rs).
+    pub(super) fn execute(&mut self, work: &JournalWork, defer: bool) -> Result<(), crate::device::DeviceError> {
         let inner = self.inner;
         if !self.on {
             return runtime::execute(work.io(), &inner.devs, &inner.stats);
         }
         inner.stats.on_lane(LanePhase::Steps, 1);
-        let res = runtime::execute_lane(work.io(), &inner.devs, &inner.stats, &|| inner.clock.now_ns());
+        let now = || inner.clock.now_ns();
+        let res = if defer { runtime::execute_lane_deferring(work.io(), &inner.devs, &inner.stats, &now) } else { runtime::execute_lane(work.io(), &inner.devs, &inner.stats, &now) };
         self.at = inner.clock.now_ns();
         res
     }
@@ -155,9 +157,10 @@ pub(super) fn journal_thread(inner: Arc<Inner>, lane: Lane) {
                 clock.mark(LanePhase::Plan);
                 let commit_lane = lane == Lane::Commit;
                 core.commit_lane_busy |= commit_lane;
+                let defer = commit_lane && me.defers_flush(&core, &work);
                 drop(core);
                 let res = match lane {
-                    Lane::Commit => clock.execute(&work),
+                    Lane::Commit => clock.execute(&work, defer),
                     Lane::Checkpoint => runtime::execute_yielding(work.io(), &inner.devs, &inner.stats, &mut || me.yield_to_commit()),
                 };
                 core = me.lock();
@@ -165,7 +168,11 @@ pub(super) fn journal_thread(inner: Arc<Inner>, lane: Lane) {
                 if commit_lane {
                     core.commit_lane_busy = false;
                 }
-                me.step_finish(&mut core, work, res);
+                if defer {
+                    me.step_written(&mut core, work, res);
+                } else {
+                    me.step_finish(&mut core, work, res);
+                }
                 clock.mark(LanePhase::Finish);
             }
         }
@@ -280,7 +287,7 @@ impl Okeanos {
 impl Inner {
     /// Carries out the effects of the scheduler's last call, under the state lock: counters,
     /// the committed transaction, and the waiters to wake.
-    fn carry_out(&self, core: &mut Core) {
+    pub(super) fn carry_out(&self, core: &mut Core) {
         let fx = core.sched.effects();
         if fx.is_empty() {
             return;
@@ -288,6 +295,7 @@ impl Inner {
         for c in fx.counted.drain(..) {
             match c {
                 Counted::Overlap => self.stats.on_overlap(),
+                Counted::Pipelined => self.stats.on_pipelined_commit(),
                 Counted::Snapshot => self.stats.on_snapshot(),
                 Counted::IdleCheckpoint => self.stats.on_idle_checkpoint(),
                 Counted::Checkpoint => self.stats.on_checkpoint(),

@@ -329,6 +329,11 @@ impl Inner {
         if ready.is_empty() {
             return;
         }
+        if let Some(answers) = &mut core.flusher_answers {
+            // A flusher's report settled them: it answers them itself (flush.rs).
+            answers.extend(ready);
+            return;
+        }
         if let Some((leader, answers)) = &mut core.inline_syncs {
             if *leader == std::thread::current().id() {
                 // A leader's step settled them: it answers them itself (leader.rs).

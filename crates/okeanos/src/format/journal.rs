@@ -155,6 +155,10 @@ pub struct JournalSuperblock {
     /// For a file system with a remote journal, whose local fallback this journal is: where
     /// its transactions are (zero otherwise).
     pub remote: RemoteState,
+    /// Commits whose flush the mount that wrote this superblock may have had in flight at once
+    /// (`commit_pipeline=`; 0 or 1: one at a time). Recovery takes a committed transaction at
+    /// most this many tids after a torn one as the torn tail of a pipeline, not as damage.
+    pub pipeline: u32,
 }
 
 /// Where a remote journal's transactions are (docs/REMOTE.md). Kept in the local journal's
@@ -186,6 +190,10 @@ impl JournalSuperblock {
     }
 }
 
+/// The deepest commit pipeline a journal superblock may record (`commit_pipeline=` allows as
+/// many).
+pub const MAX_PIPELINE: u32 = 64;
+
 impl JournalSuperblock {
     pub fn encode(&self, out: &mut [u8]) {
         out.fill(0);
@@ -193,6 +201,7 @@ impl JournalSuperblock {
         Le::put_u32(out, 16, self.version);
         Le::put_u32(out, 20, self.features);
         Le::put_u32(out, 24, self.block_size);
+        Le::put_u32(out, 28, self.pipeline);
         Le::put_u64(out, 32, self.total_blocks);
         Le::put_u64(out, 40, self.first.get());
         Le::put_u64(out, 48, self.sequence.get());
@@ -226,7 +235,11 @@ impl JournalSuperblock {
             fs_uuid: b[80..96].try_into().unwrap(),
             errno: Le::u32(b, 96) as i32,
             remote: RemoteState { local: Le::u32(b, 100) == 1, epoch: Le::u64(b, 104), upto: Tid::new(Le::u64(b, 112)) },
+            pipeline: Le::u32(b, 28),
         };
+        if jsb.pipeline > MAX_PIPELINE {
+            return Err(invalid(W, format!("commit pipeline depth {} is above {MAX_PIPELINE}", jsb.pipeline)));
+        }
         if Le::u32(b, 100) > 1 {
             return Err(invalid(W, format!("unknown remote journal mode {}", Le::u32(b, 100))));
         }

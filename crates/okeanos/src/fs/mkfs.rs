@@ -370,6 +370,7 @@ pub fn mkfs(dev: &dyn Device, journal_dev: Option<&dyn Device>, o: &MkfsOptions)
         uuid: juuid,
         fs_uuid: sb.uuid,
         errno: 0,
+        pipeline: 0,
         remote: Default::default(),
     };
     let mut jb = vec![0u8; bs];

@@ -252,7 +252,7 @@ impl FsState {
             // each group smaller (SQLite at 16 processes lost a quarter of its rate;
             // docs/BENCHMARKS.md, "fdatasync of overwrites without a commit").
             Some((t, blocks)) if tid <= j.committed_tid() && *t == j.running_tid() && j.aborted().is_none() => {
-                if j.committing_tid().is_some() || j.commit_wanted() || j.datasync_pending() {
+                if j.commit_in_flight() || j.commit_wanted() || j.datasync_pending() {
                     DatasyncNeed::Commit(*t)
                 } else {
                     DatasyncNeed::InPlace(blocks.iter().copied().collect())

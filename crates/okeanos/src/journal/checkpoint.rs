@@ -346,6 +346,12 @@ impl Journal {
         }
     }
 
+    /// Commits may have up to `depth` flushes in flight (`commit_pipeline=`): the placement
+    /// records it in the superblock the mount writes next ([`Self::mount_plan`]).
+    pub fn set_commit_pipeline(&mut self, depth: u32) {
+        self.placement.set_pipeline(depth);
+    }
+
     /// Marks the journal in use at mount: recovery after a crash starts at the current tail.
     pub fn mount_plan(&self) -> IoPlan {
         let mut io = IoPlan::default();
@@ -355,7 +361,7 @@ impl Journal {
 
     /// Marks the journal clean (empty) at unmount. The log must be empty.
     pub fn clean_plan(&self) -> IoPlan {
-        assert!(self.log.is_empty() && self.committing.is_none() && self.running.is_empty(), "unmount checkpoints everything first");
+        assert!(self.log.is_empty() && !self.commit_in_flight() && self.running.is_empty(), "unmount checkpoints everything first");
         let mut io = IoPlan::default();
         self.placement.clean_stage(self.running.tid).push_to(&mut io);
         io

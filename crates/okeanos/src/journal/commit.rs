@@ -19,6 +19,21 @@
 //!
 //! While the commit's I/O is in flight, new handles run in the next transaction: concurrent
 //! syncs share that next commit (group commit).
+//!
+//! # Pipelined commits
+//!
+//! A commit is two phases: its writes, then the flush that makes them durable. The runtime may
+//! report the writes done before the flush ([`Journal::commit_written`]) and start the next
+//! commit's writes while that flush is in flight (`commit_pipeline=`); several flushes may be
+//! in flight at once, each issued after the writes it covers completed. A transaction is
+//! durable, and finished ([`Journal::commit_finish`], oldest first), once a flush issued after
+//! its writes completed returns: a later commit's flush covers every earlier commit's writes,
+//! so durability always advances as a prefix of the log. Until then nothing depends on it
+//! being durable: its syncs wait, its freed blocks stay allocated (a reuse written in place
+//! must not overwrite a block whose free may still be lost), no checkpoint writes its blocks
+//! home and the log's tail stays behind it. A crash with flushes in flight loses only
+//! transactions whose syncs were not answered; recovery stops at the first one whose blocks
+//! did not all land, as for a single commit.
 
 use crate::ids::{DevBlock, HomeBlock};
 use super::placement::{BlockImage, Extent, LoggedBlockCopy, Records, WholeImage};
@@ -340,10 +355,27 @@ impl Journal {
         }
     }
 
-    /// The commit's I/O completed: the transaction is durable. Moves its blocks to the
-    /// checkpoint lists and returns what its frees release.
+    /// The commit's writes completed, its flush is still to come (pipelined commits): the
+    /// next commit may begin. It stays in flight until [`Self::commit_finish`].
+    pub fn commit_written(&mut self) {
+        let c = self.committing.take().expect("a commit in flight");
+        self.flushing.push_back(c);
+    }
+
+    /// The oldest commit whose writes completed and whose flush is in flight.
+    pub fn oldest_flushing_tid(&self) -> Option<Tid> {
+        self.flushing.front().map(|c| c.tx.tid)
+    }
+
+    /// The oldest commit in flight is durable (its I/O completed, flush included): moves its
+    /// blocks to the checkpoint lists and returns what its frees release. The oldest is the
+    /// first of those waiting for a flush, or else the commit whose writes are in flight.
     pub fn commit_finish(&mut self, cache: &mut Cache, now_ns: u64) -> CommitDone {
-        let Committing { mut tx, at, journaled, partial, whole, .. } = self.committing.take().expect("a commit in flight");
+        let c = match self.flushing.pop_front() {
+            Some(c) => c,
+            None => self.committing.take().expect("a commit in flight"),
+        };
+        let Committing { mut tx, at, journaled, partial, whole, .. } = c;
         assert_eq!(tx.state, TxState::Committing, "finishing a transaction that is committing");
         tx.state = TxState::Committed;
         let tid = tx.tid;

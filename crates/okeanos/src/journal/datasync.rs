@@ -91,10 +91,8 @@ impl Journal {
         if !self.datasync_pending() || self.aborted.is_some() || self.commit_wanted() {
             return None;
         }
-        if let Some(c) = &self.committing {
-            if self.datasync.wanted.iter().any(|b| c.tx.final_data.contains(b) || c.tx.final_unordered.contains(b)) {
-                return None;
-            }
+        if self.datasync.wanted.iter().any(|&b| self.committing_writes_in_place(b)) {
+            return None;
         }
         let wanted = std::mem::take(&mut self.datasync.wanted);
         let r = &self.running;

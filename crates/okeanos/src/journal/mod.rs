@@ -106,8 +106,12 @@ pub struct Journal {
     /// Where the journal lives ([`Self::placement`] to ask it).
     placement: Box<dyn Placement>,
     running: Transaction,
-    /// The transaction whose commit I/O is in flight, and where it sits in the log.
+    /// The transaction whose commit writes are in flight, and where it sits in the log.
     committing: Option<commit::Committing>,
+    /// Transactions whose commit writes completed and whose flush is in flight (pipelined
+    /// commits: journal/commit.rs, "Pipelined commits"), oldest first. Not durable yet: their
+    /// syncs wait, their frees are held back and no checkpoint writes their blocks home.
+    flushing: VecDeque<commit::Committing>,
     log: VecDeque<LoggedTx>,
     /// Highest committed tid (0 = none yet).
     committed_tid: Tid,
@@ -156,6 +160,7 @@ impl Journal {
             placement,
             running: Transaction::new(next_tid),
             committing: None,
+            flushing: VecDeque::new(),
             log: VecDeque::new(),
             committed_tid: next_tid - 1,
             commit_requested: Tid::ZERO,
@@ -171,7 +176,7 @@ impl Journal {
     /// each owed by its transaction, which stays in the log until a checkpoint copies them
     /// home; freeing one needs a revoke. Before the first transaction of the mount.
     pub fn adopt_logged(&mut self, kept: &[placement::LoggedBlock]) {
-        assert!(self.log.is_empty() && self.running.is_empty() && self.committing.is_none(), "blocks kept logged are taken over at mount");
+        assert!(self.log.is_empty() && self.running.is_empty() && !self.commit_in_flight(), "blocks kept logged are taken over at mount");
         let mut by_tid: std::collections::BTreeMap<Tid, Vec<HomeBlock>> = Default::default();
         for k in kept {
             assert!(k.tid < self.running.tid, "a kept block's transaction is older than the next");
@@ -273,9 +278,30 @@ impl Journal {
         self.committing.as_ref().map(|c| c.tx.tid)
     }
 
-    /// Whether the commit in flight writes `block` in place.
+    /// Whether a commit in flight (its writes, or its flush) writes `block` in place.
     pub fn committing_writes_in_place(&self, block: HomeBlock) -> bool {
-        self.committing.as_ref().is_some_and(|c| c.tx.final_data.contains(&block) || c.tx.final_unordered.contains(&block))
+        self.in_flight().any(|c| c.tx.final_data.contains(&block) || c.tx.final_unordered.contains(&block))
+    }
+
+    /// The commits in flight, oldest first: those whose flush is in flight, then the one
+    /// whose writes are.
+    fn in_flight(&self) -> impl Iterator<Item = &commit::Committing> {
+        self.flushing.iter().chain(self.committing.as_ref())
+    }
+
+    /// Whether any commit is in flight (writing, or waiting for its flush).
+    pub fn commit_in_flight(&self) -> bool {
+        self.committing.is_some() || !self.flushing.is_empty()
+    }
+
+    /// Commits whose writes completed and whose flush is in flight.
+    pub fn flushing_count(&self) -> usize {
+        self.flushing.len()
+    }
+
+    /// Whether a commit in flight logs `block` (a copy of it may replay).
+    fn in_flight_logs(&self, block: HomeBlock) -> bool {
+        self.in_flight().any(|c| c.tx.journaled.contains(&block) || c.tx.ranges.contains_key(&block))
     }
 
     /// The oldest committed transaction still owed to checkpoint (None: nothing is owed).
@@ -365,7 +391,7 @@ impl Journal {
     /// which is the commit in flight when a checkpoint beside it releases everything before
     /// (its blocks are being written, and the tail must not pass them).
     pub fn kept(&self, released: usize) -> Kept {
-        let oldest = self.log.get(released).map(|t| (t.tid, t.at)).or_else(|| self.committing.as_ref().map(|c| (c.tx.tid, c.at)));
+        let oldest = self.log.get(released).map(|t| (t.tid, t.at)).or_else(|| self.in_flight().next().map(|c| (c.tx.tid, c.at)));
         Kept { oldest, next_tid: self.running.tid, home: None }
     }
 
@@ -464,8 +490,7 @@ impl Journal {
             // over it); the reverse is what revoke records guard.
             route = Route::JournalFull;
         }
-        let has_logged_copy = self.logged_copies.contains_key(&block)
-            || self.committing.as_ref().is_some_and(|c| c.tx.journaled.contains(&block) || c.tx.ranges.contains_key(&block));
+        let has_logged_copy = self.logged_copies.contains_key(&block) || self.in_flight_logs(block);
         let tx = &mut self.running;
         if fresh {
             tx.fresh.insert(block);

@@ -24,8 +24,7 @@ impl Journal {
     /// A handle of the running transaction frees `block`.
     pub fn forget_block(&mut self, block: HomeBlock) {
         self.running.forget(block);
-        let in_committing = self.committing.as_ref().is_some_and(|c| c.tx.journaled.contains(&block) || c.tx.ranges.contains_key(&block));
-        if self.logged_copies.contains_key(&block) || in_committing {
+        if self.logged_copies.contains_key(&block) || self.in_flight_logs(block) {
             self.running.revoked.insert(block);
         }
         self.running.freed.push(block);

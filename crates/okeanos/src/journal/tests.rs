@@ -22,6 +22,7 @@ pub(super) fn journal(policy: &str) -> (Journal, Cache) {
         uuid: [0; 16],
         fs_uuid: [0; 16],
         errno: 0,
+        pipeline: 0,
         remote: Default::default(),
     };
     let region = LogRegion::internal(2, 1024);

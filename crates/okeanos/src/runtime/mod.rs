@@ -132,22 +132,47 @@ pub fn execute(plan: &IoPlan, devs: &Devices, stats: &Stats) -> Result<(), Devic
 /// commits lets the commit in flight have the device between its slices (as Linux throttles
 /// background writeback while synchronous writes wait).
 pub fn execute_yielding(plan: &IoPlan, devs: &Devices, stats: &Stats, between: &mut dyn FnMut()) -> Result<(), DeviceError> {
-    run(plan, devs, stats, between, None)
+    run(plan, devs, stats, between, None, false)
 }
 
 /// [`execute`] for the commit lane: its time, on `now` (the mount's clock), is counted in
 /// `stats` as the lane's writes and flushes ([`LaneTimes`](crate::stats::LaneTimes)).
 pub fn execute_lane(plan: &IoPlan, devs: &Devices, stats: &Stats, now: &dyn Fn() -> u64) -> Result<(), DeviceError> {
+    execute_lane_as(plan, devs, stats, now, false)
+}
+
+/// [`execute_lane`] without the last stage's flush (a pipelined commit: the caller issues it
+/// with [`flush`] once the lane is free, after every write of the plan completed).
+pub fn execute_lane_deferring(plan: &IoPlan, devs: &Devices, stats: &Stats, now: &dyn Fn() -> u64) -> Result<(), DeviceError> {
+    execute_lane_as(plan, devs, stats, now, true)
+}
+
+/// Flushes each distinct device of `ids` once: every write completed before the call is
+/// durable when it returns.
+pub fn flush(ids: &[DevId], devs: &Devices) -> Result<(), DeviceError> {
+    let mut flushed: Vec<*const ()> = Vec::new();
+    for &d in ids {
+        let dev = devs.get(d);
+        let key = dev as *const dyn Device as *const ();
+        if !flushed.contains(&key) {
+            dev.flush()?;
+            flushed.push(key);
+        }
+    }
+    Ok(())
+}
+
+fn execute_lane_as(plan: &IoPlan, devs: &Devices, stats: &Stats, now: &dyn Fn() -> u64, skip_last_flush: bool) -> Result<(), DeviceError> {
     let t0 = now();
     let mut flush_ns = 0;
-    let res = run(plan, devs, stats, &mut || {}, Some((now, &mut flush_ns)));
+    let res = run(plan, devs, stats, &mut || {}, Some((now, &mut flush_ns)), skip_last_flush);
     let total = now().saturating_sub(t0);
     stats.on_lane(crate::stats::LanePhase::Flush, flush_ns.min(total));
     stats.on_lane(crate::stats::LanePhase::Write, total.saturating_sub(flush_ns));
     res
 }
 
-fn run(plan: &IoPlan, devs: &Devices, stats: &Stats, between: &mut dyn FnMut(), mut timed: Option<(&dyn Fn() -> u64, &mut u64)>) -> Result<(), DeviceError> {
+fn run(plan: &IoPlan, devs: &Devices, stats: &Stats, between: &mut dyn FnMut(), mut timed: Option<(&dyn Fn() -> u64, &mut u64)>, skip_last_flush: bool) -> Result<(), DeviceError> {
     let bs = devs.block_size as u64;
     for (i, stage) in plan.stages.iter().enumerate() {
         if i > 0 {
@@ -233,16 +258,11 @@ fn run(plan: &IoPlan, devs: &Devices, stats: &Stats, between: &mut dyn FnMut(), 
         if !stage.nvm.is_empty() {
             nvm::execute(devs, &stage.nvm, stats)?;
         }
-        let mut flushed: Vec<*const ()> = Vec::new();
-        let t0 = timed.as_ref().map(|(now, _)| now());
-        for &d in &stage.flush {
-            let dev = devs.get(d);
-            let key = dev as *const dyn Device as *const ();
-            if !flushed.contains(&key) {
-                dev.flush()?;
-                flushed.push(key);
-            }
+        if skip_last_flush && i + 1 == plan.stages.len() {
+            break;
         }
+        let t0 = timed.as_ref().map(|(now, _)| now());
+        flush(&stage.flush, devs)?;
         if let (Some(t0), Some((now, flush_ns))) = (t0, timed.as_mut()) {
             **flush_ns += now().saturating_sub(t0);
         }

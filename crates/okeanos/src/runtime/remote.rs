@@ -114,7 +114,7 @@ pub fn open(sb: &Superblock, jsb: &JournalSuperblock, opts: &MountOptions, devs:
             at += b.len();
         }
         devs.remote_log = Some(Arc::new(MemDevice::from_bytes(image).named("journal server log")) as Arc<dyn Device>);
-        Some(RecoveryStart { region, pos: region.first, tid: Tid::new(txs[0].0), multiwrite: jsb.features & jfeature::MULTIWRITE != 0, tid_bound: Tid::new(txs[txs.len() - 1].0 + 1), interleaved: None })
+        Some(RecoveryStart { region, pos: region.first, tid: Tid::new(txs[0].0), multiwrite: jsb.features & jfeature::MULTIWRITE != 0, tid_bound: Tid::new(txs[txs.len() - 1].0 + 1), interleaved: None, pipeline: 0 })
     };
     devs.link = Some(Arc::new(Mutex::new(client)));
     devs.remote_read_only = opts.read_only;

@@ -57,6 +57,8 @@ pub struct Run {
     pub fast_spans: u64,
     /// The canaries the recovering mounts carry (a canary of recovery itself).
     pub recovery_faults: okeanos::faults::Faults,
+    /// Commits begun while an earlier commit's flush was in flight (`commit_pipeline=`).
+    pub pipelined_commits: u64,
 }
 
 /// Checks the guarantee of `mode` on a recovered file system, for a crash after `k` events.
@@ -217,10 +219,20 @@ fn recorded_device(journal: Journal, recorder: &Arc<CrashRecorder>, o: &mut Moun
 /// A recorded mount of `journal` with the stream files created: the recorder, the file system,
 /// the files' histories and the streams' handles.
 fn start(cfg: ContentConfig, journal: Journal, faults: &dyn Fn(&mut MountOptions)) -> (Arc<CrashRecorder>, Okeanos, BTreeMap<String, History>, Vec<okeanos::File>) {
+    start_with(cfg, journal, faults, None)
+}
+
+/// As [`start`]; with `slow_flush`, every flush of the recorded devices waits that long first
+/// (writes issued meanwhile land before it, as on a device whose flush takes time).
+fn start_with(cfg: ContentConfig, journal: Journal, faults: &dyn Fn(&mut MountOptions), slow_flush: Option<std::time::Duration>) -> (Arc<CrashRecorder>, Okeanos, BTreeMap<String, History>, Vec<okeanos::File>) {
     let recorder = CrashRecorder::new();
     let mut o = MountOptions::default().content_config(cfg);
     faults(&mut o);
-    let (dev, jdev) = recorded_device(journal, &recorder, &mut o);
+    let (mut dev, mut jdev) = recorded_device(journal, &recorder, &mut o);
+    if let Some(d) = slow_flush {
+        dev = Arc::new(SlowFlush(dev, d));
+        jdev = jdev.map(|j| Arc::new(SlowFlush(j, d)) as Arc<dyn Device>);
+    }
     let fs = Okeanos::mount(dev, jdev, o).unwrap();
     let mut files: BTreeMap<String, History> = BTreeMap::new();
     let mut handles = Vec::new();
@@ -244,6 +256,7 @@ fn end(recorder: Arc<CrashRecorder>, fs: Okeanos, files: BTreeMap<String, Histor
     let datasyncs_in_place = fs.counters().datasyncs_in_place;
     let fast_commits = fs.counters().fast_commits;
     let fast_spans = fs.counters().fast_spans;
+    let pipelined_commits = fs.counters().pipelined_commits;
     let end_events = recorder.event_count();
     drop(fs);
     Run {
@@ -261,7 +274,44 @@ fn end(recorder: Arc<CrashRecorder>, fs: Okeanos, files: BTreeMap<String, Histor
         fast_commits,
         fast_spans,
         recovery_faults: Default::default(),
+        pipelined_commits,
     }
+}
+
+/// A recorded workload of concurrent syncs: one thread per stream, each appending `ops`
+/// records of varied sizes and syncing most of them (fsync or fdatasync), so that commits of
+/// different threads are in flight together (with `commit_pipeline=`, a commit's writes
+/// beside an earlier commit's flush). A version's event is taken before its append, an ack's
+/// after its sync returned: the histories stay conservative whatever the interleaving.
+pub fn concurrent_workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: &dyn Fn(&mut MountOptions), seed: u64) -> Run {
+    // Flushes that take a while, so that the next commit's writes come while one is in flight.
+    let (recorder, fs, files, handles) = start_with(cfg, journal, faults, Some(std::time::Duration::from_micros(300)));
+    let files = std::sync::Mutex::new(files);
+    std::thread::scope(|scope| {
+        for (s, h) in handles.into_iter().enumerate() {
+            let (recorder, files) = (&recorder, &files);
+            scope.spawn(move || {
+                let name = format!("/s/stream{s}");
+                let mut rng = (seed ^ (s as u64) << 20) | 1;
+                for k in 0..ops {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    let len = [100, 128, 700, 3000, 4096, 6000][(rng % 6) as usize];
+                    let data = record(s, k, len);
+                    let at = recorder.event_count();
+                    h.append(&data).unwrap();
+                    files.lock().unwrap().get_mut(&name).unwrap().appended(at, &data);
+                    if (rng >> 8) % 4 != 0 {
+                        if (rng >> 12) % 2 == 0 { h.fsync().unwrap() } else { h.fdatasync().unwrap() }
+                        let at = recorder.event_count();
+                        files.lock().unwrap().get_mut(&name).unwrap().synced(at);
+                    }
+                }
+            });
+        }
+    });
+    end(recorder, fs, files.into_inner().unwrap(), journal)
 }
 
 /// A recorded workload: appends with syncs on a few streams, in-place overwrites, metadata
@@ -423,4 +473,39 @@ pub fn block_workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: 
     drop(handles);
     drop(ow);
     end(recorder, fs, files, journal)
+}
+
+/// A device whose flush waits a while before it flushes (the crash tests' recorded devices
+/// flush at once).
+struct SlowFlush(Arc<dyn Device>, std::time::Duration);
+
+impl Device for SlowFlush {
+    fn name(&self) -> String {
+        self.0.name()
+    }
+    fn len_bytes(&self) -> u64 {
+        self.0.len_bytes()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), okeanos::device::DeviceError> {
+        self.0.read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), okeanos::device::DeviceError> {
+        self.0.write_at(offset, data)
+    }
+    fn write_batch(&self, writes: &[(u64, &[u8])]) -> Result<(), okeanos::device::DeviceError> {
+        self.0.write_batch(writes)
+    }
+    fn flush(&self) -> Result<(), okeanos::device::DeviceError> {
+        std::thread::sleep(self.1);
+        self.0.flush()
+    }
+    fn counters(&self) -> okeanos::device::DeviceStats {
+        self.0.counters()
+    }
+    fn seeks(&self) -> Option<bool> {
+        self.0.seeks()
+    }
+    fn short_writes(&self) -> bool {
+        self.0.short_writes()
+    }
 }

@@ -202,6 +202,10 @@ pub struct RecoveryStart {
     /// Every tid present in the log is below this (the placement knows how many transactions
     /// its log can hold); the journal continues at or beyond it.
     pub tid_bound: Tid,
+    /// Commits the crashed mount may have had in flight at once (its journal superblock's
+    /// `pipeline`; 0 where commits are not pipelined): a committed transaction at most this
+    /// many tids after a torn one is the torn tail of that pipeline, not damage.
+    pub pipeline: u32,
 }
 
 /// What a table recorded about one of several interleaved logs (manylogs).
@@ -290,6 +294,16 @@ pub trait Placement: Send + std::fmt::Debug {
         false
     }
 
+    /// Whether a commit's flush may run beside the next commits' writes (pipelined commits,
+    /// `commit_pipeline=`): its commit stage is writes to local devices and one flush, and
+    /// nothing it does on a commit's durability ([`Self::on_durable`]) depends on the next
+    /// commit not being placed yet. The rings of the internal and external journals are.
+    fn pipelines_commits(&self) -> bool {
+        false
+    }
+    /// Records, from the next superblock it writes (the mount's), that commits may have up to
+    /// `depth` flushes in flight (only a placement that [`pipelines_commits`](Self::pipelines_commits)).
+    fn set_pipeline(&mut self, _depth: u32) {}
     /// Whether a transaction of `blocks` fits now (else the core checkpoints first): space is
     /// reserved before a handle dirties anything, so commit never waits for room.
     fn admit(&self, blocks: u64) -> bool {

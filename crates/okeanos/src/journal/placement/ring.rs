@@ -202,6 +202,16 @@ impl Placement for Ring {
         matches!(self.region.kind, RegionKind::Internal | RegionKind::External)
     }
 
+    fn pipelines_commits(&self) -> bool {
+        matches!(self.region.kind, RegionKind::Internal | RegionKind::External)
+    }
+
+    fn set_pipeline(&mut self, depth: u32) {
+        if self.pipelines_commits() {
+            self.jsb.pipeline = depth.min(crate::format::journal::MAX_PIPELINE);
+        }
+    }
+
     fn free_blocks(&self) -> u64 {
         self.region.ring_len() - 1 - self.used_blocks()
     }
@@ -267,6 +277,7 @@ impl Ring {
             multiwrite: self.jsb.features & crate::format::journal::jfeature::MULTIWRITE != 0,
             tid_bound: self.jsb.sequence + self.region.ring_len(),
             interleaved: None,
+            pipeline: self.jsb.pipeline,
         })
     }
 }

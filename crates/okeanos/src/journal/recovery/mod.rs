@@ -188,6 +188,8 @@ pub struct Scan {
     /// Interleaved logs: blocks from the scan's start to the log's recorded end, and the
     /// lowest tid a transaction beginning at or past it may have (older ones are stale).
     past_end: Option<(u64, Tid)>,
+    /// Commits the crashed mount may have had in flight at once ([`RecoveryStart::pipeline`]).
+    pub pipeline: u32,
     /// Where the scan started.
     start_pos: LogPos,
     budget: u64,
@@ -215,6 +217,7 @@ impl Scan {
             scan.increasing = Some(start.tid_bound);
             scan.past_end = Some((start.region.distance(start.pos, i.end), i.past_end_min));
         }
+        scan.pipeline = start.pipeline;
         scan
     }
 
@@ -228,6 +231,7 @@ impl Scan {
             expected: tid,
             increasing: None,
             past_end: None,
+            pipeline: 0,
             start_pos: pos,
             budget: region.ring_len(),
             phase: Phase::Header,

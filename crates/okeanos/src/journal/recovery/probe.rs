@@ -66,6 +66,9 @@ pub struct Probe {
     multiwrite: bool,
     failed_tid: Tid,
     failed_pos: LogPos,
+    /// Commits the crashed mount may have had in flight at once: a committed transaction up to
+    /// this many tids past the failed one may have landed while the failed one did not.
+    pipeline: u32,
     reason: String,
     pos: LogPos,
     /// Ring positions left to look at.
@@ -100,6 +103,7 @@ impl Probe {
             multiwrite: scan.multiwrite,
             failed_tid,
             failed_pos: start,
+            pipeline: scan.pipeline,
             reason: scan.end_reason.clone(),
             // From the failed block itself: it may be a newer transaction's header, or a
             // stale one that ends the log right away.
@@ -168,6 +172,12 @@ impl Probe {
             return;
         }
         match (scan.txs.first(), scan.txs.last()) {
+            (Some(first), Some(last)) if first.tid.get() <= self.failed_tid.get() + self.pipeline as u64 => {
+                // Written while the failed transaction's flush was in flight (pipelined
+                // commits): neither was acknowledged, and the log ends at the failed one.
+                self.max_tid_seen = self.max_tid_seen.max(last.tid);
+                self.done = true;
+            }
             (Some(first), Some(last)) => {
                 self.max_tid_seen = self.max_tid_seen.max(last.tid);
                 self.damage = Some(Damage {

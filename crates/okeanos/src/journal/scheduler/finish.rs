@@ -4,6 +4,7 @@
 use super::{falls_back, Counted, Host, JournalWork, Scheduler, RETURN_RETRY_MAX_NS, RETURN_RETRY_NS};
 use crate::device::DeviceError;
 use crate::journal::commit::CommitPlan;
+use crate::journal::transaction::Tid;
 
 impl Scheduler {
     /// Records the outcome of a step's I/O, at `now`.
@@ -19,7 +20,12 @@ impl Scheduler {
         }
         match (work, res) {
             (JournalWork::Commit { plan, started_ns }, Ok(())) => {
-                self.commit_done(host, plan, started_ns, now);
+                // Its flush ran in the lane: durable, with every earlier commit whose flush
+                // is still in flight (they were written before it).
+                let tid = plan.tid;
+                host.parts().0.commit_written();
+                self.flushing.push_back((plan, started_ns));
+                self.durable(host, now, tid);
                 // The syncs of this transaction, and handles waiting for a commit; not the
                 // syncs already waiting for the next one.
                 self.effects.notify_handles = true;
@@ -97,6 +103,56 @@ impl Scheduler {
             }
         }
         self.effects.wake();
+    }
+
+    /// A commit's writes completed; its flush runs elsewhere, beside the next commits
+    /// (`commit_pipeline=`; journal/commit.rs, "Pipelined commits"). `work` is the commit's
+    /// step; [`Self::flushed`] reports the flush.
+    pub fn written(&mut self, host: &mut dyn Host, work: JournalWork) {
+        let JournalWork::Commit { plan, started_ns } = work else {
+            unreachable!("only a commit's flush is pipelined");
+        };
+        host.parts().0.commit_written();
+        self.flushing.push_back((plan, started_ns));
+        // A checkpoint held behind the commit's in-place writes may go now.
+        self.effects.notify_checkpoint_lane = true;
+    }
+
+    /// A flush issued after the writes of every commit up to `upto` completed returned: those
+    /// commits are durable, or, if it failed, the journal stops (nothing commits after a
+    /// transaction whose flush failed).
+    pub fn flushed(&mut self, host: &mut dyn Host, now: u64, upto: Tid, res: Result<(), DeviceError>) {
+        if host.journal().aborted().is_some() {
+            self.effects.wake();
+            return;
+        }
+        match res {
+            Ok(()) => {
+                self.durable(host, now, upto);
+                self.effects.notify_handles = true;
+                self.effects.deliver_syncs = true;
+                self.effects.notify_checkpoint_lane = true;
+                // The commit lane may wait for room in the pipeline, or to stop.
+                if self.stop || self.commit_lane_wants(host.journal()) {
+                    self.effects.notify_commit_lane = true;
+                }
+            }
+            Err(e) => {
+                Self::abort(host, format!("flushing the commit of transaction {upto} failed: {e}"));
+                self.effects.notify_commit_lane = true;
+                self.effects.notify_checkpoint_lane = true;
+                self.effects.wake();
+            }
+        }
+    }
+
+    /// Finishes every commit up to `upto` whose flush was in flight, oldest first.
+    fn durable(&mut self, host: &mut dyn Host, now: u64, upto: Tid) {
+        while self.flushing.front().is_some_and(|(p, _)| p.tid <= upto) {
+            let (plan, started_ns) = self.flushing.pop_front().expect("checked");
+            debug_assert_eq!(host.journal().oldest_flushing_tid(), Some(plan.tid));
+            self.commit_done(host, plan, started_ns, now);
+        }
     }
 
     fn commit_done(&mut self, host: &mut dyn Host, plan: CommitPlan, started_ns: u64, now: u64) {

@@ -76,6 +76,11 @@ pub struct SchedulerConfig {
     /// Checkpoints may run on a thread of their own (`checkpoint_thread=`, resolved at mount);
     /// the placement must allow it too ([`Scheduler::beside`]).
     pub checkpoint_thread: bool,
+    /// `commit_pipeline=`: commits whose flush may be in flight at once, a new commit's writes
+    /// beside them (0 or 1: a commit's flush runs in the lane, and the next commit waits for
+    /// it). Only the runtime reports commits written before their flush
+    /// ([`Scheduler::written`]); the scheduler bounds how many.
+    pub commit_pipeline: u32,
 }
 
 /// Journal work taken by [`Scheduler::poll`]: run its I/O, then hand it back to
@@ -153,6 +158,8 @@ pub trait Host {
 pub enum Counted {
     /// A commit and a checkpoint were in flight at once.
     Overlap,
+    /// A commit began while an earlier commit's flush was in flight (pipelined commits).
+    Pipelined,
     Snapshot,
     IdleCheckpoint,
     Checkpoint,
@@ -234,6 +241,9 @@ pub struct Scheduler {
     force_checkpoint: Option<Tid>,
     /// `checkpoint=idle`: the activity last seen, and since when.
     idle_seen: (u64, u64),
+    /// The commits written whose flush is in flight, oldest first (what their counters need
+    /// once they are durable).
+    flushing: std::collections::VecDeque<(CommitPlan, u64)>,
     effects: Effects,
 }
 
@@ -263,6 +273,7 @@ impl Scheduler {
             checkpointing: None,
             force_checkpoint: None,
             idle_seen: (0, now_ns),
+            flushing: Default::default(),
             effects: Effects::default(),
             cfg,
         }
@@ -379,7 +390,8 @@ impl Scheduler {
             }
         }
         if self.stop {
-            return JournalStep::Stop;
+            // The commits whose flush is in flight finish first (unmount checkpoints them).
+            return if self.flushing.is_empty() { JournalStep::Stop } else { JournalStep::Idle { wake_ns: u64::MAX } };
         }
         if now >= self.next_return_ns {
             if let Some((io, epoch)) = host.parts().0.return_begin() {
@@ -414,6 +426,7 @@ impl Scheduler {
         }
         let j = host.journal();
         let commit = j.committing_tid().is_none()
+            && j.flushing_count() < self.cfg.commit_pipeline.max(1) as usize
             && (j.commit_wanted()
                 || j.commit_due(now, self.cfg.commit_interval_ns)
                 || (self.want_space && !j.running_is_empty() && j.oldest_owed_tid().is_none())
@@ -436,10 +449,14 @@ impl Scheduler {
         }
         self.batch = None;
         let overlap = self.checkpointing.is_some();
+        let pipelined = host.journal().flushing_count() > 0;
         let (journal, cache) = host.parts();
         let plan = journal.commit_begin(cache, wall_ns)?;
         if overlap {
             self.effects.counted.push(Counted::Overlap);
+        }
+        if pipelined {
+            self.effects.counted.push(Counted::Pipelined);
         }
         Some(JournalStep::Work(JournalWork::Commit { plan, started_ns: now }))
     }
@@ -493,7 +510,7 @@ impl Scheduler {
             if let Some(plan) = journal.checkpoint_begin(cache, goal) {
                 return Some(self.checkpoint_start(host.journal(), plan));
             }
-            if host.journal().committing_tid().is_some() {
+            if host.journal().commit_in_flight() {
                 // The space is the commit's in flight: look again when it completes.
                 return Some(JournalStep::Idle { wake_ns: u64::MAX });
             }

@@ -420,3 +420,67 @@ fn checkpoints_beside_commits_need_the_thread_and_the_placement() {
     let (s, h) = setup(config());
     assert!(!s.beside(&h.journal));
 }
+
+/// Pipelined commits (`commit_pipeline=2`): a commit reported written lets the next one begin
+/// while its flush is in flight; a third waits for room; a later flush that returns first
+/// finishes both, oldest first; the earlier flush's report then changes nothing.
+#[test]
+fn pipelined_commits_finish_in_order_when_a_later_flush_returns() {
+    let (mut s, mut h) = setup(SchedulerConfig { commit_pipeline: 2, ..config() });
+    let t1 = write(&mut h, 5000, 128, 0, true);
+    let w1 = work(s.poll(&mut h, 10, 0, Lane::Commit));
+    assert!(is_commit(&w1));
+    s.written(&mut h, w1);
+    assert!(s.effects().committed.is_none(), "written is not durable");
+    assert!(h.journal.committed_tid() < t1);
+    let t2 = write(&mut h, 5001, 128, 20, true);
+    let w2 = work(s.poll(&mut h, 30, 0, Lane::Commit));
+    assert!(is_commit(&w2), "the next commit begins beside the first one's flush");
+    assert!(s.effects().counted.iter().any(|c| matches!(c, Counted::Pipelined)));
+    s.written(&mut h, w2);
+    let t3 = write(&mut h, 5002, 128, 40, true);
+    idle(s.poll(&mut h, 50, 0, Lane::Commit));
+    *s.effects() = Default::default();
+    s.flushed(&mut h, MS, t2, Ok(()));
+    let fx = s.effects();
+    assert_eq!(fx.committed, Some(t2));
+    assert_eq!(fx.counted.iter().filter(|c| matches!(c, Counted::Commit { .. })).count(), 2, "both commits finish");
+    assert!(fx.notify_handles && fx.deliver_syncs && fx.notify_commit_lane, "the commit lane has room again, and a commit is wanted");
+    assert_eq!(h.journal.committed_tid(), t2);
+    *s.effects() = Default::default();
+    s.flushed(&mut h, MS, t1, Ok(()));
+    assert!(s.effects().committed.is_none(), "an older flush's report finishes nothing more");
+    assert_eq!(commit(&mut s, &mut h, 2 * MS, MS), t3);
+}
+
+/// A pipelined flush that fails stops the journal; a later commit whose flush then succeeds
+/// does not commit (it was written after the lost one).
+#[test]
+fn a_failed_pipelined_flush_stops_the_journal_and_nothing_after_it_commits() {
+    let (mut s, mut h) = setup(SchedulerConfig { commit_pipeline: 2, ..config() });
+    let t1 = write(&mut h, 5000, 128, 0, true);
+    let w1 = work(s.poll(&mut h, 10, 0, Lane::Commit));
+    s.written(&mut h, w1);
+    let t2 = write(&mut h, 5001, 128, 20, true);
+    let w2 = work(s.poll(&mut h, 30, 0, Lane::Commit));
+    s.written(&mut h, w2);
+    s.flushed(&mut h, MS, t1, Err(DeviceError::Io { device: "fs".into(), op: "flush", offset: 0, message: "EIO".into() }));
+    assert!(h.journal.aborted().is_some() && h.read_only.is_some());
+    s.flushed(&mut h, MS, t2, Ok(()));
+    assert!(h.journal.committed_tid() < t1);
+    assert!(s.effects().committed.is_none());
+}
+
+/// Unmount waits for the commits whose flush is in flight before the journal stops.
+#[test]
+fn a_stopping_journal_waits_for_its_pipelined_flushes() {
+    let (mut s, mut h) = setup(SchedulerConfig { commit_pipeline: 4, ..config() });
+    let t1 = write(&mut h, 5000, 128, 0, true);
+    let w1 = work(s.poll(&mut h, 10, 0, Lane::Commit));
+    s.written(&mut h, w1);
+    s.stop();
+    assert_eq!(idle(s.poll(&mut h, 20, 0, Lane::Commit)), u64::MAX);
+    s.flushed(&mut h, MS, t1, Ok(()));
+    assert!(s.effects().notify_commit_lane, "the stopping lane is woken");
+    assert!(matches!(s.poll(&mut h, 2 * MS, 0, Lane::Commit), JournalStep::Stop));
+}

@@ -403,6 +403,7 @@ impl Placement for Manylogs {
                 multiwrite: true,
                 tid_bound: bound,
                 interleaved: Some(super::Interleaved { end: LogPos::new(e.end as u64), tail_tid: s.tid, floor: home + 1, past_end_min: self.mounted.durable + 1, swept: self.swept }),
+                pipeline: 0,
             })
             .collect(),
         )

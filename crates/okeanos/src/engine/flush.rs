@@ -1,0 +1,117 @@
+//! Pipelined commits (`commit_pipeline=N`, N > 1): the thread running the commit lane writes a
+//! commit's blocks, reports them written ([`Scheduler::written`]) and hands the commit's flush
+//! to a flusher thread; the lane is free for the next commit's writes at once, and up to N
+//! flushes are in flight together (journal/commit.rs, "Pipelined commits", says why that is
+//! safe; docs/JOURNALING.md, "Pipelined commits", why it pays: a device serves concurrent
+//! flushes far faster than the same flushes one after another).
+//!
+//! A flusher takes every job queued when it wakes (the newest covers the older ones: its
+//! commit's writes completed after theirs), flushes the devices once, and reports the newest
+//! commit durable ([`Scheduler::flushed`]), which finishes every commit up to it in order. It
+//! answers the syncs that settles itself, as a leader does, without the notifier thread.
+//!
+//! [`Scheduler::written`]: crate::journal::scheduler::Scheduler::written
+//! [`Scheduler::flushed`]: crate::journal::scheduler::Scheduler::flushed
+
+use super::{leader, Core, Inner, Okeanos};
+use crate::journal::plan::DevId;
+use crate::journal::scheduler::JournalWork;
+use crate::journal::transaction::Tid;
+use crate::runtime;
+use std::sync::Arc;
+
+/// A flush that makes every commit up to `upto` durable.
+pub(super) struct FlushJob {
+    pub upto: Tid,
+    pub devs: Vec<DevId>,
+}
+
+impl Okeanos {
+    /// Whether this step of the commit lane is a commit whose last flush goes to a flusher:
+    /// the mount pipelines, its placement allows it, and the plan ends with a flush of local
+    /// devices only.
+    pub(super) fn defers_flush(&self, core: &Core, work: &JournalWork) -> bool {
+        let JournalWork::Commit { plan, .. } = work else { return false };
+        if core.manual || self.inner.opts.commit_pipeline < 2 || !core.fs.journal.placement().pipelines_commits() {
+            return false;
+        }
+        plan.io.stages.last().is_some_and(|s| !s.flush.is_empty() && s.remote.is_empty() && s.nvm.is_empty())
+    }
+
+    /// A pipelined commit's writes completed (`res`): reported written, and its flush queued
+    /// for a flusher; a failed write goes to the scheduler as any failed step.
+    pub(super) fn step_written(&self, core: &mut Core, work: JournalWork, res: Result<(), crate::device::DeviceError>) {
+        if res.is_err() {
+            return self.step_finish(core, work, res);
+        }
+        let JournalWork::Commit { plan, .. } = &work else { unreachable!("only a commit's flush is deferred") };
+        let upto = plan.tid;
+        let devs = plan.io.stages.last().map(|s| s.flush.clone()).unwrap_or_default();
+        let Core { fs, sched, .. } = &mut *core;
+        sched.written(fs, work);
+        self.inner.carry_out(core);
+        core.flush_jobs.push(FlushJob { upto, devs });
+        self.inner.fcv.notify_one();
+    }
+}
+
+impl Okeanos {
+    /// Reports a flush to the scheduler and answers the syncs it settled (with the lock
+    /// released); returns with the lock held again.
+    fn report_flush<'a>(&'a self, mut core: std::sync::MutexGuard<'a, Core>, upto: Tid, res: Result<(), crate::device::DeviceError>) -> std::sync::MutexGuard<'a, Core> {
+        core.flusher_answers = Some(Vec::new());
+        let now = self.inner.clock.now_ns();
+        {
+            let Core { fs, sched, .. } = &mut *core;
+            sched.flushed(fs, now, upto, res);
+        }
+        self.inner.carry_out(&mut core);
+        let ready = core.flusher_answers.take().unwrap_or_default();
+        if ready.is_empty() {
+            return core;
+        }
+        drop(core);
+        leader::answer(ready);
+        self.lock()
+    }
+}
+
+/// A flusher thread: until the mount stops and no commit waits for its flush.
+pub(super) fn flusher_thread(inner: Arc<Inner>) {
+    let me = Okeanos { inner, _user: None };
+    let inner = &me.inner;
+    let mut core = me.lock();
+    loop {
+        if core.sched.abandoned() {
+            break;
+        }
+        if core.flush_jobs.is_empty() {
+            // An aborted journal finishes nothing more: its commits in flight stay unflushed.
+            if core.sched.stopping() && (core.fs.journal.flushing_count() == 0 || core.fs.journal.aborted().is_some()) {
+                break;
+            }
+            core = inner.fcv.wait(core).unwrap_or_else(|e| e.into_inner());
+            continue;
+        }
+        let jobs = std::mem::take(&mut core.flush_jobs);
+        let upto = jobs.iter().map(|j| j.upto).max().expect("not empty");
+        let mut devs: Vec<DevId> = jobs.into_iter().flat_map(|j| j.devs).collect();
+        devs.sort();
+        devs.dedup();
+        let canary = inner.opts.faults.pipeline_answer_before_flush;
+        if canary {
+            core = me.report_flush(core, upto, Ok(()));
+        }
+        drop(core);
+        let t0 = inner.clock.now_ns();
+        let res = runtime::flush(&devs, &inner.devs);
+        inner.stats.on_pipelined_flush(inner.clock.now_ns().saturating_sub(t0));
+        core = me.lock();
+        if !canary {
+            core = me.report_flush(core, upto, res);
+        }
+    }
+    drop(core);
+    // The others may be waiting for the same condition.
+    inner.fcv.notify_all();
+}
