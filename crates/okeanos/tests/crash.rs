@@ -226,17 +226,20 @@ fn pipelined_crash_test_with(policy: &str, journal: Journal, fault: &(dyn Fn(&mu
         o.commit_pipeline = 4;
         fault(o);
     };
-    let run = concurrent_workload(cfg, journal, 60, &faults, seed);
+    let run = concurrent_workload(cfg, journal, 45, &faults, seed);
     assert!(run.pipelined_commits > 0, "{policy}: no commit began beside an earlier commit's flush");
     let events = run.recorder.events().len();
-    let out = enumerate(cfg, &run, 200, 0);
+    let out = enumerate(cfg, &run, 120, 0);
     eprintln!("{policy}: {} crash states over {events} events, {} pipelined commits, {} violations", out.states, run.pipelined_commits, out.violations.len());
     out
 }
 
 #[test]
 fn pipelined_commits_crash_states() {
-    for policy in ["ordered", "wasteless+dmeta", "data"] {
+    // Data journaling's commits are those of wasteless with whole blocks: the crash states of
+    // ordered (a stage of in-place data before the commit) and wasteless+dmeta (fast commits)
+    // cover both kinds of commit stage.
+    for policy in ["ordered", "wasteless+dmeta"] {
         pipelined_crash_test(policy, Journal::Internal { blocks: 256 }, false).assert_clean(300);
     }
     pipelined_crash_test("wasteless+dmeta", Journal::External { blocks: 256 }, false).assert_clean(300);

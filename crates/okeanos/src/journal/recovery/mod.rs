@@ -38,14 +38,17 @@
 //! torn tail of the log or damage in its middle. A commit is one flush, and the next commit's
 //! writes are issued only after it completes, so a transaction torn by a crash can never be
 //! followed by a committed one: committed transactions after a failed one mean the failed one
-//! was written whole and damaged later (media, a stray write). The probe reads on from the
-//! failed transaction's first block:
+//! was written whole and damaged later (media, a stray write). With pipelined commits
+//! (`commit_pipeline=N`, recorded in the journal superblock: [`RecoveryStart::pipeline`]) up
+//! to N later commits were written beside the failed one's flush, so a committed transaction
+//! at most N tids past it is the pipeline's torn tail. The probe reads on from the failed
+//! transaction's first block:
 //!
 //! | block read by the probe                               | decision                              |
 //! |-------------------------------------------------------|---------------------------------------|
 //! | valid header with a tid below the failed one          | torn tail: a stale block of an earlier pass; the log is contiguous, nothing newer lies beyond |
 //! | valid header of the failed tid                        | read on (the rest of the damaged transaction) |
-//! | valid first header (descriptor, revoke, fast commit) of a higher tid | scan from it: if a transaction commits, **damage**; else read on |
+//! | valid first header (descriptor, revoke, fast commit) of a higher tid | scan from it: if a transaction commits, **damage** (torn tail if its tid is at most the pipeline depth past the failed one); else read on |
 //! | anything else (data, multiwrite, zeros, garbage)      | read on, at most two descriptors' worth of blocks without a header (no whole transaction has a longer gap), then torn tail |
 //! | one pass over the ring read                           | torn tail                             |
 //!
