@@ -257,6 +257,17 @@ impl MountOptions {
         }
     }
 
+    /// How many commits' flushes may be in flight at once on this mount: 0 when commits are
+    /// not pipelined (`commit_pipeline=1`, or a journal driven step by step). The placement
+    /// must allow it too (`Placement::pipelines_commits`).
+    pub fn pipeline_depth(&self) -> u32 {
+        if self.commit_pipeline > 1 && !self.manual_journal {
+            self.commit_pipeline
+        } else {
+            0
+        }
+    }
+
     pub fn data(mut self, mode: DataMode) -> Self {
         self.data = mode;
         self

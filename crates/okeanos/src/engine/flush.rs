@@ -32,7 +32,7 @@ impl Okeanos {
     /// devices only.
     pub(super) fn defers_flush(&self, core: &Core, work: &JournalWork) -> bool {
         let JournalWork::Commit { plan, .. } = work else { return false };
-        if core.manual || self.inner.opts.commit_pipeline < 2 || !core.fs.journal.placement().pipelines_commits() {
+        if self.inner.opts.pipeline_depth() == 0 || !core.fs.journal.placement().pipelines_commits() {
             return false;
         }
         plan.io.stages.last().is_some_and(|s| !s.flush.is_empty() && s.remote.is_empty() && s.nvm.is_empty())
@@ -53,9 +53,7 @@ impl Okeanos {
         core.flush_jobs.push(FlushJob { upto, devs });
         self.inner.fcv.notify_one();
     }
-}
 
-impl Okeanos {
     /// Reports a flush to the scheduler and answers the syncs it settled (with the lock
     /// released); returns with the lock held again.
     fn report_flush<'a>(&'a self, mut core: std::sync::MutexGuard<'a, Core>, upto: Tid, res: Result<(), crate::device::DeviceError>) -> std::sync::MutexGuard<'a, Core> {
@@ -95,9 +93,8 @@ pub(super) fn flusher_thread(inner: Arc<Inner>) {
         }
         let jobs = std::mem::take(&mut core.flush_jobs);
         let upto = jobs.iter().map(|j| j.upto).max().expect("not empty");
-        let mut devs: Vec<DevId> = jobs.into_iter().flat_map(|j| j.devs).collect();
-        devs.sort();
-        devs.dedup();
+        // Each device once (`runtime::flush`).
+        let devs: Vec<DevId> = jobs.into_iter().flat_map(|j| j.devs).collect();
         let canary = inner.opts.faults.pipeline_answer_before_flush;
         if canary {
             core = me.report_flush(core, upto, Ok(()));

@@ -97,8 +97,7 @@ impl Okeanos {
             dev.flush()?;
             // Recovery after a crash of this mount must know how many commits it may have had
             // in flight at once (its journal superblock says).
-            let pipelined = opts.commit_pipeline > 1 && !opts.manual_journal;
-            journal.set_commit_pipeline(if pipelined && !opts.faults.pipeline_unrecorded { opts.commit_pipeline } else { 0 });
+            journal.set_commit_pipeline(if opts.faults.pipeline_unrecorded { 0 } else { opts.pipeline_depth() });
             runtime::execute(&journal.mount_plan(), &devs, &stats)?;
         }
         let ro_reason = match errors {
@@ -167,19 +166,14 @@ impl Okeanos {
                     }
                 }
             }
-            let pipelines = {
-                let core = me.lock();
-                !core.manual && me.inner.opts.commit_pipeline > 1 && core.fs.journal.placement().pipelines_commits()
-            };
-            if pipelines {
-                for _ in 0..me.inner.opts.commit_pipeline {
-                    let t = me.inner.clone();
-                    match std::thread::Builder::new().name("okeanos-flush".into()).spawn(move || flush::flusher_thread(t)) {
-                        Ok(h) => me.inner.threads.lock().unwrap_or_else(|e| e.into_inner()).push(h),
-                        Err(e) => {
-                            drop(me);
-                            return Err(FsError::Io(format!("starting a flusher thread: {e}")));
-                        }
+            let flushers = if me.lock().fs.journal.placement().pipelines_commits() { me.inner.opts.pipeline_depth() } else { 0 };
+            for _ in 0..flushers {
+                let t = me.inner.clone();
+                match std::thread::Builder::new().name("okeanos-flush".into()).spawn(move || flush::flusher_thread(t)) {
+                    Ok(h) => me.inner.threads.lock().unwrap_or_else(|e| e.into_inner()).push(h),
+                    Err(e) => {
+                        drop(me);
+                        return Err(FsError::Io(format!("starting a flusher thread: {e}")));
                     }
                 }
             }

@@ -104,8 +104,7 @@ impl<'a> LaneClock<'a> {
             return runtime::execute(work.io(), &inner.devs, &inner.stats);
         }
         inner.stats.on_lane(LanePhase::Steps, 1);
-        let now = || inner.clock.now_ns();
-        let res = if defer { runtime::execute_lane_deferring(work.io(), &inner.devs, &inner.stats, &now) } else { runtime::execute_lane(work.io(), &inner.devs, &inner.stats, &now) };
+        let res = runtime::execute_lane(work.io(), &inner.devs, &inner.stats, &|| inner.clock.now_ns(), defer);
         self.at = inner.clock.now_ns();
         res
     }

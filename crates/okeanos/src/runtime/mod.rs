@@ -136,15 +136,17 @@ pub fn execute_yielding(plan: &IoPlan, devs: &Devices, stats: &Stats, between: &
 }
 
 /// [`execute`] for the commit lane: its time, on `now` (the mount's clock), is counted in
-/// `stats` as the lane's writes and flushes ([`LaneTimes`](crate::stats::LaneTimes)).
-pub fn execute_lane(plan: &IoPlan, devs: &Devices, stats: &Stats, now: &dyn Fn() -> u64) -> Result<(), DeviceError> {
-    execute_lane_as(plan, devs, stats, now, false)
-}
-
-/// [`execute_lane`] without the last stage's flush (a pipelined commit: the caller issues it
-/// with [`flush`] once the lane is free, after every write of the plan completed).
-pub fn execute_lane_deferring(plan: &IoPlan, devs: &Devices, stats: &Stats, now: &dyn Fn() -> u64) -> Result<(), DeviceError> {
-    execute_lane_as(plan, devs, stats, now, true)
+/// `stats` as the lane's writes and flushes ([`LaneTimes`](crate::stats::LaneTimes)). With
+/// `skip_last_flush`, the last stage's flush is left out (a pipelined commit: the caller issues
+/// it with [`flush`] once the lane is free, after every write of the plan completed).
+pub fn execute_lane(plan: &IoPlan, devs: &Devices, stats: &Stats, now: &dyn Fn() -> u64, skip_last_flush: bool) -> Result<(), DeviceError> {
+    let t0 = now();
+    let mut flush_ns = 0;
+    let res = run(plan, devs, stats, &mut || {}, Some((now, &mut flush_ns)), skip_last_flush);
+    let total = now().saturating_sub(t0);
+    stats.on_lane(crate::stats::LanePhase::Flush, flush_ns.min(total));
+    stats.on_lane(crate::stats::LanePhase::Write, total.saturating_sub(flush_ns));
+    res
 }
 
 /// Flushes each distinct device of `ids` once: every write completed before the call is
@@ -160,16 +162,6 @@ pub fn flush(ids: &[DevId], devs: &Devices) -> Result<(), DeviceError> {
         }
     }
     Ok(())
-}
-
-fn execute_lane_as(plan: &IoPlan, devs: &Devices, stats: &Stats, now: &dyn Fn() -> u64, skip_last_flush: bool) -> Result<(), DeviceError> {
-    let t0 = now();
-    let mut flush_ns = 0;
-    let res = run(plan, devs, stats, &mut || {}, Some((now, &mut flush_ns)), skip_last_flush);
-    let total = now().saturating_sub(t0);
-    stats.on_lane(crate::stats::LanePhase::Flush, flush_ns.min(total));
-    stats.on_lane(crate::stats::LanePhase::Write, total.saturating_sub(flush_ns));
-    res
 }
 
 fn run(plan: &IoPlan, devs: &Devices, stats: &Stats, between: &mut dyn FnMut(), mut timed: Option<(&dyn Fn() -> u64, &mut u64)>, skip_last_flush: bool) -> Result<(), DeviceError> {
