@@ -344,6 +344,28 @@ fn the_floor_line_and_ext4_fast_commits_are_measured() {
     assert!(leftovers(dir.path()).is_empty(), "left behind: {:?}", leftovers(dir.path()));
 }
 
+/// The JetStream placement's floor line: `device:jetstream` publishes each record as one
+/// message of whole 4 KiB blocks to an R3 stream on a 3-node cluster the command starts, and
+/// each sync waits for its acknowledgement: one message and 4 KiB a sync, beside the placement
+/// itself in the same command.
+#[test]
+fn the_jetstream_floor_line_is_one_acknowledged_message_a_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let json = dir.path().join("j.json");
+    let o = okeanos(&["bench", "multistream", "--target", "device:jetstream,engine:jetstream", "--modes", "wasteless+dmeta", "--streams", "2", "--size", "100", "--duration", "300ms", "--dir", d, "--fs-size", "64M", "--journal-size", "16M", "--quiet", "--json", json.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let rs = runs(&json);
+    let floor = rs.iter().find(|r| r["target"] == "device:jetstream").expect("a device:jetstream run");
+    assert_eq!(floor["mode"], "r3-append+ack");
+    let syncs = u(floor, "syncs");
+    assert!(syncs > 0, "{floor}");
+    assert_eq!(u(floor, "commits"), syncs, "one message a sync: {floor}");
+    assert_eq!(u(floor, "journal_bytes"), syncs * 4096, "a 100-byte record is one 4 KiB message: {floor}");
+    let engine = rs.iter().find(|r| r["target"] == "engine:jetstream").expect("an engine:jetstream run");
+    assert!(u(engine, "syncs") > 0, "{engine}");
+}
+
 /// A test that cannot run here says so; where the test command promised what it needs
 /// (OKEANOS_TESTS_REQUIRE names `root` when it runs as root), it fails instead.
 fn skip(need: &str, why: &str) {

@@ -8,6 +8,7 @@ mod loopdev;
 mod mixed;
 mod multistream;
 mod rawdev;
+mod rawstream;
 mod recovery;
 pub mod target;
 
@@ -178,7 +179,9 @@ pub struct TargetArgs {
     /// engine:jetstream / engine:jetstream-default-fsync (a 3-node nats-server cluster on
     /// 127.0.0.1), mount:PATH, kernel:ext4-journal, kernel:ext4-ordered, kernel:ext4-writeback,
     /// kernel:ext4-fastcommit, kernel:xfs (root), device:loop (root: no file system, each
-    /// record one 4 KiB direct write and a flush of a raw loop device, the floor line).
+    /// record one 4 KiB direct write and a flush of a raw loop device, the floor line),
+    /// device:jetstream (no journal: each record one acknowledged message on a 3-node R3
+    /// cluster on 127.0.0.1, the JetStream placement's floor line).
     #[arg(long, default_value = "engine")]
     pub target: String,
     /// Directory for image files and loop-device backing files (default: the system's

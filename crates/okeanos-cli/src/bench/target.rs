@@ -3,7 +3,8 @@
 //! devices), any mounted directory (`mount:PATH`, such as an Okeanos FUSE mount), or a Linux
 //! file system the command makes on loop devices (`kernel:ext4-journal`, `kernel:ext4-ordered`,
 //! `kernel:ext4-writeback`, `kernel:ext4-fastcommit`, `kernel:xfs`), or no file system at all
-//! (`device:loop`, the floor line: bench/rawdev.rs). An [`Env`] is one prepared target for one mode:
+//! (`device:loop`, the floor line: bench/rawdev.rs; `device:jetstream`, the JetStream placement's:
+//! bench/rawstream.rs). An [`Env`] is one prepared target for one mode:
 //! it opens stream files, measures what has been written so far, and finishes (sync and
 //! unmount, so deferred writes are counted).
 
@@ -26,6 +27,9 @@ pub enum Target {
     /// The floor line: a raw loop device, each record one 4 KiB O_DIRECT write and a flush
     /// (bench/rawdev.rs).
     Device,
+    /// The JetStream placement's floor line: each record one acknowledged message on a 3-node
+    /// R3 cluster on 127.0.0.1 (bench/rawstream.rs).
+    StreamFloor,
 }
 
 /// Where the engine target's file system and journal are: one value per placement, each with its
@@ -96,6 +100,7 @@ impl Target {
         match s {
             "engine:image" => Ok(Target::Engine(Placement::Image)),
             "device:loop" => Ok(Target::Device),
+            "device:jetstream" => Ok(Target::StreamFloor),
             _ => {
                 if let Some(p) = s.strip_prefix("mount:") {
                     let p = PathBuf::from(p);
@@ -109,7 +114,7 @@ impl Target {
                     }
                     Ok(Target::Kernel(k.to_string()))
                 } else {
-                    Err(format!("unknown target {s:?}: use engine, engine:external, engine:loop, engine:nvm, engine:manylogs, engine:remote, engine:remote-tls, engine:jetstream, engine:jetstream-default-fsync, mount:PATH, kernel:ext4-journal|ext4-ordered|ext4-writeback|ext4-fastcommit|xfs or device:loop"))
+                    Err(format!("unknown target {s:?}: use engine, engine:external, engine:loop, engine:nvm, engine:manylogs, engine:remote, engine:remote-tls, engine:jetstream, engine:jetstream-default-fsync, mount:PATH, kernel:ext4-journal|ext4-ordered|ext4-writeback|ext4-fastcommit|xfs, device:loop or device:jetstream"))
                 }
             }
         }
@@ -121,6 +126,7 @@ impl Target {
             Target::Mount(p) => format!("mount:{}", p.display()),
             Target::Kernel(k) => format!("kernel:{k}"),
             Target::Device => "device:loop".into(),
+            Target::StreamFloor => "device:jetstream".into(),
         }
     }
 
@@ -131,6 +137,7 @@ impl Target {
             Target::Mount(_) => "mount".into(),
             Target::Engine(_) => "engine".into(),
             Target::Device => "raw-4k-write+flush".into(),
+            Target::StreamFloor => "r3-append+ack".into(),
         }
     }
 
@@ -143,7 +150,7 @@ impl Target {
         match self {
             Target::Kernel(_) | Target::Device => true,
             Target::Engine(p) => p.loop_devices(),
-            Target::Mount(_) => false,
+            Target::Mount(_) | Target::StreamFloor => false,
         }
     }
 }
@@ -282,6 +289,7 @@ pub fn prepare(t: &Target, cfg: Option<ContentConfig>, s: &Setup) -> Result<Box<
         Target::Mount(p) => Ok(Box::new(DirEnv::mount(p)?)),
         Target::Kernel(k) => Ok(Box::new(DirEnv::kernel(k, s)?)),
         Target::Device => Ok(Box::new(super::rawdev::RawEnv::new(s)?)),
+        Target::StreamFloor => Ok(Box::new(super::rawstream::StreamEnv::new(s)?)),
     }
 }
 

@@ -34,7 +34,10 @@ use async_nats::HeaderMap;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
+mod floor;
 mod message;
+
+pub use floor::FloorPublisher;
 
 pub use message::{assemble, decode_part, part_headers, Part, MESSAGE_VERSION};
 use message::number;
