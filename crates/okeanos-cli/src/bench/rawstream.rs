@@ -43,7 +43,7 @@ impl Env for StreamEnv {
         "r3-append+ack".into()
     }
     fn open(&self, _name: &str) -> Result<Box<dyn Stream>, String> {
-        Ok(Box::new(RawStream { publisher: self.publisher.clone(), sent: self.sent.clone(), appends: self.appends.clone(), pending: None }))
+        Ok(Box::new(RawStream { publisher: self.publisher.clone(), sent: self.sent.clone(), appends: self.appends.clone(), pending: Vec::new() }))
     }
     fn measure(&self) -> Result<Measure, String> {
         let sent = self.sent.load(Ordering::Relaxed);
@@ -63,18 +63,15 @@ struct RawStream {
     publisher: Arc<FloorPublisher>,
     sent: Arc<AtomicU64>,
     appends: Arc<AtomicU64>,
-    /// The record appended since the last sync, padded to whole blocks.
-    pending: Option<Vec<u8>>,
+    /// The records appended since the last sync, each padded to whole blocks.
+    pending: Vec<u8>,
 }
 
 impl Stream for RawStream {
     fn append(&mut self, data: &[u8]) -> Result<(), String> {
-        let mut m = data.to_vec();
-        m.resize(data.len().div_ceil(BLOCK).max(1) * BLOCK, 0);
-        match &mut self.pending {
-            Some(p) => p.extend_from_slice(&m),
-            None => self.pending = Some(m),
-        }
+        let at = self.pending.len();
+        self.pending.extend_from_slice(data);
+        self.pending.resize(at + data.len().div_ceil(BLOCK).max(1) * BLOCK, 0);
         Ok(())
     }
     fn write_at(&mut self, _off: u64, _data: &[u8]) -> Result<(), String> {
@@ -84,7 +81,10 @@ impl Stream for RawStream {
         Err("device:jetstream takes appends only (it is the floor line of synced appends)".into())
     }
     fn sync(&mut self, _full: bool) -> Result<(), String> {
-        let Some(m) = self.pending.take() else { return Ok(()) };
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let m = std::mem::take(&mut self.pending);
         let n = m.len() as u64;
         self.publisher.append(m).map_err(|e| format!("publishing to the stream: {e}"))?;
         self.sent.fetch_add(n, Ordering::Relaxed);
