@@ -123,6 +123,17 @@ fn api_tries(timeout: Duration) -> Vec<Duration> {
     tries
 }
 
+/// The pause before trying again a request refused at once for a reason that passes (the
+/// `n`th refusal in a row): 50 ms, doubling to 800 ms, so a recovering cluster is asked a few
+/// times a second, not thousands.
+fn refusal_pause(n: u32) -> Duration {
+    Duration::from_millis(50) * 2u32.pow(n.min(4))
+}
+
+/// At most this many tries of one API request, whatever the patience (a bound on the loop
+/// beside its deadline).
+const API_TRIES_MOST: usize = 1000;
+
 /// Whether an API request's failure may pass by itself: no answer in time, or no server to
 /// answer yet (a stream or meta leader being elected).
 fn transient(e: &RemoteError) -> bool {
@@ -154,7 +165,18 @@ fn with_context(e: RemoteError, what: &str, tries: usize, took: Duration) -> Rem
 /// stored (JetStream's error 10158, "duplicate message id is in process"): it will be stored or
 /// not, and a later try learns which from the stream's deduplication.
 fn in_process(e: &jetstream::context::PublishError) -> bool {
-    std::error::Error::source(e).and_then(|s| s.downcast_ref::<jetstream::Error>()).is_some_and(|j| j.error_code() == jetstream::ErrorCode::STREAM_DUPLICATE_MESSAGE_CONFLICT)
+    code(e).is_some_and(|c| c == jetstream::ErrorCode::STREAM_DUPLICATE_MESSAGE_CONFLICT)
+}
+
+/// Whether a publish was refused because the cluster is recovering (JetStream's error 10008,
+/// "JetStream system temporarily unavailable", while servers that came back rejoin): nothing
+/// was stored, and the same message may be published again.
+fn unavailable(e: &jetstream::context::PublishError) -> bool {
+    code(e).is_some_and(|c| c == jetstream::ErrorCode::CLUSTER_NOT_AVAILABLE)
+}
+
+fn code(e: &jetstream::context::PublishError) -> Option<jetstream::ErrorCode> {
+    std::error::Error::source(e).and_then(|s| s.downcast_ref::<jetstream::Error>()).map(|j| j.error_code())
 }
 
 fn net(addr: &str, m: impl std::fmt::Display) -> RemoteError {
@@ -277,6 +299,8 @@ impl JetStreamLink {
             // being elected) or the server this host reached does not know it yet. A network
             // failure, not the stream's refusal: a mounted host falls back to its local journal.
             PublishErrorKind::StreamNotFound => net(&self.addr, format!("no server answers for stream {} ({message}): its leader is being elected, or the stream is gone", self.stream)),
+            // The cluster recovering (10008) is not the stream's refusal either.
+            _ if unavailable(&e) => net(&self.addr, message),
             _ if message.contains("maximum bytes") => RemoteError::Full { addr: self.addr.clone(), message },
             _ => server(&self.addr, message),
         }
@@ -304,8 +328,9 @@ impl JetStreamLink {
                 Ok(a) => return Err(server(&self.addr, format!("stored at sequence {} where {want} was expected", a.sequence))),
                 // Lost with its connection, no stream leader to answer (an election after the
                 // leader died: "no responders"), or an earlier try of the same message still in
-                // process (it waits for its replicas): the same message again, until `bound`.
-                Err(e) if (matches!(e.kind(), PublishErrorKind::TimedOut | PublishErrorKind::BrokenPipe | PublishErrorKind::StreamNotFound) || in_process(&e)) && since.elapsed() < bound => {
+                // process (it waits for its replicas), or the cluster still recovering (10008):
+                // the same message again, until `bound`.
+                Err(e) if (matches!(e.kind(), PublishErrorKind::TimedOut | PublishErrorKind::BrokenPipe | PublishErrorKind::StreamNotFound) || in_process(&e) || unavailable(&e)) && since.elapsed() < bound => {
                     if !matches!(e.kind(), PublishErrorKind::TimedOut) {
                         std::thread::sleep(Duration::from_millis(50));
                     }
@@ -532,24 +557,41 @@ impl JetStreamLink {
     }
 
     /// One API request (`what` names it in the error), tried again while it fails for a
-    /// reason that passes ([`transient`]), each try waiting longer ([`api_tries`]), until
-    /// [`Self::patience`] has passed. Only idempotent requests come here: reads, and creations and
-    /// purges whose repetition changes nothing.
+    /// reason that passes ([`transient`]) until [`Self::patience`] has passed. A try that got
+    /// no answer in its wait (a request lost in a leader change) is followed by one that waits
+    /// longer ([`api_tries`]); a try refused at once (no responders, "JetStream system
+    /// temporarily unavailable" while the meta group recovers) is tried again after a short
+    /// pause ([`refusal_pause`]) with the same wait. Bounded by the deadline, not by a count of
+    /// tries: refusals come back in microseconds, and a count of them once spent a mount's
+    /// whole patience in no time (4 tries in 0.0 s). Only idempotent requests come here: reads,
+    /// and creations and purges whose repetition changes nothing.
     fn api_call<T>(&self, what: &str, f: impl AsyncFn(jetstream::Context) -> Result<T, RemoteError>) -> Result<T, RemoteError> {
-        let tries = api_tries(self.patience());
+        let waits = api_tries(self.patience());
         let since = std::time::Instant::now();
-        let mut last = None;
-        for (k, wait) in tries.iter().enumerate() {
+        let deadline = since + self.patience();
+        let (mut lost, mut refused, mut tries) = (0usize, 0u32, 0usize);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let wait = waits.get(lost).copied().unwrap_or(left).min(left).max(Duration::from_millis(1));
             let mut ctx = self.api.clone();
-            ctx.set_timeout(*wait);
-            match self.rt.block_on(f(ctx)) {
+            ctx.set_timeout(wait);
+            let started = std::time::Instant::now();
+            tries += 1;
+            let e = match self.rt.block_on(f(ctx)) {
                 Ok(t) => return Ok(t),
-                Err(e) if transient(&e) && k + 1 < tries.len() => last = Some(e),
-                Err(e) => return Err(with_context(e, what, k + 1, since.elapsed())),
+                Err(e) => e,
+            };
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if !transient(&e) || left.is_zero() || tries >= API_TRIES_MOST {
+                return Err(with_context(e, what, tries, since.elapsed()));
+            }
+            if started.elapsed() >= wait {
+                (lost, refused) = (lost + 1, 0);
+            } else {
+                std::thread::sleep(refusal_pause(refused).min(left));
+                refused += 1;
             }
         }
-        let e = last.unwrap_or_else(|| net(&self.addr, "no try was made"));
-        Err(with_context(e, what, tries.len(), since.elapsed()))
     }
 
     /// The stream's state and leader, from the servers.
@@ -639,6 +681,12 @@ mod tests {
         assert!(transient(&net("a", "no responders")));
         assert!(transient(&net("a", "JetStream error: JetStream system temporarily unavailable (code 503, error code 10008)")));
         assert!(!transient(&server("a", "timed out")), "a server's refusal is not retried");
+        // Refusals in a row: a few a second at most once the cluster is slow to recover, and
+        // enough of them to outlast a mount's settling time within the bound on tries.
+        assert_eq!(refusal_pause(0), Duration::from_millis(50));
+        assert_eq!(refusal_pause(10), Duration::from_millis(800));
+        let most: Duration = (0..API_TRIES_MOST as u32).map(refusal_pause).sum();
+        assert!(most > Duration::from_secs(600), "{most:?}");
         assert!(!transient(&net("a", "stream not found")));
         let e = with_context(net("a", "timed out"), "stream info", 4, Duration::from_secs(30));
         assert!(matches!(&e, RemoteError::Network { message, .. } if message == "stream info: timed out (4 tries over 30.0 s)"), "{e}");
