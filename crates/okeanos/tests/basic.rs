@@ -223,6 +223,53 @@ fn group_commits_of_records_are_fast_commit_spans() {
     assert!(fast == 0 && spans == 0 && bytes == classic_bytes, "a journal without spans: {bytes} bytes, {fast} fast");
 }
 
+/// Compact tags (docs/FORMAT.md, "Compact tags"): a group commit of 40 appends of 128 bytes to
+/// 40 files under wasteless+dmeta (80 records: each append and its inode's changed bytes) is a
+/// fast commit whose tags take 10 bytes, not 16, so it writes fewer sectors, and recovers the
+/// same after a crash; a journal made before the form (its superblock without
+/// FAST_COMMIT_COMPACT) still mounts and writes full tags.
+#[test]
+fn fast_commits_carry_compact_tags_and_old_journals_keep_full_ones() {
+    use okeanos::format::journal::jfeature;
+    let o = || {
+        let mut o = opts(DataMode::Wasteless);
+        o.dmeta = true;
+        o.short_writes = Some(true);
+        o
+    };
+    let run = |dev: &Arc<okeanos::MemDevice>| {
+        let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o()).unwrap();
+        let files: Vec<_> = (0..40).map(|k| fs.create_file(&format!("/f{k}")).unwrap()).collect();
+        for (k, f) in files.iter().enumerate() {
+            f.append(&record(k, 0, 128)).unwrap();
+        }
+        fs.sync().unwrap();
+        let before = fs.counters();
+        for (k, f) in files.iter().enumerate() {
+            f.append(&record(k, 1, 128)).unwrap();
+        }
+        fs.sync().unwrap();
+        let c = fs.counters().since(&before);
+        assert_eq!((c.commits, c.fast_commits), (1, 1), "one fast commit for the 40 appends");
+        let image = Arc::new(okeanos::MemDevice::from_bytes(dev.snapshot()));
+        drop(files);
+        drop(fs);
+        let fs = Okeanos::mount(image.clone() as Arc<dyn Device>, None, o()).unwrap();
+        for k in 0..40usize {
+            let expect: Vec<u8> = (0..2).flat_map(|n| record(k, n, 128)).collect();
+            assert_eq!(fs.read_path(&format!("/f{k}")).unwrap(), expect, "file {k} after the crash");
+        }
+        fs.unmount().unwrap();
+        assert_fsck_clean(image, None);
+        c.journal_bytes
+    };
+    let compact = run(&mem_fs(32 * MB, 1024));
+    let full = run(&without_journal_feature(jfeature::FAST_COMMIT_COMPACT));
+    eprintln!("40 appends of 128 bytes: {compact} journal bytes with compact tags, {full} with full ones");
+    // 80 tags x 6 bytes saved: 480 bytes, a sector at least once rounded to sectors.
+    assert!(compact + 512 <= full, "compact tags ({compact} bytes) save at least a sector against full ones ({full})");
+}
+
 #[test]
 fn external_journal_on_its_own_device() {
     let dev = Arc::new(okeanos::MemDevice::new(32 * MB));

@@ -163,7 +163,7 @@ fn fast_commit_round_trip_flips_and_torn_sectors() {
         .collect();
     let stream: Vec<u8> = (0..3000).map(|i| (i * 7 % 251) as u8).collect();
     let tags: Vec<Tag> = tags.into_iter().enumerate().map(|(i, t)| Tag { data_hash: jf::data_hash(t.fs_block, t.offset, &stream[i * 500..(i + 1) * 500]), ..t }).collect();
-    let f = jf::FastCommit { tid: okeanos::Tid::new(41), tags, stream, handle_count: 3, commit_time_ns: 99 };
+    let f = jf::FastCommit { tid: okeanos::Tid::new(41), tags, stream, handle_count: 3, commit_time_ns: 99, compact: false };
     let mut b = vec![0u8; BS];
     f.encode(&mut b);
     assert_eq!(jf::header(&b).map(|(k, t)| (k, t.get())), Some((jf::JBlockType::FastCommit, 41)));
@@ -180,7 +180,7 @@ fn fast_commit_round_trip_flips_and_torn_sectors() {
     // Torn writes: each written sector left as zeros, or as the same sector of another fast
     // commit (an earlier pass over the log), is caught.
     let mut older = vec![0u8; BS];
-    jf::FastCommit { tid: okeanos::Tid::new(7), tags: f.tags[..2].to_vec(), stream: f.stream[..1000].to_vec(), handle_count: 1, commit_time_ns: 5 }.encode(&mut older);
+    jf::FastCommit { tid: okeanos::Tid::new(7), tags: f.tags[..2].to_vec(), stream: f.stream[..1000].to_vec(), handle_count: 1, commit_time_ns: 5, compact: false }.encode(&mut older);
     assert_eq!(jf::written_len(&older), 3 * 512);
     for sector in 0..used / 512 {
         for old in [&vec![0u8; BS], &older] {
@@ -223,7 +223,7 @@ fn fast_commit_span_round_trip_flips_torn_sectors_and_bounds() {
                 Tag { fs_block, flags: jf::tag_flags::MULTIWRITE, offset, len: len as u16, data_hash: jf::data_hash(fs_block, offset, bytes) }
             })
             .collect();
-        jf::FastCommit { tid: okeanos::Tid::new(tid), tags, stream, handle_count: n as u32, commit_time_ns: 7 }
+        jf::FastCommit { tid: okeanos::Tid::new(tid), tags, stream, handle_count: n as u32, commit_time_ns: 7, compact: false }
     };
     // 60 records of 128 bytes: 40 + 960 + 7,680 + 8 bytes of content and hash, three blocks.
     let f = records(60, 128, 77);
@@ -278,11 +278,11 @@ fn fast_commit_span_round_trip_flips_torn_sectors_and_bounds() {
     assert_eq!(jf::FastCommit::first_span(&one).unwrap().blocks, 1);
     // Bounds: 16 blocks at most, and what takes a second block.
     let room = BS + 15 * (BS - 24) - 40 - 16 - 8;
-    assert!(jf::FastCommit::fits_in(BS, 1, room.min(u16::MAX as usize), 16));
-    assert!(!jf::FastCommit::fits_in(BS, 1, BS - 40 - 16 - 7, 1));
-    assert!(jf::FastCommit::fits_in(BS, 1, BS - 40 - 16 - 7, 2));
-    assert!(!jf::FastCommit::fits_in(BS, 600, 16 * BS, 16));
-    assert!(!jf::FastCommit::fits_in(BS, 600, 16 * BS, 99), "no more than 16 blocks, whatever is asked");
+    assert!(jf::FastCommit::fits_in(BS, 1, room.min(u16::MAX as usize), 16, false));
+    assert!(!jf::FastCommit::fits_in(BS, 1, BS - 40 - 16 - 7, 1, false));
+    assert!(jf::FastCommit::fits_in(BS, 1, BS - 40 - 16 - 7, 2, false));
+    assert!(!jf::FastCommit::fits_in(BS, 600, 16 * BS, 16, false));
+    assert!(!jf::FastCommit::fits_in(BS, 600, 16 * BS, 99, false), "no more than 16 blocks, whatever is asked");
     // A sectors field past 16 blocks, or disagreeing with the counts, is refused from the first
     // block, never buffered.
     for v in [17 * 8u32, u32::MAX, 3 * 8, 0] {
@@ -290,6 +290,92 @@ fn fast_commit_span_round_trip_flips_torn_sectors_and_bounds() {
         x[28..32].copy_from_slice(&v.to_le_bytes());
         assert!(jf::FastCommit::first_span(&x).is_err(), "sectors {v}");
     }
+}
+
+/// Compact tags (journal feature FAST_COMMIT_COMPACT): 10 bytes a tag instead of 16, the block,
+/// FRESH and METADATA in 48 bits, no record hash (the fast commit's hash covers the records).
+/// Round trip over one block and over a span, every flipped byte of the written sectors caught,
+/// any sector torn back caught, the tag count's flag and lengths bounded, and what cannot be
+/// compact.
+#[test]
+fn compact_fast_commit_round_trip_flips_torn_sectors_and_bounds() {
+    let records = |n: u64, len: usize, tid: u64, compact: bool| {
+        let stream: Vec<u8> = (0..n as usize * len).map(|i| ((i as u64 * 11 + tid) % 251) as u8).collect();
+        let tags: Vec<Tag> = (0..n)
+            .map(|k| {
+                let (fs_block, offset) = (HomeBlock::new(if k == 1 { jf::MAX_COMPACT_TAG_BLOCK } else { 900 + k }), (k % 9 * 13) as u16);
+                let bytes = &stream[k as usize * len..(k as usize + 1) * len];
+                let flags = jf::tag_flags::MULTIWRITE | if k % 3 == 0 { jf::tag_flags::FRESH } else { 0 } | if k % 2 == 0 { jf::tag_flags::METADATA } else { 0 };
+                Tag { fs_block, flags, offset, len: len as u16, data_hash: jf::data_hash(fs_block, offset, bytes) }
+            })
+            .collect();
+        jf::FastCommit { tid: okeanos::Tid::new(tid), tags, stream, handle_count: n as u32, commit_time_ns: 3, compact }
+    };
+    let decode = |v: &[Vec<u8>]| jf::FastCommit::decode_span(&v.iter().map(Vec::as_slice).collect::<Vec<_>>(), true);
+    // One block: 40 + 10 x 10 + 10 x 128 + 8 = 1,428 bytes, 3 sectors (the full tags' 1,488
+    // would be 3 too; 25 records of 128 bytes are where a sector is saved).
+    let f = records(10, 128, 21, true);
+    let one = f.encode_span(BS);
+    assert_eq!(one.len(), 1);
+    assert_eq!(decode(&one).unwrap(), f, "flags, offsets, lengths and the records' hashes come back");
+    assert_eq!(jf::written_len(&one[0]), 3 * 512);
+    every_flip_caught(&one[0], 0..jf::written_len(&one[0]), |x| jf::FastCommit::decode(x, true).map(|_| ()));
+    // 25 records of 128 bytes: 40 + 250 + 3,200 + 8 = 3,498 bytes, 7 sectors compact; 3,648
+    // and 8 sectors full.
+    let (c, full) = (records(25, 128, 22, true), records(25, 128, 22, false));
+    assert_eq!(jf::written_len(&c.encode_span(BS)[0]), 7 * 512);
+    assert_eq!(jf::written_len(&full.encode_span(BS)[0]), 8 * 512);
+    assert_eq!(decode(&full.encode_span(BS)).unwrap(), full, "the full form still reads");
+    // A span: 60 records of 128 bytes, 40 + 600 + 7,680 + 8 = 8,328 bytes, three blocks (the
+    // last 160 bytes after its header: one sector, where the full form fills two).
+    let f = records(60, 128, 23, true);
+    let span = f.encode_span(BS);
+    assert_eq!(span.len(), 3);
+    assert_eq!(decode(&span).unwrap(), f);
+    assert_eq!(jf::written_len(&span[2]), 512);
+    let older = records(50, 128, 12, false).encode_span(BS);
+    for k in 0..3 {
+        let written = jf::written_len(&span[k]);
+        for i in (0..written).step_by(3) {
+            let mut x = span.clone();
+            x[k][i] ^= 0x21;
+            assert!(decode(&x).is_err(), "block {k} byte {i} flipped is not caught");
+        }
+        for sector in 0..written / 512 {
+            for old in [&vec![0u8; BS], &older[k.min(older.len() - 1)]] {
+                let mut x = span.clone();
+                x[k][sector * 512..(sector + 1) * 512].copy_from_slice(&old[sector * 512..(sector + 1) * 512]);
+                if x[k] != span[k] {
+                    assert!(decode(&x).is_err(), "block {k} sector {sector} torn back is not caught");
+                }
+            }
+        }
+    }
+    // Without the hash check (the canary's way), the bytes as read are taken: a flipped record
+    // byte then passes, so only the fast commit's hash guards compact records.
+    let mut x = one.clone();
+    x[0][40 + 100 + 5] ^= 1;
+    assert!(jf::FastCommit::decode(&x[0], false).is_ok());
+    assert!(jf::FastCommit::decode(&x[0], true).is_err());
+    // Bounds: what fits one block compact and not full; the count field's flag is the form.
+    assert!(jf::FastCommit::fits_in(BS, 1, BS - 40 - 10 - 8, 1, true));
+    assert!(!jf::FastCommit::fits_in(BS, 1, BS - 40 - 10 - 7, 1, true));
+    assert!(!jf::FastCommit::fits_in(BS, 1, BS - 40 - 10 - 8, 1, false));
+    for v in [u32::MAX, 0x8000_0000, 0x8000_0000 | 11, 10] {
+        let mut x = one[0].clone();
+        x[16..20].copy_from_slice(&v.to_le_bytes());
+        assert!(jf::FastCommit::decode(&x, false).is_err(), "tag count field {v:#x}");
+    }
+    // A tag's length running past the stream, or past its block, is an error, not a panic.
+    for (tag, len) in [(9usize, 129u16), (0, u16::MAX), (3, 0)] {
+        let mut x = one[0].clone();
+        x[40 + tag * 10 + 8..40 + tag * 10 + 10].copy_from_slice(&len.to_le_bytes());
+        assert!(jf::FastCommit::decode(&x, false).is_err(), "tag {tag} of length {len}");
+    }
+    // A block above 2^46 - 1 cannot be named by a compact tag; the full form names it.
+    let high = Tag { fs_block: HomeBlock::new(jf::MAX_COMPACT_TAG_BLOCK + 1), flags: jf::tag_flags::MULTIWRITE, offset: 0, len: 1, data_hash: 0 };
+    assert!(!jf::FastCommit::compactable(&high));
+    assert!(jf::FastCommit::compactable(&f.tags[1]), "the largest compact block");
 }
 
 #[test]

@@ -83,7 +83,11 @@ pub mod jfeature {
     /// A fast commit may span several blocks ([`super::FastCommit`], continuation blocks of
     /// type 6): a transaction of records up to [`super::MAX_FAST_BLOCKS`] blocks long.
     pub const FAST_COMMIT_SPAN: u32 = 1 << 3;
-    pub const KNOWN: u32 = TX_CHECKSUM | MULTIWRITE | FAST_COMMIT | FAST_COMMIT_SPAN;
+    /// A fast commit may carry its tags in the 10-byte compact form ([`super::FastCommit`]'s
+    /// `compact`, [`super::COMPACT_TAG_SIZE`]): without a record hash, which the fast commit's
+    /// own hash makes redundant. The bit keeps binaries that do not know the form away.
+    pub const FAST_COMMIT_COMPACT: u32 = 1 << 4;
+    pub const KNOWN: u32 = TX_CHECKSUM | MULTIWRITE | FAST_COMMIT | FAST_COMMIT_SPAN | FAST_COMMIT_COMPACT;
 }
 
 /// Magic of a multiwrite block (continuation of a descriptor's record stream). It is not
@@ -95,6 +99,16 @@ pub const MULTIWRITE_HEADER: usize = 8;
 pub const MAX_TAG_BLOCK: u64 = (1 << 48) - 1;
 
 pub const TAG_SIZE: usize = 16;
+/// A tag in a compact fast commit: `[fs_block: 46 bits, FRESH, METADATA: u48][offset: u16]
+/// [len: u16]`, multiwrite implied, no record hash.
+pub const COMPACT_TAG_SIZE: usize = 10;
+/// Largest block number a compact tag can name; a transaction touching a block above it takes
+/// the full tag form.
+pub const MAX_COMPACT_TAG_BLOCK: u64 = (1 << 46) - 1;
+const COMPACT_FRESH: u64 = 1 << 46;
+const COMPACT_METADATA: u64 = 1 << 47;
+/// In a fast commit's tag count field: the tags are compact.
+const FAST_COUNT_COMPACT: u32 = 1 << 31;
 const DESC_COUNT_AT: usize = 16;
 const DESC_TAGS_AT: usize = 24;
 const REVOKE_COUNT_AT: usize = 16;
@@ -177,6 +191,11 @@ impl JournalSuperblock {
     /// Whether no log needs recovery (`start` is zero).
     pub fn is_clean(&self) -> bool {
         self.start == LogPos::ZERO
+    }
+
+    /// Whether fast commits may carry compact tags in this journal (FAST_COMMIT_COMPACT).
+    pub fn fast_commit_compact(&self) -> bool {
+        self.features & jfeature::FAST_COMMIT_COMPACT != 0
     }
 
     /// The most blocks a fast commit may span in this journal: 0 without the FAST_COMMIT
@@ -471,6 +490,10 @@ pub struct FastCommit {
     pub stream: Vec<u8>,
     pub handle_count: u32,
     pub commit_time_ns: i64,
+    /// Tags in the compact form ([`COMPACT_TAG_SIZE`] bytes, no record hash; the journal's
+    /// FAST_COMMIT_COMPACT feature). Decoded compact tags carry the hash of their record as
+    /// read, so later checks of it pass: the fast commit's hash has vouched for its bytes.
+    pub compact: bool,
 }
 
 const FAST_COUNT_AT: usize = 16;
@@ -545,24 +568,35 @@ impl FastSpan {
 }
 
 impl FastCommit {
+    /// Bytes one tag takes.
+    fn tag_size(compact: bool) -> usize {
+        if compact { COMPACT_TAG_SIZE } else { TAG_SIZE }
+    }
+
     /// Bytes of fields, tags and records (the hash and continuation headers not counted).
-    fn content_len(tags: usize, stream: usize) -> usize {
-        FAST_TAGS_AT + tags * TAG_SIZE + stream
+    fn content_len(tags: usize, stream: usize, compact: bool) -> usize {
+        FAST_TAGS_AT + tags * Self::tag_size(compact) + stream
     }
 
-    /// The span `tags` tags with `stream` record bytes take.
-    pub fn span(block_size: usize, tags: usize, stream: usize) -> FastSpan {
-        FastSpan::of(block_size, Self::content_len(tags, stream))
+    /// The span `tags` tags (compact or not) with `stream` record bytes take.
+    pub fn span(block_size: usize, tags: usize, stream: usize, compact: bool) -> FastSpan {
+        FastSpan::of(block_size, Self::content_len(tags, stream, compact))
     }
 
-    /// Whether `tags` tags with `stream` record bytes fit one block.
+    /// Whether `tags` full tags with `stream` record bytes fit one block.
     pub fn fits(block_size: usize, tags: usize, stream: usize) -> bool {
-        Self::fits_in(block_size, tags, stream, 1)
+        Self::fits_in(block_size, tags, stream, 1, false)
     }
 
     /// Whether they fit `max_blocks` blocks (at most [`MAX_FAST_BLOCKS`]).
-    pub fn fits_in(block_size: usize, tags: usize, stream: usize, max_blocks: usize) -> bool {
-        tags >= 1 && Self::span(block_size, tags, stream).blocks <= max_blocks.min(MAX_FAST_BLOCKS)
+    pub fn fits_in(block_size: usize, tags: usize, stream: usize, max_blocks: usize, compact: bool) -> bool {
+        tags >= 1 && Self::span(block_size, tags, stream, compact).blocks <= max_blocks.min(MAX_FAST_BLOCKS)
+    }
+
+    /// Whether a tag can take the compact form: a record (not escaped) of a block a compact
+    /// tag can name.
+    pub fn compactable(t: &Tag) -> bool {
+        t.is_multiwrite() && t.flags & tag_flags::ESCAPED == 0 && t.fs_block.get() <= MAX_COMPACT_TAG_BLOCK
     }
 
     /// Encodes into one block; the transaction must fit one ([`FastCommit::fits`]).
@@ -577,21 +611,27 @@ impl FastCommit {
         let (n, len) = (self.tags.len(), self.stream.len());
         assert!(n >= 1 && block_size >= SECTOR && block_size % SECTOR == 0);
         debug_assert_eq!(Descriptor::stream_len(&self.tags), len);
-        let content_len = Self::content_len(n, len);
+        let content_len = Self::content_len(n, len, self.compact);
         let span = FastSpan::of(block_size, content_len);
         assert!(span.blocks <= MAX_FAST_BLOCKS, "a fast commit spans at most {MAX_FAST_BLOCKS} blocks");
         let mut c = vec![0u8; content_len];
         put_header(&mut c, JBlockType::FastCommit, self.tid);
-        Le::put_u32(&mut c, FAST_COUNT_AT, n as u32);
+        Le::put_u32(&mut c, FAST_COUNT_AT, n as u32 | if self.compact { FAST_COUNT_COMPACT } else { 0 });
         Le::put_u32(&mut c, FAST_STREAM_AT, len as u32);
         Le::put_u32(&mut c, FAST_HANDLES_AT, self.handle_count);
         Le::put_u32(&mut c, FAST_SECTORS_AT, span.sectors(block_size) as u32);
         Le::put_i64(&mut c, FAST_TIME_AT, self.commit_time_ns);
+        let size = Self::tag_size(self.compact);
         for (i, t) in self.tags.iter().enumerate() {
             assert!(t.is_multiwrite() && t.fs_block.get() <= MAX_TAG_BLOCK);
-            put_tag(&mut c, FAST_TAGS_AT + i * TAG_SIZE, t);
+            if self.compact {
+                assert!(Self::compactable(t), "a compact tag names a record of a block below 2^46");
+                put_compact_tag(&mut c, FAST_TAGS_AT + i * size, t);
+            } else {
+                put_tag(&mut c, FAST_TAGS_AT + i * size, t);
+            }
         }
-        let at = FAST_TAGS_AT + n * TAG_SIZE;
+        let at = FAST_TAGS_AT + n * size;
         c[at..].copy_from_slice(&self.stream);
         let mut blocks = Vec::with_capacity(span.blocks);
         let mut from = 0;
@@ -627,11 +667,18 @@ impl FastCommit {
         let Some(span) = FastSpan::from_sectors(b.len(), sectors) else {
             return Err(invalid(W, format!("{sectors} sectors: more than {MAX_FAST_BLOCKS} blocks")));
         };
-        let (n, len) = (Le::u32(b, FAST_COUNT_AT) as usize, Le::u32(b, FAST_STREAM_AT) as usize);
-        if n == 0 || n > MAX_FAST_BLOCKS * b.len() / TAG_SIZE || len > MAX_FAST_BLOCKS * b.len() || Self::span(b.len(), n, len) != span {
+        let (n, compact) = Self::count(b);
+        let len = Le::u32(b, FAST_STREAM_AT) as usize;
+        if n == 0 || n > MAX_FAST_BLOCKS * b.len() / Self::tag_size(compact) || len > MAX_FAST_BLOCKS * b.len() || Self::span(b.len(), n, len, compact) != span {
             return Err(invalid(W, format!("{n} tags and {len} stream bytes do not fill {sectors} sectors")));
         }
         Ok(span)
+    }
+
+    /// The tag count field: how many tags, and whether they are compact.
+    fn count(b: &[u8]) -> (usize, bool) {
+        let v = Le::u32(b, FAST_COUNT_AT);
+        ((v & !FAST_COUNT_COMPACT) as usize, v & FAST_COUNT_COMPACT != 0)
     }
 
     /// Decodes and checks a fast commit of one block. `verify_hash` false skips the hash
@@ -665,15 +712,28 @@ impl FastCommit {
             let end = if k + 1 == span.blocks { span.hash_at() } else { bs };
             c.extend_from_slice(&b[if k == 0 { 0 } else { FAST_MORE_AT }..end]);
         }
-        let n = Le::u32(&c, FAST_COUNT_AT) as usize;
+        let (n, compact) = Self::count(&c);
+        let size = Self::tag_size(compact);
         let stream_len = Le::u32(&c, FAST_STREAM_AT) as usize;
-        let at = FAST_TAGS_AT + n * TAG_SIZE;
+        let at = FAST_TAGS_AT + n * size;
         if at + stream_len > c.len() {
             return Err(invalid(W, format!("{n} tags and {stream_len} stream bytes overrun the span")));
         }
         let mut tags = Vec::with_capacity(n);
+        let mut from = at;
         for i in 0..n {
-            let t = get_tag(&c, FAST_TAGS_AT + i * TAG_SIZE);
+            let t = if compact {
+                // No stored hash: the one of the bytes as read (the span's hash vouched for
+                // them, or the caller asked for no check). A length past the stream is caught
+                // below, by the sum of lengths.
+                let mut t = get_compact_tag(&c, FAST_TAGS_AT + i * size);
+                let end = (from + t.len as usize).min(at + stream_len);
+                t.data_hash = data_hash(t.fs_block, t.offset, &c[from.min(end)..end]);
+                from = end;
+                t
+            } else {
+                get_tag(&c, FAST_TAGS_AT + i * size)
+            };
             if t.flags & !tag_flags::KNOWN != 0 || !t.is_multiwrite() || t.len == 0 || t.offset as usize + t.len as usize > bs || t.flags & tag_flags::ESCAPED != 0 {
                 return Err(invalid(W, format!("tag {t:?} is not a well-formed multiwrite tag")));
             }
@@ -688,6 +748,7 @@ impl FastCommit {
             stream: c[at..at + stream_len].to_vec(),
             handle_count: Le::u32(&c, FAST_HANDLES_AT),
             commit_time_ns: Le::i64(&c, FAST_TIME_AT),
+            compact,
         })
     }
 }
@@ -726,6 +787,28 @@ fn put_tag(out: &mut [u8], at: usize, t: &Tag) {
     Le::put_u16(out, at + 8, t.flags);
     Le::put_u16(out, at + 10, t.offset);
     Le::put_u32(out, at + 12, t.data_hash);
+}
+
+/// A compact tag ([`COMPACT_TAG_SIZE`]): block, FRESH and METADATA in 48 bits, offset, length.
+fn put_compact_tag(out: &mut [u8], at: usize, t: &Tag) {
+    let mut v = t.fs_block.get();
+    if t.flags & tag_flags::FRESH != 0 {
+        v |= COMPACT_FRESH;
+    }
+    if t.flags & tag_flags::METADATA != 0 {
+        v |= COMPACT_METADATA;
+    }
+    out[at..at + 6].copy_from_slice(&v.to_le_bytes()[..6]);
+    Le::put_u16(out, at + 6, t.offset);
+    Le::put_u16(out, at + 8, t.len);
+}
+
+fn get_compact_tag(b: &[u8], at: usize) -> Tag {
+    let mut v = [0u8; 8];
+    v[..6].copy_from_slice(&b[at..at + 6]);
+    let v = u64::from_le_bytes(v);
+    let flags = tag_flags::MULTIWRITE | if v & COMPACT_FRESH != 0 { tag_flags::FRESH } else { 0 } | if v & COMPACT_METADATA != 0 { tag_flags::METADATA } else { 0 };
+    Tag { fs_block: HomeBlock::new(v & MAX_COMPACT_TAG_BLOCK), flags, offset: Le::u16(b, at + 6), len: Le::u16(b, at + 8), data_hash: 0 }
 }
 
 fn get_tag(b: &[u8], at: usize) -> Tag {

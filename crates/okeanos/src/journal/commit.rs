@@ -283,7 +283,10 @@ impl Journal {
             }
         }
         let bs = self.cfg.block_size;
-        if !jf::FastCommit::fits_in(bs, items.len(), stream_len, self.cfg.fast_commit_blocks) {
+        // Compact tags where the journal has the form and every record's block can be named
+        // by one (docs/FORMAT.md, "Compact tags").
+        let compact = self.cfg.fast_commit_compact && items.iter().all(|i| matches!(i, Item::Record { block, .. } if block.get() <= jf::MAX_COMPACT_TAG_BLOCK));
+        if !jf::FastCommit::fits_in(bs, items.len(), stream_len, self.cfg.fast_commit_blocks, compact) {
             return false;
         }
         let mut tags = Vec::with_capacity(items.len());
@@ -296,7 +299,7 @@ impl Journal {
         stats.records += items.len() as u64;
         stats.record_bytes += stream_len as u64;
         stats.inline_bytes += stream_len as u64;
-        let fc = jf::FastCommit { tid: tx.tid, tags, stream, handle_count: tx.handles, commit_time_ns: wall_ns };
+        let fc = jf::FastCommit { tid: tx.tid, tags, stream, handle_count: tx.handles, commit_time_ns: wall_ns, compact };
         let blocks = fc.encode_span(bs);
         stats.fast_blocks = blocks.len() as u32;
         for b in blocks {

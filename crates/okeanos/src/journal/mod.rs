@@ -61,13 +61,15 @@ pub struct JournalConfig {
     /// (0: never; `fast_commit=on`, `fast_commit_blocks=` and the journal's FAST_COMMIT and
     /// FAST_COMMIT_SPAN features).
     pub fast_commit_blocks: usize,
+    /// Fast commits carry compact tags (the journal's FAST_COMMIT_COMPACT feature).
+    pub fast_commit_compact: bool,
 }
 
 impl JournalConfig {
     /// The configuration for a placement of `capacity` journal blocks.
     pub fn new(capacity: u64, block_size: usize) -> Self {
         let max_tx_blocks = (capacity / 4).max(8);
-        JournalConfig { block_size, max_tx_blocks, faults: Faults::default(), lazy_checkpoint: false, dirty_background_blocks: 0, datasync_in_place: false, fast_commit_blocks: 0 }
+        JournalConfig { block_size, max_tx_blocks, faults: Faults::default(), lazy_checkpoint: false, dirty_background_blocks: 0, datasync_in_place: false, fast_commit_blocks: 0, fast_commit_compact: false }
     }
 }
 

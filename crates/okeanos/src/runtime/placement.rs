@@ -75,6 +75,9 @@ pub struct Opened {
     /// The most blocks a fast commit may span in this journal
     /// ([`crate::format::journal::JournalSuperblock::fast_commit_blocks`]).
     pub fast_commit_blocks: usize,
+    /// Whether its fast commits may carry compact tags
+    /// ([`crate::format::journal::JournalSuperblock::fast_commit_compact`]).
+    pub fast_commit_compact: bool,
 }
 
 /// Writes what a new file system's journal holds after its superblock (mkfs), on `jdev` from
@@ -157,7 +160,7 @@ pub fn open(devs: &mut Devices, sb: &Superblock, region: LogRegion, jsb: &Journa
         JournalKind::Remote(_) if !offline && jsb.remote.local && !opts.read_only => Kinded::Remote(Remote::new(Ring::new(region, jsb.clone()), region.ring_len(), None)),
         JournalKind::Remote(_) | JournalKind::Ring => Kinded::Ring(Ring::new(region, jsb.clone())),
     };
-    Ok(Opened { placement, region, floor, remote, fast_commit_blocks: jsb.fast_commit_blocks() })
+    Ok(Opened { placement, region, floor, remote, fast_commit_blocks: jsb.fast_commit_blocks(), fast_commit_compact: jsb.fast_commit_compact() })
 }
 
 impl Opened {
