@@ -115,6 +115,20 @@ enum Cmd {
         #[command(flatten)]
         img: ImageArg,
     },
+    /// Turn journal features on or off on an unmounted file system whose journal is clean (as
+    /// tune2fs -O does): the forms of commit a newer binary writes, for an image made before
+    /// them (fast_commit, fast_commit_span, fast_commit_compact), or off again so that an older
+    /// binary can mount it. Without --enable or --disable, prints the journal's features.
+    Tune {
+        #[command(flatten)]
+        img: ImageArg,
+        /// Features to turn on, comma-separated, or `all` for every one mkfs sets today.
+        #[arg(long, value_name = "FEATURES", value_delimiter = ',')]
+        enable: Vec<String>,
+        /// Features to turn off, comma-separated.
+        #[arg(long, value_name = "FEATURES", value_delimiter = ',')]
+        disable: Vec<String>,
+    },
     /// Journal inspection.
     Journal {
         #[command(subcommand)]
@@ -525,6 +539,7 @@ fn run(cmd: Cmd) -> Result<ExitCode, String> {
             mkfs(&image, size.as_deref(), block_size, journal_size.as_deref(), journal_device.as_deref(), remote, bytes_per_inode, log_area_blocks, label, force, None, lazy_journal_init)
         }
         Cmd::Fsck { img, no_write } => fsck(&img, no_write),
+        Cmd::Tune { img, enable, disable } => tune(&img, &enable, &disable),
         Cmd::Recover { img } => {
             let (dev, jdev) = devices(&img, true)?;
             match okeanos::inspect::recover_image(dev, jdev).map_err(|e| e.to_string())? {

@@ -165,6 +165,46 @@ fn read_only_commands_work_on_a_crashed_image_and_change_nothing() {
     assert_image_clean(&img, "after fsck");
 }
 
+/// `okeanos tune`: lists the journal's features, turns the fast commit forms off and on (the
+/// image stays clean and its files readable), refuses a crashed image until it is recovered
+/// and a feature it cannot change or does not know, writing nothing when it refuses.
+#[test]
+fn tune_changes_journal_features_only_on_a_clean_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let features = |img: &Path| -> Vec<String> { stat_json(img)["journal_features"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect() };
+    let img = crashed_image(dir.path(), 5);
+    let p = img.to_str().unwrap();
+    let all = ["tx_checksum", "multiwrite", "fast_commit", "fast_commit_span", "fast_commit_compact"];
+    assert_eq!(features(&img), all, "mkfs sets every feature");
+    let o = okeanos(&["tune", p]);
+    assert!(o.status.success() && text(&o).contains("journal features: tx_checksum multiwrite fast_commit fast_commit_span fast_commit_compact"), "{}", text(&o));
+    let before = std::fs::read(&img).unwrap();
+    for (args, want) in [
+        (vec!["tune", p, "--disable", "fast_commit_compact"], "needs recovery"),
+        (vec!["tune", p, "--disable", "tx_checksum"], "not a feature that can be changed"),
+        (vec!["tune", p, "--enable", "fast_commit_everything"], "no such journal feature"),
+        (vec!["tune", p, "--disable", "all"], "no such journal feature"),
+    ] {
+        let o = okeanos(&args);
+        assert!(!o.status.success() && text(&o).contains(want), "{args:?}: {}", text(&o));
+        assert!(std::fs::read(&img).unwrap() == before, "{args:?} refused but wrote to the image");
+    }
+    assert!(okeanos(&["recover", p]).status.success());
+    let o = okeanos(&["tune", p, "--disable", "fast_commit,fast_commit_span,fast_commit_compact"]);
+    assert!(o.status.success() && text(&o).contains("turned off fast_commit fast_commit_span fast_commit_compact"), "{}", text(&o));
+    assert_eq!(features(&img), ["tx_checksum", "multiwrite"]);
+    let o = okeanos(&["tune", p, "--enable", "fast_commit_compact"]);
+    assert!(!o.status.success() && text(&o).contains("need fast_commit"), "{}", text(&o));
+    assert_image_clean(&img, "with the fast commit forms off");
+    assert_eq!(String::from_utf8_lossy(&okeanos(&["cat", p, "/file00004"]).stdout), "contents of 4\n");
+    let o = okeanos(&["tune", p, "--enable", "all"]);
+    assert!(o.status.success() && text(&o).contains("turned on fast_commit fast_commit_span fast_commit_compact"), "{}", text(&o));
+    assert_eq!(features(&img), all);
+    let o = okeanos(&["tune", p, "--enable", "all"]);
+    assert!(o.status.success() && text(&o).contains("unchanged"), "{}", text(&o));
+    assert_image_clean(&img, "with every feature on again");
+}
+
 #[test]
 fn a_second_opener_is_refused_with_the_holder_named() {
     let dir = tempfile::tempdir().unwrap();
@@ -182,6 +222,7 @@ fn a_second_opener_is_refused_with_the_holder_named() {
         vec!["fsck", p],
         vec!["recover", p],
         vec!["mkfs", p, "--size", "32M", "--force"],
+        vec!["tune", p, "--disable", "fast_commit_compact"],
     ] {
         let o = okeanos(&args);
         assert!(!o.status.success(), "{args:?} ran against a mounted image: {}", text(&o));
@@ -320,6 +361,8 @@ fn every_command_takes_the_external_journal_the_same_way() {
     assert!(okeanos(&["stat", p, "--journal", jp]).status.success());
     assert_eq!(okeanos(&["fsck", p, "--journal", jp]).status.code(), Some(0));
     assert!(okeanos(&["journal", "dump", p, "--journal", jp]).status.success());
+    let o = okeanos(&["tune", p, "--journal", jp, "--disable", "fast_commit_compact"]);
+    assert!(o.status.success() && text(&o).contains("turned off fast_commit_compact"), "{}", text(&o));
     let o = okeanos(&["ls", p]);
     assert!(!o.status.success() && text(&o).contains("external journal"), "{}", text(&o));
 }

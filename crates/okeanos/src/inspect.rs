@@ -152,6 +152,72 @@ pub fn clear_errors(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> R
     Ok(())
 }
 
+/// The journal features before and after [`tune_journal`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tuned {
+    pub before: u32,
+    pub after: u32,
+}
+
+/// Turns journal features on (`enable`) and off (`disable`) on an unmounted file system whose
+/// journal has nothing to replay, as tune2fs -O does for ext4: the forms of commit in
+/// [`jfeature::TUNABLE`] only (docs/FORMAT.md, "Journal features"). Recovery tells each form
+/// apart by its block, and a clean journal holds no transaction to replay, so the next mount
+/// simply writes the forms the journal superblock now allows; turning a feature off lets a
+/// binary that does not know it mount the image again. The journal superblock is rewritten in
+/// place (checksummed, one block) and flushed; nothing else is touched. Refused: a feature
+/// outside TUNABLE, a set of features a journal may not have, a journal that needs recovery,
+/// cannot be read, or was aborted (run `okeanos recover` or `okeanos fsck` first).
+///
+/// [`jfeature::TUNABLE`]: crate::format::journal::jfeature::TUNABLE
+pub fn tune_journal(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>, enable: u32, disable: u32) -> Result<Tuned, FsError> {
+    use crate::format::journal::jfeature;
+    let (sb, devs, region, jsb) = open(&dev, journal)?;
+    let not_tunable = (enable | disable) & !jfeature::TUNABLE;
+    if not_tunable != 0 {
+        let names = jfeature::names(not_tunable);
+        let what = if names.is_empty() { format!("{not_tunable:#x}") } else { names.join(", ") };
+        return Err(FsError::Invalid(format!("{what}: not a feature that can be changed on an existing journal (these can: {})", jfeature::names(jfeature::TUNABLE).join(", "))));
+    }
+    if enable & disable != 0 {
+        return Err(FsError::Invalid(format!("{}: both turned on and off", jfeature::names(enable & disable).join(", "))));
+    }
+    let after = (jsb.features | enable) & !disable;
+    if let Some(why) = jfeature::inconsistent(after) {
+        return Err(FsError::Invalid(why.into()));
+    }
+    let state = journal_state(&sb, &devs, &jsb);
+    if let Some(p) = &state.problem {
+        return Err(FsError::Invalid(format!("the journal cannot be read ({p}): run `okeanos fsck` first")));
+    }
+    if state.needs_recovery {
+        return Err(FsError::Invalid("the journal needs recovery: run `okeanos recover` (or mount it once) first".into()));
+    }
+    if jsb.errno != 0 {
+        return Err(FsError::Invalid(format!("the journal was aborted (error {}): run `okeanos fsck` first", jsb.errno)));
+    }
+    let tuned = Tuned { before: jsb.features, after };
+    if after == jsb.features {
+        return Ok(tuned);
+    }
+    let bs = sb.block_size as u64;
+    let at = region.device_block(region.superblock()).byte(bs);
+    let jdev = devs.get(region.dev());
+    let mut b = vec![0u8; bs as usize];
+    jdev.read_at(at, &mut b)?;
+    // Written as read, but for the features: the block is decoded again so that a superblock
+    // that changed since `open` (it cannot under the lock) is never overwritten with old fields.
+    let mut now = JournalSuperblock::decode(&b)?;
+    if now != jsb {
+        return Err(FsError::Invalid("the journal superblock changed while it was being tuned: is the image in use?".into()));
+    }
+    now.features = after;
+    now.encode(&mut b);
+    jdev.write_at(at, &b)?;
+    jdev.flush()?;
+    Ok(tuned)
+}
+
 /// The superblock, the group descriptors, the journal superblock and the journal's state of an
 /// unmounted file system.
 pub fn describe(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> Result<(Superblock, Vec<crate::format::GroupDesc>, JournalSuperblock, JournalState), FsError> {

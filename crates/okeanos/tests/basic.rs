@@ -270,6 +270,74 @@ fn fast_commits_carry_compact_tags_and_old_journals_keep_full_ones() {
     assert!(compact + 512 <= full, "compact tags ({compact} bytes) save at least a sector against full ones ({full})");
 }
 
+/// `okeanos tune` (docs/FORMAT.md, "Journal features"): a journal made without fast commits
+/// gains them on a clean journal and the next mount writes them, recovered after a crash; turned
+/// off again, the next mount writes the classic form. Refused and nothing written: a journal
+/// that needs recovery (until it is recovered), a feature that cannot change, a set of features
+/// a journal may not have.
+#[test]
+fn tune_turns_fast_commit_forms_on_and_off_on_a_clean_journal() {
+    use okeanos::format::journal::jfeature;
+    use okeanos::inspect::{tune_journal, Tuned};
+    let o = || {
+        let mut o = opts(DataMode::Wasteless);
+        o.dmeta = true;
+        o
+    };
+    let all = jfeature::TX_CHECKSUM | jfeature::MULTIWRITE | jfeature::TUNABLE;
+    let base = jfeature::TX_CHECKSUM | jfeature::MULTIWRITE;
+    // One synced append on a mounted image; returns the commits it made (all, fast) and the
+    // image as a crash would leave it.
+    let append = |dev: &Arc<okeanos::MemDevice>, k: usize| {
+        let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o()).unwrap();
+        let f = fs.create_file(&format!("/t{k}")).unwrap();
+        f.append(&record(k, 0, 128)).unwrap();
+        fs.sync().unwrap();
+        let before = fs.counters();
+        f.append(&record(k, 1, 128)).unwrap();
+        f.fsync().unwrap();
+        let c = fs.counters().since(&before);
+        let crashed = Arc::new(okeanos::MemDevice::from_bytes(dev.snapshot()));
+        drop(f);
+        fs.unmount().unwrap();
+        ((c.commits, c.fast_commits), crashed)
+    };
+    let dev = mem_fs(32 * MB, 1024);
+    let off = tune_journal(dev.clone(), None, 0, jfeature::TUNABLE).unwrap();
+    assert_eq!(off, Tuned { before: all, after: base }, "mkfs sets every feature; tune turned the fast commit forms off");
+    let (commits, _) = append(&dev, 0);
+    assert_eq!(commits, (1, 0), "without FAST_COMMIT the sync is a classic commit");
+
+    assert_eq!(tune_journal(dev.clone(), None, jfeature::TUNABLE, 0).unwrap(), Tuned { before: base, after: all });
+    assert_eq!(tune_journal(dev.clone(), None, jfeature::TUNABLE, 0).unwrap(), Tuned { before: all, after: all }, "a second time changes nothing");
+    let (commits, crashed) = append(&dev, 1);
+    assert_eq!(commits, (1, 1), "after tune the same sync is a fast commit");
+    // The crash image: its journal needs recovery, so tune refuses and writes nothing.
+    let image = crashed.snapshot();
+    let err = tune_journal(crashed.clone(), None, 0, jfeature::FAST_COMMIT_COMPACT).unwrap_err();
+    assert!(err.to_string().contains("needs recovery"), "{err}");
+    assert!(crashed.snapshot() == image, "a refused tune writes nothing");
+    okeanos::inspect::recover_image(crashed.clone(), None).unwrap().expect("the fast commit is replayed");
+    let fs = Okeanos::mount(crashed.clone() as Arc<dyn Device>, None, o()).unwrap();
+    let expect: Vec<u8> = (0..2).flat_map(|n| record(1, n, 128)).collect();
+    assert_eq!(fs.read_path("/t1").unwrap(), expect, "the synced append after the crash");
+    fs.unmount().unwrap();
+    assert_fsck_clean(crashed.clone(), None);
+    let err = tune_journal(crashed.clone(), None, 0, jfeature::FAST_COMMIT).unwrap_err();
+    assert!(err.to_string().contains("need fast_commit"), "span and compact without fast commits: {err}");
+    for bad in [jfeature::TX_CHECKSUM, jfeature::MULTIWRITE, 1 << 9] {
+        let image = crashed.snapshot();
+        let err = tune_journal(crashed.clone(), None, 0, bad).unwrap_err();
+        assert!(err.to_string().contains("not a feature that can be changed"), "{bad:#x}: {err}");
+        assert!(crashed.snapshot() == image, "a refused tune writes nothing");
+    }
+    // Off again, on the recovered image: the classic form once more.
+    tune_journal(crashed.clone(), None, 0, jfeature::TUNABLE).unwrap();
+    let (commits, _) = append(&crashed, 2);
+    assert_eq!(commits, (1, 0), "turned off, the sync is a classic commit again");
+    assert_fsck_clean(crashed, None);
+}
+
 #[test]
 fn external_journal_on_its_own_device() {
     let dev = Arc::new(okeanos::MemDevice::new(32 * MB));

@@ -81,7 +81,7 @@ pub(crate) fn print_checkpoint(c: &okeanos::stats::CheckpointCounts, json: bool)
 }
 
 pub(crate) fn stat(img: &ImageArg, dev: Arc<dyn Device>, jdev: Option<Arc<dyn Device>>, json: bool) -> Result<ExitCode, String> {
-    let (sb, gdt, _jsb, js) = okeanos::inspect::describe(dev.clone(), jdev).map_err(|e| e.to_string())?;
+    let (sb, gdt, jsb, js) = okeanos::inspect::describe(dev.clone(), jdev).map_err(|e| e.to_string())?;
     let free_blocks: u64 = gdt.iter().map(|g| g.free_blocks as u64).sum();
     let free_inodes: u64 = gdt.iter().map(|g| g.free_inodes as u64).sum();
     let st = state::describe(sb.state);
@@ -95,7 +95,7 @@ pub(crate) fn stat(img: &ImageArg, dev: Arc<dyn Device>, jdev: Option<Arc<dyn De
             "inodes": sb.inode_count, "inodes_free": free_inodes, "groups": sb.group_count,
             "state": st, "errors": sb.state & state::ERRORS != 0, "error": sb.error, "in_use_by": in_use,
             "mount_count": sb.mount_count, "journal": js.kind, "journal_blocks": jblocks, "journal_state": js.summary,
-            "journal_clean": !js.needs_recovery && js.problem.is_none(), "mkfs_time_ns": sb.mkfs_time_ns, "journal_sequence": js.next_tid,
+            "journal_clean": !js.needs_recovery && js.problem.is_none(), "journal_features": okeanos::format::journal::jfeature::names(jsb.features), "mkfs_time_ns": sb.mkfs_time_ns, "journal_sequence": js.next_tid,
             "remote_server": js.remote.as_ref().map(|r| r.server.clone()),
             "remote_fallen_back": js.remote.as_ref().map(|r| r.fallen_back), "remote_epoch": js.remote.as_ref().map(|r| r.epoch),
             "lifetime": sb.lifetime, "lifetime_as_of": "the last clean unmount",
@@ -123,6 +123,7 @@ pub(crate) fn stat(img: &ImageArg, dev: Arc<dyn Device>, jdev: Option<Arc<dyn De
     } else {
         outln!("journal         {}", js.summary);
     }
+    outln!("journal features {}", okeanos::format::journal::jfeature::names(jsb.features).join(" "));
     if let Some(r) = &js.remote {
         outln!("remote journal  {}", r.describe());
     }
@@ -134,6 +135,41 @@ pub(crate) fn stat(img: &ImageArg, dev: Arc<dyn Device>, jdev: Option<Arc<dyn De
     outln!("                {} payload bytes, {} journal bytes, {} final-location bytes", l.payload_bytes, l.journal_bytes, l.final_bytes);
     if l.payload_bytes > 0 {
         outln!("                {:.2} journal and {:.2} final-location bytes per payload byte", l.journal_bytes as f64 / l.payload_bytes as f64, l.final_bytes as f64 / l.payload_bytes as f64);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `okeanos tune`: the journal's features, turned on or off where asked.
+pub(crate) fn tune(img: &ImageArg, enable: &[String], disable: &[String]) -> Result<ExitCode, String> {
+    use okeanos::format::journal::jfeature;
+    let bits = |names: &[String], all: bool| -> Result<u32, String> {
+        names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()).try_fold(0u32, |acc, n| match (n, all) {
+            ("all", true) => Ok(acc | jfeature::TUNABLE),
+            _ => jfeature::by_name(n).map(|b| acc | b).ok_or_else(|| format!("{n}: no such journal feature (known: {})", jfeature::names(jfeature::KNOWN).join(", "))),
+        })
+    };
+    let (on, off) = (bits(enable, true)?, bits(disable, false)?);
+    let list = |f: u32| jfeature::names(f).join(" ");
+    if on == 0 && off == 0 {
+        let (dev, jdev) = devices_inspect(img)?;
+        let (_, _, jsb, _) = okeanos::inspect::describe(dev, jdev).map_err(|e| e.to_string())?;
+        outln!("journal features: {}", list(jsb.features));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (dev, jdev) = devices(img, true)?;
+    let t = okeanos::inspect::tune_journal(dev, jdev, on, off).map_err(|e| e.to_string())?;
+    if t.before == t.after {
+        outln!("journal features unchanged: {}", list(t.after));
+    } else {
+        let (added, removed) = (t.after & !t.before, t.before & !t.after);
+        let mut what = Vec::new();
+        if added != 0 {
+            what.push(format!("turned on {}", list(added)));
+        }
+        if removed != 0 {
+            what.push(format!("turned off {}", list(removed)));
+        }
+        outln!("{}; journal features: {}", what.join(", "), list(t.after));
     }
     Ok(ExitCode::SUCCESS)
 }

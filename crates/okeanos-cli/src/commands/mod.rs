@@ -11,7 +11,7 @@ mod blockdev;
 
 pub(crate) use mkfs::{mkfs, mkfs_nvm};
 pub(crate) use fsck::fsck;
-pub(crate) use inspect::{journal_dump, print_checkpoint, stat};
+pub(crate) use inspect::{journal_dump, print_checkpoint, stat, tune};
 pub(crate) use files::{STREAM_CACHE, cat, ls, put, rm};
 pub(crate) use server::{journal_server, self_signed};
 pub(crate) use blockdev::{blockdev, BlockdevCmd};

@@ -88,6 +88,37 @@ pub mod jfeature {
     /// own hash makes redundant. The bit keeps binaries that do not know the form away.
     pub const FAST_COMMIT_COMPACT: u32 = 1 << 4;
     pub const KNOWN: u32 = TX_CHECKSUM | MULTIWRITE | FAST_COMMIT | FAST_COMMIT_SPAN | FAST_COMMIT_COMPACT;
+    /// What `okeanos tune` may turn on or off on a clean journal: forms a commit may take,
+    /// which recovery tells apart by the block itself, so a journal with nothing to replay can
+    /// gain or lose them (docs/FORMAT.md, "Journal features").
+    pub const TUNABLE: u32 = FAST_COMMIT | FAST_COMMIT_SPAN | FAST_COMMIT_COMPACT;
+    /// Every feature by the name `okeanos tune` and `okeanos stat` use.
+    pub const NAMES: [(u32, &str); 5] = [
+        (TX_CHECKSUM, "tx_checksum"),
+        (MULTIWRITE, "multiwrite"),
+        (FAST_COMMIT, "fast_commit"),
+        (FAST_COMMIT_SPAN, "fast_commit_span"),
+        (FAST_COMMIT_COMPACT, "fast_commit_compact"),
+    ];
+
+    /// The names of the features set in `features`, in bit order.
+    pub fn names(features: u32) -> Vec<&'static str> {
+        NAMES.iter().filter(|(bit, _)| features & bit != 0).map(|(_, n)| *n).collect()
+    }
+
+    /// The bit of a feature named as [`NAMES`] names it.
+    pub fn by_name(name: &str) -> Option<u32> {
+        NAMES.iter().find(|(_, n)| *n == name).map(|(bit, _)| *bit)
+    }
+
+    /// Why a set of features is not one a journal may have: a fast commit's span or compact
+    /// tags without fast commits.
+    pub fn inconsistent(features: u32) -> Option<&'static str> {
+        if features & FAST_COMMIT == 0 && features & (FAST_COMMIT_SPAN | FAST_COMMIT_COMPACT) != 0 {
+            return Some("fast_commit_span and fast_commit_compact are forms of fast commits: they need fast_commit");
+        }
+        None
+    }
 }
 
 /// Magic of a multiwrite block (continuation of a descriptor's record stream). It is not
