@@ -17,6 +17,10 @@ pub struct MountOptions {
     /// Selective: write calls of at least this many bytes go in place (`logged_write_size=`,
     /// the manylogs paper's LoggedWriteSize; default none).
     pub logged_write_size: Option<usize>,
+    /// Wasteless: whole blocks a transaction allocates are written in place before its commit
+    /// instead of logged (`fresh_blocks=in_place`; `fresh_blocks=journal`, the default, logs
+    /// them as the paper does).
+    pub fresh_in_place: bool,
     /// Commit interval (`commit=<seconds>`, default 5).
     pub commit_interval: Duration,
     /// How often age-based writeback runs (`writeback_period=<seconds>`, default 5).
@@ -181,6 +185,7 @@ impl Default for MountOptions {
             dmeta: false,
             write_threshold: 4096,
             logged_write_size: None,
+            fresh_in_place: false,
             commit_interval: Duration::from_secs(5),
             writeback_period: Duration::from_secs(5),
             expire_period: None,
@@ -273,12 +278,23 @@ impl MountOptions {
         self
     }
 
-    /// Sets the content policy and its options from a [`ContentConfig`].
+    /// Sets the content policy (mode and `dmeta`) of `c`, keeping the policy's other options
+    /// as these mount options gave them (`write_threshold=`, `logged_write_size=`,
+    /// `fresh_blocks=`): for a mode named apart from the options, as the bench's and the
+    /// simulator's `--modes` beside `--mount-options`.
+    pub fn policy_of(mut self, c: ContentConfig) -> Self {
+        self.data = c.mode;
+        self.dmeta = c.dmeta;
+        self
+    }
+
+    /// Sets the content policy and all its options from a [`ContentConfig`].
     pub fn content_config(mut self, c: ContentConfig) -> Self {
         self.data = c.mode;
         self.dmeta = c.dmeta;
         self.write_threshold = c.write_threshold;
         self.logged_write_size = c.logged_write_size;
+        self.fresh_in_place = c.fresh_in_place;
         self
     }
 
@@ -293,7 +309,10 @@ impl MountOptions {
         if self.logged_write_size.is_some_and(|l| l == 0 || l > 1 << 30) {
             return Err(format!("logged_write_size={} is out of range 1..=1073741824", self.logged_write_size.unwrap_or(0)));
         }
-        Ok(ContentConfig { mode: self.data, dmeta: self.dmeta, write_threshold: self.write_threshold, logged_write_size: self.logged_write_size })
+        if self.fresh_in_place && self.data == DataMode::Data {
+            return Err("fresh_blocks=in_place is for data=wasteless: data journaling logs every block by definition (ordered, writeback and selective's large sequences write new blocks in place already)".into());
+        }
+        Ok(ContentConfig { mode: self.data, dmeta: self.dmeta, write_threshold: self.write_threshold, logged_write_size: self.logged_write_size, fresh_in_place: self.fresh_in_place })
     }
 
     /// Parses a comma-separated option string such as `data=data,commit=1`. An unknown or
@@ -377,6 +396,11 @@ impl MountOptions {
                     None | Some("1") | Some("on") => true,
                     Some("0") | Some("off") => false,
                     Some(x) => return Err(format!("option log_swap takes on or off, not {x:?}")),
+                },
+                "fresh_blocks" => o.fresh_in_place = match v {
+                    Some("in_place") => true,
+                    Some("journal") => false,
+                    _ => return Err(format!("option fresh_blocks takes journal or in_place, not {:?}", v.unwrap_or(""))),
                 },
                 "write_threshold" => o.write_threshold = num(v)? as usize,
                 "logged_write_size" => o.logged_write_size = Some(num(v)? as usize),
@@ -502,6 +526,22 @@ mod tests {
         assert!(MountOptions::parse("log_swap=on").unwrap().log_swap);
         let e = MountOptions::parse("log_swap=sometimes").err().expect("refused");
         assert!(e.contains("log_swap takes on or off"), "{e}");
+    }
+
+    #[test]
+    fn fresh_blocks_is_journal_by_default_parsed_and_refused_for_data() {
+        assert!(!MountOptions::default().fresh_in_place);
+        let o = MountOptions::parse("data=wasteless,dmeta,fresh_blocks=in_place").unwrap();
+        assert!(o.fresh_in_place && o.content().unwrap().fresh_in_place);
+        assert!(!MountOptions::parse("fresh_blocks=journal").unwrap().fresh_in_place);
+        assert!(MountOptions::parse("fresh_blocks=maybe").unwrap_err().contains("journal or in_place"));
+        let err = MountOptions::parse("data=data,fresh_blocks=in_place").unwrap_err();
+        assert!(err.contains("for data=wasteless"), "{err}");
+        // A mode named apart from the options keeps them (the bench's --modes beside
+        // --mount-options).
+        let o = MountOptions::parse("fresh_blocks=in_place,write_threshold=8192").unwrap().policy_of(ContentConfig::parse("wasteless").unwrap());
+        let c = o.content().unwrap();
+        assert!(c.fresh_in_place && c.write_threshold == 8192 && c.mode == DataMode::Wasteless);
     }
 
     #[test]

@@ -38,6 +38,7 @@ pub struct Stats {
     pipelined_flush_ns: AtomicU64,
     fast_commits: AtomicU64,
     fast_spans: AtomicU64,
+    commit_in_place: AtomicU64,
     fallbacks: AtomicU64,
     remote_bytes: AtomicU64,
     nvm_bytes: AtomicU64,
@@ -270,6 +271,10 @@ pub struct Counters {
     pub fast_commits: u64,
     /// Those of them that spanned more than one block.
     pub fast_spans: u64,
+    /// Data blocks commits wrote in place before their commit record: ordered data,
+    /// selective's in-place sequences, wasteless's new blocks with `fresh_blocks=in_place`.
+    #[serde(default)]
+    pub commit_in_place_blocks: u64,
     /// Times a remote journal fell back to the local journal.
     pub fallbacks: u64,
     /// Journal bytes sent to a journal server (also counted in the journal bytes by kind).
@@ -334,6 +339,7 @@ impl Stats {
         self.commits.fetch_add(1, Relaxed);
         self.fast_commits.fetch_add((records.fast_blocks > 0) as u64, Relaxed);
         self.fast_spans.fetch_add((records.fast_blocks > 1) as u64, Relaxed);
+        self.commit_in_place.fetch_add(records.in_place, Relaxed);
         self.commit_handles.fetch_add(handles as u64, Relaxed);
         self.commit_journal_blocks.fetch_add(journal_blocks, Relaxed);
         self.max_handles_per_commit.fetch_max(handles as u64, Relaxed);
@@ -482,6 +488,7 @@ impl Stats {
             pipelined_commits: self.pipelined_commits.load(Relaxed),
             fast_commits: self.fast_commits.load(Relaxed),
             fast_spans: self.fast_spans.load(Relaxed),
+            commit_in_place_blocks: self.commit_in_place.load(Relaxed),
             fallbacks: self.fallbacks.load(Relaxed),
             remote_bytes: self.remote_bytes.load(Relaxed),
             nvm_bytes: self.nvm_bytes.load(Relaxed),
@@ -570,6 +577,7 @@ impl Counters {
             pipelined_commits: self.pipelined_commits - base.pipelined_commits,
             fast_commits: self.fast_commits - base.fast_commits,
             fast_spans: self.fast_spans - base.fast_spans,
+            commit_in_place_blocks: self.commit_in_place_blocks - base.commit_in_place_blocks,
             fallbacks: self.fallbacks - base.fallbacks,
             remote_bytes: self.remote_bytes - base.remote_bytes,
             nvm_bytes: self.nvm_bytes - base.nvm_bytes,
@@ -606,6 +614,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("okeanos_pipelined_commits_total", "counter", "commits begun while an earlier commit's flush was in flight (commit_pipeline=)"),
     ("okeanos_fast_commits_total", "counter", "commits written as one fast commit, a block or a span (fast_commit=on)"),
     ("okeanos_fast_commit_spans_total", "counter", "fast commits that spanned more than one block (fast_commit_blocks=)"),
+    ("okeanos_commit_in_place_blocks_total", "counter", "data blocks written in place before their commit record (ordered data, selective's in-place sequences, fresh_blocks=in_place)"),
     ("okeanos_fallbacks_total", "counter", "times a remote journal fell back to the local journal"),
     ("okeanos_payload_bytes_total", "counter", "bytes written by programs"),
     ("okeanos_journal_bytes_total", "counter", "journal bytes written (or sent to a journal server)"),
@@ -658,6 +667,7 @@ impl Counters {
             ("okeanos_pipelined_commits_total", self.pipelined_commits),
             ("okeanos_fast_commits_total", self.fast_commits),
             ("okeanos_fast_commit_spans_total", self.fast_spans),
+            ("okeanos_commit_in_place_blocks_total", self.commit_in_place_blocks),
             ("okeanos_fallbacks_total", self.fallbacks),
             ("okeanos_payload_bytes_total", self.payload_bytes),
             ("okeanos_journal_bytes_total", self.journal_bytes),

@@ -53,7 +53,7 @@ fn one(tg: &Target, m: okeanos::journal::content::ContentConfig, n: usize, size:
     let crashed = env.crash()?;
     drop_caches(&crashed);
     let mut o = if crashed.extra_options.is_empty() { MountOptions::default() } else { MountOptions::parse(&crashed.extra_options)? };
-    o = o.content_config(crashed.cfg);
+    o = o.policy_of(crashed.cfg);
     o.journal_path = crashed.journal.clone();
     o.direct_io = crashed.direct;
     let t0 = Instant::now();

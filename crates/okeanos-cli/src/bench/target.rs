@@ -295,7 +295,7 @@ pub fn prepare(t: &Target, cfg: Option<ContentConfig>, s: &Setup) -> Result<Box<
 
 pub fn engine_options(cfg: ContentConfig, extra: &str) -> Result<MountOptions, String> {
     let mut o = if extra.is_empty() { MountOptions::default() } else { MountOptions::parse(extra)? };
-    o = o.content_config(cfg);
+    o = o.policy_of(cfg);
     o.content()?;
     Ok(o)
 }

@@ -124,7 +124,7 @@ impl ModelArgs {
             return Err("the simulator keeps its devices in memory: --fs-size at most 64G and --journal-size at most 16G".into());
         }
         let mut mount = if self.mount_options.is_empty() { MountOptions::default() } else { MountOptions::parse(&self.mount_options)? };
-        mount = mount.content_config(cfg);
+        mount = mount.policy_of(cfg);
         mount.content()?;
         Ok(WorldConfig {
             fs_bytes,

@@ -81,6 +81,8 @@ pub struct RecordStats {
     pub inline_bytes: u64,
     /// The blocks of the fast commit the commit was (0: the classic form).
     pub fast_blocks: u32,
+    /// Data blocks written in place before the commit record (`final_data`).
+    pub in_place: u64,
 }
 
 /// What a finished commit released to the allocator.
@@ -205,7 +207,7 @@ impl Journal {
         let items = self.collect_items(&tx, &frozen);
         let partial: crate::det::HashSet<HomeBlock> = items.iter().filter_map(|i| if let Item::Record { block, .. } = i { Some(*block) } else { None }).collect();
         let whole: crate::det::HashSet<HomeBlock> = items.iter().filter_map(|i| if let Item::Full { block, .. } = i { Some(*block) } else { None }).collect();
-        let mut stats = RecordStats::default();
+        let mut stats = RecordStats { in_place: tx.final_data.len() as u64, ..Default::default() };
         let mut logged = Vec::with_capacity(items.len());
         if !self.fast_commit(&mut w, &tx, &items, wall_ns, &mut stats, &mut logged) {
             for group in items.chunks(Descriptor::capacity(bs)) {

@@ -484,13 +484,24 @@ impl Journal {
         buf.kind = BufKind::Data;
         buf.tx = Some(tid);
         buf.durable = durable;
-        let (mut route, seq) = self.policy.route(buf.seq, len, call_len, bs);
+        // Allocated by the running transaction: nothing committed refers to the block yet.
+        let fresh_here = fresh || self.running.fresh.contains(&block);
+        let (mut route, seq) = self.policy.route(buf.seq, len, call_len, bs, fresh_here);
         buf.seq = seq;
         if durable && matches!(route, Route::FinalBeforeCommit | Route::FinalWithCommit) {
             // O_DUR (manylogs paper, section IV-D): always logged, whatever the policy. Logging
             // a block whose older version went in place is always safe (the newer copy replays
             // over it); the reverse is what revoke records guard.
             route = Route::JournalFull;
+        }
+        // One way per block within a transaction (wasteless's new blocks in place decide per
+        // update, not per sequence): a block this transaction already writes in place stays
+        // so, one it already logs stays logged.
+        let tx = &self.running;
+        if !durable && route.is_journal() && tx.final_data.contains(&block) {
+            route = Route::FinalBeforeCommit;
+        } else if route == Route::FinalBeforeCommit && (tx.journaled.contains(&block) || tx.ranges.contains_key(&block)) {
+            route = if len < bs { Route::JournalRecord } else { Route::JournalFull };
         }
         let has_logged_copy = self.logged_copies.contains_key(&block) || self.in_flight_logs(block);
         let tx = &mut self.running;
@@ -499,6 +510,10 @@ impl Journal {
         }
         match route {
             Route::JournalFull => {
+                // Logged whole from now on, even where an earlier update of this transaction
+                // meant to write it in place (an O_DUR file): the logged copy replays over
+                // whatever reached the block.
+                tx.final_data.remove(&block);
                 tx.forget_ranges(block);
                 tx.journaled.insert(block);
                 tx.journaled_data.insert(block);

@@ -11,6 +11,10 @@ use crate::format::journal::{jfeature, JournalSuperblock};
 const BS: usize = 4096;
 
 pub(super) fn journal(policy: &str) -> (Journal, Cache) {
+    journal_with(ContentConfig::parse(policy).unwrap())
+}
+
+fn journal_with(content: ContentConfig) -> (Journal, Cache) {
     let jsb = JournalSuperblock {
         version: 1,
         features: jfeature::TX_CHECKSUM | jfeature::MULTIWRITE,
@@ -27,7 +31,7 @@ pub(super) fn journal(policy: &str) -> (Journal, Cache) {
     };
     let region = LogRegion::internal(2, 1024);
     let cfg = JournalConfig::new(region.ring_len(), BS);
-    (Journal::new(cfg, ContentConfig::parse(policy).unwrap().policy(), Box::new(Ring::new(region, jsb)), super::transaction::Tid::new(1)), Cache::new(BS, 1024))
+    (Journal::new(cfg, content.policy(), Box::new(Ring::new(region, jsb)), super::transaction::Tid::new(1)), Cache::new(BS, 1024))
 }
 
 fn commit(j: &mut Journal, c: &mut Cache) {
@@ -69,6 +73,48 @@ fn in_place_after_journaled_sequence_revokes_older_copies() {
     j.handle_stop(t).unwrap();
     assert!(j.running.final_data.contains(&b), "in place, ordered");
     assert!(j.running.revoked.contains(&b), "T2's record of b must not replay over the in-place data");
+}
+
+/// Wasteless with `fresh_blocks=in_place` (docs/JOURNALING.md, "New blocks in place"): a whole
+/// block the running transaction allocated goes in place before the commit; a whole block that
+/// was allocated before, a part of a new block, and a new block already logged by this
+/// transaction are logged; a new block this transaction writes in place stays in place for its
+/// later updates; the next transaction logs it again; without the option nothing goes in place.
+#[test]
+fn wasteless_writes_whole_new_blocks_in_place_with_fresh_blocks_in_place() {
+    let cc = ContentConfig { fresh_in_place: true, ..ContentConfig::parse("wasteless+dmeta").unwrap() };
+    let (mut j, mut c) = journal_with(cc);
+    let [new_whole, old_whole, new_part, part_then_whole] = [5000, 5001, 5002, 5003].map(HomeBlock::new);
+    for b in [new_whole, old_whole, new_part, part_then_whole] {
+        c.insert(b, vec![0; BS], BufKind::Data);
+    }
+    let t = j.handle_start(super::transaction::Credits { blocks: 8, revokes: 4 }, 0).unwrap();
+    j.dirty_data(&mut c, new_whole, 0, BS, BS, true, false);
+    j.dirty_data(&mut c, new_whole, 10, 100, 100, false, false);
+    j.dirty_data(&mut c, old_whole, 0, BS, BS, false, false);
+    j.dirty_data(&mut c, new_part, 0, 100, 100, true, false);
+    j.dirty_data(&mut c, part_then_whole, 0, 100, 100, true, false);
+    j.dirty_data(&mut c, part_then_whole, 0, BS, BS, false, false);
+    j.handle_stop(t).unwrap();
+    let r = &j.running;
+    assert!(r.final_data.contains(&new_whole), "a whole new block goes in place");
+    assert!(!r.journaled.contains(&new_whole) && !r.ranges.contains_key(&new_whole), "and its later update in the transaction too");
+    assert!(r.journaled.contains(&old_whole) && !r.final_data.contains(&old_whole), "a whole block allocated before is logged");
+    assert!(r.ranges.contains_key(&new_part) && !r.final_data.contains(&new_part), "a part of a new block is a record");
+    assert!(r.journaled.contains(&part_then_whole) && !r.final_data.contains(&part_then_whole), "a new block already logged stays logged");
+    commit(&mut j, &mut c);
+    // The next transaction: the block is no longer new, so a whole update of it is logged.
+    let t = j.handle_start(super::transaction::Credits::blocks(4), 0).unwrap();
+    j.dirty_data(&mut c, new_whole, 0, BS, BS, false, false);
+    j.handle_stop(t).unwrap();
+    assert!(j.running.journaled.contains(&new_whole) && !j.running.final_data.contains(&new_whole), "committed, the block is logged again");
+    // Without the option, wasteless logs a whole new block.
+    let (mut j, mut c) = journal("wasteless+dmeta");
+    c.insert(new_whole, vec![0; BS], BufKind::Data);
+    let t = j.handle_start(super::transaction::Credits::blocks(4), 0).unwrap();
+    j.dirty_data(&mut c, new_whole, 0, BS, BS, true, false);
+    j.handle_stop(t).unwrap();
+    assert!(j.running.journaled.contains(&new_whole) && j.running.final_data.is_empty());
 }
 
 /// The in-place fdatasync (journal/datasync.rs) under the state of the test above: a block

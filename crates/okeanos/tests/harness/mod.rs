@@ -55,6 +55,8 @@ pub struct Run {
     pub fast_commits: u64,
     /// Those that spanned more than one block.
     pub fast_spans: u64,
+    /// Data blocks commits wrote in place before their commit record.
+    pub commit_in_place_blocks: u64,
     /// The canaries the recovering mounts carry (a canary of recovery itself).
     pub recovery_faults: okeanos::faults::Faults,
     /// Commits begun while an earlier commit's flush was in flight (`commit_pipeline=`).
@@ -256,6 +258,7 @@ fn end(recorder: Arc<CrashRecorder>, fs: Okeanos, files: BTreeMap<String, Histor
     let datasyncs_in_place = fs.counters().datasyncs_in_place;
     let fast_commits = fs.counters().fast_commits;
     let fast_spans = fs.counters().fast_spans;
+    let commit_in_place_blocks = fs.counters().commit_in_place_blocks;
     let pipelined_commits = fs.counters().pipelined_commits;
     let end_events = recorder.event_count();
     drop(fs);
@@ -273,6 +276,7 @@ fn end(recorder: Arc<CrashRecorder>, fs: Okeanos, files: BTreeMap<String, Histor
         datasyncs_in_place,
         fast_commits,
         fast_spans,
+        commit_in_place_blocks,
         recovery_faults: Default::default(),
         pipelined_commits,
     }

@@ -11,7 +11,7 @@ impl ContentPolicy for DataJournaling {
     fn name(&self) -> String {
         "data".into()
     }
-    fn route(&self, _seq: Option<Sequence>, _len: usize, _call_len: usize, _block_size: usize) -> (Route, Option<Sequence>) {
+    fn route(&self, _seq: Option<Sequence>, _len: usize, _call_len: usize, _block_size: usize, _fresh: bool) -> (Route, Option<Sequence>) {
         (Route::JournalFull, None)
     }
     fn journals_data(&self) -> bool {

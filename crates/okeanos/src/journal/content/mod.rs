@@ -45,8 +45,9 @@ pub trait ContentPolicy: Send + Sync + std::fmt::Debug {
     fn name(&self) -> String;
     /// Routes an update of `len` bytes to a data block whose current update sequence is `seq`,
     /// part of a write call of `call_len` bytes; returns the route and the block's sequence
-    /// afterwards.
-    fn route(&self, seq: Option<Sequence>, len: usize, call_len: usize, block_size: usize) -> (Route, Option<Sequence>);
+    /// afterwards. `fresh`: the block was allocated by the running transaction, so nothing
+    /// committed refers to it yet.
+    fn route(&self, seq: Option<Sequence>, len: usize, call_len: usize, block_size: usize, fresh: bool) -> (Route, Option<Sequence>);
     /// Whether any data may be logged (for sizing handles).
     fn journals_data(&self) -> bool;
     /// Log metadata blocks as their changed byte ranges rather than whole.
@@ -78,11 +79,15 @@ pub struct ContentConfig {
     /// Selective: a write call of at least this many bytes goes in place whatever its pieces'
     /// sizes (the manylogs paper's LoggedWriteSize, section IV-C); None: no such rule.
     pub logged_write_size: Option<usize>,
+    /// Wasteless: a whole block allocated by the running transaction is written in place
+    /// before the commit instead of logged (`fresh_blocks=in_place`; docs/JOURNALING.md,
+    /// "New blocks in place").
+    pub fresh_in_place: bool,
 }
 
 impl Default for ContentConfig {
     fn default() -> Self {
-        ContentConfig { mode: DataMode::Ordered, dmeta: false, write_threshold: 4096, logged_write_size: None }
+        ContentConfig { mode: DataMode::Ordered, dmeta: false, write_threshold: 4096, logged_write_size: None, fresh_in_place: false }
     }
 }
 
@@ -92,7 +97,7 @@ impl ContentConfig {
             DataMode::Writeback => Box::new(Writeback),
             DataMode::Ordered => Box::new(Ordered),
             DataMode::Data => Box::new(DataJournaling),
-            DataMode::Wasteless => Box::new(Wasteless { dmeta: self.dmeta }),
+            DataMode::Wasteless => Box::new(Wasteless { dmeta: self.dmeta, fresh_in_place: self.fresh_in_place }),
             DataMode::Selective => Box::new(Selective { dmeta: self.dmeta, threshold: self.write_threshold, logged_write_size: self.logged_write_size }),
         }
     }

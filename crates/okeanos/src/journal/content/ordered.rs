@@ -11,7 +11,7 @@ impl ContentPolicy for Ordered {
     fn name(&self) -> String {
         "ordered".into()
     }
-    fn route(&self, _seq: Option<Sequence>, _len: usize, _call_len: usize, _block_size: usize) -> (Route, Option<Sequence>) {
+    fn route(&self, _seq: Option<Sequence>, _len: usize, _call_len: usize, _block_size: usize, _fresh: bool) -> (Route, Option<Sequence>) {
         (Route::FinalBeforeCommit, None)
     }
     fn journals_data(&self) -> bool {

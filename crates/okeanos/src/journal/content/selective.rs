@@ -26,7 +26,7 @@ impl ContentPolicy for Selective {
     fn name(&self) -> String {
         if self.dmeta { "selective+dmeta".into() } else { "selective".into() }
     }
-    fn route(&self, seq: Option<Sequence>, len: usize, call_len: usize, block_size: usize) -> (Route, Option<Sequence>) {
+    fn route(&self, seq: Option<Sequence>, len: usize, call_len: usize, block_size: usize, _fresh: bool) -> (Route, Option<Sequence>) {
         // With a logged-write-size the write call decides (every piece of a small call is
         // logged, every piece of a large one goes in place); else the piece's own size.
         let small = match self.logged_write_size {
@@ -61,12 +61,12 @@ mod tests {
         let per_block = Selective { dmeta: false, threshold: 4096, logged_write_size: None };
         let per_call = Selective { logged_write_size: Some(32 << 10), ..per_block };
         // A 4 KiB block of a 4 KiB call: in place by the block rule, logged by the call rule.
-        assert_eq!(per_block.route(None, 4096, 4096, 4096).1, Some(Sequence::InPlace));
-        assert_eq!(per_call.route(None, 4096, 4096, 4096).1, Some(Sequence::Journaled));
+        assert_eq!(per_block.route(None, 4096, 4096, 4096, false).1, Some(Sequence::InPlace));
+        assert_eq!(per_call.route(None, 4096, 4096, 4096, false).1, Some(Sequence::Journaled));
         // The 100-byte tail of a 64 KiB call: logged by the block rule, in place by the call rule.
-        assert_eq!(per_block.route(None, 100, 65536, 4096).1, Some(Sequence::Journaled));
-        assert_eq!(per_call.route(None, 100, 65536, 4096).1, Some(Sequence::InPlace));
+        assert_eq!(per_block.route(None, 100, 65536, 4096, false).1, Some(Sequence::Journaled));
+        assert_eq!(per_call.route(None, 100, 65536, 4096, false).1, Some(Sequence::InPlace));
         // A sequence keeps its first decision.
-        assert_eq!(per_call.route(Some(Sequence::InPlace), 10, 10, 4096).1, Some(Sequence::InPlace));
+        assert_eq!(per_call.route(Some(Sequence::InPlace), 10, 10, 4096, false).1, Some(Sequence::InPlace));
     }
 }

@@ -12,14 +12,22 @@ use super::{ContentPolicy, Route, Sequence};
 #[derive(Debug, Clone, Copy)]
 pub struct Wasteless {
     pub dmeta: bool,
+    /// `fresh_blocks=in_place`: a whole block the running transaction allocated is written in
+    /// place before the commit, as `ordered` writes data, instead of logged and written again
+    /// at checkpoint. Nothing committed refers to such a block, so a crash before the commit
+    /// finds it unreferenced and one after finds it written: each write call stays atomic
+    /// (docs/JOURNALING.md, "New blocks in place").
+    pub fresh_in_place: bool,
 }
 
 impl ContentPolicy for Wasteless {
     fn name(&self) -> String {
         if self.dmeta { "wasteless+dmeta".into() } else { "wasteless".into() }
     }
-    fn route(&self, _seq: Option<Sequence>, len: usize, _call_len: usize, block_size: usize) -> (Route, Option<Sequence>) {
-        if len < block_size {
+    fn route(&self, _seq: Option<Sequence>, len: usize, _call_len: usize, block_size: usize, fresh: bool) -> (Route, Option<Sequence>) {
+        if self.fresh_in_place && fresh && len == block_size {
+            (Route::FinalBeforeCommit, None)
+        } else if len < block_size {
             (Route::JournalRecord, None)
         } else {
             (Route::JournalFull, None)

@@ -12,7 +12,7 @@ impl ContentPolicy for Writeback {
     fn name(&self) -> String {
         "writeback".into()
     }
-    fn route(&self, _seq: Option<Sequence>, _len: usize, _call_len: usize, _block_size: usize) -> (Route, Option<Sequence>) {
+    fn route(&self, _seq: Option<Sequence>, _len: usize, _call_len: usize, _block_size: usize, _fresh: bool) -> (Route, Option<Sequence>) {
         (Route::FinalWithCommit, None)
     }
     fn journals_data(&self) -> bool {
