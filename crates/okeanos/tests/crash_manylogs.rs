@@ -45,6 +45,18 @@ fn crash_test(policy: &str) {
     eprintln!("manylogs {policy}: {} crash states over {events} events ({} fast commits, {} spans), no violation; {n:?}", out.states, run.fast_commits, run.fast_spans);
 }
 
+/// Wasteless with `fresh_blocks=in_place` over manylogs: whole new blocks go home before the
+/// commit lands in whichever log is near the head (docs/JOURNALING.md, "New blocks in place").
+#[test]
+fn manylogs_crash_states_wasteless_fresh_blocks_in_place() {
+    let cfg = ContentConfig { fresh_in_place: true, ..ContentConfig::parse("wasteless+dmeta").unwrap() };
+    let run = workload(cfg, LOGS, 240, &|o| o.cache_blocks = 64, 0x3f1e5);
+    assert!(run.commit_in_place_blocks > 0, "no new block went in place");
+    let out = enumerate(cfg, &run, 200, 25);
+    out.assert_clean(400);
+    eprintln!("manylogs wasteless+dmeta fresh_blocks=in_place: {} crash states, {} blocks in place, no violation", out.states, run.commit_in_place_blocks);
+}
+
 #[test]
 fn manylogs_crash_states_writeback() {
     crash_test("writeback");

@@ -30,6 +30,20 @@ fn crash_test(policy: &str) {
     eprintln!("nvm {policy}: {} crash states over {events} events, no violation", out.states);
 }
 
+/// Wasteless with `fresh_blocks=in_place` over the NVM journal: whole new blocks go home on the
+/// disk, flushed before the commit word is fenced in NVM, so the crash states of both media
+/// keep every synced write whole and every write call atomic (docs/JOURNALING.md, "New
+/// blocks in place").
+#[test]
+fn nvm_crash_states_wasteless_fresh_blocks_in_place() {
+    let cfg = ContentConfig { fresh_in_place: true, ..ContentConfig::parse("wasteless+dmeta").unwrap() };
+    let run = workload(cfg, Journal::Nvm { bytes: CRASH_NVM_BYTES }, 120, &|_| {}, 0x0f1e5);
+    assert!(run.commit_in_place_blocks > 0, "no new block went in place");
+    let out = enumerate(cfg, &run, 150, 30);
+    out.assert_clean(500);
+    eprintln!("nvm wasteless+dmeta fresh_blocks=in_place: {} crash states, {} blocks in place, no violation", out.states, run.commit_in_place_blocks);
+}
+
 #[test]
 fn nvm_crash_states_writeback() {
     crash_test("writeback");
