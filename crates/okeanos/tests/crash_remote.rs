@@ -69,7 +69,11 @@ fn crash_test(policy: &str, canary: bool) -> (usize, Vec<String>) {
 /// With `revive_at`, the dead server answers again from that operation on, and the host
 /// (checkpointing quickly) returns to it while mounted.
 fn crash_test_with(policy: &str, canary: bool, server: MemLog, revive_at: Option<usize>) -> (usize, Vec<String>) {
-    let cfg = ContentConfig::parse(policy).unwrap();
+    // `POLICY/fresh`: wasteless with `fresh_blocks=in_place`; `POLICY/fresh-late`: its canary,
+    // the new blocks written after the commit.
+    let late = policy.ends_with("/fresh-late");
+    let fresh = late || policy.ends_with("/fresh");
+    let cfg = ContentConfig { fresh_in_place: fresh, ..ContentConfig::parse(policy.trim_end_matches("/fresh-late").trim_end_matches("/fresh")).unwrap() };
     let base = MemDevice::new(8 * MB);
     Okeanos::mkfs(&base, None, &MkfsOptions { journal_blocks: 512, remote_server: Some("memory:1".into()), ..Default::default() }).unwrap();
     let recorder = CrashRecorder::new();
@@ -78,6 +82,7 @@ fn crash_test_with(policy: &str, canary: bool, server: MemLog, revive_at: Option
     let log = Arc::new(Mutex::new(server));
     let mut o = opts(cfg, connector(log.clone(), Some(recorder.clone())));
     o.faults.skip_remote_append = canary;
+    o.faults.ordered_after_commit = late;
     if revive_at.is_some() {
         o.writeback_period = std::time::Duration::from_millis(20);
         o.expire_period = Some(std::time::Duration::from_millis(20));
@@ -91,7 +96,11 @@ fn crash_test_with(policy: &str, canary: bool, server: MemLog, revive_at: Option
         }
     });
     let c = fs.counters();
-    if policy.ends_with("+dmeta") && !canary {
+    if fresh {
+        assert!(c.commit_in_place_blocks > 0, "{policy}: no new block went in place");
+        eprintln!("{policy}: {} new blocks in place", c.commit_in_place_blocks);
+    }
+    if cfg.dmeta && !canary {
         // The server holds fast commits too, spans among them (the 6,000-byte appends): the
         // crash states below must include them.
         assert!(c.fast_commits > 0 && c.fast_spans > 0, "{policy}: no fast commit ({}) or span ({}) sent to the server", c.fast_commits, c.fast_spans);
@@ -140,6 +149,22 @@ fn remote_crash_states_keep_every_guarantee() {
         assert!(v.is_empty(), "{} violations in {states} states, first: {:#?}", v.len(), &v[..v.len().min(3)]);
         eprintln!("{policy}: {states} crash states (host device states x server acknowledged or not), no violation");
     }
+}
+
+/// Wasteless with `fresh_blocks=in_place` on the remote journal: whole new blocks go home on
+/// the host's disk, flushed before the commit is sent (docs/JOURNALING.md, "New blocks in
+/// place"); every crash state of the host's device, with the server's acknowledgement or
+/// without it, keeps every synced write whole and every write call atomic; with the blocks
+/// written after the commit instead, some state must not.
+#[test]
+fn remote_crash_states_wasteless_fresh_blocks_in_place() {
+    let (states, v) = crash_test("wasteless+dmeta/fresh", false);
+    assert!(states > 300, "{states} states");
+    assert!(v.is_empty(), "{} violations in {states} states, first: {:#?}", v.len(), &v[..v.len().min(3)]);
+    // Its canary: the new blocks written after the commit must fail the same checks.
+    let (states, v) = crash_test("wasteless+dmeta/fresh-late", false);
+    assert!(!v.is_empty(), "new blocks written after their commit went unnoticed in {states} crash states");
+    eprintln!("canary: {} of {states} crash states caught", v.len());
 }
 
 #[test]
