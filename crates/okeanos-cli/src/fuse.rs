@@ -20,7 +20,7 @@
 //! read-only are read through the page cache, kept coherent by the daemon (read_cache.rs).
 //!
 //! Counters are readable while mounted from the hidden file `/.okeanos-stats` (JSON), which
-//! `okeanos stat MOUNTPOINT` prints.
+//! `okeanos stat MOUNTPOINT` prints; each open reads the snapshot taken at that open.
 
 mod kernel;
 mod reply;
@@ -92,8 +92,10 @@ pub struct OkeanosFuse {
     /// Read-only opens through the page cache, and its coherence with direct writes.
     reads: ReadCache,
     handles: Mutex<HashMap<u64, Handle>>,
-    /// What the checkpoint run by each open of the checkpoint file did (by file handle).
-    checkpoints: Mutex<HashMap<u64, Vec<u8>>>,
+    /// What each open of a virtual file reads (by file handle): the counters as they were at
+    /// the open, or what the checkpoint that open ran did. A reader that takes several
+    /// read() calls sees one consistent text, not pieces of renderings that differ in length.
+    snapshots: Mutex<HashMap<u64, Vec<u8>>>,
     next_fh: AtomicU64,
     /// FUSE_READ requests served (`fuse_reads` in the counters file): reads the kernel's page
     /// cache answered never come here.
@@ -178,7 +180,7 @@ impl OkeanosFuse {
             ring,
             reads: ReadCache::new(cached_reads && !page_cache, notifier, TestHooks::from_env()),
             handles: Mutex::new(HashMap::new()),
-            checkpoints: Mutex::new(HashMap::new()),
+            snapshots: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             read_requests: AtomicU64::new(0),
         }
@@ -441,8 +443,10 @@ impl OkeanosFuse {
     }
 
     pub(crate) fn open(&self, ino: INodeNo, flags: OpenFlags, reply: impl Reply) {
-        if matches!(u64::from(ino), STATS_INO | METRICS_INO) {
-            return reply.opened(0, FopenFlags::FOPEN_DIRECT_IO);
+        if let Some(text) = self.virtual_file(u64::from(ino)) {
+            let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+            self.snapshots.lock().unwrap_or_else(|e| e.into_inner()).insert(fh, text);
+            return reply.opened(fh, FopenFlags::FOPEN_DIRECT_IO);
         }
         if u64::from(ino) == CHECKPOINT_INO {
             // The checkpoint runs here, in this request's thread; other requests go on.
@@ -451,7 +455,7 @@ impl OkeanosFuse {
                     let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
                     let mut text = serde_json::to_vec_pretty(&c).unwrap_or_default();
                     text.push(b'\n');
-                    self.checkpoints.lock().unwrap_or_else(|e| e.into_inner()).insert(fh, text);
+                    self.snapshots.lock().unwrap_or_else(|e| e.into_inner()).insert(fh, text);
                     reply.opened(fh, FopenFlags::FOPEN_DIRECT_IO)
                 }
                 Err(e) => reply.error(errno(&e)),
@@ -472,16 +476,12 @@ impl OkeanosFuse {
     }
 
     pub(crate) fn read(&self, ino: INodeNo, fh: FileHandle, offset: u64, size: u32, reply: impl Reply) {
-        if u64::from(ino) == CHECKPOINT_INO {
-            let done = self.checkpoints.lock().unwrap_or_else(|e| e.into_inner()).get(&u64::from(fh)).cloned().unwrap_or_default();
-            let from = (offset as usize).min(done.len());
-            let to = (from + size as usize).min(done.len());
-            return reply.data(&done[from..to]);
-        }
-        if let Some(s) = self.virtual_file(u64::from(ino)) {
-            let from = (offset as usize).min(s.len());
-            let to = (from + size as usize).min(s.len());
-            return reply.data(&s[from..to]);
+        if matches!(u64::from(ino), STATS_INO | METRICS_INO | CHECKPOINT_INO) {
+            let snaps = self.snapshots.lock().unwrap_or_else(|e| e.into_inner());
+            let text = snaps.get(&u64::from(fh)).map_or(&[][..], Vec::as_slice);
+            let from = (offset as usize).min(text.len());
+            let to = (from + size as usize).min(text.len());
+            return reply.data(&text[from..to]);
         }
         self.read_requests.fetch_add(1, Ordering::Relaxed);
         match ino32(ino).map(|i| self.fs.read(i, offset, size as usize)) {
@@ -557,7 +557,7 @@ impl OkeanosFuse {
     }
 
     pub(crate) fn release(&self, fh: FileHandle, reply: impl Reply) {
-        self.checkpoints.lock().unwrap_or_else(|e| e.into_inner()).remove(&u64::from(fh));
+        self.snapshots.lock().unwrap_or_else(|e| e.into_inner()).remove(&u64::from(fh));
         if let Some(h) = self.handles.lock().unwrap_or_else(|e| e.into_inner()).remove(&u64::from(fh)) {
             self.fs.release(h.ino);
         }

@@ -114,16 +114,20 @@ fn abort_connection(canon: &Path) {
     if let Some(minor) = minor {
         let abort = ctl.join(minor.to_string()).join("abort");
         let dir = c"/sys/fs/fuse/connections";
-        // SAFETY: NUL-terminated strings that live across the calls.
-        let mounted_here = !abort.exists() && unsafe { libc::mount(c"none".as_ptr(), dir.as_ptr(), c"fusectl".as_ptr(), 0, std::ptr::null()) } == 0;
-        let aborted = std::fs::write(&abort, "1").is_ok();
-        if mounted_here {
-            // SAFETY: as above.
-            unsafe { libc::umount2(dir.as_ptr(), libc::MNT_DETACH) };
-        }
-        if aborted {
-            say(&format!("aborted FUSE connection {minor} of {}", canon.display()));
-            return;
+        // Another process doing the same may unmount the control file system between our
+        // look and our write: try again a few times before giving up.
+        for _ in 0..3 {
+            // SAFETY: NUL-terminated strings that live across the calls.
+            let mounted_here = !abort.exists() && unsafe { libc::mount(c"none".as_ptr(), dir.as_ptr(), c"fusectl".as_ptr(), 0, std::ptr::null()) } == 0;
+            let aborted = std::fs::write(&abort, "1").is_ok();
+            if mounted_here {
+                // SAFETY: as above.
+                unsafe { libc::umount2(dir.as_ptr(), libc::MNT_DETACH) };
+            }
+            if aborted {
+                say(&format!("aborted FUSE connection {minor} of {}", canon.display()));
+                return;
+            }
         }
     }
     say("could not abort the FUSE connection; exiting (acknowledged writes are in the journal)");
@@ -249,7 +253,11 @@ fn serve(image: &Path, mnt: &Path, opts: MountOptions, fopts: FuseOpts) -> Resul
         let cpus = crate::fuse::ring::possible_cpus();
         let shape = crate::fuse::ring::Shape { threads_per_queue: (fopts.threads / cpus).max(1), entries: 32, payload: 1 << 20 };
         let canon = std::fs::canonicalize(mnt).unwrap_or_else(|_| mnt.to_path_buf());
-        crate::fuse::ring::start(fd, ops, ring, shape, std::sync::Arc::new(move || abort_connection(&canon)));
+        // Every queue thread that fails asks for the abort, often at the same moment: the
+        // first does it and the others wait for it. Two at once raced over mounting and
+        // unmounting the control file system, and the loser exited the daemon.
+        let once = std::sync::Once::new();
+        crate::fuse::ring::start(fd, ops, ring, shape, std::sync::Arc::new(move || once.call_once(|| abort_connection(&canon))));
     }
     let _ = std::fs::write(pid_file(mnt), std::process::id().to_string());
     let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT]).map_err(|e| e.to_string())?;

@@ -176,6 +176,63 @@ fn the_daemon_writes_a_metrics_file() {
     assert!(syncs >= 10.0, "{text}");
 }
 
+/// The counters files are read as one snapshot per open: a reader that takes many small
+/// read() calls while writers commit gets one whole text each time. They were rendered again
+/// at every read, so a reader whose pieces came from renderings of different lengths got
+/// broken JSON (a CI run failed on "trailing characters").
+#[test]
+fn the_counters_files_read_as_one_snapshot_per_open() {
+    if !fuse_usable() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = small_image(dir.path());
+    let mnt = dir.path().join("mnt");
+    let m = Mount::new(&img, &mnt, "data=wasteless,dmeta");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (stop, path) = (stop.clone(), mnt.join("x"));
+        std::thread::spawn(move || {
+            let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && n < 200_000 {
+                f.write_all(&[n as u8; 100]).unwrap();
+                f.sync_data().unwrap();
+                n += 1;
+            }
+            n
+        })
+    };
+    // 16 bytes a read(): the files are opened for direct I/O, so each is one request.
+    let read_small = |name: &str| {
+        let mut f = std::fs::File::open(mnt.join(name)).unwrap();
+        let (mut text, mut piece) = (Vec::new(), [0u8; 16]);
+        loop {
+            let n = std::io::Read::read(&mut f, &mut piece).unwrap();
+            if n == 0 {
+                break text;
+            }
+            text.extend_from_slice(&piece[..n]);
+        }
+    };
+    let mut syncs_seen = Vec::new();
+    for round in 0..150 {
+        let json = read_small(".okeanos-stats");
+        let v: serde_json::Value = serde_json::from_slice(&json).unwrap_or_else(|e| panic!("round {round}: {e}: {}", String::from_utf8_lossy(&json)));
+        syncs_seen.push(v["syncs"].as_u64().unwrap());
+        let prom = String::from_utf8(read_small(".okeanos-metrics")).unwrap();
+        assert!(prom.ends_with('\n'), "round {round}: {prom}");
+        for l in prom.lines().filter(|l| !l.starts_with('#')) {
+            let value = l.rsplit(' ').next().unwrap();
+            assert!(value.parse::<f64>().is_ok() && l.starts_with("okeanos_"), "round {round}: a torn line {l:?}");
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let written = writer.join().unwrap();
+    assert!(syncs_seen.first() < syncs_seen.last(), "the counters moved while they were read ({written} syncs): {syncs_seen:?}");
+    m.unmount();
+}
+
 /// `okeanos checkpoint MOUNTPOINT` on a live manylogs mount with `checkpoint=lazy`: the
 /// blocks logged by the writes beside it go home now, and the image then needs no replay. And
 /// O_DUR set, read and cleared through the xattr `user.okeanos.durable`.
@@ -489,8 +546,8 @@ fn a_ring_queue_that_dies_aborts_the_connection_and_hangs_no_request() {
         assert!(matches!(err, Some(libc::ENOTCONN) | Some(libc::ECONNABORTED) | Some(libc::ECANCELED)), "writer {w} ended with {err:?}, not a dead connection");
     }
     let status = m.child.take().unwrap().wait().unwrap();
-    assert!(status.success(), "the engine unmounts cleanly after the abort: {status}");
     let text = std::fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "the engine unmounts cleanly after the abort: {status}; its log:\n{text}");
     assert!(text.contains("aborting the connection") && text.contains("unmounted cleanly"), "{text}");
     let _ = Command::new("umount").arg(&mnt).status();
     fsck_clean(&img);
