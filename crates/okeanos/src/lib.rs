@@ -62,7 +62,7 @@ pub mod runtime;
 pub mod stats;
 pub mod workload;
 
-pub use device::{CrashDevice, CrashRecorder, Device, FaultDevice, FileDevice, MemDevice};
+pub use device::{CrashDevice, CrashImage, CrashRecorder, Device, FaultDevice, FileDevice, MemDevice};
 pub use engine::{DirEntryInfo, File, Okeanos, Owner, StatFs};
 pub use fs::fsck::{fsck, FsckReport};
 pub use fs::mkfs::{MkfsError, MkfsOptions};

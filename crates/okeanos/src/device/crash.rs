@@ -12,6 +12,7 @@
 //! bounded but systematic set of plans: all kept, all lost, each one lost alone, each one torn
 //! alone, and seeded random mixtures.
 
+use super::crash_image::CrashImage;
 use super::{check_access, Device, DeviceError, DeviceStats, MemDevice, SECTOR_SIZE};
 use std::sync::{Arc, Mutex};
 
@@ -93,9 +94,17 @@ fn mask_of(bits: u64) -> u64 {
     }
 }
 
+/// The images every crash state after some point shares: the initial images with every write
+/// before `upto` applied (see [`CrashRecorder::build_devices`]).
+struct Prefix {
+    upto: usize,
+    images: Vec<Arc<Vec<u8>>>,
+}
+
 #[derive(Default)]
 pub struct CrashRecorder {
     log: Mutex<Log>,
+    prefix: Mutex<Option<Prefix>>,
 }
 
 impl CrashRecorder {
@@ -278,6 +287,58 @@ impl CrashRecorder {
             }
         }
         images
+    }
+
+    /// The device images of one crash state, the same bytes as [`CrashRecorder::build`]'s,
+    /// without a copy of each whole device per state. Every write before the state's first
+    /// unflushed write reaches the media in every state after this point, so those writes are
+    /// applied once to a cached image, advanced as the states' points move forward (the
+    /// harness visits them in order; a point before the cache rebuilds it). Each state gets a
+    /// [`CrashImage`] per device: the cached image, with the fates of its own later writes
+    /// laid over it in pages.
+    pub fn build_devices(&self, state: &CrashState) -> Vec<Arc<CrashImage>> {
+        let pending = self.unflushed(state.after_events);
+        assert_eq!(pending.len(), state.fates.len(), "a fate for every unflushed write");
+        let first = pending.first().copied().unwrap_or(state.after_events);
+        let log = self.lock();
+        let images: Vec<CrashImage> = {
+            let mut cache = self.prefix.lock().unwrap_or_else(|e| e.into_inner());
+            let reusable = cache.as_ref().is_some_and(|p| p.upto <= first && p.images.len() == log.initial.len());
+            if !reusable {
+                *cache = Some(Prefix { upto: 0, images: log.initial.iter().map(|i| Arc::new(i.clone())).collect() });
+            }
+            let prefix = cache.as_mut().expect("set above");
+            for e in &log.events[prefix.upto..first] {
+                if let CrashEvent::Write { dev, offset, data } = e {
+                    // In place when no state's image still holds it (the usual case).
+                    let img = Arc::make_mut(&mut prefix.images[*dev]);
+                    let off = *offset as usize;
+                    img[off..off + data.len()].copy_from_slice(data);
+                }
+            }
+            prefix.upto = first;
+            prefix.images.iter().map(|b| CrashImage::new(b.clone())).collect()
+        };
+        let fate_of: std::collections::HashMap<usize, TearPlan> = pending.iter().copied().zip(state.fates.iter().copied()).collect();
+        for (i, e) in log.events[first..state.after_events].iter().enumerate() {
+            let CrashEvent::Write { dev, offset, data } = e else { continue };
+            let img = &images[*dev];
+            match fate_of.get(&(first + i)).copied().unwrap_or(TearPlan::Keep) {
+                TearPlan::Keep => img.lay(*offset, data),
+                TearPlan::Lose => {}
+                TearPlan::Torn(mask) => {
+                    let sectors = data.len() / SECTOR_SIZE as usize;
+                    let per_bit = sectors.div_ceil(64).max(1);
+                    for s in 0..sectors {
+                        if mask & (1 << (s / per_bit)) != 0 {
+                            let r = s * SECTOR_SIZE as usize..(s + 1) * SECTOR_SIZE as usize;
+                            img.lay(*offset + r.start as u64, &data[r]);
+                        }
+                    }
+                }
+            }
+        }
+        images.into_iter().map(Arc::new).collect()
     }
 
     /// A bounded, systematic set of crash states after the first `upto` events: all unflushed

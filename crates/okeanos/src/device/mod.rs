@@ -18,6 +18,7 @@
 
 pub mod batch;
 mod crash;
+mod crash_image;
 mod fault;
 mod file;
 pub mod lock;
@@ -30,6 +31,7 @@ mod sparse;
 mod timed;
 
 pub use crash::{CrashDevice, CrashEvent, CrashNvm, CrashRecorder, CrashState, PendingLine, TearPlan};
+pub use crash_image::CrashImage;
 pub use fault::FaultDevice;
 pub use file::FileDevice;
 pub use memory::MemDevice;

@@ -7,7 +7,7 @@
 use crate::common::*;
 use okeanos::journal::content::ContentConfig;
 use okeanos::nvm::{MemNvm, NvmHandle};
-use okeanos::{CrashRecorder, DataMode, Device, MemDevice, MkfsOptions, MountOptions, Okeanos};
+use okeanos::{CrashImage, CrashRecorder, DataMode, Device, MemDevice, MkfsOptions, MountOptions, Okeanos};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -76,11 +76,16 @@ fn mount_opts(cfg: ContentConfig, run: &Run, nvm: Option<Arc<dyn okeanos::nvm::N
 }
 
 /// Mounts a crash image (recovery), checks the guarantee, unmounts and runs fsck.
-pub fn recover_and_check(cfg: ContentConfig, run: &Run, k: usize, mut images: Vec<Vec<u8>>, nvm: Option<Vec<u8>>) -> Result<(), String> {
-    let dev = Arc::new(MemDevice::from_bytes(images.remove(0)));
-    let jdev = run.external.then(|| Arc::new(MemDevice::from_bytes(images.remove(0))) as Arc<dyn Device>);
+pub fn recover_and_check(cfg: ContentConfig, run: &Run, k: usize, images: Vec<Vec<u8>>, nvm: Option<Vec<u8>>) -> Result<(), String> {
+    recover_and_check_devices(cfg, run, k, images.into_iter().map(|i| Arc::new(MemDevice::from_bytes(i)) as Arc<dyn Device>).collect(), nvm)
+}
+
+/// As [`recover_and_check`], on devices already made (a crash state's [`CrashImage`]s).
+pub fn recover_and_check_devices(cfg: ContentConfig, run: &Run, k: usize, mut devs: Vec<Arc<dyn Device>>, nvm: Option<Vec<u8>>) -> Result<(), String> {
+    let dev = devs.remove(0);
+    let jdev = run.external.then(|| devs.remove(0));
     let nvm = nvm.map(|b| Arc::new(MemNvm::from_bytes(b)) as Arc<dyn okeanos::nvm::Nvm>);
-    let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, jdev.clone(), mount_opts(cfg, run, nvm.clone())).map_err(|e| format!("mount: {e}"))?;
+    let fs = Okeanos::mount(dev.clone(), jdev.clone(), mount_opts(cfg, run, nvm.clone())).map_err(|e| format!("mount: {e}"))?;
     check(cfg.mode, run, k, &fs)?;
     fs.unmount().map_err(|e| format!("unmount: {e}"))?;
     let r = okeanos::fsck(dev, jdev);
@@ -111,13 +116,18 @@ pub fn crash_during_recovery(cfg: ContentConfig, run: &Run, k: usize, mut images
             }
         }
         for st in states {
-            let img = rec.build(&st);
+            let img = devices(rec.build_devices(&st));
             let nvm_img = region.as_ref().map(|_| rec.build_nvm(&st).remove(0));
-            recover_and_check(cfg, run, k, img, nvm_img).map_err(|e| format!("second crash {}: {e}", st.label))?;
+            recover_and_check_devices(cfg, run, k, img, nvm_img).map_err(|e| format!("second crash {}: {e}", st.label))?;
             n += 1;
         }
     }
     Ok(n)
+}
+
+/// A crash state's images as the devices a mount takes.
+fn devices(images: Vec<Arc<CrashImage>>) -> Vec<Arc<dyn Device>> {
+    images.into_iter().map(|i| i as Arc<dyn Device>).collect()
 }
 
 pub struct Outcome {
@@ -171,13 +181,13 @@ pub fn enumerate(cfg: ContentConfig, run: &Run, max_points: usize, second_crash_
             }
         }
         for (si, st) in states.into_iter().enumerate() {
-            let image = run.recorder.build(&st);
+            let images = run.recorder.build_devices(&st);
             let nvm = run.nvm.then(|| run.recorder.build_nvm(&st).remove(0));
             out.states += 1;
             let res = if second_crash_every > 0 && si == 1 && pi % second_crash_every == 0 {
-                crash_during_recovery(cfg, run, k, image, nvm).map(|n| out.states += n)
+                crash_during_recovery(cfg, run, k, images.iter().map(|i| i.to_bytes()).collect(), nvm).map(|n| out.states += n)
             } else {
-                recover_and_check(cfg, run, k, image, nvm)
+                recover_and_check_devices(cfg, run, k, devices(images), nvm)
             };
             if let Err(e) = res {
                 out.violations.push(format!("{} {}: {e}", cfg.name(), st.label));
