@@ -308,13 +308,8 @@ impl CrashRecorder {
                 TearPlan::Keep => img[off..off + data.len()].copy_from_slice(data),
                 TearPlan::Lose => {}
                 TearPlan::Torn(mask) => {
-                    let sectors = data.len() / SECTOR_SIZE as usize;
-                    let per_bit = sectors.div_ceil(64).max(1);
-                    for s in 0..sectors {
-                        if mask & (1 << (s / per_bit)) != 0 {
-                            let r = s * SECTOR_SIZE as usize..(s + 1) * SECTOR_SIZE as usize;
-                            img[off + r.start..off + r.end].copy_from_slice(&data[r]);
-                        }
+                    for r in torn_sectors(data.len(), mask) {
+                        img[off + r.start..off + r.end].copy_from_slice(&data[r]);
                     }
                 }
             }
@@ -360,13 +355,8 @@ impl CrashRecorder {
                 TearPlan::Keep => img.lay(*offset, data),
                 TearPlan::Lose => {}
                 TearPlan::Torn(mask) => {
-                    let sectors = data.len() / SECTOR_SIZE as usize;
-                    let per_bit = sectors.div_ceil(64).max(1);
-                    for s in 0..sectors {
-                        if mask & (1 << (s / per_bit)) != 0 {
-                            let r = s * SECTOR_SIZE as usize..(s + 1) * SECTOR_SIZE as usize;
-                            img.lay(*offset + r.start as u64, &data[r]);
-                        }
+                    for r in torn_sectors(data.len(), mask) {
+                        img.lay(*offset + r.start as u64, &data[r]);
                     }
                 }
             }
@@ -430,6 +420,22 @@ impl CrashRecorder {
         }
         out
     }
+}
+
+/// The byte ranges of a write of `len` bytes that reach the media under [`TearPlan::Torn`]`(mask)`.
+fn torn_sectors(len: usize, mask: u64) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let sectors = len / SECTOR_SIZE as usize;
+    let per_bit = sectors.div_ceil(64).max(1);
+    (0..sectors).filter(move |s| mask & (1 << (s / per_bit)) != 0).map(|s| s * SECTOR_SIZE as usize..(s + 1) * SECTOR_SIZE as usize)
+}
+
+/// The seed of a randomized unit test: `OKEANOS_TEST_SEED` or `default`, printed so that a
+/// failure can be run again.
+#[cfg(test)]
+pub(crate) fn test_seed(default: u64) -> u64 {
+    let seed = std::env::var("OKEANOS_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(default);
+    eprintln!("seed {seed} (OKEANOS_TEST_SEED)");
+    seed
 }
 
 /// A tiny deterministic generator (SplitMix64) so crash enumeration needs no dependency.
@@ -537,15 +543,9 @@ mod tests {
     /// regions; every state of every 5th point.
     #[test]
     fn nvm_images_follow_the_model() {
-        let seed: u64 = std::env::var("OKEANOS_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x00c0_ffee);
-        eprintln!("seed {seed} (OKEANOS_TEST_SEED)");
-        let mut x = seed | 1;
-        let mut rnd = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let seed = test_seed(0x00c0_ffee);
+        let mut rng = SplitMix(seed);
+        let mut rnd = move |n: u64| rng.next() % n;
         let rec = CrashRecorder::new();
         let size = 4096u64;
         let regions: Vec<_> = (0..2).map(|i| rec.nvm(&format!("n{i}"), vec![i as u8; size as usize])).collect();

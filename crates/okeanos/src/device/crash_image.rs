@@ -107,6 +107,7 @@ impl Device for CrashImage {
 
 #[cfg(test)]
 mod tests {
+    use super::super::crash::{test_seed, SplitMix};
     use super::super::{CrashRecorder, Device, MemDevice, SECTOR_SIZE};
 
     /// Every crash state's images from `build_devices` are byte for byte `build`'s, on two
@@ -116,15 +117,9 @@ mod tests {
     /// MemDevice with the same bytes does.
     #[test]
     fn crash_images_are_the_bytes_build_makes() {
-        let seed: u64 = std::env::var("OKEANOS_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_1234);
-        eprintln!("seed {seed} (OKEANOS_TEST_SEED)");
-        let mut x = seed | 1;
-        let mut rnd = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let seed = test_seed(0x5eed_1234);
+        let mut rng = SplitMix(seed);
+        let mut rnd = move |n: u64| rng.next() % n;
         let rec = CrashRecorder::new();
         let sizes = [64 * 1024 + 1536, 32 * 1024];
         let devs: Vec<_> = sizes.iter().enumerate().map(|(i, &n)| rec.device(&format!("d{i}"), (0..n).map(|b| (b % 251) as u8).collect())).collect();
