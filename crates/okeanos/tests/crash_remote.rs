@@ -117,13 +117,13 @@ fn crash_test_with(policy: &str, canary: bool, server: MemLog, revive_at: Option
     let full = log.lock().unwrap().clone();
     for k in 0..=recorder.event_count() {
         for st in recorder.states(k, 2, 1, k as u64) {
-            let image = recorder.build(&st).remove(0);
             for in_flight in [false, true] {
                 states += 1;
                 let server = Arc::new(Mutex::new(full.at(k, in_flight)));
-                let dev = Arc::new(MemDevice::from_bytes(image.clone()));
+                // Each check gets its own image (recovery writes to it).
+                let dev: Arc<dyn Device> = recorder.build_devices(&st).remove(0);
                 let r = (|| -> Result<(), String> {
-                    let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, opts(cfg, connector(server, None))).map_err(|e| format!("mount: {e}"))?;
+                    let fs = Okeanos::mount(dev.clone(), None, opts(cfg, connector(server, None))).map_err(|e| format!("mount: {e}"))?;
                     check(cfg.mode, &files, &[], k, &fs)?;
                     fs.unmount().map_err(|e| format!("unmount: {e}"))?;
                     let f = okeanos::fsck(dev.clone(), None);
@@ -225,11 +225,10 @@ fn crash_states_of_the_return_to_the_server() {
     let mut states = 0;
     for k in 0..=recorder.event_count() {
         for st in recorder.states(k, 2, 1, k as u64) {
-            let image = recorder.build(&st).remove(0);
+            let dev: Arc<dyn Device> = recorder.build_devices(&st).remove(0);
             // Before the trim completed the server still holds its old transactions.
             let server = if k < trimmed_at { back.clone() } else { MemLog { epoch: back.epoch + 1, ..Default::default() } };
-            let dev = Arc::new(MemDevice::from_bytes(image));
-            let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, opts(cfg, connector(Arc::new(Mutex::new(server)), None))).unwrap_or_else(|e| panic!("{} at event {k}: {e}", st.label));
+            let fs = Okeanos::mount(dev.clone(), None, opts(cfg, connector(Arc::new(Mutex::new(server)), None))).unwrap_or_else(|e| panic!("{} at event {k}: {e}", st.label));
             let got = fs.read_path("/log").unwrap();
             assert!(got == want, "{} at event {k}: /log has {} bytes, {} synced (or other bytes)", st.label, got.len(), want.len());
             fs.unmount().unwrap();
@@ -317,13 +316,13 @@ fn crash_test_with_server(policy: &str, canary: bool) -> (usize, Vec<String>, bo
         let lens = extents(&events, k, 4);
         for st in recorder.states(k, 2, 1, k as u64) {
             states += 1;
-            let mut images = recorder.build(&st).into_iter();
-            let host = Arc::new(MemDevice::from_bytes(images.next().unwrap()));
-            let server: Vec<Arc<dyn Device>> = images.map(|i| Arc::new(MemDevice::from_bytes(i)) as Arc<dyn Device>).collect();
+            let mut images = recorder.build_devices(&st).into_iter();
+            let host: Arc<dyn Device> = images.next().unwrap();
+            let server: Vec<Arc<dyn Device>> = images.map(|i| i as Arc<dyn Device>).collect();
             let r = (|| -> Result<(), String> {
                 let medium = DeviceMedium::new([server[0].clone(), server[1].clone(), server[2].clone()], [lens[1], lens[2], lens[3]]);
                 let store = Store::open_on(Box::new(medium), quota).map_err(|e| format!("the server's store: {e}"))?;
-                let fs = Okeanos::mount(host.clone() as Arc<dyn Device>, None, opts(cfg, store_connector(Arc::new(Mutex::new(store))))).map_err(|e| format!("mount: {e}"))?;
+                let fs = Okeanos::mount(host.clone(), None, opts(cfg, store_connector(Arc::new(Mutex::new(store))))).map_err(|e| format!("mount: {e}"))?;
                 check(cfg.mode, &files, &[], k, &fs)?;
                 fs.unmount().map_err(|e| format!("unmount: {e}"))?;
                 let f = okeanos::fsck(host.clone(), None);
