@@ -296,24 +296,10 @@ impl CrashRecorder {
         assert_eq!(pending.len(), state.fates.len(), "a fate for every unflushed write");
         let log = self.lock();
         let mut images = log.initial.clone();
-        let mut fate_of = std::collections::HashMap::new();
-        for (k, &i) in pending.iter().enumerate() {
-            fate_of.insert(i, state.fates[k]);
-        }
-        for (i, e) in log.events[..state.after_events].iter().enumerate() {
-            let CrashEvent::Write { dev, offset, data } = e else { continue };
-            let img = &mut images[*dev];
-            let off = *offset as usize;
-            match fate_of.get(&i).copied().unwrap_or(TearPlan::Keep) {
-                TearPlan::Keep => img[off..off + data.len()].copy_from_slice(data),
-                TearPlan::Lose => {}
-                TearPlan::Torn(mask) => {
-                    for r in torn_sectors(data.len(), mask) {
-                        img[off + r.start..off + r.end].copy_from_slice(&data[r]);
-                    }
-                }
-            }
-        }
+        apply_fates(&log.events, 0..state.after_events, &pending, &state.fates, |dev, off, bytes| {
+            let off = off as usize;
+            images[dev][off..off + bytes.len()].copy_from_slice(bytes);
+        });
         images
     }
 
@@ -347,20 +333,7 @@ impl CrashRecorder {
             prefix.upto = first;
             prefix.images.iter().map(|b| CrashImage::new(b.clone())).collect()
         };
-        let fate_of: std::collections::HashMap<usize, TearPlan> = pending.iter().copied().zip(state.fates.iter().copied()).collect();
-        for (i, e) in log.events[first..state.after_events].iter().enumerate() {
-            let CrashEvent::Write { dev, offset, data } = e else { continue };
-            let img = &images[*dev];
-            match fate_of.get(&(first + i)).copied().unwrap_or(TearPlan::Keep) {
-                TearPlan::Keep => img.lay(*offset, data),
-                TearPlan::Lose => {}
-                TearPlan::Torn(mask) => {
-                    for r in torn_sectors(data.len(), mask) {
-                        img.lay(*offset + r.start as u64, &data[r]);
-                    }
-                }
-            }
-        }
+        apply_fates(&log.events, first..state.after_events, &pending, &state.fates, |dev, off, bytes| images[dev].lay(off, bytes));
         images.into_iter().map(Arc::new).collect()
     }
 
@@ -422,11 +395,29 @@ impl CrashRecorder {
     }
 }
 
-/// The byte ranges of a write of `len` bytes that reach the media under [`TearPlan::Torn`]`(mask)`.
-fn torn_sectors(len: usize, mask: u64) -> impl Iterator<Item = std::ops::Range<usize>> {
-    let sectors = len / SECTOR_SIZE as usize;
-    let per_bit = sectors.div_ceil(64).max(1);
-    (0..sectors).filter(move |s| mask & (1 << (s / per_bit)) != 0).map(|s| s * SECTOR_SIZE as usize..(s + 1) * SECTOR_SIZE as usize)
+/// Lays the writes among `events[range]` as a crash state leaves them: `fates[k]` is the fate
+/// of the write at `pending[k]`, every other write is kept. `lay(dev, offset, bytes)` puts
+/// bytes that reached the media on device `dev`.
+fn apply_fates(events: &[CrashEvent], range: std::ops::Range<usize>, pending: &[usize], fates: &[TearPlan], mut lay: impl FnMut(usize, u64, &[u8])) {
+    let fate_of: std::collections::HashMap<usize, TearPlan> = pending.iter().copied().zip(fates.iter().copied()).collect();
+    let start = range.start;
+    for (i, e) in events[range].iter().enumerate() {
+        let CrashEvent::Write { dev, offset, data } = e else { continue };
+        match fate_of.get(&(start + i)).copied().unwrap_or(TearPlan::Keep) {
+            TearPlan::Keep => lay(*dev, *offset, data),
+            TearPlan::Lose => {}
+            TearPlan::Torn(mask) => {
+                // Sector s reaches the media when bit s / per_bit is set (64 equal runs for a
+                // write of more than 64 sectors).
+                let sectors = data.len() / SECTOR_SIZE as usize;
+                let per_bit = sectors.div_ceil(64).max(1);
+                for s in (0..sectors).filter(|s| mask & (1 << (s / per_bit)) != 0) {
+                    let r = s * SECTOR_SIZE as usize..(s + 1) * SECTOR_SIZE as usize;
+                    lay(*dev, *offset + r.start as u64, &data[r]);
+                }
+            }
+        }
+    }
 }
 
 /// The seed of a randomized unit test: `OKEANOS_TEST_SEED` or `default`, printed so that a
