@@ -6,6 +6,7 @@
 # target and run: tps and average latency.
 #
 #   scripts/pgbench-compare.sh [okeanos mount options...]   (default: data=ordered and data=wasteless,dmeta)
+#   CPU=1 scripts/pgbench-compare.sh ...                    (also CPU time per transaction)
 set -euo pipefail
 RUNS=${RUNS:-3}
 modes=("${@:-data=ordered}")
@@ -23,13 +24,27 @@ cleanup() {
     rm -rf "$W"
 }
 trap cleanup EXIT
+# With CPU=1 each line also gives the machine's CPU time per transaction (every process and the
+# kernel: user, system, irq, softirq and steal from /proc/stat) and, on a FUSE mount, the
+# daemon's share (/proc/PID/stat).
+HZ=$(getconf CLK_TCK)
+busy() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
+ticks() { if [ -n "$1" ]; then awk '{print $14 + $15}' "/proc/$1/stat"; else echo 0; fi; }
 bench() { # target label
     mkdir -p "$W/mnt/pg" && chown postgres:postgres "$W/mnt/pg"
     su postgres -s /bin/sh -c "$PG/initdb -D $W/mnt/pg/data" >/dev/null 2>&1
     su postgres -s /bin/sh -c "$PG/pg_ctl -D $W/mnt/pg/data -l $W/sock/pg.log -o '-k $W/sock -p 54399 -c listen_addresses=' -w start" >/dev/null
     su postgres -s /bin/sh -c "$PG/pgbench -h $W/sock -p 54399 -i -s 10 postgres" >/dev/null 2>&1
+    local pid="" b0 b1 d0 d1 n cpu=""
+    [ "$1" != ext4-ordered ] && pid=$(pgrep -f "okeanos mount" | head -1)
+    b0=$(busy); d0=$(ticks "$pid")
     out=$(su postgres -s /bin/sh -c "$PG/pgbench -h $W/sock -p 54399 -c 8 -j 2 -T 10 postgres" 2>&1)
-    echo "run $2 $1: $(echo "$out" | grep -E '^tps' | sed 's/ (without initial connection time)//'), $(echo "$out" | grep 'latency average')"
+    b1=$(busy); d1=$(ticks "$pid")
+    if [ "${CPU:-0}" = 1 ]; then
+        n=$(echo "$out" | sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p')
+        cpu="; CPU $(( (b1 - b0) * 1000000 / HZ / n )) us a transaction, the daemon's $(( (d1 - d0) * 1000000 / HZ / n )) us"
+    fi
+    echo "run $2 $1: $(echo "$out" | grep -E '^tps' | sed 's/ (without initial connection time)//'), $(echo "$out" | grep 'latency average')$cpu"
     su postgres -s /bin/sh -c "$PG/pg_ctl -D $W/mnt/pg/data -m fast -w stop" >/dev/null
 }
 for r in $(seq 1 "$RUNS"); do
