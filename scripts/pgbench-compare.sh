@@ -36,7 +36,7 @@ bench() { # target label
     su postgres -s /bin/sh -c "$PG/pg_ctl -D $W/mnt/pg/data -l $W/sock/pg.log -o '-k $W/sock -p 54399 -c listen_addresses=' -w start" >/dev/null
     su postgres -s /bin/sh -c "$PG/pgbench -h $W/sock -p 54399 -i -s 10 postgres" >/dev/null 2>&1
     local pid="" b0 b1 d0 d1 n cpu=""
-    [ "$1" != ext4-ordered ] && pid=$(pgrep -f "okeanos mount" | head -1)
+    [ "$1" != ext4-ordered ] && pid=$(pgrep -f "$B mount" | head -1 || true)
     b0=$(busy); d0=$(ticks "$pid")
     out=$(su postgres -s /bin/sh -c "$PG/pgbench -h $W/sock -p 54399 -c 8 -j 2 -T 10 postgres" 2>&1)
     b1=$(busy); d1=$(ticks "$pid")

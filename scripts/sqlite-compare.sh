@@ -25,7 +25,7 @@ load() {
     case "$1" in
         ext4) ;;
         null-fuse) pid=$NULLPID ;;
-        *) pid=$(pgrep -f "okeanos mount $LOOP" | head -1) ;;
+        *) pid=$(pgrep -f "$B mount $LOOP" | head -1 || true) ;;
     esac
     hz=$(getconf CLK_TCK)
     b0=$(busy); d0=$(ticks "$pid")

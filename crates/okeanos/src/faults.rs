@@ -38,6 +38,10 @@ pub struct Faults {
     /// The in-place fdatasync of overwrites writes them without the flush, so a sync returns
     /// with its data still in the device's cache.
     pub datasync_no_flush: bool,
+    /// An fdatasync with nothing overwritten since its file's last in-place request returns
+    /// at once instead of waiting for that request, so it may return before the blocks it
+    /// asked for are written.
+    pub datasync_asked_not_awaited: bool,
     /// The flush that makes a commit durable is skipped (every placement's first canary).
     pub skip_commit_flush: bool,
     /// Ordered data is written after its commit instead of before.

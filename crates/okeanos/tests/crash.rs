@@ -315,3 +315,77 @@ fn canary_pipeline_unrecorded_is_caught() {
     let out = out.expect("a pipeline's torn tail must read as damage when the pipeline is not recorded");
     eprintln!("canary caught: {}", out.violations[0]);
 }
+
+/// An fdatasync asks only for the blocks its file overwrote since its last in-place request
+/// (fs/mod.rs, `Overwrites`); with none, it waits for that request instead of asking again.
+/// Each sync below is registered without waiting (`fsync_then`), twice in a row after one
+/// overwrite, so the second finds the first's request still queued or in flight. At the
+/// moment either is answered, the device events so far must hold a write of the block's new
+/// bytes followed by a flush. The canary answers the second at once.
+fn asked_datasync_run(canary: bool) -> (usize, usize) {
+    use okeanos::device::{CrashEvent, CrashRecorder};
+    use okeanos::{Device, MemDevice, MkfsOptions, MountOptions, Okeanos};
+    use std::sync::{mpsc, Arc};
+    let dev = MemDevice::new(16 << 20);
+    Okeanos::mkfs(&dev, None, &MkfsOptions { journal_blocks: 256, ..Default::default() }).unwrap();
+    let rec = CrashRecorder::new();
+    let recorded: Arc<dyn Device> = Arc::new(rec.device("fs", dev.snapshot()));
+    let mut opts = MountOptions::parse("data=ordered").unwrap();
+    opts.faults.datasync_asked_not_awaited = canary;
+    let fs = Okeanos::mount(recorded, None, opts).unwrap();
+    let f = fs.open_path("/f", true, false, false).unwrap();
+    f.write_at(0, &vec![0u8; 16 * 4096]).unwrap();
+    f.fsync().unwrap();
+    let mut answered_early = 0;
+    let rounds = 60;
+    for round in 0..rounds as u64 {
+        // A block of bytes that appear nowhere else (a pattern of the round's number).
+        let block = (round % 16) * 4096;
+        let bytes: Vec<u8> = (0..4096).map(|i| ((round + 1) * 0x9e37 >> (8 * (i % 2))) as u8 ^ (i / 2 % 251) as u8).collect();
+        f.write_at(block, &bytes).unwrap();
+        let (tx, rx) = mpsc::channel();
+        for _ in 0..2 {
+            let (tx, rec) = (tx.clone(), rec.clone());
+            fs.fsync_then(f.ino(), true, Box::new(move |r| {
+                let _ = tx.send((r, rec.events().len()));
+            }));
+        }
+        for _ in 0..2 {
+            let (r, at) = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("a sync answered");
+            r.unwrap();
+            let events = rec.events();
+            let written = events[..at].iter().rposition(|e| matches!(e, CrashEvent::Write { data, .. } if data.windows(bytes.len()).any(|w| w == &bytes[..])));
+            let durable = written.is_some_and(|w| events[w..at].iter().any(|e| matches!(e, CrashEvent::Flush { .. })));
+            if !durable {
+                answered_early += 1;
+            }
+        }
+    }
+    let c = fs.counters();
+    assert!(c.datasyncs_in_place > 0, "no fdatasync was served in place");
+    // A blocking fdatasync after one that completed, with nothing written between: the first
+    // made the blocks durable, so the second neither asks for a step nor flushes.
+    f.write_at(4096, &[7u8; 100]).unwrap();
+    f.fdatasync().unwrap();
+    let (steps, events) = (fs.counters().datasync_steps, rec.events().len());
+    f.fdatasync().unwrap();
+    assert_eq!(fs.counters().datasync_steps, steps, "an fdatasync with nothing new took a step");
+    assert!(!rec.events()[events..].iter().any(|e| matches!(e, CrashEvent::Flush { .. })), "an fdatasync with nothing new flushed");
+    drop(f);
+    fs.unmount().unwrap();
+    (answered_early, rounds)
+}
+
+#[test]
+fn an_fdatasync_with_nothing_new_waits_for_the_request_before_it() {
+    let (early, rounds) = asked_datasync_run(false);
+    assert_eq!(early, 0, "{early} fdatasyncs of {} answered before their bytes were written and flushed", 2 * rounds);
+}
+
+/// The canary: the second fdatasync answered at once, before the first's step wrote anything.
+#[test]
+fn canary_an_fdatasync_not_waiting_for_the_request_before_it_is_caught() {
+    let (early, rounds) = asked_datasync_run(true);
+    assert!(early > 0, "no fdatasync of {} was answered early with the wait left out", 2 * rounds);
+    eprintln!("{early} of {} fdatasyncs answered early", 2 * rounds);
+}

@@ -251,6 +251,7 @@ impl Okeanos {
             crate::fs::DatasyncNeed::Nothing => Tid::ZERO,
             crate::fs::DatasyncNeed::Commit(t) => t,
             crate::fs::DatasyncNeed::InPlace(_) => core.fs.journal.running_tid(),
+            crate::fs::DatasyncNeed::Asked { tid, .. } => tid,
         };
         let j = &mut core.fs.journal;
         if j.committed_tid() >= tid {

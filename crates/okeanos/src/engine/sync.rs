@@ -134,18 +134,31 @@ impl Okeanos {
         let mut core = self.lock();
         let mut tid = Tid::ZERO;
         let mut blocks = Vec::new();
+        let mut asking = Vec::new();
+        // Requests made earlier that cover some of the files: the newest covers them all
+        // (steps serve requests in order).
+        let mut asked: Option<(u64, Tid)> = None;
         for &ino in inos {
             match core.fs.sync_need(ino, datasync) {
                 DatasyncNeed::Nothing => {}
                 DatasyncNeed::Commit(t) => tid = tid.max(t),
-                DatasyncNeed::InPlace(b) => blocks.extend(b),
+                DatasyncNeed::InPlace(b) => {
+                    blocks.extend(b);
+                    asking.push(ino);
+                }
+                DatasyncNeed::Asked { ticket, tid: t } => asked = Some(asked.map_or((ticket, t), |(k, u)| (k.max(ticket), u.max(t)))),
             }
         }
         if !blocks.is_empty() {
-            if let Await::InPlace { ticket, tid: running } = self.request_in_place(&mut core, blocks) {
-                self.wait_in_place(core, ticket, running)?;
-                core = self.lock();
+            let (ticket, running) = self.request_in_place(&mut core, blocks);
+            for ino in asking {
+                core.fs.in_place_asked(ino, ticket);
             }
+            asked = Some((ticket, running));
+        }
+        if let Some((ticket, running)) = asked {
+            self.wait_in_place(core, ticket, running)?;
+            core = self.lock();
         }
         self.wait_committed(core, tid)?;
         self.inner.stats.on_sync(self.inner.clock.now_ns() - t0);
@@ -202,18 +215,24 @@ impl Okeanos {
         match core.fs.sync_need(ino, datasync) {
             DatasyncNeed::Nothing => Await::Commit(Tid::ZERO),
             DatasyncNeed::Commit(tid) => Await::Commit(tid),
-            DatasyncNeed::InPlace(blocks) => self.request_in_place(core, blocks),
+            DatasyncNeed::InPlace(blocks) => {
+                let (ticket, tid) = self.request_in_place(core, blocks);
+                core.fs.in_place_asked(ino, ticket);
+                Await::InPlace { ticket, tid }
+            }
+            DatasyncNeed::Asked { ticket, tid } => Await::InPlace { ticket, tid },
         }
     }
 
     /// Asks the journal for `blocks` written in place and flushed (journal/datasync.rs), and
-    /// wakes the lane that does it.
-    fn request_in_place(&self, core: &mut Core, blocks: Vec<HomeBlock>) -> Await {
+    /// wakes the lane that does it; returns the request's ticket and the transaction that
+    /// holds the blocks.
+    fn request_in_place(&self, core: &mut Core, blocks: Vec<HomeBlock>) -> (u64, Tid) {
         let tid = core.fs.journal.running_tid();
         let ticket = core.fs.journal.datasync_request(blocks);
         self.inner.jcv.notify_one();
         self.inner.ccv.notify_one();
-        Await::InPlace { ticket, tid }
+        (ticket, tid)
     }
 
     /// Waits until the in-place request `ticket` is durable (or transaction `tid`, which holds

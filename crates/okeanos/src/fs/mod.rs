@@ -38,8 +38,28 @@ pub enum DatasyncNeed {
     Nothing,
     /// The commit of this transaction.
     Commit(Tid),
-    /// These overwritten blocks, written in place and flushed (journal/datasync.rs).
+    /// These overwritten blocks, written in place and flushed (journal/datasync.rs); the
+    /// caller asks for them and records the request ([`FsState::in_place_asked`]).
     InPlace(Vec<HomeBlock>),
+    /// Nothing overwritten since the file's last in-place request: that request (its ticket),
+    /// or the commit of transaction `tid` that holds its blocks, whichever comes first.
+    Asked { ticket: u64, tid: Tid },
+}
+
+/// A file's overwrites in place in the running transaction (journal/datasync.rs).
+#[derive(Debug, Default)]
+pub struct Overwrites {
+    /// The transaction that holds them.
+    pub tid: Tid,
+    /// Blocks overwritten since the file's last in-place request: what its next fdatasync
+    /// asks for. The blocks asked for before are the last request's to make durable, and a
+    /// step writes a block's current version, so a block asked for once and not written
+    /// since needs no second request (an fdatasync asking for every overwritten block again
+    /// made each step's planning grow with the transaction: under PostgreSQL's WAL, thousands
+    /// of blocks looked at per step).
+    pub pending: std::collections::BTreeSet<HomeBlock>,
+    /// The ticket of the file's last in-place request in this transaction (0: none).
+    pub ticket: u64,
 }
 
 /// Everything the engine keeps under its state lock.
@@ -60,7 +80,7 @@ pub struct FsState {
     /// Blocks of each file overwritten in place since its data last needed a commit, with
     /// the transaction that holds them: an fdatasync writes them in place without a commit
     /// (journal/datasync.rs) while that is the running transaction.
-    pub overwrites: HashMap<u32, (Tid, std::collections::BTreeSet<HomeBlock>)>,
+    pub overwrites: HashMap<u32, Overwrites>,
     /// The durable watermark of each file changed since the mount ([`durable`]).
     pub watermarks: HashMap<u32, durable::Watermark>,
     /// Unlinked inodes whose last handle closed: their blocks are freed by the next operation.
@@ -213,16 +233,26 @@ impl FsState {
     pub fn touch_overwrite(&mut self, ino: u32, blocks: impl IntoIterator<Item = HomeBlock>) {
         let (tid, committed) = (self.journal.running_tid(), self.journal.committed_tid());
         self.sync_tid.insert(ino, tid);
-        let entry = self.overwrites.entry(ino).or_insert_with(|| (tid, Default::default()));
-        if entry.0 != tid {
-            if entry.0 > committed {
-                let older = entry.0;
+        let entry = self.overwrites.entry(ino).or_insert_with(|| Overwrites { tid, ..Default::default() });
+        if entry.tid != tid {
+            if entry.tid > committed {
+                let older = entry.tid;
                 let d = self.datasync_tid.entry(ino).or_insert(Tid::ZERO);
                 *d = (*d).max(older);
             }
-            *entry = (tid, Default::default());
+            *entry = Overwrites { tid, ..Default::default() };
         }
-        entry.1.extend(blocks);
+        entry.pending.extend(blocks);
+    }
+
+    /// The caller of [`datasync_need`](Self::datasync_need) asked for the blocks of
+    /// [`DatasyncNeed::InPlace`] in place, with `ticket`: the next fdatasync of `ino` asks only
+    /// for blocks overwritten after this, and waits for this request if there are none.
+    pub fn in_place_asked(&mut self, ino: u32, ticket: u64) {
+        if let Some(o) = self.overwrites.get_mut(&ino) {
+            o.pending.clear();
+            o.ticket = ticket;
+        }
     }
 
     /// What a sync of `ino` needs now: fsync (`datasync` false) the commit of the file's last
@@ -241,7 +271,7 @@ impl FsState {
     pub fn datasync_need(&self, ino: u32) -> DatasyncNeed {
         let j = &self.journal;
         let tid = self.datasync_tid.get(&ino).copied().unwrap_or(Tid::ZERO);
-        match self.overwrites.get(&ino).filter(|(t, _)| *t > j.committed_tid()) {
+        match self.overwrites.get(&ino).map(|o| (&o.tid, o)).filter(|(t, _)| **t > j.committed_tid()) {
             None if tid > j.committed_tid() => DatasyncNeed::Commit(tid),
             None => DatasyncNeed::Nothing,
             // The block map and size that lead to the blocks are committed, and the blocks
@@ -251,11 +281,19 @@ impl FsState {
             // group on the same device, and splitting the syncs into commits and steps made
             // each group smaller (SQLite at 16 processes lost a quarter of its rate;
             // docs/BENCHMARKS.md, "fdatasync of overwrites without a commit").
-            Some((t, blocks)) if tid <= j.committed_tid() && *t == j.running_tid() && j.aborted().is_none() => {
-                if j.commit_in_flight() || j.commit_wanted() || j.datasync_pending() {
+            Some((t, o)) if tid <= j.committed_tid() && *t == j.running_tid() && j.aborted().is_none() => {
+                if o.pending.is_empty() {
+                    // Nothing overwritten since the last request: it covers the file (or,
+                    // with no request and no block, nothing was overwritten).
+                    if o.ticket == 0 || j.cfg().faults.datasync_asked_not_awaited {
+                        DatasyncNeed::Nothing
+                    } else {
+                        DatasyncNeed::Asked { ticket: o.ticket, tid: *t }
+                    }
+                } else if j.commit_in_flight() || j.commit_wanted() || j.datasync_pending() {
                     DatasyncNeed::Commit(*t)
                 } else {
-                    DatasyncNeed::InPlace(blocks.iter().copied().collect())
+                    DatasyncNeed::InPlace(o.pending.iter().copied().collect())
                 }
             }
             Some((t, _)) => DatasyncNeed::Commit(tid.max(*t)),
