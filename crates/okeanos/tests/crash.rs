@@ -341,7 +341,7 @@ fn asked_datasync_run(canary: bool) -> (usize, usize) {
     for round in 0..rounds as u64 {
         // A block of bytes that appear nowhere else (a pattern of the round's number).
         let block = (round % 16) * 4096;
-        let bytes: Vec<u8> = (0..4096).map(|i| ((round + 1) * 0x9e37 >> (8 * (i % 2))) as u8 ^ (i / 2 % 251) as u8).collect();
+        let bytes: Vec<u8> = (0..4096).map(|i| (((round + 1) * 0x9e37) >> (8 * (i % 2))) as u8 ^ (i / 2 % 251) as u8).collect();
         f.write_at(block, &bytes).unwrap();
         let (tx, rx) = mpsc::channel();
         for _ in 0..2 {
