@@ -271,7 +271,7 @@ impl FsState {
     pub fn datasync_need(&self, ino: u32) -> DatasyncNeed {
         let j = &self.journal;
         let tid = self.datasync_tid.get(&ino).copied().unwrap_or(Tid::ZERO);
-        match self.overwrites.get(&ino).map(|o| (&o.tid, o)).filter(|(t, _)| **t > j.committed_tid()) {
+        match self.overwrites.get(&ino).filter(|o| o.tid > j.committed_tid()) {
             None if tid > j.committed_tid() => DatasyncNeed::Commit(tid),
             None => DatasyncNeed::Nothing,
             // The block map and size that lead to the blocks are committed, and the blocks
@@ -281,22 +281,22 @@ impl FsState {
             // group on the same device, and splitting the syncs into commits and steps made
             // each group smaller (SQLite at 16 processes lost a quarter of its rate;
             // docs/BENCHMARKS.md, "fdatasync of overwrites without a commit").
-            Some((t, o)) if tid <= j.committed_tid() && *t == j.running_tid() && j.aborted().is_none() => {
+            Some(o) if tid <= j.committed_tid() && o.tid == j.running_tid() && j.aborted().is_none() => {
                 if o.pending.is_empty() {
                     // Nothing overwritten since the last request: it covers the file (or,
                     // with no request and no block, nothing was overwritten).
                     if o.ticket == 0 || j.cfg().faults.datasync_asked_not_awaited {
                         DatasyncNeed::Nothing
                     } else {
-                        DatasyncNeed::Asked { ticket: o.ticket, tid: *t }
+                        DatasyncNeed::Asked { ticket: o.ticket, tid: o.tid }
                     }
                 } else if j.commit_in_flight() || j.commit_wanted() || j.datasync_pending() {
-                    DatasyncNeed::Commit(*t)
+                    DatasyncNeed::Commit(o.tid)
                 } else {
                     DatasyncNeed::InPlace(o.pending.iter().copied().collect())
                 }
             }
-            Some((t, _)) => DatasyncNeed::Commit(tid.max(*t)),
+            Some(o) => DatasyncNeed::Commit(tid.max(o.tid)),
         }
     }
 
