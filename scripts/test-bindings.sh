@@ -36,16 +36,18 @@ fi
 if command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ]; then
     export PATH="$PATH:/usr/local/go/bin"
     export CGO_LDFLAGS="-L$lib -Wl,-rpath,$lib"
+    # Each step exits the subshell on failure itself: `set -e` does not act inside a subshell
+    # on the left of `||` (a failing `go test` here once left CI green).
     (
-        cd bindings/go
+        cd bindings/go || exit 1
         unformatted=$(gofmt -l .)
         if [ -n "$unformatted" ]; then
             echo "gofmt would change: $unformatted" >&2
             exit 1
         fi
-        go vet ./...
-        go test -count=1 ./...
-        go run ./example
+        go vet ./... || exit 1
+        go test -count=1 ./... || exit 1
+        go run ./example || exit 1
     ) || status=1
 else
     echo "go is required for the Go package's tests and was not found" >&2

@@ -349,19 +349,28 @@ func (fs *FS) ReadDir(path string) ([]DirEntry, error) {
 
 // Counters gives the mount's counters (journal bytes by kind, commits, syncs, ...).
 func (fs *FS) Counters() (map[string]any, error) {
+	// The counters move while the mount works, so the JSON may be longer by the time it is
+	// copied than when its length was asked: ask again with a larger buffer until it fits.
 	n, err := call("counters", fs.path, func() C.int64_t { return C.okeanos_counters_json(fs.h, nil, 0) })
 	if err != nil {
 		return nil, err
 	}
-	buf := make([]byte, n+1)
-	if _, err := call("counters", fs.path, func() C.int64_t {
-		return C.okeanos_counters_json(fs.h, (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)))
-	}); err != nil {
-		return nil, err
+	for tries := 0; tries < 8; tries++ {
+		buf := make([]byte, n+64)
+		got, err := call("counters", fs.path, func() C.int64_t {
+			return C.okeanos_counters_json(fs.h, (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)))
+		})
+		if err != nil {
+			return nil, err
+		}
+		if got < int64(len(buf)) {
+			var m map[string]any
+			if err := json.Unmarshal(buf[:got], &m); err != nil {
+				return nil, err
+			}
+			return m, nil
+		}
+		n = got
 	}
-	var m map[string]any
-	if err := json.Unmarshal(buf[:n], &m); err != nil {
-		return nil, err
-	}
-	return m, nil
+	return nil, fmt.Errorf("okeanos: counters of %s: the JSON kept growing past its buffer", fs.path)
 }

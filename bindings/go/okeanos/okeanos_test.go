@@ -148,7 +148,8 @@ func TestConcurrentAppendersAndATailingReader(t *testing.T) {
 	img := image(t)
 	ofs, err := Open(img, "data=wasteless+dmeta")
 	must(t, err)
-	before, _ := ofs.Counters()
+	before, err := ofs.Counters()
+	must(t, err)
 	const n, per = 32, 30
 	var wg sync.WaitGroup
 	reader, err := ofs.Create("/tail")
@@ -188,7 +189,8 @@ func TestConcurrentAppendersAndATailingReader(t *testing.T) {
 		t.Fatalf("wait durable: %d %v", l, err)
 	}
 	wg.Wait()
-	after, _ := ofs.Counters()
+	after, err := ofs.Counters()
+	must(t, err)
 	syncs := after["syncs"].(float64) - before["syncs"].(float64)
 	commits := after["commits"].(float64) - before["commits"].(float64)
 	if syncs < n*per || commits >= syncs*0.8 {
