@@ -24,12 +24,9 @@ cleanup() {
     rm -rf "$W"
 }
 trap cleanup EXIT
-# With CPU=1 each line also gives the machine's CPU time per transaction (every process and the
-# kernel: user, system, irq, softirq and steal from /proc/stat) and, on a FUSE mount, the
-# daemon's share (/proc/PID/stat).
-HZ=$(getconf CLK_TCK)
-busy() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
-ticks() { if [ -n "$1" ]; then awk '{print $14 + $15}' "/proc/$1/stat"; else echo 0; fi; }
+# With CPU=1 each line also gives the machine's CPU time per transaction and, on a FUSE mount,
+# the daemon's share.
+source "$(dirname "$0")/lib/cpu.sh"
 bench() { # target label
     mkdir -p "$W/mnt/pg" && chown postgres:postgres "$W/mnt/pg"
     su postgres -s /bin/sh -c "$PG/initdb -D $W/mnt/pg/data" >/dev/null 2>&1

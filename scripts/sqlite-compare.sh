@@ -14,24 +14,21 @@ PROCS=${PROCS:-16}
 SECONDS_=${SECONDS_RUN:-10}
 modes=("${@:-data=wasteless,dmeta}")
 [ $# -eq 0 ] && modes+=(data=ordered)
-# With CPU=1 each line also gives the machine's CPU time per transaction (every process and
-# the kernel: user, system, irq, softirq and steal from /proc/stat) and, on a FUSE mount, the
-# daemon's share (/proc/PID/stat): where the cores go when they bound the rate.
-busy() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
-ticks() { if [ -n "$1" ]; then awk '{print $14 + $15}' "/proc/$1/stat"; else echo 0; fi; }
+# With CPU=1 each line also gives the machine's CPU time per transaction and, on a FUSE mount,
+# the daemon's share: where the cores go when they bound the rate.
+source "$here/scripts/lib/cpu.sh"
 load() {
     [ "${CPU:-0}" = 1 ] || { python3 "$here/scripts/workloads/sqlite_commits.py" "$W/mnt" "$PROCS" "$SECONDS_"; return; }
-    local pid="" hz out n b0 b1 d0 d1
+    local pid="" out n b0 b1 d0 d1
     case "$1" in
         ext4) ;;
         null-fuse) pid=$NULLPID ;;
         *) pid=$(pgrep -f "$B mount $LOOP" | head -1 || true) ;;
     esac
-    hz=$(getconf CLK_TCK)
     b0=$(busy); d0=$(ticks "$pid")
     out=$(python3 "$here/scripts/workloads/sqlite_commits.py" "$W/mnt" "$PROCS" "$SECONDS_")
     b1=$(busy); d1=$(ticks "$pid")
     n=$(echo "$out" | sed -n 's/.*(\([0-9]*\) commits.*/\1/p')
-    echo "$out; CPU $(( (b1 - b0) * 1000000 / hz / n )) us a transaction, the daemon's $(( (d1 - d0) * 1000000 / hz / n )) us"
+    echo "$out; CPU $(( (b1 - b0) * 1000000 / HZ / n )) us a transaction, the daemon's $(( (d1 - d0) * 1000000 / HZ / n )) us"
 }
 compare_runs
