@@ -41,6 +41,7 @@ impl Okeanos {
             core.fs.evicting.remove(&ino);
             if r.is_ok() {
                 core.fs.watermarks.remove(&ino);
+                core.fs.overwrites.remove(ino);
             }
         }
         r

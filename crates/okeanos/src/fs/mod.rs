@@ -17,6 +17,7 @@ pub mod fsck;
 pub mod inode;
 pub mod mkfs;
 pub mod namespace;
+pub mod overwrites;
 pub mod xattr;
 
 use crate::cache::{BufKind, Cache};
@@ -28,6 +29,7 @@ use crate::det::{HashMap, HashSet};
 
 pub use dir::DirIndex;
 pub use inode::MemInode;
+pub use overwrites::{OverwriteMap, Overwrites};
 
 pub use crate::error::{FsError, FsResult};
 
@@ -44,22 +46,6 @@ pub enum DatasyncNeed {
     /// Nothing overwritten since the file's last in-place request: that request (its ticket),
     /// or the commit of transaction `tid` that holds its blocks, whichever comes first.
     Asked { ticket: u64, tid: Tid },
-}
-
-/// A file's overwrites in place in the running transaction (journal/datasync.rs).
-#[derive(Debug, Default)]
-pub struct Overwrites {
-    /// The transaction that holds them.
-    pub tid: Tid,
-    /// Blocks overwritten since the file's last in-place request: what its next fdatasync
-    /// asks for. The blocks asked for before are the last request's to make durable, and a
-    /// step writes a block's current version, so a block asked for once and not written
-    /// since needs no second request (an fdatasync asking for every overwritten block again
-    /// made each step's planning grow with the transaction: under PostgreSQL's WAL, thousands
-    /// of blocks looked at per step).
-    pub pending: std::collections::BTreeSet<HomeBlock>,
-    /// The ticket of the file's last in-place request in this transaction (0: none).
-    pub ticket: u64,
 }
 
 /// Everything the engine keeps under its state lock.
@@ -80,7 +66,7 @@ pub struct FsState {
     /// Blocks of each file overwritten in place since its data last needed a commit, with
     /// the transaction that holds them: an fdatasync writes them in place without a commit
     /// (journal/datasync.rs) while that is the running transaction.
-    pub overwrites: HashMap<u32, Overwrites>,
+    pub overwrites: OverwriteMap,
     /// The durable watermark of each file changed since the mount ([`durable`]).
     pub watermarks: HashMap<u32, durable::Watermark>,
     /// Unlinked inodes whose last handle closed: their blocks are freed by the next operation.
@@ -141,7 +127,7 @@ impl FsState {
             pending_free_inodes: HashSet::default(),
             sync_tid: HashMap::default(),
             datasync_tid: HashMap::default(),
-            overwrites: HashMap::default(),
+            overwrites: OverwriteMap::default(),
             watermarks: HashMap::default(),
             deferred_evict: Vec::new(),
             evicting: HashSet::default(),
@@ -233,23 +219,19 @@ impl FsState {
     pub fn touch_overwrite(&mut self, ino: u32, blocks: impl IntoIterator<Item = HomeBlock>) {
         let (tid, committed) = (self.journal.running_tid(), self.journal.committed_tid());
         self.sync_tid.insert(ino, tid);
-        let entry = self.overwrites.entry(ino).or_insert_with(|| Overwrites { tid, ..Default::default() });
-        if entry.tid != tid {
-            if entry.tid > committed {
-                let older = entry.tid;
-                let d = self.datasync_tid.entry(ino).or_insert(Tid::ZERO);
-                *d = (*d).max(older);
-            }
-            *entry = Overwrites { tid, ..Default::default() };
-        }
+        let (entry, older) = self.overwrites.running(ino, tid, committed);
         entry.pending.extend(blocks);
+        if let Some(older) = older {
+            let d = self.datasync_tid.entry(ino).or_insert(Tid::ZERO);
+            *d = (*d).max(older);
+        }
     }
 
     /// The caller of [`datasync_need`](Self::datasync_need) asked for the blocks of
     /// [`DatasyncNeed::InPlace`] in place, with `ticket`: the next fdatasync of `ino` asks only
     /// for blocks overwritten after this, and waits for this request if there are none.
     pub fn in_place_asked(&mut self, ino: u32, ticket: u64) {
-        if let Some(o) = self.overwrites.get_mut(&ino) {
+        if let Some(o) = self.overwrites.get_mut(ino) {
             o.pending.clear();
             o.ticket = ticket;
         }
@@ -271,7 +253,7 @@ impl FsState {
     pub fn datasync_need(&self, ino: u32) -> DatasyncNeed {
         let j = &self.journal;
         let tid = self.datasync_tid.get(&ino).copied().unwrap_or(Tid::ZERO);
-        match self.overwrites.get(&ino).filter(|o| o.tid > j.committed_tid()) {
+        match self.overwrites.live(ino, j.committed_tid()) {
             None if tid > j.committed_tid() => DatasyncNeed::Commit(tid),
             None => DatasyncNeed::Nothing,
             // The block map and size that lead to the blocks are committed, and the blocks
