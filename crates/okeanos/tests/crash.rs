@@ -382,6 +382,63 @@ fn an_fdatasync_with_nothing_new_waits_for_the_request_before_it() {
     assert_eq!(early, 0, "{early} fdatasyncs of {} answered before their bytes were written and flushed", 2 * rounds);
 }
 
+/// Under load, fdatasyncs of overwrites go in place, not to a commit (fs/mod.rs,
+/// `datasync_need`): two files' syncs registered back to back find the first's step asked for
+/// and still to run (the rule before sent the second to a commit whenever a step was asked
+/// for or a commit was in flight), and share steps; none commits. Each must still be answered
+/// only after its file's new bytes were written and flushed.
+#[test]
+fn fdatasyncs_of_overwrites_under_load_share_steps_not_commits() {
+    use okeanos::device::{CrashEvent, CrashRecorder};
+    use okeanos::{Device, MemDevice, MkfsOptions, MountOptions, Okeanos};
+    use std::sync::{mpsc, Arc};
+    let dev = MemDevice::new(16 << 20);
+    Okeanos::mkfs(&dev, None, &MkfsOptions { journal_blocks: 256, ..Default::default() }).unwrap();
+    let rec = CrashRecorder::new();
+    let recorded: Arc<dyn Device> = Arc::new(rec.device("fs", dev.snapshot()));
+    let fs = Okeanos::mount(recorded, None, MountOptions::parse("data=ordered,commit=60").unwrap()).unwrap();
+    let files: Vec<_> = (0..2).map(|i| fs.open_path(&format!("/f{i}"), true, false, false).unwrap()).collect();
+    for f in &files {
+        f.write_at(0, &vec![0u8; 16 * 4096]).unwrap();
+    }
+    fs.sync().unwrap();
+    let before = fs.counters();
+    let rounds = 30u64;
+    let mut early = 0;
+    for round in 0..rounds {
+        let (tx, rx) = mpsc::channel();
+        let mut patterns = Vec::new();
+        for (i, f) in files.iter().enumerate() {
+            let bytes: Vec<u8> = (0..4096u64).map(|k| ((round * 2 + i as u64 + 1) * 0x9e37 >> (8 * (k % 2))) as u8 ^ (k / 2 % 251) as u8).collect();
+            f.write_at((round % 16) * 4096, &bytes).unwrap();
+            patterns.push(bytes);
+        }
+        for (i, f) in files.iter().enumerate() {
+            let (tx, rec) = (tx.clone(), rec.clone());
+            fs.fsync_then(f.ino(), true, Box::new(move |r| {
+                let _ = tx.send((i, r, rec.events().len()));
+            }));
+        }
+        for _ in 0..files.len() {
+            let (i, r, at) = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("a sync answered");
+            r.unwrap();
+            let events = rec.events();
+            let bytes = &patterns[i];
+            let written = events[..at].iter().rposition(|e| matches!(e, CrashEvent::Write { data, .. } if data.windows(bytes.len()).any(|w| w == &bytes[..])));
+            if !written.is_some_and(|w| events[w..at].iter().any(|e| matches!(e, CrashEvent::Flush { .. }))) {
+                early += 1;
+            }
+        }
+    }
+    let after = fs.counters();
+    assert_eq!(early, 0, "{early} fdatasyncs answered before their bytes were written and flushed");
+    assert_eq!(after.commits, before.commits, "fdatasyncs of overwrites committed under load");
+    assert_eq!(after.datasyncs_in_place - before.datasyncs_in_place, 2 * rounds, "not every fdatasync went in place");
+    eprintln!("{} fdatasyncs in {} steps, no commit", 2 * rounds, after.datasync_steps - before.datasync_steps);
+    drop(files);
+    fs.unmount().unwrap();
+}
+
 /// The canary: the second fdatasync answered at once, before the first's step wrote anything.
 #[test]
 fn canary_an_fdatasync_not_waiting_for_the_request_before_it_is_caught() {

@@ -10,12 +10,14 @@
 //! timestamps the write changed stay in the running transaction and commit with it, as
 //! fdatasync allows.
 //!
-//! The step is for an idle journal: it saves a lone sync the commit's latency. When a commit
-//! is in flight or wanted, or a step is already asked for, the file system layer has the sync
-//! join the group commit instead (`FsState::datasync_need`): under load a step would be one
-//! more group competing for the same device, and syncs split between commits and steps made
-//! smaller groups and a lower rate (docs/BENCHMARKS.md). Requests that a commit wanted since
-//! covers wait for it rather than for a step.
+//! Every such fdatasync asks for a step, busy journal or not, unless a commit is wanted: that
+//! commit goes first and writes the blocks too, so the sync joins it (`FsState::datasync_need`).
+//! A step serves every request waiting when it starts, so under load the syncs form groups of
+//! steps as they form group commits. (Until 2026-11-29 a busy journal sent them to the group
+//! commit, as one more group on the device looked worse; once a file's request asked only for
+//! the blocks it overwrote since its last, steps won under load too: docs/BENCHMARKS.md,
+//! "Steps under load".) Requests that a commit wanted since covers wait for it rather than
+//! for a step.
 //!
 //! The step is an early write of the running transaction (journal/writeback.rs) followed by a
 //! flush: it runs where early writes run (a checkpoint's place on its lane, its blocks the
