@@ -386,9 +386,10 @@ fn an_fdatasync_with_nothing_new_waits_for_the_request_before_it() {
 /// `datasync_need`): two files' syncs registered back to back find the first's step asked for
 /// and still to run (the rule before sent the second to a commit whenever a step was asked
 /// for or a commit was in flight), and share steps; none commits. Each must still be answered
-/// only after its file's new bytes were written and flushed.
-#[test]
-fn fdatasyncs_of_overwrites_under_load_share_steps_not_commits() {
+/// only after its file's new bytes were written and flushed, also when the steps' flushes go
+/// to flusher threads (`commit_pipeline=4`). Returns the syncs answered early, and the
+/// commits and in-place syncs the rounds made.
+fn steps_under_load_run(opts: &str, canary: bool) -> (usize, u64, u64, u64) {
     use okeanos::device::{CrashEvent, CrashRecorder};
     use okeanos::{Device, MemDevice, MkfsOptions, MountOptions, Okeanos};
     use std::sync::{mpsc, Arc};
@@ -396,7 +397,9 @@ fn fdatasyncs_of_overwrites_under_load_share_steps_not_commits() {
     Okeanos::mkfs(&dev, None, &MkfsOptions { journal_blocks: 256, ..Default::default() }).unwrap();
     let rec = CrashRecorder::new();
     let recorded: Arc<dyn Device> = Arc::new(rec.device("fs", dev.snapshot()));
-    let fs = Okeanos::mount(recorded, None, MountOptions::parse("data=ordered,commit=60").unwrap()).unwrap();
+    let mut opts = MountOptions::parse(opts).unwrap();
+    opts.faults.pipeline_answer_before_flush = canary;
+    let fs = Okeanos::mount(recorded, None, opts).unwrap();
     let files: Vec<_> = (0..2).map(|i| fs.open_path(&format!("/f{i}"), true, false, false).unwrap()).collect();
     for f in &files {
         f.write_at(0, &vec![0u8; 16 * 4096]).unwrap();
@@ -431,12 +434,31 @@ fn fdatasyncs_of_overwrites_under_load_share_steps_not_commits() {
         }
     }
     let after = fs.counters();
-    assert_eq!(early, 0, "{early} fdatasyncs answered before their bytes were written and flushed");
-    assert_eq!(after.commits, before.commits, "fdatasyncs of overwrites committed under load");
-    assert_eq!(after.datasyncs_in_place - before.datasyncs_in_place, 2 * rounds, "not every fdatasync went in place");
-    eprintln!("{} fdatasyncs in {} steps, no commit", 2 * rounds, after.datasync_steps - before.datasync_steps);
     drop(files);
     fs.unmount().unwrap();
+    eprintln!("{} pipelined flushes", after.pipelined_flushes - before.pipelined_flushes);
+    (early, after.commits - before.commits, after.datasyncs_in_place - before.datasyncs_in_place, after.datasync_steps - before.datasync_steps)
+}
+
+#[test]
+fn fdatasyncs_of_overwrites_under_load_share_steps_not_commits() {
+    for opts in ["data=ordered,commit=60", "data=ordered,commit=60,commit_pipeline=4", "data=writeback,commit=60,commit_pipeline=2"] {
+        let (early, commits, in_place, steps) = steps_under_load_run(opts, false);
+        assert_eq!(early, 0, "{opts}: {early} fdatasyncs answered before their bytes were written and flushed");
+        assert_eq!(commits, 0, "{opts}: fdatasyncs of overwrites committed under load");
+        assert_eq!(in_place, 60, "{opts}: not every fdatasync went in place");
+        eprintln!("{opts}: {in_place} fdatasyncs in {steps} steps, no commit");
+    }
+}
+
+/// The canary: with the steps' flushes pipelined, a flusher that answers before it flushes
+/// must be caught.
+#[test]
+fn canary_pipelined_steps_answering_before_the_flush_are_caught() {
+    let (early, _, in_place, _) = steps_under_load_run("data=ordered,commit=60,commit_pipeline=4", true);
+    assert!(in_place > 0, "no fdatasync went in place");
+    assert!(early > 0, "no fdatasync of {in_place} was answered early with the flusher answering before its flush");
+    eprintln!("{early} of {in_place} fdatasyncs answered early");
 }
 
 /// The canary: the second fdatasync answered at once, before the first's step wrote anything.

@@ -10,6 +10,12 @@
 //! commit durable ([`Scheduler::flushed`]), which finishes every commit up to it in order. It
 //! answers the syncs that settles itself, as a leader does, without the notifier thread.
 //!
+//! An fdatasync step of overwrites (journal/datasync.rs: blocks written in place, then a flush)
+//! pipelines the same way: its writes reported ([`Journal::datasync_written`]), its flush
+//! here, its requests settled when a flush issued after its writes returns.
+//!
+//! [`Journal::datasync_written`]: crate::journal::Journal::datasync_written
+//!
 //! [`Scheduler::written`]: crate::journal::scheduler::Scheduler::written
 //! [`Scheduler::flushed`]: crate::journal::scheduler::Scheduler::flushed
 
@@ -20,9 +26,11 @@ use crate::journal::transaction::Tid;
 use crate::runtime;
 use std::sync::Arc;
 
-/// A flush that makes every commit up to `upto` durable.
+/// A flush that makes every commit up to `upto` durable, or the fdatasync requests of a step
+/// up to ticket `datasync` (journal/datasync.rs).
 pub(super) struct FlushJob {
     pub upto: Tid,
+    pub datasync: Option<u64>,
     pub devs: Vec<DevId>,
 }
 
@@ -30,12 +38,17 @@ impl Okeanos {
     /// Whether this step of the commit lane is a commit whose last flush goes to a flusher:
     /// the mount pipelines, its placement allows it, and the plan ends with a flush of local
     /// devices only.
+    /// An fdatasync step (its blocks written in place, then a flush) pipelines the same way.
     pub(super) fn defers_flush(&self, core: &Core, work: &JournalWork) -> bool {
-        let JournalWork::Commit { plan, .. } = work else { return false };
+        let io = match work {
+            JournalWork::Commit { plan, .. } => &plan.io,
+            JournalWork::Datasync(plan) => &plan.early.io,
+            _ => return false,
+        };
         if self.inner.opts.pipeline_depth() == 0 || !core.fs.journal.placement().pipelines_commits() {
             return false;
         }
-        plan.io.stages.last().is_some_and(|s| !s.flush.is_empty() && s.remote.is_empty() && s.nvm.is_empty())
+        io.stages.last().is_some_and(|s| !s.flush.is_empty() && s.remote.is_empty() && s.nvm.is_empty())
     }
 
     /// A pipelined commit's writes completed (`res`): reported written, and its flush queued
@@ -44,24 +57,31 @@ impl Okeanos {
         if res.is_err() {
             return self.step_finish(core, work, res);
         }
-        let JournalWork::Commit { plan, .. } = &work else { unreachable!("only a commit's flush is deferred") };
-        let upto = plan.tid;
-        let devs = plan.io.stages.last().map(|s| s.flush.clone()).unwrap_or_default();
+        let job = match &work {
+            JournalWork::Commit { plan, .. } => FlushJob { upto: plan.tid, datasync: None, devs: plan.io.stages.last().map(|s| s.flush.clone()).unwrap_or_default() },
+            JournalWork::Datasync(plan) => FlushJob { upto: Tid::ZERO, datasync: Some(plan.covers), devs: plan.early.io.stages.last().map(|s| s.flush.clone()).unwrap_or_default() },
+            _ => unreachable!("only a commit's or an fdatasync step's flush is deferred"),
+        };
         let Core { fs, sched, .. } = &mut *core;
         sched.written(fs, work);
         self.inner.carry_out(core);
-        core.flush_jobs.push(FlushJob { upto, devs });
+        core.flush_jobs.push(job);
         self.inner.fcv.notify_one();
     }
 
     /// Reports a flush to the scheduler and answers the syncs it settled (with the lock
     /// released); returns with the lock held again.
-    fn report_flush<'a>(&'a self, mut core: std::sync::MutexGuard<'a, Core>, upto: Tid, res: Result<(), crate::device::DeviceError>) -> std::sync::MutexGuard<'a, Core> {
+    fn report_flush<'a>(&'a self, mut core: std::sync::MutexGuard<'a, Core>, flushed: &Flushed, res: Result<(), crate::device::DeviceError>) -> std::sync::MutexGuard<'a, Core> {
         core.flusher_answers = Some(Vec::new());
         let now = self.inner.clock.now_ns();
         {
             let Core { fs, sched, .. } = &mut *core;
-            sched.flushed(fs, now, upto, res);
+            if flushed.steps > 0 {
+                sched.datasync_flushed(fs, flushed.covers, flushed.steps, res.clone());
+            }
+            if flushed.upto > Tid::ZERO {
+                sched.flushed(fs, now, flushed.upto, res);
+            }
         }
         self.inner.carry_out(&mut core);
         let ready = core.flusher_answers.take().unwrap_or_default();
@@ -72,6 +92,14 @@ impl Okeanos {
         leader::answer(ready);
         self.lock()
     }
+}
+
+/// What one flush of a flusher thread settles: commits up to `upto` (0: none), and the
+/// fdatasync requests up to ticket `covers` of `steps` pipelined steps.
+struct Flushed {
+    upto: Tid,
+    covers: u64,
+    steps: usize,
 }
 
 /// A flusher thread: until the mount stops and no commit waits for its flush.
@@ -85,19 +113,24 @@ pub(super) fn flusher_thread(inner: Arc<Inner>) {
         }
         if core.flush_jobs.is_empty() {
             // An aborted journal finishes nothing more: its commits in flight stay unflushed.
-            if core.sched.stopping() && (core.fs.journal.flushing_count() == 0 || core.fs.journal.aborted().is_some()) {
+            let idle = core.fs.journal.flushing_count() == 0 && core.fs.journal.datasync_flushing() == 0;
+            if core.sched.stopping() && (idle || core.fs.journal.aborted().is_some()) {
                 break;
             }
             core = inner.fcv.wait(core).unwrap_or_else(|e| e.into_inner());
             continue;
         }
         let jobs = std::mem::take(&mut core.flush_jobs);
-        let upto = jobs.iter().map(|j| j.upto).max().expect("not empty");
+        let flushed = Flushed {
+            upto: jobs.iter().map(|j| j.upto).max().expect("not empty"),
+            covers: jobs.iter().filter_map(|j| j.datasync).max().unwrap_or(0),
+            steps: jobs.iter().filter(|j| j.datasync.is_some()).count(),
+        };
         // Each device once (`runtime::flush`).
         let devs: Vec<DevId> = jobs.into_iter().flat_map(|j| j.devs).collect();
         let canary = inner.opts.faults.pipeline_answer_before_flush;
         if canary {
-            core = me.report_flush(core, upto, Ok(()));
+            core = me.report_flush(core, &flushed, Ok(()));
         }
         drop(core);
         let t0 = inner.clock.now_ns();
@@ -105,7 +138,7 @@ pub(super) fn flusher_thread(inner: Arc<Inner>) {
         inner.stats.on_pipelined_flush(inner.clock.now_ns().saturating_sub(t0));
         core = me.lock();
         if !canary {
-            core = me.report_flush(core, upto, res);
+            core = me.report_flush(core, &flushed, res);
         }
     }
     drop(core);

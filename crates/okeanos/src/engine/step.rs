@@ -156,10 +156,12 @@ pub(super) fn journal_thread(inner: Arc<Inner>, lane: Lane) {
                 clock.mark(LanePhase::Plan);
                 let commit_lane = lane == Lane::Commit;
                 core.commit_lane_busy |= commit_lane;
-                let defer = commit_lane && me.defers_flush(&core, &work);
+                // A commit's flush, or an fdatasync step's on either lane, may go to a flusher.
+                let defer = (commit_lane || matches!(work, JournalWork::Datasync(_))) && me.defers_flush(&core, &work);
                 drop(core);
                 let res = match lane {
                     Lane::Commit => clock.execute(&work, defer),
+                    Lane::Checkpoint if defer => runtime::execute_without_last_flush(work.io(), &inner.devs, &inner.stats),
                     Lane::Checkpoint => runtime::execute_yielding(work.io(), &inner.devs, &inner.stats, &mut || me.yield_to_commit()),
                 };
                 core = me.lock();

@@ -43,18 +43,24 @@ use std::sync::Arc;
 pub struct DatasyncQueue {
     /// Blocks some fdatasync waits for.
     wanted: BTreeSet<HomeBlock>,
-    /// Requests made (each a ticket number) and requests durable: a sync returns once
-    /// `done` reaches its ticket.
+    /// Requests made (each a ticket number), requests a step has taken (its writes issued or
+    /// done), and requests durable: a sync returns once `done` reaches its ticket.
     asked: u64,
+    planned: u64,
     pub done: u64,
+    /// Steps whose writes completed and whose flush is in flight on a flusher thread
+    /// (`commit_pipeline=N`, engine/flush.rs).
+    flushing: usize,
 }
 
 /// One step: the early writes of the wanted blocks, then a flush of the file system device.
 #[derive(Debug)]
 pub struct DatasyncPlan {
     pub early: EarlyPlan,
-    /// The requests this step makes durable (every ticket up to this one).
+    /// The requests this step makes durable (every ticket up to this one), and the last
+    /// ticket taken by the step before it.
     pub covers: u64,
+    pub after: u64,
 }
 
 impl Journal {
@@ -77,9 +83,14 @@ impl Journal {
         self.datasync.asked
     }
 
-    /// Whether some fdatasync waits for a step.
+    /// Whether some fdatasync waits for a step not yet taken.
     pub fn datasync_pending(&self) -> bool {
-        self.datasync.done < self.datasync.asked
+        self.datasync.planned < self.datasync.asked
+    }
+
+    /// Steps whose flush is in flight on a flusher thread.
+    pub fn datasync_flushing(&self) -> usize {
+        self.datasync.flushing
     }
 
     /// The step for the requests so far, or None: none waiting, the journal stopped, a commit
@@ -108,18 +119,43 @@ impl Journal {
             }
         }
         if blocks.is_empty() && !flush {
-            self.datasync.done = self.datasync.asked;
-            return None;
+            if self.datasync.done == self.datasync.planned {
+                self.datasync.done = self.datasync.asked;
+                self.datasync.planned = self.datasync.asked;
+                return None;
+            }
+            // Earlier requests wait for a flush in flight: these are settled in ticket order,
+            // by a step of a flush alone, issued after it (a later flush covers the earlier).
         }
         let mut io = IoPlan::default();
         let flush = if self.cfg.faults.datasync_no_flush { Vec::new() } else { vec![DevId::Fs] };
         io.push(blocks.iter().map(|(b, d)| IoWrite { dev: DevId::Fs, block: DevBlock::home(*b), data: d.clone(), kind: BlockKind::FinalData }).collect(), flush);
-        Some(DatasyncPlan { early: EarlyPlan { io, blocks }, covers: self.datasync.asked })
+        let after = std::mem::replace(&mut self.datasync.planned, self.datasync.asked);
+        Some(DatasyncPlan { early: EarlyPlan { io, blocks }, covers: self.datasync.asked, after })
     }
 
     /// The step's writes and flush completed: its requests are durable.
     pub fn datasync_finish(&mut self, plan: DatasyncPlan) {
         self.datasync.done = self.datasync.done.max(plan.covers);
         self.early_finish(plan.early);
+    }
+
+    /// The step's writes completed and its flush went to a flusher thread (`commit_pipeline=N`):
+    /// its blocks count as written early (a later step or commit that finds them unchanged
+    /// only flushes), and its requests wait for [`datasync_flushed`](Self::datasync_flushed).
+    /// Returns the ticket the flush settles.
+    pub fn datasync_written(&mut self, plan: DatasyncPlan) -> u64 {
+        self.datasync.flushing += 1;
+        let covers = plan.covers;
+        self.early_finish(plan.early);
+        covers
+    }
+
+    /// A flush issued after the writes of `steps` deferred steps completed returned: every
+    /// request up to `covers` is durable (the writes of every earlier step completed before
+    /// this flush was issued, so it covers them too, whichever flush returns first).
+    pub fn datasync_flushed(&mut self, covers: u64, steps: usize) {
+        self.datasync.flushing = self.datasync.flushing.saturating_sub(steps);
+        self.datasync.done = self.datasync.done.max(covers);
     }
 }

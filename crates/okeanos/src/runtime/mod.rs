@@ -135,6 +135,12 @@ pub fn execute_yielding(plan: &IoPlan, devs: &Devices, stats: &Stats, between: &
     run(plan, devs, stats, between, None, false)
 }
 
+/// [`execute`] without the last stage's flush, for a step whose flush a flusher thread issues
+/// once every write of the plan completed (an fdatasync step on the checkpoint lane).
+pub fn execute_without_last_flush(plan: &IoPlan, devs: &Devices, stats: &Stats) -> Result<(), DeviceError> {
+    run(plan, devs, stats, &mut || {}, None, true)
+}
+
 /// [`execute`] for the commit lane: its time, on `now` (the mount's clock), is counted in
 /// `stats` as the lane's writes and flushes ([`LaneTimes`](crate::stats::LaneTimes)). With
 /// `skip_last_flush`, the last stage's flush is left out (a pipelined commit: the caller issues

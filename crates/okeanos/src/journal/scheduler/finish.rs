@@ -58,7 +58,7 @@ impl Scheduler {
             }
             (JournalWork::Datasync(plan), Ok(())) => {
                 let journal = host.parts().0;
-                self.effects.counted.push(Counted::DatasyncStep(plan.covers.saturating_sub(journal.datasyncs_done())));
+                self.effects.counted.push(Counted::DatasyncStep(plan.covers.saturating_sub(plan.after)));
                 journal.datasync_finish(plan);
             }
             (JournalWork::Checkpoint(plan), Ok(())) => {
@@ -109,8 +109,18 @@ impl Scheduler {
     /// (`commit_pipeline=`; journal/commit.rs, "Pipelined commits"). `work` is the commit's
     /// step; [`Self::flushed`] reports the flush.
     pub fn written(&mut self, host: &mut dyn Host, work: JournalWork) {
-        let JournalWork::Commit { plan, started_ns } = work else {
-            unreachable!("only a commit's flush is pipelined");
+        let (plan, started_ns) = match work {
+            JournalWork::Commit { plan, started_ns } => (plan, started_ns),
+            JournalWork::Datasync(plan) => {
+                // Its blocks are written: no longer the lane's busy set.
+                self.checkpointing = None;
+                self.effects.counted.push(Counted::DatasyncStep(plan.covers.saturating_sub(plan.after)));
+                host.parts().0.datasync_written(plan);
+                self.effects.notify_commit_lane = true;
+                self.effects.notify_checkpoint_lane = true;
+                return;
+            }
+            _ => unreachable!("only a commit's or an fdatasync step's flush is pipelined"),
         };
         host.parts().0.commit_written();
         self.flushing.push_back((plan, started_ns));
@@ -144,6 +154,21 @@ impl Scheduler {
                 self.effects.wake();
             }
         }
+    }
+
+    /// A flush issued after the writes of `steps` pipelined fdatasync steps completed returned:
+    /// every request up to `covers` is durable, or, if it failed, the journal stops (the
+    /// bytes those syncs wait for may not be on the device).
+    pub fn datasync_flushed(&mut self, host: &mut dyn Host, covers: u64, steps: usize, res: Result<(), DeviceError>) {
+        host.parts().0.datasync_flushed(if res.is_ok() { covers } else { 0 }, steps);
+        if let Err(e) = res {
+            if host.journal().aborted().is_none() {
+                Self::abort(host, format!("flushing overwrites written in place for fdatasync failed: {e}"));
+            }
+            self.effects.notify_checkpoint_lane = true;
+        }
+        self.effects.notify_commit_lane = true;
+        self.effects.wake();
     }
 
     /// Finishes every commit up to `upto` whose flush was in flight, oldest first.

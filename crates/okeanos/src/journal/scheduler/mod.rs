@@ -391,7 +391,8 @@ impl Scheduler {
         }
         if self.stop {
             // The commits whose flush is in flight finish first (unmount checkpoints them).
-            return if self.flushing.is_empty() { JournalStep::Stop } else { JournalStep::Idle { wake_ns: u64::MAX } };
+            let idle = self.flushing.is_empty() && host.journal().datasync_flushing() == 0;
+            return if idle { JournalStep::Stop } else { JournalStep::Idle { wake_ns: u64::MAX } };
         }
         if now >= self.next_return_ns {
             if let Some((io, epoch)) = host.parts().0.return_begin() {
@@ -578,6 +579,10 @@ impl Scheduler {
     /// The fdatasyncs of overwrites waiting, in one step (journal/datasync.rs), unless a
     /// wanted commit covers them. Its blocks are the lane's busy set, as an early write's.
     fn datasync_step(&mut self, host: &mut dyn Host) -> Option<JournalStep> {
+        if host.journal().datasync_flushing() >= self.cfg.commit_pipeline.max(1) as usize {
+            // As many step flushes in flight as the pipeline allows: woken by one's return.
+            return None;
+        }
         let (journal, cache) = host.parts();
         let plan = journal.datasync_begin(cache)?;
         self.checkpointing = Some(plan.early.blocks.iter().map(|(b, _)| *b).collect());
