@@ -73,7 +73,9 @@ pub struct MountOptions {
     /// a commit's writes are followed by the next commit's writes while its flush runs on a
     /// flusher thread, N of them; each flush covers every commit written before it was
     /// issued, and syncs are answered in commit order (journal/commit.rs, "Pipelined
-    /// commits"). Only the internal and external journals pipeline; the others ignore it.
+    /// commits"). fdatasync steps of overwrites pipeline the same way, up to N step flushes in
+    /// flight (journal/datasync.rs). Only the internal and external journals pipeline; the
+    /// others ignore it.
     pub commit_pipeline: u32,
     /// A transaction of records alone that fits one block is written as one fast commit
     /// block, its commit included (`fast_commit=on`, the default; docs/FORMAT.md), as ext4's

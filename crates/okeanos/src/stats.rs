@@ -610,7 +610,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("okeanos_checkpoints_total", "counter", "checkpoints completed"),
     ("okeanos_overlaps_total", "counter", "commits and checkpoints in flight together (the checkpoint thread beside the journal thread)"),
     ("okeanos_led_steps_total", "counter", "journal steps run by a syncing thread leading its write group, not by the journal thread (commit_leader=on)"),
-    ("okeanos_pipelined_flushes_total", "counter", "flushes of pipelined commits run by a flusher thread beside the commit lane (commit_pipeline=)"),
+    ("okeanos_pipelined_flushes_total", "counter", "flushes of pipelined commits and fdatasync steps run by a flusher thread beside the lanes (commit_pipeline=)"),
     ("okeanos_pipelined_commits_total", "counter", "commits begun while an earlier commit's flush was in flight (commit_pipeline=)"),
     ("okeanos_fast_commits_total", "counter", "commits written as one fast commit, a block or a span (fast_commit=on)"),
     ("okeanos_fast_commit_spans_total", "counter", "fast commits that spanned more than one block (fast_commit_blocks=)"),
