@@ -40,15 +40,13 @@ impl Okeanos {
     /// devices only.
     /// An fdatasync step (its blocks written in place, then a flush) pipelines the same way.
     pub(super) fn defers_flush(&self, core: &Core, work: &JournalWork) -> bool {
-        let io = match work {
-            JournalWork::Commit { plan, .. } => &plan.io,
-            JournalWork::Datasync(plan) => &plan.early.io,
-            _ => return false,
-        };
+        if !matches!(work, JournalWork::Commit { .. } | JournalWork::Datasync(_)) {
+            return false;
+        }
         if self.inner.opts.pipeline_depth() == 0 || !core.fs.journal.placement().pipelines_commits() {
             return false;
         }
-        io.stages.last().is_some_and(|s| !s.flush.is_empty() && s.remote.is_empty() && s.nvm.is_empty())
+        work.io().stages.last().is_some_and(|s| !s.flush.is_empty() && s.remote.is_empty() && s.nvm.is_empty())
     }
 
     /// A pipelined commit's writes completed (`res`): reported written, and its flush queued
@@ -57,9 +55,10 @@ impl Okeanos {
         if res.is_err() {
             return self.step_finish(core, work, res);
         }
+        let devs = work.io().stages.last().map(|s| s.flush.clone()).unwrap_or_default();
         let job = match &work {
-            JournalWork::Commit { plan, .. } => FlushJob { upto: plan.tid, datasync: None, devs: plan.io.stages.last().map(|s| s.flush.clone()).unwrap_or_default() },
-            JournalWork::Datasync(plan) => FlushJob { upto: Tid::ZERO, datasync: Some(plan.covers), devs: plan.early.io.stages.last().map(|s| s.flush.clone()).unwrap_or_default() },
+            JournalWork::Commit { plan, .. } => FlushJob { upto: plan.tid, datasync: None, devs },
+            JournalWork::Datasync(plan) => FlushJob { upto: Tid::ZERO, datasync: Some(plan.covers), devs },
             _ => unreachable!("only a commit's or an fdatasync step's flush is deferred"),
         };
         let Core { fs, sched, .. } = &mut *core;
@@ -113,8 +112,7 @@ pub(super) fn flusher_thread(inner: Arc<Inner>) {
         }
         if core.flush_jobs.is_empty() {
             // An aborted journal finishes nothing more: its commits in flight stay unflushed.
-            let idle = core.fs.journal.flushing_count() == 0 && core.fs.journal.datasync_flushing() == 0;
-            if core.sched.stopping() && (idle || core.fs.journal.aborted().is_some()) {
+            if core.sched.stopping() && (!core.fs.journal.flush_in_flight() || core.fs.journal.aborted().is_some()) {
                 break;
             }
             core = inner.fcv.wait(core).unwrap_or_else(|e| e.into_inner());

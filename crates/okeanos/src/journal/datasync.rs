@@ -63,6 +63,13 @@ pub struct DatasyncPlan {
     pub after: u64,
 }
 
+impl DatasyncPlan {
+    /// The requests this step serves.
+    pub fn requests(&self) -> u64 {
+        self.covers.saturating_sub(self.after)
+    }
+}
+
 impl Journal {
     /// Whether a change of `block`, in place, may be made durable without a commit: it is
     /// in-place data of the running transaction (ordered or writeback), not logged by it, and
@@ -143,12 +150,9 @@ impl Journal {
     /// The step's writes completed and its flush went to a flusher thread (`commit_pipeline=N`):
     /// its blocks count as written early (a later step or commit that finds them unchanged
     /// only flushes), and its requests wait for [`datasync_flushed`](Self::datasync_flushed).
-    /// Returns the ticket the flush settles.
-    pub fn datasync_written(&mut self, plan: DatasyncPlan) -> u64 {
+    pub fn datasync_written(&mut self, plan: DatasyncPlan) {
         self.datasync.flushing += 1;
-        let covers = plan.covers;
         self.early_finish(plan.early);
-        covers
     }
 
     /// A flush issued after the writes of `steps` deferred steps completed returned: every

@@ -301,6 +301,11 @@ impl Journal {
         self.flushing.len()
     }
 
+    /// Whether a flusher thread has a flush in flight, of commits or of fdatasync steps.
+    pub fn flush_in_flight(&self) -> bool {
+        !self.flushing.is_empty() || self.datasync_flushing() > 0
+    }
+
     /// Whether a commit in flight logs `block` (a copy of it may replay).
     fn in_flight_logs(&self, block: HomeBlock) -> bool {
         self.in_flight().any(|c| c.tx.journaled.contains(&block) || c.tx.ranges.contains_key(&block))

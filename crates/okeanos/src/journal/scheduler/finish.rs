@@ -58,7 +58,7 @@ impl Scheduler {
             }
             (JournalWork::Datasync(plan), Ok(())) => {
                 let journal = host.parts().0;
-                self.effects.counted.push(Counted::DatasyncStep(plan.covers.saturating_sub(plan.after)));
+                self.effects.counted.push(Counted::DatasyncStep(plan.requests()));
                 journal.datasync_finish(plan);
             }
             (JournalWork::Checkpoint(plan), Ok(())) => {
@@ -114,7 +114,7 @@ impl Scheduler {
             JournalWork::Datasync(plan) => {
                 // Its blocks are written: no longer the lane's busy set.
                 self.checkpointing = None;
-                self.effects.counted.push(Counted::DatasyncStep(plan.covers.saturating_sub(plan.after)));
+                self.effects.counted.push(Counted::DatasyncStep(plan.requests()));
                 host.parts().0.datasync_written(plan);
                 self.effects.notify_commit_lane = true;
                 self.effects.notify_checkpoint_lane = true;

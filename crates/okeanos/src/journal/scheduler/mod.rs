@@ -391,8 +391,7 @@ impl Scheduler {
         }
         if self.stop {
             // The commits whose flush is in flight finish first (unmount checkpoints them).
-            let idle = self.flushing.is_empty() && host.journal().datasync_flushing() == 0;
-            return if idle { JournalStep::Stop } else { JournalStep::Idle { wake_ns: u64::MAX } };
+            return if host.journal().flush_in_flight() { JournalStep::Idle { wake_ns: u64::MAX } } else { JournalStep::Stop };
         }
         if now >= self.next_return_ns {
             if let Some((io, epoch)) = host.parts().0.return_begin() {
