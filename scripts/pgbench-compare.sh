@@ -7,6 +7,7 @@
 #
 #   scripts/pgbench-compare.sh [okeanos mount options...]   (default: data=ordered and data=wasteless,dmeta)
 #   CPU=1 scripts/pgbench-compare.sh ...                    (also CPU time per transaction)
+#   DEV=1 scripts/pgbench-compare.sh ...                    (also the loop device's counters)
 set -euo pipefail
 RUNS=${RUNS:-3}
 modes=("${@:-data=ordered}")
@@ -27,20 +28,22 @@ trap cleanup EXIT
 # With CPU=1 each line also gives the machine's CPU time per transaction and, on a FUSE mount,
 # the daemon's share.
 source "$(dirname "$0")/lib/cpu.sh"
+source "$(dirname "$0")/lib/devstat.sh"
 bench() { # target label
     mkdir -p "$W/mnt/pg" && chown postgres:postgres "$W/mnt/pg"
     su postgres -s /bin/sh -c "$PG/initdb -D $W/mnt/pg/data" >/dev/null 2>&1
     su postgres -s /bin/sh -c "$PG/pg_ctl -D $W/mnt/pg/data -l $W/sock/pg.log -o '-k $W/sock -p 54399 -c listen_addresses=' -w start" >/dev/null
     su postgres -s /bin/sh -c "$PG/pgbench -h $W/sock -p 54399 -i -s 10 postgres" >/dev/null 2>&1
-    local pid="" b0 b1 d0 d1 n cpu=""
+    local pid="" b0 b1 d0 d1 n cpu="" s0 s1 t0 t1
     [ "$1" != ext4-ordered ] && pid=$(pgrep -f "$B mount" | head -1 || true)
-    b0=$(busy); d0=$(ticks "$pid")
+    b0=$(busy); d0=$(ticks "$pid"); s0=$(dev_snap "$LOOP"); t0=$(date +%s.%N)
     out=$(su postgres -s /bin/sh -c "$PG/pgbench -h $W/sock -p 54399 -c 8 -j 2 -T 10 postgres" 2>&1)
-    b1=$(busy); d1=$(ticks "$pid")
+    b1=$(busy); d1=$(ticks "$pid"); s1=$(dev_snap "$LOOP"); t1=$(date +%s.%N)
     if [ "${CPU:-0}" = 1 ]; then
         n=$(echo "$out" | sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p')
         cpu="; CPU $(( (b1 - b0) * 1000000 / HZ / n )) us a transaction, the daemon's $(( (d1 - d0) * 1000000 / HZ / n )) us"
     fi
+    [ "${DEV:-0}" = 1 ] && cpu="$cpu; $(dev_report "$s0" "$s1" "$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')")"
     echo "run $2 $1: $(echo "$out" | grep -E '^tps' | sed 's/ (without initial connection time)//'), $(echo "$out" | grep 'latency average')$cpu"
     su postgres -s /bin/sh -c "$PG/pg_ctl -D $W/mnt/pg/data -m fast -w stop" >/dev/null
 }

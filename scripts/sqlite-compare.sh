@@ -8,6 +8,7 @@
 #   scripts/sqlite-compare.sh [okeanos mount options...]   (default: data=wasteless,dmeta and data=ordered)
 #   FUSE_FLOOR=1 scripts/sqlite-compare.sh ...             (also a FUSE file system in memory: the floor)
 #   CPU=1 scripts/sqlite-compare.sh ...                    (also CPU time per transaction)
+#   DEV=1 scripts/sqlite-compare.sh ...                    (also the loop device's counters)
 set -euo pipefail
 source "$(dirname "$0")/lib/loop-bench.sh" sqlite-compare
 PROCS=${PROCS:-16}
@@ -17,9 +18,18 @@ modes=("${@:-data=wasteless,dmeta}")
 # With CPU=1 each line also gives the machine's CPU time per transaction and, on a FUSE mount,
 # the daemon's share: where the cores go when they bound the rate.
 source "$here/scripts/lib/cpu.sh"
+# With DEV=1 each line also says what the loop device did during the run (scripts/lib/devstat.sh).
+source "$here/scripts/lib/devstat.sh"
 load() {
+    local s0 t0 out
+    if [ "${DEV:-0}" = 1 ] && [ "$1" != null-fuse ]; then
+        s0=$(dev_snap "$LOOP"); t0=$(date +%s.%N)
+        out=$(DEV=0 load "$@")
+        echo "$out; $(dev_report "$s0" "$(dev_snap "$LOOP")" "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {print b - a}')")"
+        return
+    fi
     [ "${CPU:-0}" = 1 ] || { python3 "$here/scripts/workloads/sqlite_commits.py" "$W/mnt" "$PROCS" "$SECONDS_"; return; }
-    local pid="" out n b0 b1 d0 d1
+    local pid="" n b0 b1 d0 d1
     case "$1" in
         ext4) ;;
         null-fuse) pid=$NULLPID ;;
