@@ -114,7 +114,8 @@ pub struct MountOptions {
     /// Background writeback of ordered in-place data (`dirty_background_bytes=`): once the
     /// running transaction holds more than this not yet written, it is written before its
     /// commit, and writers wait past twice as much (journal/writeback.rs). None: 1 MiB on
-    /// manylogs, off (0) otherwise.
+    /// manylogs; otherwise (and with 0) a backstop at half the in-place data that forces a
+    /// commit, with no writer waiting for it (`Journal::early_threshold`).
     pub dirty_background_bytes: Option<u64>,
     /// fdatasync of a file whose running-transaction changes are only overwrites of blocks it
     /// already had (ordered and writeback content): write them in place and flush, without a

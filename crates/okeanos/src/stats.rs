@@ -629,7 +629,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("okeanos_log_reads_total", "counter", "blocks parked in a log read back for a read or a change (manylogs)"),
     ("okeanos_log_swaps_total", "counter", "logs moved whole to an empty log (manylogs log swapping)"),
     ("okeanos_map_snapshots_total", "counter", "periodic snapshots of the manylogs map of logged blocks (snapshot_period=)"),
-    ("okeanos_early_writes_total", "counter", "in-place data blocks written before their commit (dirty_background_bytes=)"),
+    ("okeanos_early_writes_total", "counter", "in-place data blocks written before their commit (dirty_background_bytes=, or its backstop)"),
     ("okeanos_datasyncs_in_place_total", "counter", "fdatasyncs of overwrites made durable in place, without a commit (datasync=in_place)"),
     ("okeanos_datasync_steps_total", "counter", "the steps that served them (writes in place and one flush each)"),
     ("okeanos_block_bytes_total", "counter", "bytes written, by kind of block (label kind)"),

@@ -769,6 +769,53 @@ fn random_writes_into_a_sparse_file_fit_their_handles() {
     assert_fsck_clean(dev, None);
 }
 
+/// Without `dirty_background_bytes=`, in-place data is still written early once the running
+/// transaction holds half of what forces a commit (four times `max_tx_blocks`): the forced
+/// commit then finds it written, and its writers wait for a flush, not for all of it (pgbench
+/// under ordered waited 89-94 ms per forced commit before; docs/BENCHMARKS.md). The option,
+/// when given, is the threshold instead.
+#[test]
+fn in_place_data_is_written_early_before_it_forces_a_commit() {
+    const BLOCKS: usize = 700; // past 512 (a 1024-block journal: 256 a transaction, times 2)
+    let run = |extra: &str| {
+        let dev = mem_fs(64 * MB, 1024);
+        let mut o = opts(DataMode::Ordered);
+        o.commit_interval = std::time::Duration::from_secs(3600);
+        if !extra.is_empty() {
+            o = okeanos::MountOptions::parse(&format!("data=ordered,commit=3600,{extra}")).unwrap();
+        }
+        let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
+        let f = fs.create_file("/big").unwrap();
+        fs.sync().unwrap();
+        let before = fs.counters();
+        let mut expect = Vec::new();
+        for k in 0..BLOCKS / 16 + 1 {
+            let chunk = record(2, k, 16 * 4096);
+            f.append(&chunk).unwrap();
+            expect.extend_from_slice(&chunk);
+        }
+        // The lanes write early beside the writer; give them a bounded while to catch up (a
+        // fifth of a second where none are expected).
+        let wait = if extra.is_empty() { 20_000 } else { 200 };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(wait);
+        while fs.counters().since(&before).early_writes < 200 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let c = fs.counters().since(&before);
+        f.fsync().unwrap();
+        drop(f);
+        assert_eq!(fs.read_path("/big").unwrap(), expect);
+        fs.unmount().unwrap();
+        assert_fsck_clean(dev as Arc<dyn Device>, None);
+        c
+    };
+    let c = run("");
+    assert_eq!(c.commits, 0, "no commit before the fsync: the bound (1024 blocks) was not reached");
+    assert!(c.early_writes >= 200, "{} blocks written early of {BLOCKS} past a threshold of 512", c.early_writes);
+    let c = run("dirty_background_bytes=1073741824");
+    assert_eq!(c.early_writes, 0, "the option is the threshold: 1 GiB is never reached");
+}
+
 /// A placement's defaults reach the mount unless an option is given: manylogs writes in-place
 /// data in the background past 1 MiB (and logs write calls up to 32 KiB), a ring does neither,
 /// nvm keeps committed blocks 300 s before age sends them home; `dirty_background_bytes=` wins

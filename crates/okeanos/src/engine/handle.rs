@@ -120,8 +120,16 @@ impl Okeanos {
             self.inner.stats.on_admit_wait(why, self.inner.clock.now_ns().saturating_sub(now));
         };
         let epoch = core.fs.dirty_epoch;
+        let early_was_due = core.fs.journal.early_due();
         let r = self.guarded(&mut core, |fs| op(fs));
         let stopped = core.fs.journal.handle_stop(token);
+        if !early_was_due && core.fs.journal.early_due() {
+            // This handle took the running transaction's unwritten in-place data past the
+            // background threshold: a lane writes it early (journal/writeback.rs). A lane busy
+            // now polls again after its step; one asleep would not look before its timer.
+            self.inner.ccv.notify_one();
+            self.inner.jcv.notify_one();
+        }
         self.inner.stats.on_handle();
         if let Err(why) = stopped {
             // Over its credits, the transaction may not fit the room it was admitted to.

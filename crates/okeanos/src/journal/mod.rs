@@ -419,7 +419,7 @@ impl Journal {
         }
         // Data written in place by the commit (ordered, writeback) is not logged but is held
         // in memory until the commit: bound it too.
-        if (self.running.final_data.len() + self.running.final_unordered.len()) as u64 >= self.cfg.max_tx_blocks * 4 {
+        if (self.running.final_data.len() + self.running.final_unordered.len()) as u64 >= self.cfg.max_tx_blocks * writeback::IN_PLACE_BOUND {
             return Err(Admit::NeedCommit);
         }
         if !self.placement.admit(after) {

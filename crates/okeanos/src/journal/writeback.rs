@@ -37,6 +37,10 @@ use std::sync::Arc;
 /// waits for this much.
 pub const EARLY_STEP_BLOCKS: usize = 512;
 
+/// The running transaction's in-place data (ordered and writeback content) is held in memory
+/// until its commit; past this many times `max_tx_blocks` of it, handles wait for the commit.
+pub const IN_PLACE_BOUND: u64 = 4;
+
 /// One step of early writes.
 #[derive(Debug)]
 pub struct EarlyPlan {
@@ -61,12 +65,28 @@ impl Journal {
         self.running.final_data.len().saturating_sub(self.early.len())
     }
 
-    /// A step of early writes when more than `cfg.dirty_background_blocks` of the running
+    /// How much of the running transaction's in-place data may stay unwritten before early
+    /// writes begin: `dirty_background_bytes=` when set; otherwise half the bound at which
+    /// that data forces a commit ([`Journal::handle_start`]: four times `max_tx_blocks`), so
+    /// that the forced commit finds most of it written and its writers wait for a flush, not
+    /// for tens of MiB of writes (docs/JOURNALING.md, "Background writeback of in-place data").
+    pub fn early_threshold(&self) -> usize {
+        match self.cfg.dirty_background_blocks {
+            0 => usize::try_from(self.cfg.max_tx_blocks.saturating_mul(IN_PLACE_BOUND / 2)).unwrap_or(usize::MAX),
+            n => n,
+        }
+    }
+
+    /// Whether a step of early writes is due ([`Self::early_begin`] would plan one).
+    pub fn early_due(&self) -> bool {
+        self.aborted.is_none() && self.unwritten_in_place() > self.early_threshold()
+    }
+
+    /// A step of early writes when more than [`Self::early_threshold`] of the running
     /// transaction's ordered in-place data are not written: up to [`EARLY_STEP_BLOCKS`] of
-    /// them, those never written first, in block order. None otherwise (0: off).
+    /// them, those never written first, in block order. None otherwise.
     pub fn early_begin(&self, cache: &Cache) -> Option<EarlyPlan> {
-        let threshold = self.cfg.dirty_background_blocks;
-        if threshold == 0 || self.aborted.is_some() || self.unwritten_in_place() <= threshold {
+        if !self.early_due() {
             return None;
         }
         let fresh = self.running.final_data.iter().copied().filter(|b| !self.early.contains_key(b));
