@@ -7,6 +7,7 @@
 # part of the run while the program waits is waiting on the file system, not on the device.
 dev_snap() { [ -n "$1" ] && cat "/sys/block/$(basename "$(readlink -f "$1")")/stat" 2>/dev/null || true; }
 dev_report() {
+    [ -n "$1" ] || { echo "device: none (not a block device)"; return; }
     awk -v a="$1" -v b="$2" -v s="$3" 'BEGIN {
         n = split(a, x, " "); split(b, y, " ");
         for (i = 1; i <= n; i++) d[i] = y[i] - x[i];
