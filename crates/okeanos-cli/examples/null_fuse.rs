@@ -244,9 +244,10 @@ fn main() -> std::process::ExitCode {
         eprintln!("usage: null_fuse MOUNTPOINT [THREADS] [--keep]");
         return std::process::ExitCode::from(2);
     };
-    // The Okeanos mount's default request threads (crates/okeanos-cli/src/mount.rs).
+    // The Okeanos mount's default request threads over /dev/fuse (one per CPU, at least two:
+    // `default_request_threads` in crates/okeanos-cli/src/mount.rs).
     let threads = match args.next().map(|t| t.parse::<usize>()) {
-        None => 8,
+        None => std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 64),
         Some(Ok(t)) if t > 0 => t,
         Some(_) => {
             eprintln!("null_fuse: THREADS is a positive number");

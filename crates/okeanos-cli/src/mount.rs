@@ -46,7 +46,9 @@ struct FuseOpts {
     /// Read-only opens direct too (`direct_reads`), not through the page cache.
     direct_reads: bool,
     allow_other: bool,
-    threads: usize,
+    /// Request threads (`threads=N`); None: [`default_request_threads`] over `/dev/fuse`, and
+    /// the shape measured for io_uring (eight threads over the queues).
+    threads: Option<usize>,
     /// FUSE over io_uring where the kernel offers it (`transport=io_uring`), or /dev/fuse only
     /// (`transport=dev`, the default: io_uring is faster for many small synced appends and
     /// only even for PostgreSQL and SQLite, docs/BENCHMARKS.md, "FUSE over io_uring").
@@ -56,10 +58,25 @@ struct FuseOpts {
     metrics_file: Option<PathBuf>,
 }
 
+/// Request threads over `/dev/fuse` unless `threads=` says: one per CPU the daemon may run
+/// on, at least two (so that a thread leading a commit, which waits for its flush, leaves
+/// one serving) and at most 64. More threads than cores cost more than they serve: a request
+/// then mostly wakes a sleeping thread, where a thread that has just replied finds the next
+/// request waiting. On two cores, two threads against eight: fio's 100 synced appenders
+/// 1.19-1.36x, SQLite 1.06-1.20x with 16-26% less daemon CPU a transaction (docs/BENCHMARKS.md,
+/// "Request threads: one per core").
+fn default_request_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 64)
+}
+
+/// The request threads io_uring's queues share when `threads=` is not given: the shape its
+/// comparisons with `/dev/fuse` were measured with (docs/MOUNT.md, "FUSE over io_uring").
+const IO_URING_THREADS: usize = 8;
+
 /// Splits `-o` options into engine options and FUSE options.
 fn split_options(opts: &str) -> Result<(MountOptions, FuseOpts), String> {
     let mut engine = Vec::new();
-    let mut f = FuseOpts { writeback_cache: false, page_cache: false, direct_reads: false, allow_other: false, threads: 8, io_uring: false, metrics_file: None };
+    let mut f = FuseOpts { writeback_cache: false, page_cache: false, direct_reads: false, allow_other: false, threads: None, io_uring: false, metrics_file: None };
     for item in opts.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         match item.split_once('=').map_or((item, None), |(k, v)| (k, Some(v))) {
             ("writeback_cache", None) => f.writeback_cache = true,
@@ -70,7 +87,7 @@ fn split_options(opts: &str) -> Result<(MountOptions, FuseOpts), String> {
             ("transport", Some("io_uring")) => f.io_uring = true,
             ("transport", Some("dev")) => f.io_uring = false,
             ("transport", Some(v)) => return Err(format!("transport={v}: use io_uring or dev")),
-            ("threads", Some(v)) => f.threads = v.parse().ok().filter(|&n| (1..=64).contains(&n)).ok_or_else(|| format!("threads={v}: use 1 to 64"))?,
+            ("threads", Some(v)) => f.threads = Some(v.parse().ok().filter(|&n| (1..=64).contains(&n)).ok_or_else(|| format!("threads={v}: use 1 to 64"))?),
             _ => engine.push(item),
         }
     }
@@ -225,7 +242,7 @@ fn serve(image: &Path, mnt: &Path, opts: MountOptions, fopts: FuseOpts) -> Resul
     if fopts.allow_other {
         config.acl = fuser::SessionACL::All;
     }
-    config.n_threads = Some(fopts.threads);
+    config.n_threads = Some(fopts.threads.unwrap_or_else(default_request_threads));
     config.clone_fd = true;
     let engine = fs.clone();
     let notifier = std::sync::Arc::new(std::sync::OnceLock::new());
@@ -251,7 +268,7 @@ fn serve(image: &Path, mnt: &Path, opts: MountOptions, fopts: FuseOpts) -> Resul
         use std::os::fd::AsFd;
         let fd = session.as_fd().try_clone_to_owned().map_err(|e| format!("mounting {}: {e}", mnt.display()))?;
         let cpus = crate::fuse::ring::possible_cpus();
-        let shape = crate::fuse::ring::Shape { threads_per_queue: (fopts.threads / cpus).max(1), entries: 32, payload: 1 << 20 };
+        let shape = crate::fuse::ring::Shape { threads_per_queue: (fopts.threads.unwrap_or(IO_URING_THREADS) / cpus).max(1), entries: 32, payload: 1 << 20 };
         let canon = std::fs::canonicalize(mnt).unwrap_or_else(|_| mnt.to_path_buf());
         // Every queue thread that fails asks for the abort, often at the same moment: the
         // first does it and the others wait for it. Two at once raced over mounting and
