@@ -7,6 +7,8 @@
 # time per request pair (write + fdatasync). Root; fio; a release build.
 #
 #   scripts/fuse-floor.sh [JOBS] [SIZE-PER-JOB]      # defaults: 100 128k
+#   THREADS=8 scripts/fuse-floor.sh ...              # request threads of both FUSE daemons
+#                                                    # (default: the mount's, one per CPU)
 set -euo pipefail
 jobs=${1:-100}
 size=${2:-128k}
@@ -46,14 +48,14 @@ PY
     rm -f "$W"/mnt/append.* 2>/dev/null || true
 }
 for r in $(seq 1 "$RUNS"); do
-    "$N" "$W/mnt" & NULLPID=$!
+    "$N" "$W/mnt" ${THREADS:+"$THREADS"} & NULLPID=$!
     for _ in $(seq 1 100); do mountpoint -q "$W/mnt" && break; sleep 0.05; done
     run "run $r null FUSE" "$NULLPID"
     fusermount3 -u "$W/mnt"; wait "$NULLPID" 2>/dev/null || true; NULLPID=""
     truncate -s 2G "$W/disk.img"
     LOOP=$(losetup --find --show "$W/disk.img")
     "$B" mkfs --force "$LOOP" >/dev/null
-    pid=$("$B" mount "$LOOP" "$W/mnt" -o data=wasteless,dmeta | grep -o 'daemon pid [0-9]*' | awk '{print $3}')
+    pid=$("$B" mount "$LOOP" "$W/mnt" -o "data=wasteless,dmeta${THREADS:+,threads=$THREADS}" | grep -o 'daemon pid [0-9]*' | awk '{print $3}')
     run "run $r okeanos wasteless+dmeta" "$pid"
     "$B" umount "$W/mnt" >/dev/null
     mkfs.ext4 -q -F "$LOOP"
