@@ -50,8 +50,9 @@ struct FuseOpts {
     /// the shape measured for io_uring (eight threads over the queues).
     threads: Option<usize>,
     /// FUSE over io_uring where the kernel offers it (`transport=io_uring`), or /dev/fuse only
-    /// (`transport=dev`, the default: io_uring is faster for many small synced appends and
-    /// only even for PostgreSQL and SQLite, docs/BENCHMARKS.md, "FUSE over io_uring").
+    /// (`transport=dev`, the default: with a request thread per core it is ahead of io_uring
+    /// for SQLite and for many small synced appends, docs/BENCHMARKS.md, "Request threads: one
+    /// per core"; "FUSE over io_uring" has the earlier comparisons).
     io_uring: bool,
     /// Write the counters in Prometheus' text format here every 10 s and at unmount (for
     /// node_exporter's textfile collector): `metrics_file=PATH`.
