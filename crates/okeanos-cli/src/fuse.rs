@@ -100,6 +100,9 @@ pub struct OkeanosFuse {
     /// FUSE_READ requests served (`fuse_reads` in the counters file): reads the kernel's page
     /// cache answered never come here.
     read_requests: AtomicU64,
+    /// Threads reading requests from /dev/fuse (`fuse_request_threads` in the counters file;
+    /// `threads=`, by default one per CPU).
+    request_threads: usize,
 }
 
 /// getxattr/listxattr's size protocol: 0 asks for the length, a smaller buffer is ERANGE.
@@ -171,7 +174,7 @@ fn wall_ns(t: SystemTime) -> i64 {
 impl OkeanosFuse {
     /// `cached_reads`: read-only opens through the page cache; `notifier` is set once the
     /// session exists (until then every open is direct).
-    pub fn new(fs: Okeanos, writeback_cache: bool, page_cache: bool, cached_reads: bool, notifier: Arc<OnceLock<fuser::Notifier>>, ring: Arc<ring::RingState>) -> Self {
+    pub fn new(fs: Okeanos, writeback_cache: bool, page_cache: bool, cached_reads: bool, notifier: Arc<OnceLock<fuser::Notifier>>, ring: Arc<ring::RingState>, request_threads: usize) -> Self {
         let page_cache = page_cache || writeback_cache;
         OkeanosFuse {
             fs,
@@ -183,6 +186,7 @@ impl OkeanosFuse {
             snapshots: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             read_requests: AtomicU64::new(0),
+            request_threads,
         }
     }
 
@@ -215,6 +219,7 @@ impl OkeanosFuse {
         v["fuse_reads"] = self.read_requests.load(Ordering::Relaxed).into();
         v["fuse_transport"] = self.ring.transport().into();
         v["fuse_ring_requests"] = self.ring.served.load(Ordering::Relaxed).into();
+        v["fuse_request_threads"] = self.request_threads.into();
         let mut s = serde_json::to_string_pretty(&v).unwrap_or_default().into_bytes();
         s.push(b'\n');
         s

@@ -243,13 +243,14 @@ fn serve(image: &Path, mnt: &Path, opts: MountOptions, fopts: FuseOpts) -> Resul
     if fopts.allow_other {
         config.acl = fuser::SessionACL::All;
     }
-    config.n_threads = Some(fopts.threads.unwrap_or_else(default_request_threads));
+    let request_threads = fopts.threads.unwrap_or_else(default_request_threads);
+    config.n_threads = Some(request_threads);
     config.clone_fd = true;
     let engine = fs.clone();
     let notifier = std::sync::Arc::new(std::sync::OnceLock::new());
     let ring = crate::fuse::ring::RingState::new(fopts.io_uring);
     let ring_state = ring.clone();
-    let ops = std::sync::Arc::new(OkeanosFuse::new(fs, fopts.writeback_cache, fopts.page_cache, !fopts.direct_reads, notifier.clone(), ring.clone()));
+    let ops = std::sync::Arc::new(OkeanosFuse::new(fs, fopts.writeback_cache, fopts.page_cache, !fopts.direct_reads, notifier.clone(), ring.clone(), request_threads));
     let front = KernelFront(ops.clone());
     let source = format!("okeanos:{}", image.display());
     let (session, mut unmount): (_, Box<dyn FnMut() + Send>) = match mount_typed(mnt, &source, ro, fopts.allow_other) {

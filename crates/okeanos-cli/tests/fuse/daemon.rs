@@ -588,6 +588,33 @@ fn transport_io_uring_without_the_kernel_uses_dev_fuse_and_says_so() {
     assert!(lines.len() == 1 && lines[0].contains("enable_uring parameter is off") && lines[0].contains("/dev/fuse"), "{text}");
 }
 
+/// The threads reading /dev/fuse: one per CPU by default (at least two), as `threads=` says
+/// otherwise; the counters file tells which, and a mount with either serves synced writes.
+#[test]
+fn request_threads_are_one_per_cpu_unless_given() {
+    if !fuse_usable() {
+        return;
+    }
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 64) as u64;
+    for (opts, want) in [("data=wasteless,dmeta", cpus), ("data=wasteless,dmeta,threads=3", 3)] {
+        let dir = tempfile::tempdir().unwrap();
+        let img = small_image(dir.path());
+        let mnt = dir.path().join("mnt");
+        let m = Mount::new(&img, &mnt, opts);
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(mnt.join("f")).unwrap();
+        for k in 0..20u8 {
+            f.write_all(&[k; 100]).unwrap();
+            f.sync_data().unwrap();
+        }
+        drop(f);
+        assert_eq!(std::fs::read(mnt.join("f")).unwrap().len(), 2000);
+        let st = m.stats();
+        assert_eq!(st["fuse_request_threads"].as_u64(), Some(want), "{opts}: {st}");
+        m.unmount();
+        fsck_clean(&img);
+    }
+}
+
 /// umount(8) of `mnt`, tried again for up to 2 s while the mount is busy: another test's
 /// process that forks holds every open file of this one until its child execs.
 fn umount8(mnt: &Path) -> bool {
