@@ -7,9 +7,11 @@
 //! so it costs no CPU), then release every sync asked for before it started, as a commit does.
 //! What the process spends per sync is then the cost of blocking and waking threads (and of
 //! the shared lock) alone: a floor under any design in which a sync's thread sleeps until its
-//! commit is durable. Two ways to wake are measured: one condition variable for all (what a
-//! commit's `notify_all` costs, each woken thread retaking the mutex) and a park per thread
-//! (each woken thread reads an atomic and returns).
+//! commit is durable. Three ways to wake are measured: one condition variable for all (what a
+//! commit's `notify_all` costs, each woken thread retaking the mutex), a park per thread, all
+//! unparked by the committer (each woken thread reads an atomic and returns), and a chain: the
+//! committer unparks one, and each woken sync unparks the next before it returns, so that the
+//! committer does not pay for every wake-up and woken threads do not all run at once.
 //!
 //!   cargo run --release -p okeanos-cli --example wake_floor -- [THREADS] [SECONDS] [FLUSH_US]
 //!
@@ -42,6 +44,8 @@ struct Shared {
     /// Condition-variable way: the generation under a mutex, and its condition variable.
     gen: Mutex<u64>,
     gen_cv: Condvar,
+    /// Chain way: released syncs not yet woken (each woken one wakes the next).
+    chain: Mutex<Vec<Thread>>,
     stop: AtomicBool,
     syncs: AtomicU64,
     commits: AtomicU64,
@@ -51,6 +55,7 @@ struct Shared {
 enum Wake {
     Condvar,
     Park,
+    Chain,
 }
 
 fn writer(s: Arc<Shared>, how: Wake) {
@@ -75,9 +80,15 @@ fn writer(s: Arc<Shared>, how: Wake) {
                     g = s.gen_cv.wait(g).unwrap();
                 }
             }
-            Wake::Park => {
+            Wake::Park | Wake::Chain => {
                 while s.released.load(Ordering::Acquire) < want && !s.stop.load(Ordering::Relaxed) {
                     thread::park();
+                }
+                if how == Wake::Chain {
+                    let next = s.chain.lock().unwrap().pop();
+                    if let Some(t) = next {
+                        t.unpark();
+                    }
                 }
             }
         }
@@ -112,6 +123,16 @@ fn committer(s: Arc<Shared>, how: Wake, flush: Duration) {
                     t.unpark();
                 }
             }
+            Wake::Chain => {
+                let first = {
+                    let mut c = s.chain.lock().unwrap();
+                    c.extend(waiting);
+                    c.pop()
+                };
+                if let Some(t) = first {
+                    t.unpark();
+                }
+            }
         }
     }
     // Let every writer out.
@@ -129,6 +150,7 @@ fn run(threads: usize, secs: f64, flush: Duration, how: Wake) -> (f64, f64, f64)
         released: AtomicU64::new(0),
         gen: Mutex::new(0),
         gen_cv: Condvar::new(),
+        chain: Mutex::new(Vec::new()),
         stop: AtomicBool::new(false),
         syncs: AtomicU64::new(0),
         commits: AtomicU64::new(0),
@@ -169,7 +191,7 @@ fn main() {
     let secs = num(5.0).clamp(0.1, 600.0);
     let flush = Duration::from_micros(num(400.0).clamp(0.0, 1e6) as u64);
     println!("wake floor: {threads} writer threads, {secs} s, a commit's flush {flush:?} (sleeping)");
-    for (name, how) in [("one condition variable", Wake::Condvar), ("a park per thread", Wake::Park)] {
+    for (name, how) in [("one condition variable", Wake::Condvar), ("a park per thread", Wake::Park), ("a chain of parks", Wake::Chain)] {
         let (rate, per_commit, cpu_us) = run(threads, secs, flush, how);
         println!("{name:24} {rate:9.0} syncs/s  {per_commit:6.1} syncs a commit  {cpu_us:6.1} µs of CPU a sync");
     }
