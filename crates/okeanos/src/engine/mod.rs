@@ -144,8 +144,10 @@ impl Inner {
     fn committed(&self, tid: Tid) {
         self.committed.store(tid.get(), std::sync::atomic::Ordering::SeqCst);
         // Taken between the store and the notification: a sync that checked before the store
-        // is already asleep and gets it; one that checks after sees the store.
-        let _g = self.sync_lock.lock().unwrap_or_else(|e| e.into_inner());
+        // is already asleep once this returns and gets the notification; one that checks after
+        // sees the store. Let go before notifying: the woken syncs retake it at once, and
+        // would otherwise find it held and sleep on it again.
+        drop(self.sync_lock.lock().unwrap_or_else(|e| e.into_inner()));
         self.commit_cv[(tid.get() % 2) as usize].notify_all();
     }
 }
