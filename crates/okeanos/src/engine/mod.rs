@@ -134,21 +134,25 @@ impl Inner {
     fn wake_all(&self) {
         self.cv.notify_all();
         self.wake_gen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let _g = self.sync_lock.lock().unwrap_or_else(|e| e.into_inner());
-        for c in &self.commit_cv {
-            c.notify_all();
-        }
+        self.wake_syncs(&self.commit_cv);
     }
 
     /// Transaction `tid` is committed: its syncs may return.
     fn committed(&self, tid: Tid) {
         self.committed.store(tid.get(), std::sync::atomic::Ordering::SeqCst);
-        // Taken between the store and the notification: a sync that checked before the store
-        // is already asleep once this returns and gets the notification; one that checks after
-        // sees the store. Let go before notifying: the woken syncs retake it at once, and
-        // would otherwise find it held and sleep on it again.
+        self.wake_syncs(std::slice::from_ref(&self.commit_cv[(tid.get() % 2) as usize]));
+    }
+
+    /// Wakes the syncs sleeping on `cvs`, after a store they check (`committed`, `wake_gen`).
+    /// The sync mutex is taken between that store and the notification: a sync that checked
+    /// before the store is asleep once it is taken and gets the notification; one that checks
+    /// after sees the store. It is let go before notifying: the woken syncs retake it at once,
+    /// and would otherwise find it held and sleep on it again.
+    fn wake_syncs(&self, cvs: &[Condvar]) {
         drop(self.sync_lock.lock().unwrap_or_else(|e| e.into_inner()));
-        self.commit_cv[(tid.get() % 2) as usize].notify_all();
+        for c in cvs {
+            c.notify_all();
+        }
     }
 }
 
