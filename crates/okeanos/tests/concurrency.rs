@@ -213,6 +213,56 @@ fn a_sync_with_no_commit_running_leads_it() {
     }
 }
 
+/// The journal thread wakes the syncs of a commit it finished after letting go of the state
+/// lock (engine/step.rs): none is lost. With `commit_leader=off` every commit is the journal
+/// thread's; 48 threads sync 25 records each, one commit at a time and pipelined (two commits
+/// finished under one hold of the lock wake both parities). Each thread reports when it is
+/// done; a lost wake-up leaves one asleep and fails the wait after 120 s. What was synced is
+/// there after a crash.
+#[test]
+fn syncs_woken_by_the_journal_thread_all_return() {
+    const THREADS: usize = 48;
+    const PER: usize = 25;
+    for pipeline in [1u32, 2] {
+        let dev = mem_fs(64 << 20, 2048);
+        let mut o = opts(DataMode::Wasteless);
+        o.commit_leader = false;
+        o.commit_pipeline = pipeline;
+        let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
+        let before = fs.counters();
+        let barrier = Arc::new(Barrier::new(THREADS));
+        let (tx, rx) = std::sync::mpsc::channel();
+        for w in 0..THREADS {
+            let (fs, barrier, tx) = (fs.clone(), barrier.clone(), tx.clone());
+            std::thread::spawn(move || {
+                let f = fs.create_file(&format!("/w{w}")).unwrap();
+                barrier.wait();
+                for k in 0..PER {
+                    f.append(&record(w, k, 128)).unwrap();
+                    f.fdatasync().unwrap();
+                }
+                tx.send(w).unwrap();
+            });
+        }
+        for _ in 0..THREADS {
+            rx.recv_timeout(std::time::Duration::from_secs(120))
+                .unwrap_or_else(|_| panic!("commit_pipeline={pipeline}: a sync was never woken"));
+        }
+        let c = fs.counters().since(&before);
+        assert_eq!(c.syncs, (THREADS * PER) as u64);
+        assert_eq!(c.led_steps, 0, "commit_leader=off: the journal thread commits");
+        assert!(c.commits < c.syncs, "commit_pipeline={pipeline}: syncs shared commits ({} commits)", c.commits);
+        drop(fs);
+        // Dropped without unmount (a crash): every synced record is there.
+        let fs = mount(&dev, DataMode::Wasteless);
+        for w in 0..THREADS {
+            let want: Vec<u8> = (0..PER).flat_map(|k| record(w, k, 128)).collect();
+            assert_eq!(fs.read_path(&format!("/w{w}")).unwrap(), want, "commit_pipeline={pipeline}, writer {w}");
+        }
+        fs.unmount().unwrap();
+    }
+}
+
 /// Request threads of a server (`fsync_or_lead`, the FUSE front end's way), eight of them
 /// syncing their own files: the thread that finds no commit running leads one and answers
 /// every sync it settles; the others' syncs join the commit in flight's successor. Each sync

@@ -110,6 +110,10 @@ struct Core {
     /// While a flusher reports its flush, under one hold of the lock: the syncs it settled,
     /// which it answers itself.
     flusher_answers: Option<leader::Answers>,
+    /// Commits the journal thread finished (the first and the last) whose sleeping syncs it
+    /// has still to wake: it wakes them once it has let go of this lock (step.rs,
+    /// `journal_thread`), so that they do not wake into a lock it holds.
+    owed_wake: Option<(Tid, Tid)>,
 }
 
 impl Inner {
@@ -137,10 +141,26 @@ impl Inner {
         self.wake_syncs(&self.commit_cv);
     }
 
-    /// Transaction `tid` is committed: its syncs may return.
-    fn committed(&self, tid: Tid) {
+    /// Transaction `tid` is committed: its syncs may return. On the commit lane's journal
+    /// thread the syncs asleep are woken once it lets go of the lock (`Core::owed_wake`); a
+    /// sync that looks before then sees the store and does not sleep.
+    fn committed(&self, core: &mut Core, tid: Tid) {
         self.committed.store(tid.get(), std::sync::atomic::Ordering::SeqCst);
-        self.wake_syncs(std::slice::from_ref(&self.commit_cv[(tid.get() % 2) as usize]));
+        if step::WAKES_AFTER_UNLOCK.with(|d| d.get()) {
+            core.owed_wake = Some(core.owed_wake.map_or((tid, tid), |(first, _)| (first, tid)));
+            return;
+        }
+        self.wake_committed((tid, tid));
+    }
+
+    /// Wakes the syncs of the commits from `first` to `last`: the one condition variable of
+    /// their parity, or both when there were several.
+    fn wake_committed(&self, (first, last): (Tid, Tid)) {
+        if first == last {
+            self.wake_syncs(std::slice::from_ref(&self.commit_cv[(last.get() % 2) as usize]));
+        } else {
+            self.wake_syncs(&self.commit_cv);
+        }
     }
 
     /// Wakes the syncs sleeping on `cvs`, after a store they check (`committed`, `wake_gen`).

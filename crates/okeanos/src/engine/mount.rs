@@ -127,7 +127,7 @@ impl Okeanos {
         // seeks; the placement must allow it too (`Scheduler::beside`).
         let checkpoint_thread = opts.checkpoint_thread.unwrap_or_else(|| !(devs.journal.is_none() && devs.fs.seeks() == Some(true)));
         let inner = Arc::new(Inner {
-            core: Mutex::new(Core { fs, sched: Scheduler::new(opts.scheduler(checkpoint_thread), now), closing: false, manual: opts.manual_journal, sync_waiters: Vec::new(), commit_lane_busy: false, lane_waiter: false, leads: 0, inline_syncs: None, flush_jobs: Vec::new(), flusher_answers: None }),
+            core: Mutex::new(Core { fs, sched: Scheduler::new(opts.scheduler(checkpoint_thread), now), closing: false, manual: opts.manual_journal, sync_waiters: Vec::new(), commit_lane_busy: false, lane_waiter: false, leads: 0, inline_syncs: None, flush_jobs: Vec::new(), flusher_answers: None, owed_wake: None }),
             cv: Condvar::new(),
             commit_cv: [Condvar::new(), Condvar::new()],
             sync_lock: Mutex::new(()),

@@ -110,8 +110,15 @@ impl<'a> LaneClock<'a> {
     }
 }
 
+thread_local! {
+    /// Set on the commit lane's journal thread: it wakes the sleeping syncs of a commit it
+    /// finishes after it lets go of the state lock, not under it (`Core::owed_wake`).
+    pub(super) static WAKES_AFTER_UNLOCK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 pub(super) fn journal_thread(inner: Arc<Inner>, lane: Lane) {
     let _guard = AbortOnPanic(inner.clone());
+    WAKES_AFTER_UNLOCK.with(|d| d.set(lane == Lane::Commit));
     let me = Okeanos { inner, _user: None };
     let inner = &me.inner;
     let cv = match lane {
@@ -132,7 +139,12 @@ pub(super) fn journal_thread(inner: Arc<Inner>, lane: Lane) {
             }
         }
         let now = inner.clock.now_ns();
-        match me.step_begin(&mut core, now, lane) {
+        let step = me.step_begin(&mut core, now, lane);
+        if let Some(owed) = core.owed_wake.take() {
+            // A commit settled while planning (an error, or nothing to write): rare; wake now.
+            inner.wake_committed(owed);
+        }
+        match step {
             JournalStep::Stop => return,
             JournalStep::Idle { wake_ns } => {
                 clock.mark(LanePhase::Plan);
@@ -175,6 +187,16 @@ pub(super) fn journal_thread(inner: Arc<Inner>, lane: Lane) {
                     me.step_finish(&mut core, work, res);
                 }
                 clock.mark(LanePhase::Finish);
+                if let Some(owed) = core.owed_wake.take() {
+                    // The commit's sleeping syncs are woken with the lock let go: the first
+                    // woken take it for their next appends while this thread wakes the rest,
+                    // instead of all of them queueing on it behind this thread's next plan
+                    // (docs/BENCHMARKS.md, "Waking a commit's syncs after the lane lets go").
+                    drop(core);
+                    inner.wake_committed(owed);
+                    core = me.lock();
+                    clock.mark(LanePhase::Finish);
+                }
             }
         }
     }
@@ -308,9 +330,7 @@ impl Inner {
                 Counted::Commit { handles, journal_blocks, records } => self.stats.on_commit(handles, journal_blocks, records),
             }
         }
-        if let Some(tid) = fx.committed.take() {
-            self.committed(tid);
-        }
+        let committed = fx.committed.take();
         if std::mem::take(&mut fx.notify_commit_lane) {
             // The journal thread, or a leader waiting out a batching window (leader.rs).
             self.jcv.notify_all();
@@ -321,6 +341,9 @@ impl Inner {
         let handles = std::mem::take(&mut fx.notify_handles);
         let all = std::mem::take(&mut fx.wake_all);
         let syncs = std::mem::take(&mut fx.deliver_syncs);
+        if let Some(tid) = committed {
+            self.committed(core, tid);
+        }
         if handles && !all {
             self.cv.notify_all();
         }
