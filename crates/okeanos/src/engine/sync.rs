@@ -2,8 +2,9 @@
 //!
 //! A thread that calls [`Okeanos::fsync`] sleeps on the condition variable of its
 //! transaction's parity (`commit_cv[tid % 2]`): the end of a commit wakes the syncs of that
-//! transaction, not those already waiting for the next one. Only the sync that raises the
-//! commit request wakes the journal thread.
+//! transaction, not those already waiting for the next one (the journal thread wakes them
+//! once it has let go of the state lock, so that they do not wake into it: step.rs). Only
+//! the sync that raises the commit request wakes the journal thread.
 //!
 //! A front end that must not park a thread per sync (the FUSE server: a request thread, or a
 //! thread spawned per fsync, costs more than the sync itself at 100 streams) calls
