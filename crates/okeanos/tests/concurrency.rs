@@ -213,10 +213,11 @@ fn a_sync_with_no_commit_running_leads_it() {
     }
 }
 
-/// The journal thread wakes the syncs of a commit it finished after letting go of the state
-/// lock (engine/step.rs): none is lost. With `commit_leader=off` every commit is the journal
-/// thread's; 48 threads sync 25 records each, one commit at a time and pipelined (two commits
-/// finished under one hold of the lock wake both parities). Each thread reports when it is
+/// The journal thread and the flusher threads wake the syncs of a commit they finished after
+/// letting go of the state lock (engine/step.rs, engine/flush.rs): none is lost. With
+/// `commit_leader=off` every commit is the journal thread's; 48 threads sync 25 records each,
+/// one commit at a time and pipelined (a flusher finishing them, two commits under one hold of
+/// the lock waking both parities). Each thread reports when it is
 /// done; a lost wake-up leaves one asleep and fails the wait after 120 s. What was synced is
 /// there after a crash.
 #[test]

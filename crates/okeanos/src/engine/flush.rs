@@ -84,10 +84,16 @@ impl Okeanos {
         }
         self.inner.carry_out(&mut core);
         let ready = core.flusher_answers.take().unwrap_or_default();
-        if ready.is_empty() {
+        // The sleeping syncs of the commits it finished, woken with the lock let go, as the
+        // journal thread wakes its own (step.rs).
+        let owed = core.owed_wake.take();
+        if ready.is_empty() && owed.is_none() {
             return core;
         }
         drop(core);
+        if let Some(owed) = owed {
+            self.inner.wake_committed(owed);
+        }
         leader::answer(ready);
         self.lock()
     }
@@ -103,6 +109,7 @@ struct Flushed {
 
 /// A flusher thread: until the mount stops and no commit waits for its flush.
 pub(super) fn flusher_thread(inner: Arc<Inner>) {
+    super::step::WAKES_AFTER_UNLOCK.with(|d| d.set(true));
     let me = Okeanos { inner, _user: None };
     let inner = &me.inner;
     let mut core = me.lock();
