@@ -110,9 +110,10 @@ struct Core {
     /// While a flusher reports its flush, under one hold of the lock: the syncs it settled,
     /// which it answers itself.
     flusher_answers: Option<leader::Answers>,
-    /// Commits the journal thread finished (the first and the last) whose sleeping syncs it
-    /// has still to wake: it wakes them once it has let go of this lock (step.rs,
-    /// `journal_thread`), so that they do not wake into a lock it holds.
+    /// Commits the journal thread or a flusher finished (the first and the last) whose
+    /// sleeping syncs it has still to wake: it wakes them once it has let go of this lock
+    /// (step.rs, `journal_thread`; flush.rs, `report_flush`), within the same hold it set
+    /// this in, so that they do not wake into a lock it holds.
     owed_wake: Option<(Tid, Tid)>,
 }
 
@@ -142,8 +143,8 @@ impl Inner {
     }
 
     /// Transaction `tid` is committed: its syncs may return. On the commit lane's journal
-    /// thread the syncs asleep are woken once it lets go of the lock (`Core::owed_wake`); a
-    /// sync that looks before then sees the store and does not sleep.
+    /// thread and on flushers the syncs asleep are woken once it lets go of the lock
+    /// (`Core::owed_wake`); a sync that looks before then sees the store and does not sleep.
     fn committed(&self, core: &mut Core, tid: Tid) {
         self.committed.store(tid.get(), std::sync::atomic::Ordering::SeqCst);
         if step::WAKES_AFTER_UNLOCK.with(|d| d.get()) {

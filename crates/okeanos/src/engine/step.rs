@@ -111,8 +111,9 @@ impl<'a> LaneClock<'a> {
 }
 
 thread_local! {
-    /// Set on the commit lane's journal thread: it wakes the sleeping syncs of a commit it
-    /// finishes after it lets go of the state lock, not under it (`Core::owed_wake`).
+    /// Set on the commit lane's journal thread and on flushers (flush.rs): it wakes the
+    /// sleeping syncs of a commit it finishes after it lets go of the state lock, not under
+    /// it (`Core::owed_wake`).
     pub(super) static WAKES_AFTER_UNLOCK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
