@@ -56,6 +56,9 @@ pub struct Faults {
     /// its records' hashes (as the classic commit block's first-sector CRC is trusted), so a
     /// torn fast commit replays stale bytes.
     pub fast_commit_unchecked: bool,
+    /// Recovery replays an inode note's size and times but leaves the inode's old checksum
+    /// (docs/FORMAT.md, "Inode notes"), so a replayed inode fails its check.
+    pub note_stale_crc: bool,
     /// A write of exactly this many bytes panics inside its handle, after it changed blocks (a
     /// broken invariant, to test that the journal stops and nothing synced is lost); the
     /// mount's test sets it with `fault_panic_write_len=N`.

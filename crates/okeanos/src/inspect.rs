@@ -52,7 +52,7 @@ pub fn dump_journal(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> R
         return Ok(JournalDump { region, jsb, end_reason: "journal is clean".into(), transactions: Vec::new(), revoked: Vec::new(), damage: None, state });
     };
     let mut log = runtime::LogReader::new(&devs, region);
-    let (scan, probe) = runtime::scan_log(&mut log, &start, sb.block_count, bs as usize, &Default::default())?;
+    let (scan, probe) = runtime::scan_log(&mut log, &start, crate::journal::recovery::FsBounds::of(&sb), bs as usize, &Default::default())?;
     let damage = probe.and_then(|p| p.damage);
     let mut revoked = Vec::new();
     for t in &scan.txs {
@@ -80,7 +80,7 @@ fn dump_manylogs(sb: &Superblock, devs: &Devices, region: LogRegion, jsb: Journa
     let (mut txs, mut log_damage) = (Vec::new(), Vec::new());
     for start in starts {
         let mut log = runtime::LogReader::new(devs, start.region);
-        let (mut scan, probe) = runtime::scan_log(&mut log, start, sb.block_count, sb.block_size as usize, &Default::default())?;
+        let (mut scan, probe) = runtime::scan_log(&mut log, start, crate::journal::recovery::FsBounds::of(&sb), sb.block_size as usize, &Default::default())?;
         let rec = start.interleaved.expect("manylogs logs are interleaved");
         log_damage.extend(probe.and_then(|p| p.damage).into_iter().chain(crate::journal::recovery::short_of_table(start, rec, &scan)));
         txs.append(&mut scan.txs);
@@ -110,7 +110,7 @@ pub fn recover_image(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> 
         return Ok(None);
     }
     let now = || clock.now_ns();
-    let Some((report, _)) = runtime::recover(&devs, opened.placement(), sb.block_count, &Stats::new(sb.block_size as usize), &now, clock.wall_ns(), &Default::default())? else {
+    let Some((report, _)) = runtime::recover(&devs, opened.placement(), crate::journal::recovery::FsBounds::of(&sb), &Stats::new(sb.block_size as usize), &now, clock.wall_ns(), &Default::default())? else {
         return Ok(None);
     };
     // Unmounted with a clean journal: the superblock says so (keeping an ERRORS state that

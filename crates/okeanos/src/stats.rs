@@ -38,6 +38,7 @@ pub struct Stats {
     pipelined_flush_ns: AtomicU64,
     fast_commits: AtomicU64,
     fast_spans: AtomicU64,
+    inode_notes: AtomicU64,
     commit_in_place: AtomicU64,
     fallbacks: AtomicU64,
     remote_bytes: AtomicU64,
@@ -271,6 +272,10 @@ pub struct Counters {
     pub fast_commits: u64,
     /// Those of them that spanned more than one block.
     pub fast_spans: u64,
+    /// Inode notes in fast commits (docs/FORMAT.md, "Inode notes"): inode changes told in 16
+    /// bytes instead of logged as their 32 changed bytes under a tag.
+    #[serde(default)]
+    pub inode_notes: u64,
     /// Data blocks commits wrote in place before their commit record: ordered data,
     /// selective's in-place sequences, wasteless's new blocks with `fresh_blocks=in_place`.
     #[serde(default)]
@@ -339,6 +344,7 @@ impl Stats {
         self.commits.fetch_add(1, Relaxed);
         self.fast_commits.fetch_add((records.fast_blocks > 0) as u64, Relaxed);
         self.fast_spans.fetch_add((records.fast_blocks > 1) as u64, Relaxed);
+        self.inode_notes.fetch_add(records.notes, Relaxed);
         self.commit_in_place.fetch_add(records.in_place, Relaxed);
         self.commit_handles.fetch_add(handles as u64, Relaxed);
         self.commit_journal_blocks.fetch_add(journal_blocks, Relaxed);
@@ -488,6 +494,7 @@ impl Stats {
             pipelined_commits: self.pipelined_commits.load(Relaxed),
             fast_commits: self.fast_commits.load(Relaxed),
             fast_spans: self.fast_spans.load(Relaxed),
+            inode_notes: self.inode_notes.load(Relaxed),
             commit_in_place_blocks: self.commit_in_place.load(Relaxed),
             fallbacks: self.fallbacks.load(Relaxed),
             remote_bytes: self.remote_bytes.load(Relaxed),
@@ -577,6 +584,7 @@ impl Counters {
             pipelined_commits: self.pipelined_commits - base.pipelined_commits,
             fast_commits: self.fast_commits - base.fast_commits,
             fast_spans: self.fast_spans - base.fast_spans,
+            inode_notes: self.inode_notes - base.inode_notes,
             commit_in_place_blocks: self.commit_in_place_blocks - base.commit_in_place_blocks,
             fallbacks: self.fallbacks - base.fallbacks,
             remote_bytes: self.remote_bytes - base.remote_bytes,
@@ -667,6 +675,7 @@ impl Counters {
             ("okeanos_pipelined_commits_total", self.pipelined_commits),
             ("okeanos_fast_commits_total", self.fast_commits),
             ("okeanos_fast_commit_spans_total", self.fast_spans),
+            ("okeanos_inode_notes_total", self.inode_notes),
             ("okeanos_commit_in_place_blocks_total", self.commit_in_place_blocks),
             ("okeanos_fallbacks_total", self.fallbacks),
             ("okeanos_payload_bytes_total", self.payload_bytes),

@@ -163,7 +163,7 @@ fn fast_commit_round_trip_flips_and_torn_sectors() {
         .collect();
     let stream: Vec<u8> = (0..3000).map(|i| (i * 7 % 251) as u8).collect();
     let tags: Vec<Tag> = tags.into_iter().enumerate().map(|(i, t)| Tag { data_hash: jf::data_hash(t.fs_block, t.offset, &stream[i * 500..(i + 1) * 500]), ..t }).collect();
-    let f = jf::FastCommit { tid: okeanos::Tid::new(41), tags, stream, handle_count: 3, commit_time_ns: 99, compact: false };
+    let f = jf::FastCommit { tid: okeanos::Tid::new(41), tags, stream, handle_count: 3, commit_time_ns: 99, compact: false, notes: Vec::new() };
     let mut b = vec![0u8; BS];
     f.encode(&mut b);
     assert_eq!(jf::header(&b).map(|(k, t)| (k, t.get())), Some((jf::JBlockType::FastCommit, 41)));
@@ -180,7 +180,7 @@ fn fast_commit_round_trip_flips_and_torn_sectors() {
     // Torn writes: each written sector left as zeros, or as the same sector of another fast
     // commit (an earlier pass over the log), is caught.
     let mut older = vec![0u8; BS];
-    jf::FastCommit { tid: okeanos::Tid::new(7), tags: f.tags[..2].to_vec(), stream: f.stream[..1000].to_vec(), handle_count: 1, commit_time_ns: 5, compact: false }.encode(&mut older);
+    jf::FastCommit { tid: okeanos::Tid::new(7), tags: f.tags[..2].to_vec(), stream: f.stream[..1000].to_vec(), handle_count: 1, commit_time_ns: 5, compact: false, notes: Vec::new() }.encode(&mut older);
     assert_eq!(jf::written_len(&older), 3 * 512);
     for sector in 0..used / 512 {
         for old in [&vec![0u8; BS], &older] {
@@ -223,7 +223,7 @@ fn fast_commit_span_round_trip_flips_torn_sectors_and_bounds() {
                 Tag { fs_block, flags: jf::tag_flags::MULTIWRITE, offset, len: len as u16, data_hash: jf::data_hash(fs_block, offset, bytes) }
             })
             .collect();
-        jf::FastCommit { tid: okeanos::Tid::new(tid), tags, stream, handle_count: n as u32, commit_time_ns: 7, compact: false }
+        jf::FastCommit { tid: okeanos::Tid::new(tid), tags, stream, handle_count: n as u32, commit_time_ns: 7, compact: false, notes: Vec::new() }
     };
     // 60 records of 128 bytes: 40 + 960 + 7,680 + 8 bytes of content and hash, three blocks.
     let f = records(60, 128, 77);
@@ -309,7 +309,7 @@ fn compact_fast_commit_round_trip_flips_torn_sectors_and_bounds() {
                 Tag { fs_block, flags, offset, len: len as u16, data_hash: jf::data_hash(fs_block, offset, bytes) }
             })
             .collect();
-        jf::FastCommit { tid: okeanos::Tid::new(tid), tags, stream, handle_count: n as u32, commit_time_ns: 3, compact }
+        jf::FastCommit { tid: okeanos::Tid::new(tid), tags, stream, handle_count: n as u32, commit_time_ns: 3, compact, notes: Vec::new() }
     };
     let decode = |v: &[Vec<u8>]| jf::FastCommit::decode_span(&v.iter().map(Vec::as_slice).collect::<Vec<_>>(), true);
     // One block: 40 + 10 x 10 + 10 x 128 + 8 = 1,428 bytes, 3 sectors (the full tags' 1,488
@@ -500,5 +500,127 @@ fn xattr_block_round_trip_flips_and_bounds() {
     for _ in 0..2000 {
         let junk: Vec<u8> = (0..4096).map(|_| rand::random::<u8>()).collect();
         let _ = XattrBlock::decode(9, &junk);
+    }
+}
+
+/// Inode notes (journal feature FAST_COMMIT_NOTES): 16 bytes telling an inode's size and
+/// times after the tags of a fast commit. Round trip over one block and a span, every flipped
+/// byte caught, the count field's bounds, and a note that names inode 0 refused.
+#[test]
+fn inode_notes_round_trip_flips_and_bounds() {
+    let fast = |n: u64, m: u32, tid: u64| {
+        let stream: Vec<u8> = (0..n as usize * 128).map(|i| ((i as u64 * 7 + tid) % 253) as u8).collect();
+        let tags: Vec<Tag> = (0..n)
+            .map(|k| {
+                let (fs_block, offset) = (HomeBlock::new(700 + k), (k % 5 * 128) as u16);
+                let bytes = &stream[k as usize * 128..(k as usize + 1) * 128];
+                Tag { fs_block, flags: jf::tag_flags::MULTIWRITE, offset, len: 128, data_hash: jf::data_hash(fs_block, offset, bytes) }
+            })
+            .collect();
+        let notes = (0..m).map(|k| jf::InodeNote { ino: 3 + k, age_ns: 1000 * k + 17, size: (1 << 33) + k as u64 * 128 }).collect();
+        jf::FastCommit { tid: okeanos::Tid::new(tid), tags, stream, handle_count: n as u32, commit_time_ns: 5_000_000, compact: true, notes }
+    };
+    let decode = |v: &[Vec<u8>]| jf::FastCommit::decode_span(&v.iter().map(Vec::as_slice).collect::<Vec<_>>(), true);
+    // Ten appends and their ten inodes: 40 + 10 x 10 + 10 x 16 + 1,280 + 8 = 1,588 bytes, four
+    // sectors (the same inodes as 32-byte records under compact tags: 40 + 200 + 1,600 + 8,
+    // 1,848 bytes, also four; 25 appends are where notes save a sector, as tags did).
+    let f = fast(10, 10, 31);
+    let one = f.encode_span(BS);
+    assert_eq!(one.len(), 1);
+    assert_eq!(decode(&one).unwrap(), f, "notes, tags and records come back");
+    assert_eq!(jf::written_len(&one[0]), 4 * 512);
+    every_flip_caught(&one[0], 0..jf::written_len(&one[0]), |x| jf::FastCommit::decode(x, true).map(|_| ()));
+    // 40 appends, 40 notes: 40 + 400 + 640 + 5,120 + 8 = 6,208 bytes, a span of two blocks.
+    let f = fast(40, 40, 32);
+    let span = f.encode_span(BS);
+    assert_eq!(span.len(), 2);
+    assert_eq!(decode(&span).unwrap(), f);
+    for k in 0..2 {
+        for i in (0..jf::written_len(&span[k])).step_by(5) {
+            let mut x = span.clone();
+            x[k][i] ^= 0x40;
+            assert!(decode(&x).is_err(), "block {k} byte {i} flipped is not caught");
+        }
+    }
+    // The count field: the notes bit with no notes, and counts the sectors do not hold.
+    let count = u32::from_le_bytes(one[0][16..20].try_into().unwrap());
+    assert_eq!(count, 0x8000_0000 | 0x4000_0000 | (10 << 16) | 10);
+    // Counts whose bytes do not fill the four sectors are refused on the header alone; others
+    // fail the hash, as any changed byte does.
+    for (v, sectors_differ) in [(0xc000_0000u32 | 10, true), (0xc000_0000 | (40 << 16) | 10, true), (0x8000_0000 | 10, true), (0xc000_0000 | (11 << 16) | 10, false), (0xc000_0000 | (10 << 16) | 11, false)] {
+        let mut x = one[0].clone();
+        x[16..20].copy_from_slice(&v.to_le_bytes());
+        assert!(jf::FastCommit::decode(&x, true).is_err(), "count field {v:#x}");
+        if sectors_differ {
+            assert!(jf::FastCommit::first_span(&x).is_err(), "count field {v:#x} on the header alone");
+        }
+    }
+    // Inode 0 names nothing: refused (the hash not checked, as by the canary, to reach it).
+    let mut x = one[0].clone();
+    x[40 + 100..40 + 104].copy_from_slice(&0u32.to_le_bytes());
+    let e = jf::FastCommit::decode(&x, false).unwrap_err();
+    assert!(e.to_string().contains("inode 0"), "{e}");
+    // Bounds: the count fields' widths.
+    assert!(jf::FastCommit::fits_with_notes(BS, 1, 1, 128, 16, true));
+    assert!(!jf::FastCommit::fits_with_notes(BS, 1, jf::MAX_NOTES + 1, 0, 16, true));
+    assert!(!jf::FastCommit::fits_with_notes(BS, 0, 1, 0, 16, true), "a fast commit has a tag");
+}
+
+/// What a note may stand for: an inode's size, mtime and ctime (equal) and its checksum, and
+/// nothing else; applying the note to the old inode gives the new one exactly.
+#[test]
+fn inode_notes_stand_for_size_and_times_only() {
+    use okeanos::format::inode::{apply_note, note_for};
+    let ino = 77;
+    let old_inode = Inode { mode: S_IFREG | 0o644, size: 4096, mtime_ns: 1_000, ctime_ns: 1_000, nlink: 1, ..Default::default() };
+    let enc = |i: &Inode| {
+        let mut b = vec![0u8; INODE_SIZE];
+        i.encode(ino, &mut b);
+        b
+    };
+    let old = enc(&old_inode);
+    let new_inode = Inode { size: 4224, mtime_ns: 9_000, ctime_ns: 9_000, ..old_inode.clone() };
+    let new = enc(&new_inode);
+    let (size, age) = note_for(ino, &old, &new, 10_000).expect("an append's change");
+    assert_eq!((size, age), (4224, 1_000));
+    let mut replayed = old.clone();
+    apply_note(ino, &mut replayed, size, 10_000 - age as i64);
+    assert_eq!(replayed, new);
+    apply_note(ino, &mut replayed, size, 10_000 - age as i64);
+    assert_eq!(replayed, new, "twice is once");
+    assert_eq!(Inode::decode(ino, &replayed).unwrap().size, 4224);
+    // Not a note's to tell: other fields, unequal times, times after the commit or too old,
+    // a free inode on either side, no change.
+    for (why, other, now) in [
+        ("mode", Inode { mode: S_IFREG | 0o600, ..new_inode.clone() }, 10_000i64),
+        ("links", Inode { nlink: 2, ..new_inode.clone() }, 10_000),
+        ("atime", Inode { atime_ns: 5, ..new_inode.clone() }, 10_000),
+        ("ctime apart", Inode { ctime_ns: 9_001, ..new_inode.clone() }, 10_000),
+        ("after the commit", new_inode.clone(), 8_999),
+        ("older than 4.29 s", new_inode.clone(), 9_000 + (1 << 32)),
+    ] {
+        assert_eq!(note_for(ino, &old, &enc(&other), now), None, "{why}");
+    }
+    assert_eq!(note_for(ino, &vec![0u8; INODE_SIZE], &new, 10_000), None, "a new inode");
+    assert_eq!(note_for(ino, &old, &old, 10_000), None, "no change");
+    assert_eq!(note_for(ino + 1, &old, &new, 10_000), None, "another slot's checksum");
+}
+
+/// Where inode notes find their inodes: table blocks at each group's third block.
+#[test]
+fn inode_tables_locate_every_inode_and_only_table_blocks() {
+    use okeanos::format::inode::InodeTables;
+    let t = InodeTables { first_group_block: 10, blocks_per_group: 100, group_count: 3, inodes_per_group: 64, inode_count: 192, per_block: 16 };
+    assert_eq!(t.locate(1), Some((HomeBlock::new(12), 0)));
+    assert_eq!(t.locate(18), Some((HomeBlock::new(13), 256)));
+    assert_eq!(t.locate(65), Some((HomeBlock::new(112), 0)));
+    assert_eq!(t.locate(0), None);
+    assert_eq!(t.locate(193), None);
+    for ino in 1..=192 {
+        let (b, at) = t.locate(ino).unwrap();
+        assert_eq!(t.first_ino(b).unwrap() + at as u32 / INODE_SIZE as u32, ino);
+    }
+    for b in [0u64, 9, 10, 11, 16, 111, 116, 310, 400] {
+        assert_eq!(t.first_ino(HomeBlock::new(b)), None, "block {b} is no table block");
     }
 }

@@ -31,7 +31,7 @@ pub(super) fn recover(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
             devs.journal = devs.journal.take().map(|j| Arc::new(crate::device::OverlayDevice::new(j)) as Arc<dyn Device>);
         }
         let now = || clock.now_ns();
-        if let Some((mut report, tid)) = runtime::recover(devs, opened.placement(), sb.block_count, stats, &now, clock.wall_ns(), &opts.faults)? {
+        if let Some((mut report, tid)) = runtime::recover(devs, opened.placement(), crate::journal::recovery::FsBounds::of(sb), stats, &now, clock.wall_ns(), &opts.faults)? {
             report.scan_ns += opened.remote.as_ref().map_or(0, |o| o.fetch_ns);
             next_tid = tid;
             *stats.recovery.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
@@ -45,7 +45,7 @@ pub(super) fn recover(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
 /// ([`placement::Opened::run`]), and the transaction limits.
 pub(super) fn journal(devs: &mut Devices, sb: &Superblock, opened: placement::Opened, opts: &MountOptions, next_tid: Tid) -> FsResult<Journal> {
     let mut content = opts.content().map_err(FsError::Invalid)?;
-    let (fast_commit_blocks, fast_commit_compact) = (opened.fast_commit_blocks, opened.fast_commit_compact);
+    let (fast_commit_blocks, fast_commit_compact, fast_commit_notes) = (opened.fast_commit_blocks, opened.fast_commit_compact, opened.fast_commit_notes);
     let (placement, capacity) = opened.run(devs, sb, opts, next_tid)?;
     // The placement's defaults, where the mount gave no option.
     let defaults = placement.defaults();
@@ -76,6 +76,7 @@ pub(super) fn journal(devs: &mut Devices, sb: &Superblock, opened: placement::Op
     let images_only = placement.parking().is_some_and(|p| p.wants_images());
     cfg.fast_commit_blocks = if opts.fast_commit && !images_only { fast_commit_blocks.min(opts.fast_commit_blocks) } else { 0 };
     cfg.fast_commit_compact = fast_commit_compact;
+    cfg.inode_notes = (fast_commit_notes && cfg.fast_commit_blocks > 0).then(|| crate::format::inode::InodeTables::of(sb));
     cfg.faults = opts.faults.clone();
     let journal = Journal::new(cfg, content.policy(), placement, next_tid);
     Ok(journal)

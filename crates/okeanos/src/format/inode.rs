@@ -158,3 +158,93 @@ impl Inode {
         Ok(inode)
     }
 }
+
+/// Applies an inode note (docs/FORMAT.md, "Inode notes") to inode `ino`'s slot: the size, mtime
+/// and ctime set, the checksum recomputed over the result. Absolute, so applying it twice is
+/// applying it once.
+pub fn apply_note(ino: u32, slot: &mut [u8], size: u64, time_ns: i64) {
+    let slot = &mut slot[..INODE_SIZE];
+    Le::put_u64(slot, 8, size);
+    Le::put_i64(slot, 16, time_ns);
+    Le::put_i64(slot, 24, time_ns);
+    let c = crc(seed::INODE ^ ino, &slot[4..]);
+    Le::put_u32(slot, 0, c);
+}
+
+/// The note that turns inode `ino`'s slot `old` into `new`, if one can: a live inode whose
+/// change is its size, its mtime and ctime (equal, at most `u32::MAX` ns before
+/// `commit_time_ns`) and the checksum that follows. Checked by applying it: the note is
+/// returned only if it reproduces `new` exactly from `old`.
+pub fn note_for(ino: u32, old: &[u8], new: &[u8], commit_time_ns: i64) -> Option<(u64, u32)> {
+    let (old, new) = (&old[..INODE_SIZE], &new[..INODE_SIZE]);
+    if old == new || Le::u32(old, 4) == 0 || Le::u32(new, 4) == 0 || old[4..8] != new[4..8] || old[32..] != new[32..] {
+        return None;
+    }
+    let (size, mtime, ctime) = (Le::u64(new, 8), Le::i64(new, 16), Le::i64(new, 24));
+    let age = u32::try_from(commit_time_ns.checked_sub(mtime)?).ok()?;
+    if mtime != ctime {
+        return None;
+    }
+    let mut check = [0u8; INODE_SIZE];
+    check.copy_from_slice(old);
+    apply_note(ino, &mut check, size, mtime);
+    (check[..] == new[..]).then_some((size, age))
+}
+
+/// Where the inode tables lie (docs/FORMAT.md, "Device layout": each group's table at its
+/// third block), from the superblock's fields: which inode a table block starts with, and
+/// which block and byte hold an inode. The journal needs it to write and replay inode notes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InodeTables {
+    pub first_group_block: u64,
+    pub blocks_per_group: u64,
+    pub group_count: u32,
+    pub inodes_per_group: u32,
+    pub inode_count: u32,
+    /// Inodes a block holds.
+    pub per_block: u32,
+}
+
+impl InodeTables {
+    pub fn of(sb: &super::superblock::Superblock) -> Self {
+        InodeTables {
+            first_group_block: sb.first_group_block,
+            blocks_per_group: sb.blocks_per_group as u64,
+            group_count: sb.group_count,
+            inodes_per_group: sb.inodes_per_group,
+            inode_count: sb.inode_count,
+            per_block: (sb.block_size as usize / INODE_SIZE) as u32,
+        }
+    }
+
+    fn table_blocks(&self) -> u64 {
+        (self.inodes_per_group as u64).div_ceil(self.per_block as u64)
+    }
+
+    /// The first inode of inode-table block `b`, if it is one.
+    pub fn first_ino(&self, b: HomeBlock) -> Option<u32> {
+        let b = b.get().checked_sub(self.first_group_block)?;
+        if self.blocks_per_group == 0 || self.per_block == 0 {
+            return None;
+        }
+        let (g, k) = (b / self.blocks_per_group, (b % self.blocks_per_group).checked_sub(2)?);
+        if g >= self.group_count as u64 || k >= self.table_blocks() {
+            return None;
+        }
+        let ino = g * self.inodes_per_group as u64 + k * self.per_block as u64 + 1;
+        (ino <= self.inode_count as u64).then_some(ino as u32)
+    }
+
+    /// The table block and byte offset of inode `ino`; None for a number out of range.
+    pub fn locate(&self, ino: u32) -> Option<(HomeBlock, u16)> {
+        if ino == 0 || ino > self.inode_count || self.inodes_per_group == 0 || self.per_block == 0 {
+            return None;
+        }
+        let (g, idx) = (((ino - 1) / self.inodes_per_group) as u64, (ino - 1) % self.inodes_per_group);
+        if g >= self.group_count as u64 {
+            return None;
+        }
+        let block = self.first_group_block + g * self.blocks_per_group + 2 + (idx / self.per_block) as u64;
+        Some((HomeBlock::new(block), ((idx % self.per_block) as usize * INODE_SIZE) as u16))
+    }
+}

@@ -87,18 +87,23 @@ pub mod jfeature {
     /// `compact`, [`super::COMPACT_TAG_SIZE`]): without a record hash, which the fast commit's
     /// own hash makes redundant. The bit keeps binaries that do not know the form away.
     pub const FAST_COMMIT_COMPACT: u32 = 1 << 4;
-    pub const KNOWN: u32 = TX_CHECKSUM | MULTIWRITE | FAST_COMMIT | FAST_COMMIT_SPAN | FAST_COMMIT_COMPACT;
+    /// A fast commit may carry inode notes ([`super::InodeNote`]): an inode's new size and
+    /// times in 16 bytes, its checksum recomputed on replay, where differential metadata
+    /// would log the inode's 32 changed bytes under a tag of their own.
+    pub const FAST_COMMIT_NOTES: u32 = 1 << 5;
+    pub const KNOWN: u32 = TX_CHECKSUM | MULTIWRITE | FAST_COMMIT | FAST_COMMIT_SPAN | FAST_COMMIT_COMPACT | FAST_COMMIT_NOTES;
     /// What `okeanos tune` may turn on or off on a clean journal: forms a commit may take,
     /// which recovery tells apart by the block itself, so a journal with nothing to replay can
     /// gain or lose them (docs/FORMAT.md, "Journal features").
-    pub const TUNABLE: u32 = FAST_COMMIT | FAST_COMMIT_SPAN | FAST_COMMIT_COMPACT;
+    pub const TUNABLE: u32 = FAST_COMMIT | FAST_COMMIT_SPAN | FAST_COMMIT_COMPACT | FAST_COMMIT_NOTES;
     /// Every feature by the name `okeanos tune` and `okeanos stat` use.
-    pub const NAMES: [(u32, &str); 5] = [
+    pub const NAMES: [(u32, &str); 6] = [
         (TX_CHECKSUM, "tx_checksum"),
         (MULTIWRITE, "multiwrite"),
         (FAST_COMMIT, "fast_commit"),
         (FAST_COMMIT_SPAN, "fast_commit_span"),
         (FAST_COMMIT_COMPACT, "fast_commit_compact"),
+        (FAST_COMMIT_NOTES, "fast_commit_notes"),
     ];
 
     /// The names of the features set in `features`, in bit order.
@@ -112,10 +117,10 @@ pub mod jfeature {
     }
 
     /// Why a set of features is not one a journal may have: a fast commit's span or compact
-    /// tags without fast commits.
+    /// tags or inode notes without fast commits.
     pub fn inconsistent(features: u32) -> Option<&'static str> {
-        if features & FAST_COMMIT == 0 && features & (FAST_COMMIT_SPAN | FAST_COMMIT_COMPACT) != 0 {
-            return Some("fast_commit_span and fast_commit_compact are forms of fast commits: they need fast_commit");
+        if features & FAST_COMMIT == 0 && features & (FAST_COMMIT_SPAN | FAST_COMMIT_COMPACT | FAST_COMMIT_NOTES) != 0 {
+            return Some("fast_commit_span, fast_commit_compact and fast_commit_notes are forms of fast commits: they need fast_commit");
         }
         None
     }
@@ -140,6 +145,34 @@ const COMPACT_FRESH: u64 = 1 << 46;
 const COMPACT_METADATA: u64 = 1 << 47;
 /// In a fast commit's tag count field: the tags are compact.
 const FAST_COUNT_COMPACT: u32 = 1 << 31;
+/// In a fast commit's tag count field: inode notes follow the tags; the tag count is then
+/// bits 0-15 and the note count bits 16-29.
+const FAST_COUNT_NOTES: u32 = 1 << 30;
+/// Most tags, and most notes, of a fast commit with notes (the fields' widths).
+pub const MAX_NOTED_TAGS: usize = 0xffff;
+pub const MAX_NOTES: usize = 0x3fff;
+/// Bytes of one inode note.
+pub const NOTE_SIZE: usize = 16;
+
+/// An inode's change that differential metadata would log as its first 32 bytes (checksum,
+/// mode, size, mtime, ctime) under a tag, told instead (docs/FORMAT.md, "Inode notes"): replay
+/// sets the size, sets mtime and ctime to `commit time - age_ns`, and recomputes the inode's
+/// checksum. Absolute values, so replaying it twice leaves what replaying it once did.
+/// `[ino: u32][age_ns: u32][size: u64]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InodeNote {
+    pub ino: u32,
+    /// Nanoseconds from the inode's mtime (= ctime) to the fast commit's commit time.
+    pub age_ns: u32,
+    pub size: u64,
+}
+
+impl InodeNote {
+    /// The mtime and ctime it sets, from its fast commit's commit time.
+    pub fn time_ns(&self, commit_time_ns: i64) -> i64 {
+        commit_time_ns - self.age_ns as i64
+    }
+}
 const DESC_COUNT_AT: usize = 16;
 const DESC_TAGS_AT: usize = 24;
 const REVOKE_COUNT_AT: usize = 16;
@@ -227,6 +260,11 @@ impl JournalSuperblock {
     /// Whether fast commits may carry compact tags in this journal (FAST_COMMIT_COMPACT).
     pub fn fast_commit_compact(&self) -> bool {
         self.features & jfeature::FAST_COMMIT_COMPACT != 0
+    }
+
+    /// Whether fast commits may carry inode notes in this journal (FAST_COMMIT_NOTES).
+    pub fn fast_commit_notes(&self) -> bool {
+        self.features & jfeature::FAST_COMMIT_NOTES != 0
     }
 
     /// The most blocks a fast commit may span in this journal: 0 without the FAST_COMMIT
@@ -525,6 +563,8 @@ pub struct FastCommit {
     /// FAST_COMMIT_COMPACT feature). Decoded compact tags carry the hash of their record as
     /// read, so later checks of it pass: the fast commit's hash has vouched for its bytes.
     pub compact: bool,
+    /// Inode notes, after the tags (the journal's FAST_COMMIT_NOTES feature; empty without).
+    pub notes: Vec<InodeNote>,
 }
 
 const FAST_COUNT_AT: usize = 16;
@@ -604,14 +644,20 @@ impl FastCommit {
         if compact { COMPACT_TAG_SIZE } else { TAG_SIZE }
     }
 
-    /// Bytes of fields, tags and records (the hash and continuation headers not counted).
-    fn content_len(tags: usize, stream: usize, compact: bool) -> usize {
-        FAST_TAGS_AT + tags * Self::tag_size(compact) + stream
+    /// Bytes of fields, tags, notes and records (the hash and continuation headers not
+    /// counted).
+    fn content_len(tags: usize, notes: usize, stream: usize, compact: bool) -> usize {
+        FAST_TAGS_AT + tags * Self::tag_size(compact) + notes * NOTE_SIZE + stream
     }
 
     /// The span `tags` tags (compact or not) with `stream` record bytes take.
     pub fn span(block_size: usize, tags: usize, stream: usize, compact: bool) -> FastSpan {
-        FastSpan::of(block_size, Self::content_len(tags, stream, compact))
+        Self::span_with_notes(block_size, tags, 0, stream, compact)
+    }
+
+    /// The span with `notes` inode notes as well.
+    pub fn span_with_notes(block_size: usize, tags: usize, notes: usize, stream: usize, compact: bool) -> FastSpan {
+        FastSpan::of(block_size, Self::content_len(tags, notes, stream, compact))
     }
 
     /// Whether `tags` full tags with `stream` record bytes fit one block.
@@ -621,7 +667,13 @@ impl FastCommit {
 
     /// Whether they fit `max_blocks` blocks (at most [`MAX_FAST_BLOCKS`]).
     pub fn fits_in(block_size: usize, tags: usize, stream: usize, max_blocks: usize, compact: bool) -> bool {
-        tags >= 1 && Self::span(block_size, tags, stream, compact).blocks <= max_blocks.min(MAX_FAST_BLOCKS)
+        Self::fits_with_notes(block_size, tags, 0, stream, max_blocks, compact)
+    }
+
+    /// Whether they fit with `notes` inode notes (within the count fields' widths).
+    pub fn fits_with_notes(block_size: usize, tags: usize, notes: usize, stream: usize, max_blocks: usize, compact: bool) -> bool {
+        let counts = notes == 0 || (tags <= MAX_NOTED_TAGS && notes <= MAX_NOTES);
+        tags >= 1 && counts && Self::span_with_notes(block_size, tags, notes, stream, compact).blocks <= max_blocks.min(MAX_FAST_BLOCKS)
     }
 
     /// Whether a tag can take the compact form: a record (not escaped) of a block a compact
@@ -639,15 +691,17 @@ impl FastCommit {
 
     /// Encodes into the blocks of its span, in log order.
     pub fn encode_span(&self, block_size: usize) -> Vec<Vec<u8>> {
-        let (n, len) = (self.tags.len(), self.stream.len());
+        let (n, m, len) = (self.tags.len(), self.notes.len(), self.stream.len());
         assert!(n >= 1 && block_size >= SECTOR && block_size % SECTOR == 0);
+        assert!(m == 0 || (n <= MAX_NOTED_TAGS && m <= MAX_NOTES), "the count fields hold the tags and notes");
         debug_assert_eq!(Descriptor::stream_len(&self.tags), len);
-        let content_len = Self::content_len(n, len, self.compact);
+        let content_len = Self::content_len(n, m, len, self.compact);
         let span = FastSpan::of(block_size, content_len);
         assert!(span.blocks <= MAX_FAST_BLOCKS, "a fast commit spans at most {MAX_FAST_BLOCKS} blocks");
         let mut c = vec![0u8; content_len];
         put_header(&mut c, JBlockType::FastCommit, self.tid);
-        Le::put_u32(&mut c, FAST_COUNT_AT, n as u32 | if self.compact { FAST_COUNT_COMPACT } else { 0 });
+        let count = if m == 0 { n as u32 } else { n as u32 | (m as u32) << 16 | FAST_COUNT_NOTES };
+        Le::put_u32(&mut c, FAST_COUNT_AT, count | if self.compact { FAST_COUNT_COMPACT } else { 0 });
         Le::put_u32(&mut c, FAST_STREAM_AT, len as u32);
         Le::put_u32(&mut c, FAST_HANDLES_AT, self.handle_count);
         Le::put_u32(&mut c, FAST_SECTORS_AT, span.sectors(block_size) as u32);
@@ -662,7 +716,13 @@ impl FastCommit {
                 put_tag(&mut c, FAST_TAGS_AT + i * size, t);
             }
         }
-        let at = FAST_TAGS_AT + n * size;
+        let mut at = FAST_TAGS_AT + n * size;
+        for note in &self.notes {
+            Le::put_u32(&mut c, at, note.ino);
+            Le::put_u32(&mut c, at + 4, note.age_ns);
+            Le::put_u64(&mut c, at + 8, note.size);
+            at += NOTE_SIZE;
+        }
         c[at..].copy_from_slice(&self.stream);
         let mut blocks = Vec::with_capacity(span.blocks);
         let mut from = 0;
@@ -698,18 +758,26 @@ impl FastCommit {
         let Some(span) = FastSpan::from_sectors(b.len(), sectors) else {
             return Err(invalid(W, format!("{sectors} sectors: more than {MAX_FAST_BLOCKS} blocks")));
         };
-        let (n, compact) = Self::count(b);
+        let (n, m, compact) = Self::count(b);
         let len = Le::u32(b, FAST_STREAM_AT) as usize;
-        if n == 0 || n > MAX_FAST_BLOCKS * b.len() / Self::tag_size(compact) || len > MAX_FAST_BLOCKS * b.len() || Self::span(b.len(), n, len, compact) != span {
-            return Err(invalid(W, format!("{n} tags and {len} stream bytes do not fill {sectors} sectors")));
+        if n == 0 || n > MAX_FAST_BLOCKS * b.len() / Self::tag_size(compact) || len > MAX_FAST_BLOCKS * b.len() || Self::span_with_notes(b.len(), n, m, len, compact) != span {
+            return Err(invalid(W, format!("{n} tags, {m} notes and {len} stream bytes do not fill {sectors} sectors")));
+        }
+        if m == 0 && Le::u32(b, FAST_COUNT_AT) & FAST_COUNT_NOTES != 0 {
+            return Err(invalid(W, "the notes bit is set with no notes"));
         }
         Ok(span)
     }
 
-    /// The tag count field: how many tags, and whether they are compact.
-    fn count(b: &[u8]) -> (usize, bool) {
+    /// The tag count field: how many tags and notes, and whether the tags are compact.
+    fn count(b: &[u8]) -> (usize, usize, bool) {
         let v = Le::u32(b, FAST_COUNT_AT);
-        ((v & !FAST_COUNT_COMPACT) as usize, v & FAST_COUNT_COMPACT != 0)
+        let compact = v & FAST_COUNT_COMPACT != 0;
+        if v & FAST_COUNT_NOTES != 0 {
+            ((v & 0xffff) as usize, ((v >> 16) & 0x3fff) as usize, compact)
+        } else {
+            ((v & !FAST_COUNT_COMPACT) as usize, 0, compact)
+        }
     }
 
     /// Decodes and checks a fast commit of one block. `verify_hash` false skips the hash
@@ -743,12 +811,22 @@ impl FastCommit {
             let end = if k + 1 == span.blocks { span.hash_at() } else { bs };
             c.extend_from_slice(&b[if k == 0 { 0 } else { FAST_MORE_AT }..end]);
         }
-        let (n, compact) = Self::count(&c);
+        let (n, m, compact) = Self::count(&c);
         let size = Self::tag_size(compact);
         let stream_len = Le::u32(&c, FAST_STREAM_AT) as usize;
-        let at = FAST_TAGS_AT + n * size;
+        let notes_at = FAST_TAGS_AT + n * size;
+        let at = notes_at + m * NOTE_SIZE;
         if at + stream_len > c.len() {
-            return Err(invalid(W, format!("{n} tags and {stream_len} stream bytes overrun the span")));
+            return Err(invalid(W, format!("{n} tags, {m} notes and {stream_len} stream bytes overrun the span")));
+        }
+        let notes: Vec<InodeNote> = (0..m)
+            .map(|k| {
+                let p = notes_at + k * NOTE_SIZE;
+                InodeNote { ino: Le::u32(&c, p), age_ns: Le::u32(&c, p + 4), size: Le::u64(&c, p + 8) }
+            })
+            .collect();
+        if let Some(bad) = notes.iter().find(|n| n.ino == 0) {
+            return Err(invalid(W, format!("note {bad:?} names inode 0")));
         }
         let mut tags = Vec::with_capacity(n);
         let mut from = at;
@@ -780,6 +858,7 @@ impl FastCommit {
             handle_count: Le::u32(&c, FAST_HANDLES_AT),
             commit_time_ns: Le::i64(&c, FAST_TIME_AT),
             compact,
+            notes,
         })
     }
 }

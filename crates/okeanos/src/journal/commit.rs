@@ -83,6 +83,8 @@ pub struct RecordStats {
     pub fast_blocks: u32,
     /// Data blocks written in place before the commit record (`final_data`).
     pub in_place: u64,
+    /// Inode notes in the fast commit (docs/FORMAT.md, "Inode notes").
+    pub notes: u64,
 }
 
 /// What a finished commit released to the allocator.
@@ -105,15 +107,30 @@ enum Item {
     Full { block: HomeBlock, data: Arc<Vec<u8>>, flags: u16 },
     /// A multiwrite record: bytes at an offset of the final block.
     Record { block: HomeBlock, offset: u32, bytes: Vec<u8>, flags: u16 },
+    /// An inode's change told as a note (a fast commit's), or, in the classic form or a fast
+    /// commit with no record to carry it, as `record`: the inode's first 32 bytes.
+    Note { note: jf::InodeNote, record: Box<Item> },
 }
 
 impl Item {
     fn block(&self) -> HomeBlock {
         match self {
             Item::Full { block, .. } | Item::Record { block, .. } => *block,
+            Item::Note { record, .. } => record.block(),
+        }
+    }
+
+    /// The record form of a note; other items as they are.
+    fn as_record(&self) -> &Item {
+        match self {
+            Item::Note { record, .. } => record,
+            other => other,
         }
     }
 }
+
+/// Bytes of an inode a note stands for: checksum, mode, size, mtime, ctime.
+const NOTED_BYTES: usize = 32;
 
 /// Byte ranges where `new` differs from `old`, merging ranges closer than [`DIFF_GAP`].
 fn diff_ranges(old: &[u8], new: &[u8]) -> Vec<(usize, usize)> {
@@ -138,7 +155,7 @@ fn diff_ranges(old: &[u8], new: &[u8]) -> Vec<(usize, usize)> {
 
 impl Journal {
     /// What the transaction logs, in block order: whole blocks and multiwrite records.
-    fn collect_items(&self, tx: &Transaction, frozen: &crate::det::HashMap<HomeBlock, Arc<Vec<u8>>>) -> Vec<Item> {
+    fn collect_items(&self, tx: &Transaction, frozen: &crate::det::HashMap<HomeBlock, Arc<Vec<u8>>>, wall_ns: i64) -> Vec<Item> {
         let bs = self.cfg.block_size;
         let mut items = Vec::with_capacity(tx.journaled.len() + tx.record_count as usize);
         for &b in &tx.journaled {
@@ -146,14 +163,25 @@ impl Journal {
             let meta = !tx.journaled_data.contains(&b);
             let flags = if meta { jf::tag_flags::METADATA } else { 0 };
             if let Some(base) = tx.meta_base.get(&b).filter(|_| meta) {
-                let ranges = diff_ranges(base, &data);
-                let bytes: usize = ranges.iter().map(|(a, e)| e - a).sum();
                 let fresh = tx.fresh.contains(&b);
+                let (notes, rest) = if fresh { (Vec::new(), None) } else { self.inode_notes(b, base, &data, wall_ns) };
+                let rest = rest.as_deref().unwrap_or(&data);
+                let ranges = diff_ranges(base, rest);
+                let bytes: usize = ranges.iter().map(|(a, e)| e - a).sum::<usize>() + notes.len() * jf::NOTE_SIZE;
                 if ranges.len() <= MAX_DIFF_RANGES && bytes + jf::TAG_SIZE * ranges.len() < bs / 2 && !(fresh && ranges.is_empty()) {
+                    let mut block_items: Vec<(usize, Item)> = Vec::with_capacity(ranges.len() + notes.len());
                     for (k, (a, e)) in ranges.into_iter().enumerate() {
                         let f = flags | jf::tag_flags::MULTIWRITE | if fresh && k == 0 { jf::tag_flags::FRESH } else { 0 };
-                        items.push(Item::Record { block: b, offset: a as u32, bytes: data[a..e].to_vec(), flags: f });
+                        block_items.push((a, Item::Record { block: b, offset: a as u32, bytes: data[a..e].to_vec(), flags: f }));
                     }
+                    for (at, note) in notes {
+                        let f = flags | jf::tag_flags::MULTIWRITE;
+                        let record = Box::new(Item::Record { block: b, offset: at as u32, bytes: data[at..at + NOTED_BYTES].to_vec(), flags: f });
+                        block_items.push((at, Item::Note { note, record }));
+                    }
+                    // In offset order, as the records of one block are.
+                    block_items.sort_by_key(|(at, _)| *at);
+                    items.extend(block_items.into_iter().map(|(_, i)| i));
                     continue;
                 }
             }
@@ -170,6 +198,27 @@ impl Journal {
         // Stable: records of one block stay in offset order, after nothing else of that block.
         items.sort_by_key(Item::block);
         items
+    }
+
+    /// The inodes of inode-table block `b` whose change from `base` to `data` a note can tell
+    /// (docs/FORMAT.md, "Inode notes"), each with its byte offset in the block, and the block
+    /// with those inodes as `base` has them (what is left for records), when there are any.
+    fn inode_notes(&self, b: HomeBlock, base: &[u8], data: &[u8], wall_ns: i64) -> (Vec<(usize, jf::InodeNote)>, Option<Vec<u8>>) {
+        let Some(first) = self.cfg.inode_notes.as_ref().and_then(|t| t.first_ino(b)) else {
+            return (Vec::new(), None);
+        };
+        use crate::format::inode::{note_for, INODE_SIZE};
+        let mut notes = Vec::new();
+        let mut rest: Option<Vec<u8>> = None;
+        for (k, at) in (0..data.len().min(base.len())).step_by(INODE_SIZE).enumerate() {
+            let (old, new) = (&base[at..at + INODE_SIZE], &data[at..at + INODE_SIZE]);
+            let ino = first + k as u32;
+            if let Some((size, age_ns)) = note_for(ino, old, new, wall_ns) {
+                notes.push((at, jf::InodeNote { ino, age_ns, size }));
+                rest.get_or_insert_with(|| data.to_vec())[at..at + INODE_SIZE].copy_from_slice(old);
+            }
+        }
+        (notes, rest)
     }
 
     /// Starts committing the running transaction. `None` if it has no handles.
@@ -204,8 +253,8 @@ impl Journal {
             .map(|&b| (b, cache.peek(b).expect("a block in a transaction stays cached").data.clone()))
             .collect();
         let frozen: crate::det::HashMap<HomeBlock, Arc<Vec<u8>>> = journaled.iter().cloned().collect();
-        let items = self.collect_items(&tx, &frozen);
-        let partial: crate::det::HashSet<HomeBlock> = items.iter().filter_map(|i| if let Item::Record { block, .. } = i { Some(*block) } else { None }).collect();
+        let items = self.collect_items(&tx, &frozen, wall_ns);
+        let partial: crate::det::HashSet<HomeBlock> = items.iter().filter_map(|i| if let Item::Record { block, .. } = i.as_record() { Some(*block) } else { None }).collect();
         let whole: crate::det::HashSet<HomeBlock> = items.iter().filter_map(|i| if let Item::Full { block, .. } = i { Some(*block) } else { None }).collect();
         let mut stats = RecordStats { in_place: tx.final_data.len() as u64, ..Default::default() };
         let mut logged = Vec::with_capacity(items.len());
@@ -277,31 +326,58 @@ impl Journal {
         if self.cfg.fast_commit_blocks == 0 || !tx.revoked.is_empty() || items.is_empty() {
             return false;
         }
+        if items.iter().any(|i| matches!(i, Item::Full { .. })) {
+            return false;
+        }
+        // Notes need a record beside them (a fast commit has at least one tag); with none,
+        // each note goes as its record.
+        let noted = items.iter().any(|i| matches!(i, Item::Record { .. }));
+        let mut notes = 0usize;
         let mut stream_len = 0usize;
+        let mut tag_count = 0usize;
         for item in items {
             match item {
-                Item::Record { bytes, .. } => stream_len += bytes.len(),
-                Item::Full { .. } => return false,
+                Item::Note { .. } if noted => notes += 1,
+                i => {
+                    let Item::Record { bytes, .. } = i.as_record() else { unreachable!("checked: records and notes only") };
+                    stream_len += bytes.len();
+                    tag_count += 1;
+                }
             }
         }
         let bs = self.cfg.block_size;
         // Compact tags where the journal has the form and every record's block can be named
         // by one (docs/FORMAT.md, "Compact tags").
-        let compact = self.cfg.fast_commit_compact && items.iter().all(|i| matches!(i, Item::Record { block, .. } if block.get() <= jf::MAX_COMPACT_TAG_BLOCK));
-        if !jf::FastCommit::fits_in(bs, items.len(), stream_len, self.cfg.fast_commit_blocks, compact) {
+        let compact = self.cfg.fast_commit_compact && items.iter().all(|i| i.block().get() <= jf::MAX_COMPACT_TAG_BLOCK);
+        if !jf::FastCommit::fits_with_notes(bs, tag_count, notes, stream_len, self.cfg.fast_commit_blocks, compact) {
             return false;
         }
-        let mut tags = Vec::with_capacity(items.len());
+        let mut tags = Vec::with_capacity(tag_count);
+        let mut fc_notes = Vec::with_capacity(notes);
         let mut stream = Vec::with_capacity(stream_len);
         for item in items {
-            let Item::Record { block, offset, bytes, flags } = item else { unreachable!("checked: records only") };
-            tags.push(record_tag(*block, *offset, bytes, *flags, logged_at));
-            stream.extend_from_slice(bytes);
+            match item {
+                Item::Note { note, record } if noted => {
+                    // The block is logged by this transaction as records are (a placement's
+                    // map and the checkpoint treat it so).
+                    let block = record.block();
+                    if logged_at.last().is_none_or(|l| l.block != block) {
+                        logged_at.push(LoggedBlockCopy { block, whole: None });
+                    }
+                    fc_notes.push(*note);
+                }
+                i => {
+                    let Item::Record { block, offset, bytes, flags } = i.as_record() else { unreachable!("checked: records and notes only") };
+                    tags.push(record_tag(*block, *offset, bytes, *flags, logged_at));
+                    stream.extend_from_slice(bytes);
+                }
+            }
         }
-        stats.records += items.len() as u64;
+        stats.records += tag_count as u64;
+        stats.notes += notes as u64;
         stats.record_bytes += stream_len as u64;
         stats.inline_bytes += stream_len as u64;
-        let fc = jf::FastCommit { tid: tx.tid, tags, stream, handle_count: tx.handles, commit_time_ns: wall_ns, compact };
+        let fc = jf::FastCommit { tid: tx.tid, tags, stream, handle_count: tx.handles, commit_time_ns: wall_ns, compact, notes: fc_notes };
         let blocks = fc.encode_span(bs);
         stats.fast_blocks = blocks.len() as u32;
         for b in blocks {
@@ -318,7 +394,8 @@ impl Journal {
         let mut blocks = Vec::new();
         let mut stream = Vec::new();
         for item in group {
-            match item {
+            match item.as_record() {
+                Item::Note { .. } => unreachable!("a note's record is a record"),
                 Item::Full { block, data, flags } => {
                     let mut flags = *flags;
                     let logged = if jf::needs_escape(data) {

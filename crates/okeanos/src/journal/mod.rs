@@ -63,13 +63,17 @@ pub struct JournalConfig {
     pub fast_commit_blocks: usize,
     /// Fast commits carry compact tags (the journal's FAST_COMMIT_COMPACT feature).
     pub fast_commit_compact: bool,
+    /// Fast commits tell an inode's new size and times in a note instead of logging its
+    /// changed bytes (the journal's FAST_COMMIT_NOTES feature, under differential metadata):
+    /// where the inode tables lie.
+    pub inode_notes: Option<crate::format::inode::InodeTables>,
 }
 
 impl JournalConfig {
     /// The configuration for a placement of `capacity` journal blocks.
     pub fn new(capacity: u64, block_size: usize) -> Self {
         let max_tx_blocks = (capacity / 4).max(8);
-        JournalConfig { block_size, max_tx_blocks, faults: Faults::default(), lazy_checkpoint: false, dirty_background_blocks: 0, datasync_in_place: false, fast_commit_blocks: 0, fast_commit_compact: false }
+        JournalConfig { block_size, max_tx_blocks, faults: Faults::default(), lazy_checkpoint: false, dirty_background_blocks: 0, datasync_in_place: false, fast_commit_blocks: 0, fast_commit_compact: false, inode_notes: None }
     }
 }
 

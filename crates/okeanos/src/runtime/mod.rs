@@ -14,7 +14,7 @@ use crate::format::journal as jf;
 use crate::journal::placement::{LogRegion, Placement, Recovery, TableReplay};
 use crate::journal::plan::{DevId, IoCopy, IoPlan, IoWrite, RemoteOp};
 use crate::format::superblock::{state, ErrorRecord, Superblock};
-use crate::journal::recovery::{self, Damage, Probe, ReplayBase, ReplayBlock, Scan};
+use crate::journal::recovery::{self, Damage, FsBounds, Probe, ReplayBase, ReplayBlock, Scan};
 use crate::journal::revoke::RevokeTable;
 use crate::stats::{RecoveryReport, Stats};
 use std::sync::Arc;
@@ -317,8 +317,8 @@ const READ_AHEAD_BLOCKS: u64 = 256;
 
 /// Pass 1 over one log: the scan from where `start` says, and the probe after it if the scan
 /// stopped on a failure.
-pub fn scan_log(log: &mut LogReader, start: &crate::journal::placement::RecoveryStart, fs_blocks: u64, block_size: usize, faults: &crate::faults::Faults) -> Result<(Scan, Option<Probe>), DeviceError> {
-    let mut scan = Scan::new(start, fs_blocks);
+pub fn scan_log(log: &mut LogReader, start: &crate::journal::placement::RecoveryStart, fs: FsBounds, block_size: usize, faults: &crate::faults::Faults) -> Result<(Scan, Option<Probe>), DeviceError> {
+    let mut scan = Scan::new(start, fs);
     scan.verify_fast_commits = !faults.fast_commit_unchecked;
     while let Some(pos) = scan.next_read() {
         scan.feed(log.read(pos)?);
@@ -383,7 +383,7 @@ pub enum RecoveryError {
 pub fn recover(
     devs: &Devices,
     placement: &mut dyn Placement,
-    fs_blocks: u64,
+    fs: FsBounds,
     stats: &Stats,
     now_ns: &dyn Fn() -> u64,
     wall_ns: i64,
@@ -391,7 +391,7 @@ pub fn recover(
 ) -> Result<Option<(RecoveryReport, Tid)>, RecoveryError> {
     match placement.recovery() {
         Recovery::Logs(starts) if starts.is_empty() => Ok(None),
-        Recovery::Logs(starts) => recover_logs(devs, placement, starts, fs_blocks, stats, now_ns, wall_ns, faults),
+        Recovery::Logs(starts) => recover_logs(devs, placement, starts, fs, stats, now_ns, wall_ns, faults),
         Recovery::Table(table) => recover_table(devs, placement, table, stats, now_ns),
     }
 }
@@ -406,7 +406,7 @@ fn recover_table(devs: &Devices, placement: &mut dyn Placement, t: TableReplay, 
         .iter()
         .map(|c| ReplayBlock { fs_block: c.block, base: ReplayBase::Nvm { slot: c.slot, at: c.at, crc: c.crc }, patches: Vec::new(), kind: crate::journal::plan::BlockKind::FinalMeta })
         .collect();
-    replay(devs, &copies, stats)?;
+    replay(devs, &copies, stats, &Default::default())?;
     let mut finish = IoPlan::default();
     placement.recovered_stage(t.next_tid).push_to(&mut finish);
     execute(&finish, devs, stats)?;
@@ -439,7 +439,7 @@ fn recover_logs(
     devs: &Devices,
     placement: &mut dyn Placement,
     starts: Vec<crate::journal::placement::RecoveryStart>,
-    fs_blocks: u64,
+    fs: FsBounds,
     stats: &Stats,
     now_ns: &dyn Fn() -> u64,
     wall_ns: i64,
@@ -460,7 +460,7 @@ fn recover_logs(
         if damage.is_some() && !interleaved {
             continue;
         }
-        let (mut scan, probe) = scan_log(log, start, fs_blocks, devs.block_size, faults)?;
+        let (mut scan, probe) = scan_log(log, start, fs, devs.block_size, faults)?;
         next_tid = next_tid.max(recovery::next_tid(&scan, probe.as_ref(), start));
         scanned += scan.blocks_read;
         probed += probe.as_ref().map_or(0, |p| p.blocks_read);
@@ -492,7 +492,7 @@ fn recover_logs(
     if !mapped.is_empty() {
         end_reason.push_str(&format!(", {} of them kept logged", kept.len()));
     }
-    let bad = replay(devs, &copies, stats)?;
+    let bad = replay(devs, &copies, stats, faults)?;
     if !bad.is_empty() && damage.is_none() {
         // A mapped block that does not match its tag: the file system keeps its older version
         // at home, and the mount says so (ERRORS), as for any damaged log.
@@ -548,7 +548,7 @@ fn mark_errors(devs: &Devices, damage: &Damage, wall_ns: i64) -> Result<(), Reco
 
 /// Writes the replayed blocks home. Returns the mapped blocks (and where they were) that
 /// failed their check and were left as home has them.
-fn replay(devs: &Devices, blocks: &[ReplayBlock], stats: &Stats) -> Result<Vec<(HomeBlock, DevBlock)>, RecoveryError> {
+fn replay(devs: &Devices, blocks: &[ReplayBlock], stats: &Stats, faults: &crate::faults::Faults) -> Result<Vec<(HomeBlock, DevBlock)>, RecoveryError> {
     let bs = devs.block_size as u64;
     let mut bad = Vec::new();
     for r in blocks {
@@ -584,9 +584,8 @@ fn replay(devs: &Devices, blocks: &[ReplayBlock], stats: &Stats) -> Result<Vec<(
             ReplayBase::Disk => devs.read_block(DevId::Fs, DevBlock::home(r.fs_block))?,
             ReplayBase::Zero => vec![0u8; bs as usize],
         };
-        for (offset, bytes) in &r.patches {
-            let at = *offset as usize;
-            b[at..at + bytes.len()].copy_from_slice(bytes);
+        for p in &r.patches {
+            p.apply(&mut b, faults.note_stale_crc);
         }
         devs.fs.write_at(DevBlock::home(r.fs_block).byte(bs), &b)?;
         stats.on_write(r.kind, b.len());

@@ -55,6 +55,8 @@ pub struct Run {
     pub fast_commits: u64,
     /// Those that spanned more than one block.
     pub fast_spans: u64,
+    /// Inode notes those fast commits carried.
+    pub inode_notes: u64,
     /// Data blocks commits wrote in place before their commit record.
     pub commit_in_place_blocks: u64,
     /// The canaries the recovering mounts carry (a canary of recovery itself).
@@ -268,6 +270,7 @@ fn end(recorder: Arc<CrashRecorder>, fs: Okeanos, files: BTreeMap<String, Histor
     let datasyncs_in_place = fs.counters().datasyncs_in_place;
     let fast_commits = fs.counters().fast_commits;
     let fast_spans = fs.counters().fast_spans;
+    let inode_notes = fs.counters().inode_notes;
     let commit_in_place_blocks = fs.counters().commit_in_place_blocks;
     let pipelined_commits = fs.counters().pipelined_commits;
     let end_events = recorder.event_count();
@@ -286,6 +289,7 @@ fn end(recorder: Arc<CrashRecorder>, fs: Okeanos, files: BTreeMap<String, Histor
         datasyncs_in_place,
         fast_commits,
         fast_spans,
+        inode_notes,
         commit_in_place_blocks,
         recovery_faults: Default::default(),
         pipelined_commits,

@@ -34,7 +34,7 @@ pub fn short_of_table(start: &RecoveryStart, rec: crate::journal::placement::Int
 /// A commit block alone proves nothing: commits are written in one batch with their
 /// transaction, so a torn last transaction may leave a valid commit block; a whole transaction
 /// was durable.
-pub fn sweep_committed<E>(regions: &[LogRegion], fs_blocks: u64, above: Tid, since_ns: i64, read: &mut dyn FnMut(u64) -> Result<Vec<u8>, E>) -> Result<Option<Tid>, E> {
+pub fn sweep_committed<E>(regions: &[LogRegion], fs: super::FsBounds, above: Tid, since_ns: i64, read: &mut dyn FnMut(u64) -> Result<Vec<u8>, E>) -> Result<Option<Tid>, E> {
     let mut newest: Option<Tid> = None;
     for &region in regions {
         for pos in region.positions() {
@@ -43,7 +43,7 @@ pub fn sweep_committed<E>(regions: &[LogRegion], fs_blocks: u64, above: Tid, sin
             if tid <= above || newest.is_some_and(|n| tid <= n) || !matches!(kind, JBlockType::Descriptor | JBlockType::Revoke | JBlockType::FastCommit) {
                 continue;
             }
-            let mut scan = Scan::at(region, fs_blocks, true, pos, tid);
+            let mut scan = Scan::at(region, fs, true, pos, tid);
             scan.feed(&b);
             while scan.txs.is_empty() {
                 let Some(at) = scan.next_read() else { break };

@@ -93,6 +93,7 @@ use super::plan::BlockKind;
 use super::revoke::RevokeTable;
 use crate::ids::{LogPos, Tid};
 use crate::format::journal::{self as jf, CommitBlock, Descriptor, JBlockType, RevokeBlock, Tag};
+use crate::format::inode::InodeTables;
 use crate::format::FormatError;
 use crate::det::HashMap;
 
@@ -102,8 +103,23 @@ mod replay;
 
 pub use interleaved::{merge_interleaved, short_of_table, sweep_committed};
 pub use probe::{Damage, Probe};
-pub use replay::{replay_plan, revoke_feed, revoke_reads, with_map, ReplayBase, ReplayBlock};
+pub use replay::{replay_plan, revoke_feed, revoke_reads, with_map, Patch, ReplayBase, ReplayBlock};
 
+
+/// What the scan checks a transaction's targets against: the file system's block count, and
+/// where its inode tables lie, for inode notes (without them a note ends the log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FsBounds {
+    pub blocks: u64,
+    pub inodes: Option<InodeTables>,
+}
+
+impl FsBounds {
+    /// The bounds of the file system `sb` describes.
+    pub fn of(sb: &crate::format::superblock::Superblock) -> Self {
+        FsBounds { blocks: sb.block_count, inodes: Some(InodeTables::of(sb)) }
+    }
+}
 
 /// A committed transaction found by the scan.
 #[derive(Debug, Clone)]
@@ -128,12 +144,15 @@ pub enum ScanItem {
     Full { pos: LogPos, tag: Tag },
     /// A multiwrite record and its bytes.
     Record { tag: Tag, bytes: Vec<u8> },
+    /// An inode note of a fast commit: `tag` names the inode's table block and its offset
+    /// there (32 bytes, the part of the inode it stands for), `time_ns` its mtime and ctime.
+    Note { tag: Tag, note: jf::InodeNote, time_ns: i64 },
 }
 
 impl ScanItem {
     pub fn tag(&self) -> &Tag {
         match self {
-            ScanItem::Full { tag, .. } | ScanItem::Record { tag, .. } => tag,
+            ScanItem::Full { tag, .. } | ScanItem::Record { tag, .. } | ScanItem::Note { tag, .. } => tag,
         }
     }
 }
@@ -180,7 +199,7 @@ struct Partial {
 #[derive(Debug)]
 pub struct Scan {
     region: LogRegion,
-    fs_blocks: u64,
+    fs: FsBounds,
     /// The journal allows multiwrite tags.
     multiwrite: bool,
     pos: LogPos,
@@ -214,8 +233,8 @@ pub struct Scan {
 
 impl Scan {
     /// The scan of a placement's log from where its recovery starts.
-    pub fn new(start: &RecoveryStart, fs_blocks: u64) -> Self {
-        let mut scan = Scan::at(start.region, fs_blocks, start.multiwrite, start.pos, start.tid);
+    pub fn new(start: &RecoveryStart, fs: FsBounds) -> Self {
+        let mut scan = Scan::at(start.region, fs, start.multiwrite, start.pos, start.tid);
         if let Some(i) = start.interleaved {
             scan.increasing = Some(start.tid_bound);
             scan.past_end = Some((start.region.distance(start.pos, i.end), i.past_end_min));
@@ -225,10 +244,10 @@ impl Scan {
     }
 
     /// A scan that expects transaction `tid` to begin at log position `pos`.
-    pub fn at(region: LogRegion, fs_blocks: u64, multiwrite: bool, pos: LogPos, tid: Tid) -> Self {
+    pub fn at(region: LogRegion, fs: FsBounds, multiwrite: bool, pos: LogPos, tid: Tid) -> Self {
         Scan {
             region,
-            fs_blocks,
+            fs,
             multiwrite,
             pos,
             expected: tid,
@@ -373,7 +392,7 @@ impl Scan {
         match kind {
             JBlockType::Descriptor => match Descriptor::decode(block) {
                 Ok(d) => {
-                    if let Some(t) = d.tags.iter().find(|t| t.fs_block.get() >= self.fs_blocks) {
+                    if let Some(t) = d.tags.iter().find(|t| t.fs_block.get() >= self.fs.blocks) {
                         return self.stop(format!("descriptor at {pos} tags block {} outside the file system", t.fs_block));
                     }
                     if !self.multiwrite && d.tags.iter().any(Tag::is_multiwrite) {
@@ -473,8 +492,18 @@ impl Scan {
             Ok(f) => f,
             Err(e) => return self.stop(format!("fast commit at {start}: {e}")),
         };
-        if let Some(t) = f.tags.iter().find(|t| t.fs_block.get() >= self.fs_blocks) {
+        if let Some(t) = f.tags.iter().find(|t| t.fs_block.get() >= self.fs.blocks) {
             return self.stop(format!("fast commit at {start} tags block {} outside the file system", t.fs_block));
+        }
+        let mut noted = Vec::with_capacity(f.notes.len());
+        for note in &f.notes {
+            match self.fs.inodes.and_then(|t| t.locate(note.ino)).filter(|(b, _)| b.get() < self.fs.blocks) {
+                Some((block, offset)) => {
+                    let tag = Tag { fs_block: block, flags: jf::tag_flags::MULTIWRITE | jf::tag_flags::METADATA, offset, len: 32, data_hash: 0 };
+                    noted.push(ScanItem::Note { tag, note: *note, time_ns: note.time_ns(f.commit_time_ns) });
+                }
+                None => return self.stop(format!("fast commit at {start} notes inode {}, which the file system does not have", note.ino)),
+            }
         }
         if !self.multiwrite {
             return self.stop(format!("fast commit at {start} has multiwrite tags but the journal lacks the feature"));
@@ -487,6 +516,7 @@ impl Scan {
                 None => return self.stop(format!("record for block {} of fast commit {tid} at {start} fails its tag hash", tag.fs_block)),
             }
         }
+        items.extend(noted);
         self.txs.push(ScannedTx {
             region: self.region,
             tid,

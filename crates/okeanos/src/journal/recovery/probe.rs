@@ -62,7 +62,7 @@ pub(super) fn checked_header(block: &[u8]) -> Option<(JBlockType, Tid)> {
 #[derive(Debug)]
 pub struct Probe {
     region: LogRegion,
-    fs_blocks: u64,
+    fs: super::FsBounds,
     multiwrite: bool,
     failed_tid: Tid,
     failed_pos: LogPos,
@@ -99,7 +99,7 @@ impl Probe {
         };
         Some(Probe {
             region: scan.region,
-            fs_blocks: scan.fs_blocks,
+            fs: scan.fs,
             multiwrite: scan.multiwrite,
             failed_tid,
             failed_pos: start,
@@ -142,7 +142,7 @@ impl Probe {
                 self.max_tid_seen = self.max_tid_seen.max(tid);
                 self.gap = 0;
                 if tid > self.failed_tid && matches!(kind, JBlockType::Descriptor | JBlockType::Revoke | JBlockType::FastCommit) {
-                    let mut scan = Scan::at(self.region, self.fs_blocks, self.multiwrite, self.pos, tid);
+                    let mut scan = Scan::at(self.region, self.fs, self.multiwrite, self.pos, tid);
                     scan.feed(block);
                     return self.after_sub(self.pos, scan);
                 }

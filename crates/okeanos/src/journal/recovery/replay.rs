@@ -71,8 +71,39 @@ pub enum ReplayBase {
 pub struct ReplayBlock {
     pub fs_block: HomeBlock,
     pub base: ReplayBase,
-    pub patches: Vec<(u16, Vec<u8>)>,
+    pub patches: Vec<Patch>,
     pub kind: BlockKind,
+}
+
+/// One change replay makes to a block, in transaction order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Patch {
+    /// A record: these bytes at this offset.
+    Bytes(u16, Vec<u8>),
+    /// An inode note: inode `ino`, whose slot begins at `at`, gets this size, mtime and ctime,
+    /// and its checksum recomputed (docs/FORMAT.md, "Inode notes").
+    Inode { at: u16, ino: u32, size: u64, time_ns: i64 },
+}
+
+impl Patch {
+    /// Applies it to `block`, which holds the whole block; `stale_crc` (the `note_stale_crc`
+    /// canary only) leaves an inode's old checksum.
+    pub fn apply(&self, block: &mut [u8], stale_crc: bool) {
+        match self {
+            Patch::Bytes(offset, bytes) => {
+                let at = *offset as usize;
+                block[at..at + bytes.len()].copy_from_slice(bytes);
+            }
+            Patch::Inode { at, ino, size, time_ns } => {
+                let slot = &mut block[*at as usize..*at as usize + crate::format::inode::INODE_SIZE];
+                let crc = slot[..4].to_vec();
+                crate::format::inode::apply_note(*ino, slot, *size, *time_ns);
+                if stale_crc {
+                    slot[..4].copy_from_slice(&crc);
+                }
+            }
+        }
+    }
 }
 
 /// Pass 3: for every block, its newest unrevoked whole copy (or its final location, or
@@ -101,8 +132,9 @@ pub fn replay_plan(txs: &[ScannedTx], revoked: &RevokeTable) -> Vec<ReplayBlock>
                         e.base = ReplayBase::Zero;
                         e.patches.clear();
                     }
-                    e.patches.push((tag.offset, bytes.clone()));
+                    e.patches.push(Patch::Bytes(tag.offset, bytes.clone()));
                 }
+                ScanItem::Note { tag, note, time_ns } => e.patches.push(Patch::Inode { at: tag.offset, ino: note.ino, size: note.size, time_ns: *time_ns }),
             }
         }
     }

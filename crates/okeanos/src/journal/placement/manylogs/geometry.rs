@@ -26,6 +26,8 @@ pub struct Geometry {
     pub map_blocks: u64,
     /// Blocks of the file system (a mapped block lies below).
     pub fs_blocks: u64,
+    /// Where its inode tables lie (inode notes in fast commits name inodes).
+    pub inodes: Option<crate::format::inode::InodeTables>,
 }
 
 impl Geometry {
@@ -46,6 +48,7 @@ impl Geometry {
             map_at: start + 1 + 2 * table_blocks,
             map_blocks: blocks.saturating_sub(1 + 2 * table_blocks) / 2,
             fs_blocks: sb.block_count,
+            inodes: Some(crate::format::inode::InodeTables::of(sb)),
         }
     }
 

@@ -97,7 +97,7 @@ pub fn sweep_after_fallback(geo: &Geometry, t: &ReadTable, mkfs_time_ns: i64, re
         return Ok(None);
     }
     let regions: Vec<LogRegion> = (0..geo.log_starts.len()).map(|i| geo.region(i)).collect();
-    Ok(crate::journal::recovery::sweep_committed(&regions, geo.fs_blocks, t.table.durable, mkfs_time_ns, read)?)
+    Ok(crate::journal::recovery::sweep_committed(&regions, crate::journal::recovery::FsBounds { blocks: geo.fs_blocks, inodes: geo.inodes }, t.table.durable, mkfs_time_ns, read)?)
 }
 
 /// Why a mount from `t` must be refused, given the sweep's newest whole transaction: an older

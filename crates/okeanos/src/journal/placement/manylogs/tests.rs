@@ -14,6 +14,7 @@ fn geo(logs: usize) -> Geometry {
         map_at: 7,
         map_blocks: 40,
         fs_blocks: 100 + logs as u64 * 1000,
+        inodes: None,
     }
 }
 
