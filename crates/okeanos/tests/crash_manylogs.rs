@@ -36,9 +36,11 @@ fn crash_test(policy: &str) {
         assert!(n.switches > 1, "{policy}: every commit went to one log: {n:?}");
     }
     // With differential metadata, group commits of records are fast commits, some of them
-    // spans of several blocks: the states below crash them in interleaved logs too.
+    // spans of several blocks, with inode notes: the states below crash them in interleaved
+    // logs too.
     if cfg.dmeta {
         assert!(run.fast_spans > 0, "{policy}: no fast commit span in the workload ({} fast commits)", run.fast_commits);
+        assert!(run.inode_notes > 0, "{policy}: no inode note in the workload");
     }
     let out = enumerate(cfg, &run, 200, 25);
     out.assert_clean(400);

@@ -104,7 +104,8 @@ fn crash_test_with(policy: &str, canary: bool, server: MemLog, revive_at: Option
         // The server holds fast commits too, spans among them (the 6,000-byte appends): the
         // crash states below must include them.
         assert!(c.fast_commits > 0 && c.fast_spans > 0, "{policy}: no fast commit ({}) or span ({}) sent to the server", c.fast_commits, c.fast_spans);
-        eprintln!("{policy}: {} fast commits, {} of them spans", c.fast_commits, c.fast_spans);
+        assert!(c.inode_notes > 0, "{policy}: no inode note sent to the server");
+        eprintln!("{policy}: {} fast commits, {} of them spans, {} inode notes", c.fast_commits, c.fast_spans, c.inode_notes);
     }
     let trims = log.lock().unwrap().trims.len();
     assert!(canary || dies || trims > 2, "checkpoints trimmed the server during the run ({trims})");

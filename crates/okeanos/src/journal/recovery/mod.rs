@@ -26,6 +26,7 @@
 //! | commit that verifies                         | transaction committed; expect tid + 1      |
 //! | fast commit whose block hash differs         | end of log: torn, or never written whole   |
 //! | fast commit with a record whose hash differs | end of log: torn or corrupt                |
+//! | fast commit with an inode note naming inode 0 or one past the file system's count | end of log: corrupt (not a transaction we write) |
 //! | fast commit after blocks of its transaction  | end of log: not a transaction we write     |
 //! | fast commit that verifies                    | transaction committed (that one block); expect tid + 1 |
 //! | fast commit span: a later block without its continuation header (type, tid, index, sectors) | end of log: torn or never written; the failure starts at the span's first block |
@@ -549,6 +550,39 @@ pub fn next_tid(scan: &Scan, probe: Option<&Probe>, start: &RecoveryStart) -> Ti
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::HomeBlock;
+
+    /// A fast commit's inode notes: one naming an inode of the file system is taken as a note on
+    /// its table block; one naming inode 0 or an inode past the count ends the log there, and
+    /// a scan that knows no inode tables ends it at any note.
+    #[test]
+    fn the_scan_takes_notes_of_real_inodes_and_ends_the_log_at_others() {
+        let tables = InodeTables { first_group_block: 10, blocks_per_group: 100, group_count: 2, inodes_per_group: 32, inode_count: 64, per_block: 16 };
+        let fast = |ino: u32| {
+            let bytes = vec![7u8; 128];
+            let block = HomeBlock::new(150);
+            let tag = Tag { fs_block: block, flags: jf::tag_flags::MULTIWRITE, offset: 0, len: 128, data_hash: jf::data_hash(block, 0, &bytes) };
+            let notes = vec![jf::InodeNote { ino, age_ns: 5, size: 4224 }];
+            let f = jf::FastCommit { tid: Tid::new(9), tags: vec![tag], stream: bytes, handle_count: 1, commit_time_ns: 1_000, compact: true, notes };
+            f.encode_span(4096).remove(0)
+        };
+        let scan = |ino: u32, inodes: Option<InodeTables>| {
+            let mut s = Scan::at(LogRegion::internal(0, 64), FsBounds { blocks: 300, inodes }, true, LogPos::new(1), Tid::new(9));
+            s.feed(&fast(ino));
+            s
+        };
+        let s = scan(33, Some(tables));
+        assert_eq!(s.txs.len(), 1, "{}", s.end_reason);
+        let ScanItem::Note { tag, note, time_ns } = &s.txs[0].items[1] else { panic!("a note after the record: {:?}", s.txs[0].items) };
+        assert_eq!((tag.fs_block, tag.offset, note.size, *time_ns), (HomeBlock::new(112), 0, 4224, 995), "inode 33: group 1's first");
+        for (ino, inodes) in [(65, Some(tables)), (33, None)] {
+            let s = scan(ino, inodes);
+            assert!(s.txs.is_empty() && s.fail_start == Some(LogPos::new(1)), "inode {ino}: {:?}", s.txs);
+            assert!(s.end_reason.contains(&format!("inode {ino}")), "{}", s.end_reason);
+        }
+        let s = scan(0, Some(tables));
+        assert!(s.txs.is_empty() && s.end_reason.contains("inode 0"), "{}", s.end_reason);
+    }
 
     /// The swept bound of a fallback to the older manylogs table copy: a whole transaction at
     /// or past the first tid missing from the run is damage; below it, or no sweep, is not.
