@@ -424,6 +424,31 @@ proptest! {
         let _ = jf::header(&bytes);
     }
 
+    /// A fast commit with inode notes whose count field, and one more byte, are anything:
+    /// decoding (checked or not) never panics, and the checked decode takes only the
+    /// unchanged block. The count field is where notes change the layout.
+    #[test]
+    fn noted_fast_commits_with_any_count_never_panic(count in any::<u32>(), at in 0usize..BS, v in any::<u8>(), notes in 1u32..60, tags in 1u64..60) {
+        let stream: Vec<u8> = (0..tags as usize * 100).map(|i| (i % 241) as u8).collect();
+        let t: Vec<Tag> = (0..tags)
+            .map(|k| {
+                let b = HomeBlock::new(50 + k);
+                Tag { fs_block: b, flags: jf::tag_flags::MULTIWRITE, offset: 0, len: 100, data_hash: jf::data_hash(b, 0, &stream[k as usize * 100..(k as usize + 1) * 100]) }
+            })
+            .collect();
+        let f = jf::FastCommit { tid: okeanos::Tid::new(3), tags: t, stream, handle_count: 1, commit_time_ns: 1 << 40, compact: true, notes: (0..notes).map(|k| jf::InodeNote { ino: k + 1, age_ns: k, size: k as u64 * 99 }).collect() };
+        let span = f.encode_span(BS);
+        let mut x = span.clone();
+        x[0][16..20].copy_from_slice(&count.to_le_bytes());
+        x[0][at] ^= v;
+        let blocks: Vec<&[u8]> = x.iter().map(Vec::as_slice).collect();
+        let _ = jf::FastCommit::decode_span(&blocks, false);
+        let _ = jf::FastCommit::decode(&x[0], false);
+        if let Ok(d) = jf::FastCommit::decode_span(&blocks, true) {
+            prop_assert!(x == span, "a changed fast commit decoded: {:?}", d.notes.len());
+        }
+    }
+
     /// Random valid directory blocks round-trip.
     #[test]
     fn directory_blocks_round_trip(names in proptest::collection::btree_set("[a-zA-Z0-9_.-]{1,40}", 0..60)) {
