@@ -159,6 +159,10 @@ impl Inode {
     }
 }
 
+/// Bytes at the start of an inode an inode note stands for: checksum, mode, size, mtime,
+/// ctime (the rest of the inode is left as the base has it).
+pub const NOTED_BYTES: usize = 32;
+
 /// Applies an inode note (docs/FORMAT.md, "Inode notes") to inode `ino`'s slot: the size, mtime
 /// and ctime set, the checksum recomputed over the result. Absolute, so applying it twice is
 /// applying it once.
@@ -177,7 +181,7 @@ pub fn apply_note(ino: u32, slot: &mut [u8], size: u64, time_ns: i64) {
 /// returned only if it reproduces `new` exactly from `old`.
 pub fn note_for(ino: u32, old: &[u8], new: &[u8], commit_time_ns: i64) -> Option<(u64, u32)> {
     let (old, new) = (&old[..INODE_SIZE], &new[..INODE_SIZE]);
-    if old == new || Le::u32(old, 4) == 0 || Le::u32(new, 4) == 0 || old[4..8] != new[4..8] || old[32..] != new[32..] {
+    if old == new || Le::u32(old, 4) == 0 || Le::u32(new, 4) == 0 || old[4..8] != new[4..8] || old[NOTED_BYTES..] != new[NOTED_BYTES..] {
         return None;
     }
     let (size, mtime, ctime) = (Le::u64(new, 8), Le::i64(new, 16), Le::i64(new, 24));

@@ -774,7 +774,7 @@ impl FastCommit {
         let v = Le::u32(b, FAST_COUNT_AT);
         let compact = v & FAST_COUNT_COMPACT != 0;
         if v & FAST_COUNT_NOTES != 0 {
-            ((v & 0xffff) as usize, ((v >> 16) & 0x3fff) as usize, compact)
+            ((v as usize) & MAX_NOTED_TAGS, (v >> 16) as usize & MAX_NOTES, compact)
         } else {
             ((v & !FAST_COUNT_COMPACT) as usize, 0, compact)
         }

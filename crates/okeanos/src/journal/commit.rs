@@ -129,9 +129,6 @@ impl Item {
     }
 }
 
-/// Bytes of an inode a note stands for: checksum, mode, size, mtime, ctime.
-const NOTED_BYTES: usize = 32;
-
 /// Byte ranges where `new` differs from `old`, merging ranges closer than [`DIFF_GAP`].
 fn diff_ranges(old: &[u8], new: &[u8]) -> Vec<(usize, usize)> {
     let mut out: Vec<(usize, usize)> = Vec::new();
@@ -176,7 +173,7 @@ impl Journal {
                     }
                     for (at, note) in notes {
                         let f = flags | jf::tag_flags::MULTIWRITE;
-                        let record = Box::new(Item::Record { block: b, offset: at as u32, bytes: data[at..at + NOTED_BYTES].to_vec(), flags: f });
+                        let record = Box::new(Item::Record { block: b, offset: at as u32, bytes: data[at..at + crate::format::inode::NOTED_BYTES].to_vec(), flags: f });
                         block_items.push((at, Item::Note { note, record }));
                     }
                     // In offset order, as the records of one block are.

@@ -500,7 +500,7 @@ impl Scan {
         for note in &f.notes {
             match self.fs.inodes.and_then(|t| t.locate(note.ino)).filter(|(b, _)| b.get() < self.fs.blocks) {
                 Some((block, offset)) => {
-                    let tag = Tag { fs_block: block, flags: jf::tag_flags::MULTIWRITE | jf::tag_flags::METADATA, offset, len: 32, data_hash: 0 };
+                    let tag = Tag { fs_block: block, flags: jf::tag_flags::MULTIWRITE | jf::tag_flags::METADATA, offset, len: crate::format::inode::NOTED_BYTES as u16, data_hash: 0 };
                     noted.push(ScanItem::Note { tag, note: *note, time_ns: note.time_ns(f.commit_time_ns) });
                 }
                 None => return self.stop(format!("fast commit at {start} notes inode {}, which the file system does not have", note.ino)),

@@ -96,7 +96,7 @@ impl Patch {
             }
             Patch::Inode { at, ino, size, time_ns } => {
                 let slot = &mut block[*at as usize..*at as usize + crate::format::inode::INODE_SIZE];
-                let crc = slot[..4].to_vec();
+                let crc: [u8; 4] = [slot[0], slot[1], slot[2], slot[3]];
                 crate::format::inode::apply_note(*ino, slot, *size, *time_ns);
                 if stale_crc {
                     slot[..4].copy_from_slice(&crc);
