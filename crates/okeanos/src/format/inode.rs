@@ -107,8 +107,7 @@ impl Inode {
         for (i, e) in self.inline.iter().enumerate() {
             e.encode(&mut out[INLINE_AT + i * EXTENT_SIZE..]);
         }
-        let c = crc(seed::INODE ^ ino, &out[4..]);
-        Le::put_u32(out, 0, c);
+        Le::put_u32(out, 0, checksum(ino, out));
     }
 
     /// Decodes inode `ino`. An all-zero slot (never used) decodes as a free inode.
@@ -120,7 +119,7 @@ impl Inode {
             return Ok(Inode::default());
         }
         let stored = Le::u32(b, 0);
-        let computed = crc(seed::INODE ^ ino, &b[4..]);
+        let computed = checksum(ino, b);
         if stored != computed {
             return Err(FormatError::BadChecksum { what: W, stored, computed });
         }
@@ -159,6 +158,12 @@ impl Inode {
     }
 }
 
+/// The checksum of inode `ino`'s 256 bytes (bytes 0-3 excluded, where it is stored): seeded
+/// with the inode number, so an inode written to the wrong slot fails it.
+fn checksum(ino: u32, inode: &[u8]) -> u32 {
+    crc(seed::INODE ^ ino, &inode[4..INODE_SIZE])
+}
+
 /// Bytes at the start of an inode an inode note stands for: checksum, mode, size, mtime,
 /// ctime (the rest of the inode is left as the base has it).
 pub const NOTED_BYTES: usize = 32;
@@ -171,8 +176,7 @@ pub fn apply_note(ino: u32, slot: &mut [u8], size: u64, time_ns: i64) {
     Le::put_u64(slot, 8, size);
     Le::put_i64(slot, 16, time_ns);
     Le::put_i64(slot, 24, time_ns);
-    let c = crc(seed::INODE ^ ino, &slot[4..]);
-    Le::put_u32(slot, 0, c);
+    Le::put_u32(slot, 0, checksum(ino, slot));
 }
 
 /// The note that turns inode `ino`'s slot `old` into `new`, if one can: a live inode whose
