@@ -83,14 +83,22 @@ pub struct Cache {
     /// a count): a block read from the device without the state lock is taken only if its
     /// slot's count did not move meanwhile ([`Cache::generation`]).
     generations: Vec<u32>,
+    /// Block buffers nothing refers to any more, kept for the next copy-on-write
+    /// ([`Cache::recycle`]): an append to a block whose last version is owed to checkpoint
+    /// copies it, and the version it replaces is let go at the next commit, a block-sized
+    /// allocation and free a write otherwise, under the state lock.
+    spare: Vec<Arc<Vec<u8>>>,
 }
+
+/// At most this many spare buffers are kept.
+const SPARE_MAX: usize = 256;
 
 /// Slots of the insertion counts: a collision only makes a read outside the lock read again.
 const GENERATIONS: usize = 4096;
 
 impl Cache {
     pub fn new(block_size: usize, capacity: usize) -> Self {
-        Cache { map: HashMap::default(), capacity: capacity.max(64), tick: 0, block_size, parked: 0, rescan_above: 0, scans: 0, generations: vec![0; GENERATIONS] }
+        Cache { map: HashMap::default(), capacity: capacity.max(64), tick: 0, block_size, parked: 0, rescan_above: 0, scans: 0, generations: vec![0; GENERATIONS], spare: Vec::new() }
     }
 
     /// How many times `block` (or a block sharing its slot) was inserted. A block absent from
@@ -183,11 +191,31 @@ impl Cache {
         self.map.get_mut(&block).unwrap()
     }
 
-    /// Mutable contents of a cached block (copy-on-write if a commit froze it).
+    /// Mutable contents of a cached block (copy-on-write if a commit froze it, into a spare
+    /// buffer when there is one).
     pub fn data_mut(&mut self, block: HomeBlock) -> &mut Vec<u8> {
-        let b = self.map.get_mut(&block).expect("data_mut on an uncached block");
+        let Cache { map, spare, .. } = self;
+        let b = map.get_mut(&block).expect("data_mut on an uncached block");
         assert!(b.parked.is_none(), "block {block} is parked: load it from NVM first");
-        Arc::make_mut(&mut b.data)
+        if Arc::get_mut(&mut b.data).is_none() {
+            b.data = match spare.pop() {
+                Some(mut copy) => {
+                    Arc::get_mut(&mut copy).expect("spare buffers are not shared").copy_from_slice(&b.data);
+                    copy
+                }
+                None => Arc::new(b.data.to_vec()),
+            };
+        }
+        Arc::get_mut(&mut b.data).expect("copied: not shared")
+    }
+
+    /// Takes back a block's contents let go by the journal (a committed version replaced by a
+    /// newer one, a transaction's differential base): kept for the next copy-on-write if
+    /// nothing else refers to it any more, dropped otherwise.
+    pub fn recycle(&mut self, mut data: Arc<Vec<u8>>) {
+        if self.spare.len() < SPARE_MAX && Arc::get_mut(&mut data).is_some_and(|d| d.len() == self.block_size) {
+            self.spare.push(data);
+        }
     }
 
     /// Drops a buffer regardless of state (the block was freed and its freeing committed).
@@ -319,5 +347,44 @@ mod tests {
         }
         assert!(c.scans() > before, "grown past the mark: scanned again");
         assert!(c.len() <= 64, "clean buffers evicted once scanned: {}", c.len());
+    }
+
+    /// A write to a frozen block copies it (into a spare buffer once one was given back) and
+    /// leaves the frozen version as it was; only buffers nothing else refers to are kept.
+    #[test]
+    fn copy_on_write_reuses_only_unshared_buffers() {
+        let mut c = Cache::new(512, 64);
+        let b = HomeBlock::new(7);
+        c.insert(b, vec![1; 512], BufKind::Data);
+        let frozen = c.peek(b).unwrap().data.clone();
+        c.data_mut(b)[0] = 2;
+        assert_eq!(frozen[0], 1, "the frozen version does not see the write");
+        assert_eq!(c.peek(b).unwrap().data[..4], [2, 1, 1, 1]);
+
+        // Shared: not kept. Let go of its last other reference: kept, and used by the next copy.
+        let live = c.peek(b).unwrap().data.clone();
+        c.recycle(live.clone());
+        assert!(c.spare.is_empty(), "a buffer the cache still uses is not a spare");
+        c.recycle(frozen);
+        assert_eq!(c.spare.len(), 1);
+        let spare = Arc::as_ptr(&c.spare[0]);
+        c.data_mut(b)[1] = 3;
+        assert!(std::ptr::eq(Arc::as_ptr(&c.peek(b).unwrap().data), spare), "the copy went into the spare buffer");
+        assert_eq!(c.peek(b).unwrap().data[..4], [2, 3, 1, 1], "the copy holds the whole block, then the write");
+        assert_eq!(live[..4], [2, 1, 1, 1], "the version it was copied from is untouched");
+        assert!(c.spare.is_empty());
+
+        // Unshared: written in place, no copy.
+        let at = Arc::as_ptr(&c.peek(b).unwrap().data);
+        c.data_mut(b)[2] = 4;
+        assert!(std::ptr::eq(Arc::as_ptr(&c.peek(b).unwrap().data), at));
+
+        // Buffers of another size, and more than SPARE_MAX, are dropped.
+        c.recycle(Arc::new(vec![0; 100]));
+        assert!(c.spare.is_empty());
+        for _ in 0..SPARE_MAX + 10 {
+            c.recycle(Arc::new(vec![0; 512]));
+        }
+        assert_eq!(c.spare.len(), SPARE_MAX);
     }
 }

@@ -493,8 +493,17 @@ impl Journal {
                     checkpoint.insert(block);
                 }
             }
-            buf.cp_data = Some(frozen);
+            let replaced = buf.cp_data.replace(frozen);
             self.logged_copies.insert(block, tid);
+            if let Some(old) = replaced {
+                cache.recycle(old);
+            }
+        }
+        // The bases of differential metadata are let go with the transaction; usually the
+        // last reference to the block's version before it (the older committed one just
+        // replaced above).
+        for (_, base) in std::mem::take(&mut tx.meta_base) {
+            cache.recycle(base);
         }
         for &block in tx.final_data.iter().chain(&tx.final_unordered) {
             if let Some(buf) = cache.get(block) {
