@@ -39,6 +39,7 @@ pub struct Stats {
     fast_commits: AtomicU64,
     fast_spans: AtomicU64,
     inode_notes: AtomicU64,
+    joined_blocks: AtomicU64,
     commit_in_place: AtomicU64,
     fallbacks: AtomicU64,
     remote_bytes: AtomicU64,
@@ -276,6 +277,10 @@ pub struct Counters {
     /// bytes instead of logged as their 32 changed bytes under a tag.
     #[serde(default)]
     pub inode_notes: u64,
+    /// Differential metadata blocks changed in more places than a block's records may be,
+    /// logged as joined records instead of whole (docs/JOURNALING.md, "Differential metadata").
+    #[serde(default)]
+    pub joined_blocks: u64,
     /// Data blocks commits wrote in place before their commit record: ordered data,
     /// selective's in-place sequences, wasteless's new blocks with `fresh_blocks=in_place`.
     #[serde(default)]
@@ -345,6 +350,7 @@ impl Stats {
         self.fast_commits.fetch_add((records.fast_blocks > 0) as u64, Relaxed);
         self.fast_spans.fetch_add((records.fast_blocks > 1) as u64, Relaxed);
         self.inode_notes.fetch_add(records.notes, Relaxed);
+        self.joined_blocks.fetch_add(records.joined, Relaxed);
         self.commit_in_place.fetch_add(records.in_place, Relaxed);
         self.commit_handles.fetch_add(handles as u64, Relaxed);
         self.commit_journal_blocks.fetch_add(journal_blocks, Relaxed);
@@ -495,6 +501,7 @@ impl Stats {
             fast_commits: self.fast_commits.load(Relaxed),
             fast_spans: self.fast_spans.load(Relaxed),
             inode_notes: self.inode_notes.load(Relaxed),
+            joined_blocks: self.joined_blocks.load(Relaxed),
             commit_in_place_blocks: self.commit_in_place.load(Relaxed),
             fallbacks: self.fallbacks.load(Relaxed),
             remote_bytes: self.remote_bytes.load(Relaxed),
@@ -585,6 +592,7 @@ impl Counters {
             fast_commits: self.fast_commits - base.fast_commits,
             fast_spans: self.fast_spans - base.fast_spans,
             inode_notes: self.inode_notes - base.inode_notes,
+            joined_blocks: self.joined_blocks - base.joined_blocks,
             commit_in_place_blocks: self.commit_in_place_blocks - base.commit_in_place_blocks,
             fallbacks: self.fallbacks - base.fallbacks,
             remote_bytes: self.remote_bytes - base.remote_bytes,
@@ -623,6 +631,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("okeanos_fast_commits_total", "counter", "commits written as one fast commit, a block or a span (fast_commit=on)"),
     ("okeanos_fast_commit_spans_total", "counter", "fast commits that spanned more than one block (fast_commit_blocks=)"),
     ("okeanos_inode_notes_total", "counter", "inode changes a fast commit told as 16-byte notes instead of logging their changed bytes under a tag (journal feature fast_commit_notes)"),
+    ("okeanos_joined_metadata_blocks_total", "counter", "differential metadata blocks changed in more places than a block's records may be, logged as joined records instead of whole"),
     ("okeanos_commit_in_place_blocks_total", "counter", "data blocks written in place before their commit record (ordered data, selective's in-place sequences, fresh_blocks=in_place)"),
     ("okeanos_fallbacks_total", "counter", "times a remote journal fell back to the local journal"),
     ("okeanos_payload_bytes_total", "counter", "bytes written by programs"),
@@ -677,6 +686,7 @@ impl Counters {
             ("okeanos_fast_commits_total", self.fast_commits),
             ("okeanos_fast_commit_spans_total", self.fast_spans),
             ("okeanos_inode_notes_total", self.inode_notes),
+            ("okeanos_joined_metadata_blocks_total", self.joined_blocks),
             ("okeanos_commit_in_place_blocks_total", self.commit_in_place_blocks),
             ("okeanos_fallbacks_total", self.fallbacks),
             ("okeanos_payload_bytes_total", self.payload_bytes),

@@ -11,7 +11,7 @@
 
 mod common;
 mod harness;
-use harness::{concurrent_workload, enumerate, workload, Journal};
+use harness::{concurrent_workload, enumerate, many_inodes_workload, workload, Journal};
 use okeanos::journal::content::ContentConfig;
 
 fn crash_test(policy: &str) {
@@ -31,6 +31,21 @@ fn crash_test(policy: &str) {
         assert!(run.inode_notes > 0, "{policy}: no inode note in the workload");
     }
     eprintln!("{policy}: {} crash states over {events} events ({} fast commits, {} spans, {} inode notes), no violation", out.states, run.fast_commits, run.fast_spans, run.inode_notes);
+}
+
+/// Differential metadata with an inode-table block changed in more than 32 places a
+/// transaction: logged as records whose closest changes are joined (bytes the transaction did
+/// not change replayed with the value they had), crashed at every state the model allows.
+#[test]
+fn crash_states_of_joined_metadata_records() {
+    for policy in ["wasteless+dmeta", "selective+dmeta"] {
+        let cfg = ContentConfig::parse(policy).unwrap();
+        let run = many_inodes_workload(cfg, Journal::Internal { blocks: 256 }, 6, 0x10ed);
+        assert!(run.joined_blocks > 0, "{policy}: no metadata block with joined records in the workload");
+        let out = enumerate(cfg, &run, 40, 20);
+        out.assert_clean(150);
+        eprintln!("{policy}: {} crash states, {} blocks of joined records, {} fast commits, no violation", out.states, run.joined_blocks, run.fast_commits);
+    }
 }
 
 #[test]

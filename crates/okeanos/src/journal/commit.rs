@@ -85,6 +85,8 @@ pub struct RecordStats {
     pub in_place: u64,
     /// Inode notes in the fast commit (docs/FORMAT.md, "Inode notes").
     pub notes: u64,
+    /// Differential metadata blocks whose changes were joined into fewer records ([`fit_ranges`]).
+    pub joined: u64,
 }
 
 /// What a finished commit released to the allocator.
@@ -95,8 +97,9 @@ pub struct CommitDone {
     pub freed_inodes: Vec<u32>,
 }
 
-/// A differential metadata block is logged as records only if it changed in at most this
-/// many ranges (else whole).
+/// A differential metadata block is logged as at most this many records: a block changed
+/// in more places has its closest ranges joined ([`fit_ranges`]), and is logged whole only if
+/// the records would still take half a block.
 pub const MAX_DIFF_RANGES: usize = 32;
 /// Differing bytes closer than this are logged as one range (a tag costs 16 bytes).
 const DIFF_GAP: usize = 16;
@@ -150,10 +153,39 @@ fn diff_ranges(old: &[u8], new: &[u8]) -> Vec<(usize, usize)> {
     out
 }
 
+/// `ranges` (sorted, disjoint) joined into at most `max` ranges by closing the smallest gaps
+/// between neighbours (the earlier gap first among equals): every byte of `ranges` stays
+/// covered, with the fewest unchanged bytes added. A joined range logs bytes this transaction
+/// did not change: their replay writes the value they already had, as [`DIFF_GAP`]'s joins do.
+fn fit_ranges(ranges: Vec<(usize, usize)>, max: usize) -> Vec<(usize, usize)> {
+    if ranges.len() <= max || max == 0 {
+        return ranges;
+    }
+    // Gap k lies between ranges k and k + 1; close the len - max smallest.
+    let mut gaps: Vec<(usize, usize)> = ranges.windows(2).enumerate().map(|(k, w)| (w[1].0 - w[0].1, k)).collect();
+    gaps.sort_unstable();
+    let mut closed = vec![false; ranges.len()];
+    for &(_, k) in &gaps[..ranges.len() - max] {
+        closed[k] = true;
+    }
+    let mut out: Vec<(usize, usize)> = Vec::with_capacity(max);
+    let mut join = false;
+    for (k, r) in ranges.into_iter().enumerate() {
+        match out.last_mut() {
+            Some(last) if join => last.1 = r.1,
+            _ => out.push(r),
+        }
+        join = closed[k];
+    }
+    out
+}
+
 impl Journal {
     /// What the transaction logs, in block order: whole blocks and multiwrite records.
-    fn collect_items(&self, tx: &Transaction, frozen: &crate::det::HashMap<HomeBlock, Arc<Vec<u8>>>, wall_ns: i64) -> Vec<Item> {
+    /// Also returns how many differential metadata blocks had their changes joined.
+    fn collect_items(&self, tx: &Transaction, frozen: &crate::det::HashMap<HomeBlock, Arc<Vec<u8>>>, wall_ns: i64) -> (Vec<Item>, u64) {
         let bs = self.cfg.block_size;
+        let mut joined = 0;
         let mut items = Vec::with_capacity(tx.journaled.len() + tx.record_count as usize);
         for &b in &tx.journaled {
             let data = frozen[&b].clone();
@@ -163,9 +195,12 @@ impl Journal {
                 let fresh = tx.fresh.contains(&b);
                 let (notes, rest) = if fresh { (Vec::new(), None) } else { self.inode_notes(b, base, &data, wall_ns) };
                 let rest = rest.as_deref().unwrap_or(&data);
-                let ranges = diff_ranges(base, rest);
+                let all = diff_ranges(base, rest);
+                let changed_in = all.len();
+                let ranges = fit_ranges(all, MAX_DIFF_RANGES);
                 let bytes: usize = ranges.iter().map(|(a, e)| e - a).sum::<usize>() + notes.len() * jf::NOTE_SIZE;
-                if ranges.len() <= MAX_DIFF_RANGES && bytes + jf::TAG_SIZE * ranges.len() < bs / 2 && !(fresh && ranges.is_empty()) {
+                if bytes + jf::TAG_SIZE * ranges.len() < bs / 2 && !(fresh && ranges.is_empty()) {
+                    joined += (changed_in > ranges.len()) as u64;
                     let mut block_items: Vec<(usize, Item)> = Vec::with_capacity(ranges.len() + notes.len());
                     for (k, (a, e)) in ranges.into_iter().enumerate() {
                         let f = flags | jf::tag_flags::MULTIWRITE | if fresh && k == 0 { jf::tag_flags::FRESH } else { 0 };
@@ -194,7 +229,7 @@ impl Journal {
         }
         // Stable: records of one block stay in offset order, after nothing else of that block.
         items.sort_by_key(Item::block);
-        items
+        (items, joined)
     }
 
     /// The inodes of inode-table block `b` whose change from `base` to `data` a note can tell
@@ -250,10 +285,10 @@ impl Journal {
             .map(|&b| (b, cache.peek(b).expect("a block in a transaction stays cached").data.clone()))
             .collect();
         let frozen: crate::det::HashMap<HomeBlock, Arc<Vec<u8>>> = journaled.iter().cloned().collect();
-        let items = self.collect_items(&tx, &frozen, wall_ns);
+        let (items, joined) = self.collect_items(&tx, &frozen, wall_ns);
         let partial: crate::det::HashSet<HomeBlock> = items.iter().filter_map(|i| if let Item::Record { block, .. } = i.as_record() { Some(*block) } else { None }).collect();
         let whole: crate::det::HashSet<HomeBlock> = items.iter().filter_map(|i| if let Item::Full { block, .. } = i { Some(*block) } else { None }).collect();
-        let mut stats = RecordStats { in_place: tx.final_data.len() as u64, ..Default::default() };
+        let mut stats = RecordStats { in_place: tx.final_data.len() as u64, joined, ..Default::default() };
         let mut logged = Vec::with_capacity(items.len());
         if !self.fast_commit(&mut w, &tx, &items, wall_ns, &mut stats, &mut logged) {
             for group in items.chunks(Descriptor::capacity(bs)) {
@@ -563,5 +598,54 @@ impl RecordsWriter {
             self.hash = jf::tx_hash_append(self.hash, &data);
         }
         self.blocks.push((data, kind));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{diff_ranges, fit_ranges};
+    use proptest::prelude::*;
+
+    /// Forty changes 64 bytes apart and one more 20 bytes after the last: the nine smallest
+    /// gaps close (the 19-byte one, then the earliest eight of 63 bytes), leaving 32 ranges.
+    #[test]
+    fn forty_ranges_become_thirty_two_by_their_smallest_gaps() {
+        let old = vec![0u8; 4096];
+        let mut new = old.clone();
+        for k in 0..40 {
+            new[k * 64] = 1;
+        }
+        new[39 * 64 + 20] = 1; // 20 bytes after the last change: the smallest gap
+        let ranges = diff_ranges(&old, &new);
+        assert_eq!(ranges.len(), 41);
+        let fit = fit_ranges(ranges.clone(), 32);
+        assert_eq!(fit.len(), 32);
+        assert_eq!(fit[0], (0, 64 * 8 + 1), "the first eight 63-byte gaps closed");
+        assert_eq!(fit[1], (64 * 9, 64 * 9 + 1), "the next one stays a range of its own");
+        assert_eq!(fit[31], (39 * 64, 39 * 64 + 21), "the 19-byte gap closed");
+        assert_eq!(fit_ranges(ranges[..32].to_vec(), 32), ranges[..32].to_vec(), "32 or fewer stay as they are");
+    }
+
+    proptest! {
+        /// Whatever the ranges and the limit: at most `max` sorted, disjoint ranges, each from the
+        /// start of one given range to the end of one, covering every given byte, and adding
+        /// exactly the smallest gaps' bytes.
+        #[test]
+        fn fitted_ranges_cover_everything_with_the_least_added(cuts in proptest::collection::btree_set(0usize..4096, 2..120), max in 1usize..40) {
+            let cuts: Vec<usize> = cuts.into_iter().collect();
+            let ranges: Vec<(usize, usize)> = cuts.chunks_exact(2).map(|c| (c[0], c[1])).collect();
+            let fit = fit_ranges(ranges.clone(), max);
+            prop_assert!(fit.len() <= max);
+            prop_assert!(fit.windows(2).all(|w| w[0].1 < w[1].0), "sorted and disjoint: {:?}", fit);
+            for r in &ranges {
+                prop_assert!(fit.iter().any(|f| f.0 <= r.0 && r.1 <= f.1), "{:?} covered by {:?}", r, fit);
+            }
+            prop_assert!(fit.iter().all(|f| ranges.iter().any(|r| r.0 == f.0) && ranges.iter().any(|r| r.1 == f.1)));
+            let bytes = |v: &[(usize, usize)]| v.iter().map(|(a, e)| e - a).sum::<usize>();
+            let mut gaps: Vec<usize> = ranges.windows(2).map(|w| w[1].0 - w[0].1).collect();
+            gaps.sort_unstable();
+            let closed = ranges.len().saturating_sub(max);
+            prop_assert_eq!(bytes(&fit), bytes(&ranges) + gaps[..closed].iter().sum::<usize>());
+        }
     }
 }

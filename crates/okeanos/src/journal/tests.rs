@@ -228,3 +228,32 @@ fn a_checkpoint_beside_a_commit_keeps_the_tail_before_it() {
     assert_eq!(j.log.len(), 1);
     assert_eq!(j.free_blocks(), j.placement.capacity() - 1 - at.blocks, "T2's log space is still in use");
 }
+
+/// Differential metadata: a block changed in more places than a block's records may be
+/// (`MAX_DIFF_RANGES`) is still logged as records, its closest changes joined, not whole; and
+/// one changed in so many places that the records would take half a block is logged whole.
+#[test]
+fn a_metadata_block_changed_in_many_places_is_logged_as_joined_records() {
+    let (mut j, mut c) = journal("wasteless+dmeta");
+    let (m, n) = (HomeBlock::new(6000), HomeBlock::new(6001));
+    c.insert(m, vec![0; BS], BufKind::Meta);
+    c.insert(n, vec![0; BS], BufKind::Meta);
+    let t = j.handle_start(super::transaction::Credits::blocks(4), 0).unwrap();
+    j.dirty_metadata(&mut c, m, false);
+    j.dirty_metadata(&mut c, n, false);
+    for k in 0..48 {
+        c.data_mut(m)[k * 80] = 1; // 48 one-byte changes 79 bytes apart
+    }
+    for k in 0..1024 {
+        c.data_mut(n)[k * 4..k * 4 + 2].copy_from_slice(&[1, 1]); // half the block changed
+    }
+    j.handle_stop(t).unwrap();
+    let plan = j.commit_begin(&mut c, 0).expect("something to commit");
+    let committing = j.committing.as_ref().expect("committing");
+    assert!(committing.partial.contains(&m) && !committing.whole.contains(&m), "48 ranges joined into records, not the whole block");
+    assert!(committing.whole.contains(&n), "records of half the block and more: whole");
+    assert_eq!(plan.records.records, super::commit::MAX_DIFF_RANGES as u64, "m's 48 changes in 32 records");
+    assert_eq!(plan.records.record_bytes, 48 + 16 * 79, "the 16 smallest gaps' bytes added");
+    assert_eq!(plan.records.joined, 1, "one block joined (the other went whole)");
+    j.commit_finish(&mut c, 0);
+}
