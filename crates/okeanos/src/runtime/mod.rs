@@ -549,46 +549,98 @@ fn mark_errors(devs: &Devices, damage: &Damage, wall_ns: i64) -> Result<(), Reco
 /// Writes the replayed blocks home. Returns the mapped blocks (and where they were) that
 /// failed their check and were left as home has them.
 fn replay(devs: &Devices, blocks: &[ReplayBlock], stats: &Stats, faults: &crate::faults::Faults) -> Result<Vec<(HomeBlock, DevBlock)>, RecoveryError> {
-    let bs = devs.block_size as u64;
+    let bs = devs.block_size;
     let mut bad = Vec::new();
-    for r in blocks {
-        let mut b = match r.base {
-            ReplayBase::Mapped { block, hash } => {
-                let b = devs.read_block(DevId::Fs, block)?;
-                if jf::data_hash(r.fs_block, 0, &b) != hash {
-                    bad.push((r.fs_block, block));
-                    continue;
-                }
-                b
-            }
-            ReplayBase::Journal { dev, block, escaped } => {
-                let mut b = devs.read_block(dev, block)?;
-                if escaped {
-                    jf::unescape(&mut b);
-                }
-                b
-            }
-            ReplayBase::Nvm { slot, at, crc } => {
-                let nvm = devs.nvm.as_ref().ok_or_else(|| RecoveryError::Damaged("the journal's copies are in NVM, and this mount has none".into()))?;
-                let mut b = vec![0u8; bs as usize];
-                nvm.load(at, &mut b)?;
-                if crate::format::nvm::data_crc(r.fs_block, &b) != crc {
-                    return Err(RecoveryError::Damaged(format!(
-                        "{}: slot {slot} holds the newest committed copy of block {} but its data fails its checksum (damaged NVM); refusing to mount rather than lose it silently",
-                        nvm.name(),
-                        r.fs_block
-                    )));
-                }
-                b
-            }
-            ReplayBase::Disk => devs.read_block(DevId::Fs, DevBlock::home(r.fs_block))?,
-            ReplayBase::Zero => vec![0u8; bs as usize],
-        };
-        for p in &r.patches {
-            p.apply(&mut b, faults.note_stale_crc);
+    // The plan is in block order: a run of blocks adjacent at home is read (the bases that
+    // are at home) and written back as one request each, not one request a block, so that
+    // records patching a table's consecutive blocks cost one read and one write of the run
+    // where they cost a seek each (docs/JOURNALING.md, "Replay of records").
+    let mut i = 0;
+    while i < blocks.len() {
+        let mut j = i + 1;
+        while j < blocks.len() && j - i < MAX_RUN_BLOCKS && blocks[j].fs_block.get() == blocks[j - 1].fs_block.get() + 1 {
+            j += 1;
         }
-        devs.fs.write_at(DevBlock::home(r.fs_block).byte(bs), &b)?;
-        stats.on_write(r.kind, b.len());
+        let run = &blocks[i..j];
+        let mut home = vec![None; run.len()];
+        let mut k = 0;
+        while k < run.len() {
+            if !matches!(run[k].base, ReplayBase::Disk) {
+                k += 1;
+                continue;
+            }
+            let mut e = k + 1;
+            while e < run.len() && matches!(run[e].base, ReplayBase::Disk) {
+                e += 1;
+            }
+            let mut buf = vec![0u8; (e - k) * bs];
+            devs.fs.read_at(DevBlock::home(run[k].fs_block).byte(bs as u64), &mut buf)?;
+            for (n, chunk) in buf.chunks_exact(bs).enumerate() {
+                home[k + n] = Some(chunk.to_vec());
+            }
+            k = e;
+        }
+        let mut out: Vec<Option<Vec<u8>>> = Vec::with_capacity(run.len());
+        for (r, at_home) in run.iter().zip(home) {
+            let mut b = match r.base {
+                ReplayBase::Mapped { block, hash } => {
+                    let b = devs.read_block(DevId::Fs, block)?;
+                    if jf::data_hash(r.fs_block, 0, &b) != hash {
+                        bad.push((r.fs_block, block));
+                        out.push(None);
+                        continue;
+                    }
+                    b
+                }
+                ReplayBase::Journal { dev, block, escaped } => {
+                    let mut b = devs.read_block(dev, block)?;
+                    if escaped {
+                        jf::unescape(&mut b);
+                    }
+                    b
+                }
+                ReplayBase::Nvm { slot, at, crc } => {
+                    let nvm = devs.nvm.as_ref().ok_or_else(|| RecoveryError::Damaged("the journal's copies are in NVM, and this mount has none".into()))?;
+                    let mut b = vec![0u8; bs];
+                    nvm.load(at, &mut b)?;
+                    if crate::format::nvm::data_crc(r.fs_block, &b) != crc {
+                        return Err(RecoveryError::Damaged(format!(
+                            "{}: slot {slot} holds the newest committed copy of block {} but its data fails its checksum (damaged NVM); refusing to mount rather than lose it silently",
+                            nvm.name(),
+                            r.fs_block
+                        )));
+                    }
+                    b
+                }
+                ReplayBase::Disk => at_home.expect("read with its run"),
+                ReplayBase::Zero => vec![0u8; bs],
+            };
+            for p in &r.patches {
+                p.apply(&mut b, faults.note_stale_crc);
+            }
+            out.push(Some(b));
+        }
+        // Written back in runs of the blocks replayed (a block whose mapped copy failed its
+        // hash is left as it is, and splits the run).
+        let mut k = 0;
+        while k < run.len() {
+            if out[k].is_none() {
+                k += 1;
+                continue;
+            }
+            let mut e = k + 1;
+            while e < run.len() && out[e].is_some() {
+                e += 1;
+            }
+            let mut buf = Vec::with_capacity((e - k) * bs);
+            for (r, b) in run[k..e].iter().zip(&out[k..e]) {
+                buf.extend_from_slice(b.as_deref().expect("replayed"));
+                stats.on_write(r.kind, bs);
+            }
+            devs.fs.write_at(DevBlock::home(run[k].fs_block).byte(bs as u64), &buf)?;
+            k = e;
+        }
+        i = j;
     }
     if !blocks.is_empty() {
         devs.fs.flush()?;
