@@ -546,6 +546,24 @@ fn mark_errors(devs: &Devices, damage: &Damage, wall_ns: i64) -> Result<(), Reco
     Ok(())
 }
 
+/// The maximal ranges of `0..n` whose every index satisfies `keep`.
+fn spans(n: usize, keep: impl Fn(usize) -> bool) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut k = 0;
+    while k < n {
+        if !keep(k) {
+            k += 1;
+            continue;
+        }
+        let start = k;
+        while k < n && keep(k) {
+            k += 1;
+        }
+        out.push(start..k);
+    }
+    out
+}
+
 /// Writes the replayed blocks home. Returns the mapped blocks (and where they were) that
 /// failed their check and were left as home has them.
 fn replay(devs: &Devices, blocks: &[ReplayBlock], stats: &Stats, faults: &crate::faults::Faults) -> Result<Vec<(HomeBlock, DevBlock)>, RecoveryError> {
@@ -563,22 +581,12 @@ fn replay(devs: &Devices, blocks: &[ReplayBlock], stats: &Stats, faults: &crate:
         }
         let run = &blocks[i..j];
         let mut home = vec![None; run.len()];
-        let mut k = 0;
-        while k < run.len() {
-            if !matches!(run[k].base, ReplayBase::Disk) {
-                k += 1;
-                continue;
-            }
-            let mut e = k + 1;
-            while e < run.len() && matches!(run[e].base, ReplayBase::Disk) {
-                e += 1;
-            }
-            let mut buf = vec![0u8; (e - k) * bs];
-            devs.fs.read_at(DevBlock::home(run[k].fs_block).byte(bs as u64), &mut buf)?;
+        for span in spans(run.len(), |k| matches!(run[k].base, ReplayBase::Disk)) {
+            let mut buf = vec![0u8; span.len() * bs];
+            devs.fs.read_at(DevBlock::home(run[span.start].fs_block).byte(bs as u64), &mut buf)?;
             for (n, chunk) in buf.chunks_exact(bs).enumerate() {
-                home[k + n] = Some(chunk.to_vec());
+                home[span.start + n] = Some(chunk.to_vec());
             }
-            k = e;
         }
         let mut out: Vec<Option<Vec<u8>>> = Vec::with_capacity(run.len());
         for (r, at_home) in run.iter().zip(home) {
@@ -622,23 +630,13 @@ fn replay(devs: &Devices, blocks: &[ReplayBlock], stats: &Stats, faults: &crate:
         }
         // Written back in runs of the blocks replayed (a block whose mapped copy failed its
         // hash is left as it is, and splits the run).
-        let mut k = 0;
-        while k < run.len() {
-            if out[k].is_none() {
-                k += 1;
-                continue;
-            }
-            let mut e = k + 1;
-            while e < run.len() && out[e].is_some() {
-                e += 1;
-            }
-            let mut buf = Vec::with_capacity((e - k) * bs);
-            for (r, b) in run[k..e].iter().zip(&out[k..e]) {
+        for span in spans(run.len(), |k| out[k].is_some()) {
+            let mut buf = Vec::with_capacity(span.len() * bs);
+            for (r, b) in run[span.clone()].iter().zip(&out[span.clone()]) {
                 buf.extend_from_slice(b.as_deref().expect("replayed"));
                 stats.on_write(r.kind, bs);
             }
-            devs.fs.write_at(DevBlock::home(run[k].fs_block).byte(bs as u64), &buf)?;
-            k = e;
+            devs.fs.write_at(DevBlock::home(run[span.start].fs_block).byte(bs as u64), &buf)?;
         }
         i = j;
     }
