@@ -31,7 +31,20 @@ impl FloorPublisher {
             let mut js = jetstream::new(client);
             js.set_timeout(timeout);
             let cfg = stream::Config { name: STREAM.into(), subjects: vec![format!("{STREAM}.m")], storage: stream::StorageType::File, num_replicas: replicas, discard: stream::DiscardPolicy::New, max_bytes: 1 << 30, deny_delete: true, ..Default::default() };
-            let mut s = js.get_or_create_stream(cfg).await.map_err(|e| server(addr, format!("creating stream {STREAM}: {e}")))?;
+            // A cluster started moments ago may still be electing its meta leader: creation
+            // times out or finds no responders. Creating with the same configuration is
+            // idempotent, so a try that timed out (and may have created it) is tried again,
+            // for 30 s at most, as the placement's own `open_stream` does.
+            let t0 = std::time::Instant::now();
+            let mut tries = 0u32;
+            let mut s = loop {
+                tries += 1;
+                match js.get_or_create_stream(cfg.clone()).await {
+                    Ok(s) => break s,
+                    Err(e) if t0.elapsed() > Duration::from_secs(30) => return Err(server(addr, format!("creating stream {STREAM}: {e} ({tries} tries in {:.1} s)", t0.elapsed().as_secs_f64()))),
+                    Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                }
+            };
             let info = s.info().await.map_err(|e| net(addr, e))?.clone();
             check_durable(&info, replicas).map_err(|m| server(addr, format!("stream {STREAM} is not durable: {m}")))?;
             Ok::<_, RemoteError>(js)
