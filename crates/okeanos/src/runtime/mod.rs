@@ -278,24 +278,19 @@ pub fn writes_short(policy: Option<bool>, d: &dyn Device) -> bool {
     }
 }
 
-/// Reads the sources of a stage's copies (sorted, adjacent blocks of a device in one read),
-/// checks each against its hash and returns the writes that put them at their destinations.
+/// Reads the sources of a stage's copies (by [`copy_reads`]: sorted, copies near each other on
+/// a device in one read), checks each against its hash and returns the writes that put them
+/// at their destinations, in the order of their sources (two copies to one block: the later
+/// source lands last).
 fn read_copies(copies: &[IoCopy], devs: &Devices, stats: &Stats) -> Result<Vec<IoWrite>, DeviceError> {
     let bs = devs.block_size;
-    let mut order: Vec<&IoCopy> = copies.iter().collect();
-    order.sort_by_key(|c| (c.from.0 as u8, c.from.1));
+    let at: Vec<Option<(DevId, u64)>> = copies.iter().map(|c| Some((c.from.0, c.from.1.get()))).collect();
     let mut out = Vec::with_capacity(copies.len());
-    let mut k = 0;
-    while k < order.len() {
-        let first = order[k];
-        let mut end = k + 1;
-        while end < order.len() && end - k < MAX_RUN_BLOCKS && order[end].from.0 == first.from.0 && order[end].from.1.get() == order[end - 1].from.1.get() + 1 {
-            end += 1;
-        }
-        let mut buf = vec![0u8; (end - k) * bs];
-        let dev = devs.get(first.from.0);
-        dev.read_at(first.from.1.byte(bs as u64), &mut buf)?;
-        for (c, data) in order[k..end].iter().zip(buf.chunks(bs)) {
+    for r in copy_reads(&at) {
+        let mut buf = vec![0u8; r.count as usize * bs];
+        devs.get(r.dev).read_at(DevBlock::new(r.first).byte(bs as u64), &mut buf)?;
+        for &(i, off) in &r.copies {
+            let (c, data) = (&copies[i], &buf[off as usize * bs..(off as usize + 1) * bs]);
             if !c.check.matches(data) {
                 return Err(DeviceError::Io {
                     device: format!("{:?}", c.from.0),
@@ -306,8 +301,7 @@ fn read_copies(copies: &[IoCopy], devs: &Devices, stats: &Stats) -> Result<Vec<I
             }
             out.push(IoWrite { dev: c.to.0, block: c.to.1, data: Arc::new(data.to_vec()), kind: c.kind });
         }
-        stats.on_log_read((end - k) as u64);
-        k = end;
+        stats.on_log_read(r.copies.len() as u64);
     }
     Ok(out)
 }
