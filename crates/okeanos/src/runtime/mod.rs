@@ -283,27 +283,24 @@ pub fn writes_short(policy: Option<bool>, d: &dyn Device) -> bool {
 /// at their destinations, in the order of their sources (two copies to one block: the later
 /// source lands last).
 fn read_copies(copies: &[IoCopy], devs: &Devices, stats: &Stats) -> Result<Vec<IoWrite>, DeviceError> {
-    let bs = devs.block_size;
+    let bs = devs.block_size as u64;
     let at: Vec<Option<(DevId, u64)>> = copies.iter().map(|c| Some((c.from.0, c.from.1.get()))).collect();
-    let mut out = Vec::with_capacity(copies.len());
-    for r in copy_reads(&at) {
-        let mut buf = vec![0u8; r.count as usize * bs];
-        devs.get(r.dev).read_at(DevBlock::new(r.first).byte(bs as u64), &mut buf)?;
-        for &(i, off) in &r.copies {
-            let (c, data) = (&copies[i], &buf[off as usize * bs..(off as usize + 1) * bs]);
-            if !c.check.matches(data) {
+    let read = read_places(devs, &at)?;
+    stats.on_log_read(read.len() as u64);
+    read.into_iter()
+        .map(|(i, data)| {
+            let c = &copies[i];
+            if !c.check.matches(&data) {
                 return Err(DeviceError::Io {
                     device: format!("{:?}", c.from.0),
                     op: "read",
-                    offset: c.from.1.byte(bs as u64),
+                    offset: c.from.1.byte(bs),
                     message: format!("the logged copy of block {} does not match its journal checksum", c.to.1),
                 });
             }
-            out.push(IoWrite { dev: c.to.0, block: c.to.1, data: Arc::new(data.to_vec()), kind: c.kind });
-        }
-        stats.on_log_read(r.copies.len() as u64);
-    }
-    Ok(out)
+            Ok(IoWrite { dev: c.to.0, block: c.to.1, data: Arc::new(data), kind: c.kind })
+        })
+        .collect()
 }
 
 /// Log blocks one read of the scan and probe passes fetches (1 MiB of 4 KiB blocks).
@@ -597,11 +594,26 @@ fn copy_reads(at: &[Option<(DevId, u64)>]) -> Vec<CopyRead> {
     out
 }
 
+/// Reads the blocks at `at` (`(device, block)` by index; `None`: nothing to read there) by
+/// [`copy_reads`], and returns each with its index, in the order of their places.
+fn read_places(devs: &Devices, at: &[Option<(DevId, u64)>]) -> Result<Vec<(usize, Vec<u8>)>, DeviceError> {
+    let bs = devs.block_size;
+    let mut out = Vec::with_capacity(at.iter().flatten().count());
+    for read in copy_reads(at) {
+        let mut buf = vec![0u8; read.count as usize * bs];
+        devs.get(read.dev).read_at(DevBlock::new(read.first).byte(bs as u64), &mut buf)?;
+        for (i, off) in read.copies {
+            let o = off as usize * bs;
+            out.push((i, buf[o..o + bs].to_vec()));
+        }
+    }
+    Ok(out)
+}
+
 /// Reads the logged copies of `blocks` (journal copies and manylogs' mapped ones), by
 /// [`copy_reads`]: a transaction's copies lie together in the log in whatever order their
 /// homes are, so read by home they were one request each. Unchecked: each base checks its own.
 fn read_logged_copies(devs: &Devices, blocks: &[ReplayBlock]) -> Result<Vec<Option<Vec<u8>>>, DeviceError> {
-    let bs = devs.block_size;
     let at: Vec<Option<(DevId, u64)>> = blocks
         .iter()
         .map(|r| match r.base {
@@ -611,13 +623,8 @@ fn read_logged_copies(devs: &Devices, blocks: &[ReplayBlock]) -> Result<Vec<Opti
         })
         .collect();
     let mut out = vec![None; blocks.len()];
-    for read in copy_reads(&at) {
-        let mut buf = vec![0u8; read.count as usize * bs];
-        devs.get(read.dev).read_at(DevBlock::new(read.first).byte(bs as u64), &mut buf)?;
-        for (i, off) in read.copies {
-            let o = off as usize * bs;
-            out[i] = Some(buf[o..o + bs].to_vec());
-        }
+    for (i, data) in read_places(devs, &at)? {
+        out[i] = Some(data);
     }
     Ok(out)
 }
