@@ -8,7 +8,8 @@
 //! allows (docs/DESIGN.md section 3), each NVM cache line keeps a random prefix of its stores
 //! not yet persisted, and a journal server holds what it acknowledged by then, with or without
 //! the append in flight. Each crash state is recovered, checked against the policy's
-//! guarantee ([`super::check`]) and by fsck. A seed and a journal name one run exactly.
+//! guarantee ([`super::check`]) and by fsck. A seed and a journal name one run exactly; with
+//! `OKEANOS_FUZZ_DUMP=DIR` in the environment, each violating state's images are written there.
 
 use super::check::{check, History};
 use okeanos::models as model;
@@ -355,6 +356,13 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool,
             // Why recovery found damage, if it did: from the crashed image built again (the
             // failed mount recorded the damage in it).
             let mut again = rec.build(&st);
+            if let Ok(dir) = std::env::var("OKEANOS_FUZZ_DUMP") {
+                // The crashed images, for `okeanos journal dump` and `okeanos fsck -n`.
+                let _ = std::fs::write(format!("{dir}/fs-{seed}-{k}.img"), &again[0]);
+                if external {
+                    let _ = std::fs::write(format!("{dir}/journal-{seed}-{k}.img"), &again[1]);
+                }
+            }
             let j = external.then(|| Arc::new(MemDevice::from_bytes(again.remove(1))) as Arc<dyn Device>);
             let dump = okeanos::inspect::dump_journal(Arc::new(MemDevice::from_bytes(again.remove(0))) as Arc<dyn Device>, j);
             let why = dump.ok().and_then(|d| d.damage).map_or(String::new(), |d| format!(" (damage: {})", d.reason));

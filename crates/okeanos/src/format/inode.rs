@@ -168,9 +168,20 @@ fn checksum(ino: u32, inode: &[u8]) -> u32 {
 /// ctime (the rest of the inode is left as the base has it).
 pub const NOTED_BYTES: usize = 32;
 
+/// Sets the checksum of inode `ino`'s slot over its bytes 4-255, unless the slot is all zeros
+/// (a never-used free inode, which carries none). What replay does last to every slot a note
+/// touched (journal/recovery/replay.rs, [`crate::journal::recovery::replay::ReplayBlock`]).
+pub fn reseal(ino: u32, slot: &mut [u8]) {
+    let slot = &mut slot[..INODE_SIZE];
+    if slot.iter().any(|&b| b != 0) {
+        Le::put_u32(slot, 0, checksum(ino, slot));
+    }
+}
+
 /// Applies an inode note (docs/FORMAT.md, "Inode notes") to inode `ino`'s slot: the size, mtime
-/// and ctime set, the checksum recomputed over the result. Absolute, so applying it twice is
-/// applying it once.
+/// and ctime set, the checksum recomputed over the result. The size and times are absolute;
+/// the checksum is over the whole slot as it is then, which holds bytes of later transactions
+/// when the base is newer than the note (see [`reseal`]).
 pub fn apply_note(ino: u32, slot: &mut [u8], size: u64, time_ns: i64) {
     let slot = &mut slot[..INODE_SIZE];
     Le::put_u64(slot, 8, size);

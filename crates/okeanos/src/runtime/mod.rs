@@ -692,9 +692,7 @@ fn replay(devs: &Devices, blocks: &[ReplayBlock], stats: &Stats, faults: &crate:
                     ReplayBase::Disk => at_home.expect("read with its run"),
                     ReplayBase::Zero => vec![0u8; bs],
                 };
-                for p in &r.patches {
-                    p.apply(&mut b, faults.note_stale_crc);
-                }
+                r.apply_patches(&mut b, faults.note_stale_crc);
                 out.push(Some(b));
             }
             // Written back in runs of the blocks replayed (a block whose mapped copy failed its
