@@ -59,6 +59,9 @@ pub struct Faults {
     /// Recovery replays an inode note's size and times but leaves the inode's old checksum
     /// (docs/FORMAT.md, "Inode notes"), so a replayed inode fails its check.
     pub note_stale_crc: bool,
+    /// An fsync of a file with staged appends (`stage_appends=on`) waits for the transaction
+    /// before the one holding its newest change, so it may return before that change commits.
+    pub stage_sync_early: bool,
     /// A write of exactly this many bytes panics inside its handle, after it changed blocks (a
     /// broken invariant, to test that the journal stops and nothing synced is lost); the
     /// mount's test sets it with `fault_panic_write_len=N`.

@@ -68,6 +68,11 @@ pub struct MountOptions {
     /// journal thread and being woken by it (`commit_leader=off`). The journal thread stays
     /// for timers, background work and whatever a leader leaves.
     pub commit_leader: bool,
+    /// Small appends that fit in the file's last block are staged beside the state lock and
+    /// folded into the running transaction by the next thread that takes the lock, and an
+    /// fsync of such a file waits for its commit without taking the lock
+    /// (`stage_appends=on`; engine/stage.rs). Off by default.
+    pub stage_appends: bool,
     /// Commits whose flush may be in flight at once (`commit_pipeline=N`, 1 to 64; 1: a
     /// commit's flush runs in the commit lane and the next commit waits for it). With N > 1
     /// a commit's writes are followed by the next commit's writes while its flush runs on a
@@ -202,6 +207,7 @@ impl Default for MountOptions {
             batch_for_bytes: false,
             checkpoint_thread: None,
             commit_leader: true,
+            stage_appends: false,
             commit_pipeline: 1,
             fast_commit: true,
             fast_commit_blocks: crate::format::journal::MAX_FAST_BLOCKS,
@@ -359,6 +365,11 @@ impl MountOptions {
                     None | Some("1") | Some("on") => true,
                     Some("0") | Some("off") => false,
                     Some(x) => return Err(format!("option commit_leader takes on or off, not {x:?}")),
+                },
+                "stage_appends" => o.stage_appends = match v {
+                    None | Some("1") | Some("on") => true,
+                    Some("0") | Some("off") => false,
+                    Some(x) => return Err(format!("option stage_appends takes on or off, not {x:?}")),
                 },
                 "short_writes" => o.short_writes = match v {
                     None | Some("1") | Some("on") => Some(true),

@@ -33,6 +33,7 @@ pub struct Stats {
     log_swaps: AtomicU64,
     overlaps: AtomicU64,
     led_steps: AtomicU64,
+    staged_appends: AtomicU64,
     pipelined_flushes: AtomicU64,
     pipelined_commits: AtomicU64,
     pipelined_flush_ns: AtomicU64,
@@ -259,6 +260,10 @@ pub struct Counters {
     /// Journal steps (commits, and the work between them) run by a syncing thread as the
     /// leader of its write group rather than by the journal thread (`commit_leader=on`).
     pub led_steps: u64,
+    /// Appends staged beside the state lock (`stage_appends=on`) and folded in by the next
+    /// thread to take it, not run as handles of their own.
+    #[serde(default)]
+    pub staged_appends: u64,
     /// Flushes of pipelined commits issued by a flusher thread beside the commit lane
     /// (`commit_pipeline=`), and their time.
     #[serde(default)]
@@ -390,6 +395,10 @@ impl Stats {
     pub fn on_led_step(&self) {
         self.led_steps.fetch_add(1, Relaxed);
     }
+
+    pub fn on_staged_append(&self) {
+        self.staged_appends.fetch_add(1, Relaxed);
+    }
     pub fn on_pipelined_commit(&self) {
         self.pipelined_commits.fetch_add(1, Relaxed);
     }
@@ -495,6 +504,7 @@ impl Stats {
             log_swaps: self.log_swaps.load(Relaxed),
             overlaps: self.overlaps.load(Relaxed),
             led_steps: self.led_steps.load(Relaxed),
+            staged_appends: self.staged_appends.load(Relaxed),
             pipelined_flushes: self.pipelined_flushes.load(Relaxed),
             pipelined_flush_ns: self.pipelined_flush_ns.load(Relaxed),
             pipelined_commits: self.pipelined_commits.load(Relaxed),
@@ -586,6 +596,7 @@ impl Counters {
             log_swaps: self.log_swaps - base.log_swaps,
             overlaps: self.overlaps - base.overlaps,
             led_steps: self.led_steps - base.led_steps,
+            staged_appends: self.staged_appends - base.staged_appends,
             pipelined_flushes: self.pipelined_flushes - base.pipelined_flushes,
             pipelined_flush_ns: self.pipelined_flush_ns - base.pipelined_flush_ns,
             pipelined_commits: self.pipelined_commits - base.pipelined_commits,
@@ -626,6 +637,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("okeanos_checkpoints_total", "counter", "checkpoints completed"),
     ("okeanos_overlaps_total", "counter", "commits and checkpoints in flight together (the checkpoint thread beside the journal thread)"),
     ("okeanos_led_steps_total", "counter", "journal steps run by a syncing thread leading its write group, not by the journal thread (commit_leader=on)"),
+    ("okeanos_staged_appends_total", "counter", "appends staged beside the state lock and folded in by the next thread to take it (stage_appends=on)"),
     ("okeanos_pipelined_flushes_total", "counter", "flushes of pipelined commits and fdatasync steps run by a flusher thread beside the lanes (commit_pipeline=)"),
     ("okeanos_pipelined_commits_total", "counter", "commits begun while an earlier commit's flush was in flight (commit_pipeline=)"),
     ("okeanos_fast_commits_total", "counter", "commits written as one fast commit, a block or a span (fast_commit=on)"),
@@ -681,6 +693,7 @@ impl Counters {
             ("okeanos_checkpoints_total", self.checkpoints),
             ("okeanos_overlaps_total", self.overlaps),
             ("okeanos_led_steps_total", self.led_steps),
+            ("okeanos_staged_appends_total", self.staged_appends),
             ("okeanos_pipelined_flushes_total", self.pipelined_flushes),
             ("okeanos_pipelined_commits_total", self.pipelined_commits),
             ("okeanos_fast_commits_total", self.fast_commits),

@@ -40,6 +40,7 @@ impl Okeanos {
             let mut core = self.lock();
             core.fs.evicting.remove(&ino);
             if r.is_ok() {
+                self.drop_stage(&mut core, ino);
                 core.fs.watermarks.remove(&ino);
                 core.fs.overwrites.remove(ino);
             }

@@ -10,7 +10,7 @@ impl Okeanos {
     /// guarded calls below) may have left the state half-changed: the journal is stopped before
     /// anyone goes on with it.
     pub(super) fn lock(&self) -> MutexGuard<'_, Core> {
-        match self.inner.core.lock() {
+        let mut core = match self.inner.core.lock() {
             Ok(g) => g,
             Err(poisoned) => {
                 let mut core = poisoned.into_inner();
@@ -18,7 +18,10 @@ impl Okeanos {
                 self.inner.stop_journal(&mut core, "a thread panicked while it held the file system's state (a bug: see the log)".into());
                 core
             }
-        }
+        };
+        // Nothing under the lock sees a file without its staged appends (stage.rs).
+        self.fold_stages(&mut core);
+        core
     }
 
     /// Runs `f` on the state, catching a panic: a broken invariant inside one operation stops
@@ -50,12 +53,19 @@ impl Okeanos {
 
     /// Runs `op` as one atomic handle. `credits` may look at the state (it runs under the lock
     /// and again after every wait).
-    pub(super) fn handle<R>(&self, credits: impl Fn(&mut Fs) -> FsResult<Credits>, mut op: impl FnMut(&mut Fs) -> FsResult<R>) -> FsResult<R> {
-        let r = self.handle_once(&credits, &mut op);
+    pub(super) fn handle<R>(&self, credits: impl Fn(&mut Fs) -> FsResult<Credits>, op: impl FnMut(&mut Fs) -> FsResult<R>) -> FsResult<R> {
+        self.handle_on(0, credits, op)
+    }
+
+    /// As [`handle`](Self::handle), for an operation that changes file `ino`'s size, mapping
+    /// or flags: the file's staged appends are closed first, under the same hold of the lock
+    /// as the change (stage.rs). `ino` 0: no file.
+    pub(super) fn handle_on<R>(&self, ino: u32, credits: impl Fn(&mut Fs) -> FsResult<Credits>, mut op: impl FnMut(&mut Fs) -> FsResult<R>) -> FsResult<R> {
+        let r = self.handle_once(ino, &credits, &mut op);
         if matches!(r, Err(FsError::NoSpace)) && self.wait_for_pending_frees()? {
             // ext4 does the same (ext4_should_retry_alloc): blocks freed by transactions that
             // have not committed become allocatable once they do; commit, then try again.
-            return self.handle_once(&credits, &mut op);
+            return self.handle_once(ino, &credits, &mut op);
         }
         r
     }
@@ -71,9 +81,13 @@ impl Okeanos {
         Ok(true)
     }
 
-    pub(super) fn handle_once<R>(&self, credits: &impl Fn(&mut Fs) -> FsResult<Credits>, op: &mut impl FnMut(&mut Fs) -> FsResult<R>) -> FsResult<R> {
+    pub(super) fn handle_once<R>(&self, ino: u32, credits: &impl Fn(&mut Fs) -> FsResult<Credits>, op: &mut impl FnMut(&mut Fs) -> FsResult<R>) -> FsResult<R> {
         let mut core = self.lock();
         let token = loop {
+            if ino != 0 {
+                // Again after every wait: a slow-path append may have opened it meanwhile.
+                self.close_stage(&mut core, ino);
+            }
             if let Some(why) = &core.fs.read_only {
                 return Err(FsError::ReadOnly(why.clone()));
             }

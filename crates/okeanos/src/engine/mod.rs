@@ -19,7 +19,8 @@
 //!   `open.rs`: the journal's part of mounting (recovery, remote takeover, the placement);
 //! - `handle.rs`: the state lock and handles (credits, waiting for room);
 //! - `ops.rs`: namespace and attribute operations; `write.rs`: the write path, fallocate and
-//!   truncation; `read.rs`: reads outside the lock; `evict.rs`: open files and eviction;
+//!   truncation; `stage.rs`: small appends staged beside the lock (`stage_appends=on`);
+//!   `read.rs`: reads outside the lock; `evict.rs`: open files and eviction;
 //! - `sync.rs`: syncs waiting for their commit; `step.rs`: the journal threads over the
 //!   scheduler (journal/scheduler/) and the effects of its decisions; `paths.rs`:
 //!   path-level calls and [`File`]; `image.rs`: image files.
@@ -35,6 +36,7 @@ mod ops;
 mod paths;
 mod read;
 mod step;
+mod stage;
 mod sync;
 mod write;
 
@@ -128,6 +130,8 @@ impl Inner {
         }
         core.fs.journal.commit_failed(why.clone());
         core.fs.read_only.get_or_insert(why);
+        // Appends are no longer staged (stage.rs): they take the path that fails.
+        self.stages.stop();
         self.deliver_syncs(core, false);
         self.wake_all();
         self.jcv.notify_all();
@@ -212,6 +216,8 @@ struct Inner {
     stats: Stats,
     /// The journal thread, and the checkpoint thread when checkpoints run beside commits.
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Staged appends (`stage_appends=on`, stage.rs).
+    stages: stage::Stages,
 }
 
 /// A mounted file system. Cheap to clone; all clones share one mount.

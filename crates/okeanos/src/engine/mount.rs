@@ -142,6 +142,7 @@ impl Okeanos {
             clock,
             stats,
             threads: Mutex::new(Vec::new()),
+            stages: Default::default(),
         });
         let me = Okeanos { _user: Some(Arc::new(UserGuard(inner.clone()))), inner };
         // Check the root before anything else: a foreign or damaged image fails here, clearly.
@@ -194,6 +195,7 @@ impl Okeanos {
         {
             let mut core = self.lock();
             core.closing = true;
+            self.close_all_stages(&mut core);
             core.sched.stop();
             self.inner.wake_all();
             self.inner.jcv.notify_all();

@@ -119,7 +119,7 @@ impl Okeanos {
     /// truncate or unlink drops them without writing anything home. Persistent (an inode flag).
     pub fn set_durable(&self, ino: u32, durable: bool) -> FsResult<()> {
         self.drain_evictions()?;
-        self.handle(Self::xattr_credits, |fs| fs.set_durable(ino, durable))
+        self.handle_on(ino, Self::xattr_credits, |fs| fs.set_durable(ino, durable))
     }
 
     /// Whether `ino` is O_DUR.
@@ -227,7 +227,7 @@ impl Okeanos {
 
     pub fn setattr(&self, ino: u32, set: &SetAttr) -> FsResult<Attr> {
         self.drain_evictions()?;
-        self.handle(Self::meta_credits(4), |fs| fs.setattr(ino, set))?;
+        self.handle_on(ino, Self::meta_credits(4), |fs| fs.setattr(ino, set))?;
         self.getattr(ino)
     }
 }

@@ -232,9 +232,13 @@ impl Okeanos {
     /// The scheduler's next step for `lane` at `now`, its effects carried out.
     pub(super) fn step_begin(&self, core: &mut Core, now: u64, lane: Lane) -> JournalStep {
         let wall = self.inner.clock.wall_ns();
+        let staged = self.suspend_stages(core);
         let Core { fs, sched, .. } = &mut *core;
         let step = sched.poll(fs, now, wall, lane);
         self.inner.carry_out(core);
+        if staged {
+            self.resume_stages(core);
+        }
         step
     }
 

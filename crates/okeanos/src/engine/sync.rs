@@ -50,6 +50,11 @@ impl Okeanos {
     /// in place are written and flushed without a commit: journal/datasync.rs).
     pub fn fsync(&self, ino: u32, datasync: bool) -> FsResult<()> {
         let t0 = self.inner.clock.now_ns();
+        if let Some(r) = self.fsync_staged(ino) {
+            r?;
+            self.inner.stats.on_sync(self.inner.clock.now_ns() - t0);
+            return Ok(());
+        }
         let mut core = self.lock();
         match self.sync_await(&mut core, ino, datasync) {
             Await::Commit(tid) => self.wait_committed(core, tid)?,

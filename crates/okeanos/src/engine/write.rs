@@ -49,7 +49,8 @@ impl Okeanos {
         let end = self.fallocate_range(offset, len)?;
         self.drain_evictions()?;
         loop {
-            let done = self.handle(
+            let done = self.handle_on(
+                ino,
                 |fs| Ok(Self::punch_step_blocks(fs, ino)?.1),
                 |fs| {
                     let (k, _) = Self::punch_step_blocks(fs, ino)?;
@@ -162,6 +163,13 @@ impl Okeanos {
                 None => Ok(self.getattr(ino)?.size),
             };
         }
+        if payload && !keep_size {
+            if let Some(pos) = self.try_stage(ino, off, data) {
+                self.inner.stats.on_payload(data.len());
+                self.inner.stats.on_staged_append();
+                return Ok(pos);
+            }
+        }
         let mut done = 0usize;
         let mut first = None;
         let mut drained = false;
@@ -185,7 +193,8 @@ impl Okeanos {
             // The piece and its position, chosen under the handle's lock (an append's position
             // is the size then); `credits` may run again after a wait, `op` uses its last choice.
             let chosen = std::cell::Cell::new((0u64, 0usize));
-            self.handle(
+            self.handle_on(
+                ino,
                 |fs| {
                     let pos = match off {
                         Some(o) => o + done as u64,
@@ -225,6 +234,10 @@ impl Okeanos {
                     if self.inner.opts.faults.panic_write_len == Some(len) {
                         panic!("test fault: a write of {len} bytes broke an invariant half-way");
                     }
+                    if payload && !keep_size && len == rest.len() {
+                        // The write's last piece: later small appends may be staged (stage.rs).
+                        self.open_stage(fs, ino, pos + len as u64)?;
+                    }
                     Ok(())
                 },
             )?;
@@ -262,7 +275,8 @@ impl Okeanos {
 
     pub(super) fn truncate_steps(&self, ino: u32, size: u64) -> FsResult<()> {
         loop {
-            let done = self.handle(
+            let done = self.handle_on(
+                ino,
                 |fs| Ok(Self::truncate_step_blocks(fs).1),
                 |fs| {
                     let (k, _) = Self::truncate_step_blocks(fs);

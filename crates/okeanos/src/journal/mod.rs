@@ -135,6 +135,10 @@ pub struct Journal {
     early: HashMap<HomeBlock, std::sync::Arc<Vec<u8>>>,
     /// fdatasyncs of overwrites waiting to be written in place (journal/datasync.rs).
     datasync: datasync::DatasyncQueue,
+    /// Credits set aside in the running transaction for changes that will join it without
+    /// waiting for admission (staged appends, engine/stage.rs): counted by every admission
+    /// as if already logged, given back before the transaction commits.
+    reserved: Credits,
 }
 
 counters! {
@@ -175,6 +179,7 @@ impl Journal {
             cp: CheckpointCounts::default(),
             early: HashMap::default(),
             datasync: Default::default(),
+            reserved: Credits::default(),
         }
     }
 
@@ -412,12 +417,12 @@ impl Journal {
         Credits { blocks, revokes: RevokeBlock::capacity(self.cfg.block_size) as u64 }
     }
 
-    /// Admits a handle that may log up to `credits` more blocks, or says what must happen first.
-    pub fn handle_start(&mut self, credits: Credits, now_ns: u64) -> Result<HandleToken, Admit> {
+    /// Whether a handle of `credits` fits now, or what must happen first.
+    fn admit(&self, credits: Credits) -> Result<(), Admit> {
         assert_eq!(self.running.state, TxState::Running);
         let max = self.max_handle_credits();
         assert!(credits.blocks <= max.blocks && credits.revokes <= max.revokes, "handle credits {credits:?} over the limit {max:?}");
-        let after = self.tx_blocks(self.running.units() + credits.blocks, self.running.revoked.len() as u64 + credits.revokes);
+        let after = self.tx_blocks(self.running.units() + self.reserved.blocks + credits.blocks, self.running.revoked.len() as u64 + self.reserved.revokes + credits.revokes);
         if after > self.cfg.max_tx_blocks && !self.running.is_empty() {
             return Err(Admit::NeedCommit);
         }
@@ -433,11 +438,52 @@ impl Journal {
         if limit > 0 && self.unwritten_in_place() > limit {
             return Err(Admit::NeedWriteback);
         }
+        Ok(())
+    }
+
+    /// Admits a handle that may log up to `credits` more blocks, or says what must happen first.
+    pub fn handle_start(&mut self, credits: Credits, now_ns: u64) -> Result<HandleToken, Admit> {
+        self.admit(credits)?;
         if self.running.start_ns.is_none() {
             self.running.start_ns = Some(now_ns);
         }
         self.running.handles += 1;
         Ok(HandleToken { tid: self.running.tid, credits, units_before: self.running.units(), revoked_before: self.running.revoked.len() })
+    }
+
+    /// Sets `credits` aside in the running transaction, under the same admission as a handle
+    /// (it may be refused for the same reasons), for changes that will join it later through
+    /// [`Self::handle_start_reserved`]. Given back with [`Self::unreserve`] before the
+    /// transaction commits.
+    pub fn reserve(&mut self, credits: Credits) -> Result<(), Admit> {
+        self.admit(credits)?;
+        self.reserved.blocks += credits.blocks;
+        self.reserved.revokes += credits.revokes;
+        Ok(())
+    }
+
+    /// Gives back credits set aside by [`Self::reserve`].
+    pub fn unreserve(&mut self, credits: Credits) {
+        assert!(self.reserved.blocks >= credits.blocks && self.reserved.revokes >= credits.revokes, "unreserve {credits:?} of {:?} set aside", self.reserved);
+        self.reserved.blocks -= credits.blocks;
+        self.reserved.revokes -= credits.revokes;
+    }
+
+    /// Credits set aside in the running transaction now.
+    pub fn reserved(&self) -> Credits {
+        self.reserved
+    }
+
+    /// A handle within credits set aside earlier (the reservation stays): admitted without
+    /// waiting, since the room was counted when it was set aside.
+    pub fn handle_start_reserved(&mut self, credits: Credits, now_ns: u64) -> HandleToken {
+        assert_eq!(self.running.state, TxState::Running);
+        assert!(self.reserved.blocks >= credits.blocks && self.reserved.revokes >= credits.revokes, "a reserved handle of {credits:?} with {:?} set aside", self.reserved);
+        if self.running.start_ns.is_none() {
+            self.running.start_ns = Some(now_ns);
+        }
+        self.running.handles += 1;
+        HandleToken { tid: self.running.tid, credits, units_before: self.running.units(), revoked_before: self.running.revoked.len() }
     }
 
     /// Ends a handle; checks it stayed within its credits. A handle over its credits is a broken

@@ -57,6 +57,8 @@ pub struct Run {
     pub fast_spans: u64,
     /// Inode notes those fast commits carried.
     pub inode_notes: u64,
+    /// Appends staged beside the state lock (`stage_appends=on`).
+    pub staged_appends: u64,
     /// Differential metadata blocks logged as joined records (more than 32 changed places).
     pub joined_blocks: u64,
     /// Data blocks commits wrote in place before their commit record.
@@ -273,6 +275,7 @@ fn end(recorder: Arc<CrashRecorder>, fs: Okeanos, files: BTreeMap<String, Histor
     let fast_commits = fs.counters().fast_commits;
     let fast_spans = fs.counters().fast_spans;
     let inode_notes = fs.counters().inode_notes;
+    let staged_appends = fs.counters().staged_appends;
     let joined_blocks = fs.counters().joined_blocks;
     let commit_in_place_blocks = fs.counters().commit_in_place_blocks;
     let pipelined_commits = fs.counters().pipelined_commits;
@@ -293,6 +296,7 @@ fn end(recorder: Arc<CrashRecorder>, fs: Okeanos, files: BTreeMap<String, Histor
         fast_commits,
         fast_spans,
         inode_notes,
+        staged_appends,
         joined_blocks,
         commit_in_place_blocks,
         recovery_faults: Default::default(),

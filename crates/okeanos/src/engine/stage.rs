@@ -1,0 +1,309 @@
+//! Staged appends (`stage_appends=on`): a write path beside the state lock for the commonest
+//! small write, an append that fits in the file's last block.
+//!
+//! A slow-path append (write.rs, under the lock) that leaves room in its file's last block
+//! opens the file's stage: credits for one more such change are set aside in the running
+//! transaction ([`Journal::reserve`]), and the stage remembers the size. Until the stage
+//! closes, an append or a write at the staged end that fits in the room left is copied into
+//! the stage under the stage's own mutex and returns: no state lock, no handle. Whoever takes
+//! the state lock next folds every stage's bytes into the running transaction, each within
+//! its reserved credits ([`Okeanos::lock`]), so that nothing under the lock ever sees a file
+//! without its staged bytes: reads, getattr, syncs, the commit's plan.
+//!
+//! The rules that keep this the same file system as without it:
+//! - bytes staged while the stage's credits are in transaction T are folded into T: before
+//!   the scheduler may begin a commit (`sched.poll`, the only place one begins) every stage is folded and
+//!   suspended (pushes take the slow path), and resumed in the transaction running after;
+//! - every operation that changes a file's size, mapping or flags closes its stage first,
+//!   under the same hold of the lock as the change ([`Okeanos::handle_on`]);
+//! - a file whose stage is open has no change in a transaction later than the stage's newest
+//!   (`last_tid`), so an fsync that finds it open waits for that commit alone, without the
+//!   lock; otherwise it takes the ordinary path.
+//!
+//! A staged append's bytes become durable with the commit they are folded into, as an
+//! ordinary append's; its mtime is the fold's time (at most one commit later).
+
+use super::*;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::RwLock;
+
+#[derive(Default)]
+pub(super) struct Stages {
+    map: RwLock<std::collections::HashMap<u32, Arc<Stage>>>,
+    /// Stages holding bytes not yet folded in: a lock acquisition folds them when not 0.
+    pending: AtomicUsize,
+    /// The highest transaction a sync without the lock asked to commit.
+    asked: AtomicU64,
+    /// The journal stopped: nothing is staged any more.
+    stopped: std::sync::atomic::AtomicBool,
+}
+
+struct Stage {
+    ino: u32,
+    st: Mutex<StageState>,
+}
+
+#[derive(Default)]
+struct StageState {
+    /// The transaction holding this stage's reserved credits: pushes go to it (None: closed
+    /// or suspended; pushes take the slow path).
+    open: Option<Tid>,
+    /// Suspended around a scheduler step: reopened after it (in the transaction then running).
+    suspended: bool,
+    credits: Credits,
+    /// The size as folded, and the staged bytes after it.
+    base: u64,
+    pending: Vec<u8>,
+    /// Bytes left in the last block after the staged ones.
+    room: u64,
+    /// The newest transaction holding a change of this file (every change since the stage
+    /// opened is a push; the one that opened it was in this transaction or an earlier one).
+    last_tid: Tid,
+}
+
+impl Stages {
+    fn get(&self, ino: u32) -> Option<Arc<Stage>> {
+        self.map.read().unwrap_or_else(|e| e.into_inner()).get(&ino).cloned()
+    }
+
+    pub(super) fn stop(&self) {
+        self.stopped.store(true, SeqCst);
+    }
+
+    fn all(&self) -> Vec<Arc<Stage>> {
+        self.map.read().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+    }
+}
+
+impl Okeanos {
+    fn staging(&self) -> bool {
+        let o = &self.inner.opts;
+        // A test fault that panics inside a write is in the slow path: no staging with it.
+        o.stage_appends && !o.manual_journal && !o.read_only && o.faults.panic_write_len.is_none()
+    }
+
+    /// The fast path: stages `data` for `ino` at the staged end (`off` None: append) if the
+    /// file's stage is open and the bytes fit in its last block; returns where they begin.
+    pub(super) fn try_stage(&self, ino: u32, off: Option<u64>, data: &[u8]) -> Option<u64> {
+        if !self.staging() || data.is_empty() || self.inner.stages.stopped.load(SeqCst) {
+            return None;
+        }
+        let stage = self.inner.stages.get(ino)?;
+        let mut s = stage.st.lock().unwrap_or_else(|e| e.into_inner());
+        let tid = s.open?;
+        let end = s.base + s.pending.len() as u64;
+        if off.is_some_and(|o| o != end) || data.len() as u64 > s.room {
+            return None;
+        }
+        if s.pending.is_empty() {
+            self.inner.stages.pending.fetch_add(1, SeqCst);
+        }
+        s.pending.extend_from_slice(data);
+        s.room -= data.len() as u64;
+        s.last_tid = tid;
+        Some(end)
+    }
+
+    /// Folds every stage's bytes into the running transaction (under the lock).
+    pub(super) fn fold_stages(&self, core: &mut Core) {
+        if self.inner.stages.pending.load(SeqCst) == 0 {
+            return;
+        }
+        for stage in self.inner.stages.all() {
+            let mut s = stage.st.lock().unwrap_or_else(|e| e.into_inner());
+            self.fold(core, stage.ino, &mut s);
+        }
+    }
+
+    /// Folds one stage's bytes in, as one handle within its reserved credits. A fold that
+    /// fails stops the journal: the bytes were accepted and cannot be written.
+    fn fold(&self, core: &mut Core, ino: u32, s: &mut StageState) {
+        if s.pending.is_empty() {
+            return;
+        }
+        self.inner.stages.pending.fetch_sub(1, SeqCst);
+        let at = s.base;
+        let n = s.pending.len();
+        s.base += n as u64;
+        if core.fs.journal.aborted().is_some() || core.fs.read_only.is_some() {
+            // Nothing can join a transaction any more; the journal said why already.
+            s.pending.clear();
+            return;
+        }
+        let now = self.inner.clock.now_ns();
+        let token = core.fs.journal.handle_start_reserved(s.credits, now);
+        let early_was_due = core.fs.journal.early_due();
+        let bytes = std::mem::take(&mut s.pending);
+        let r = self.guarded(core, |fs| fs.write_keeping(ino, at, &bytes, false));
+        s.pending = bytes;
+        s.pending.clear();
+        let stopped = core.fs.journal.handle_stop(token);
+        if !early_was_due && core.fs.journal.early_due() {
+            self.inner.ccv.notify_one();
+            self.inner.jcv.notify_one();
+        }
+        self.inner.stats.on_handle();
+        let failed = match (r, stopped) {
+            (Err(e), _) => Some(format!("a staged append of {n} bytes to inode {ino} failed: {e}")),
+            (_, Err(why)) => Some(format!("broken invariant: {why}")),
+            _ => None,
+        };
+        if let Some(why) = failed {
+            s.open = None;
+            s.suspended = false;
+            self.inner.stop_journal(core, why);
+        }
+    }
+
+    /// Closes `ino`'s stage (under the lock): its bytes folded in, its credits given back;
+    /// appends take the slow path until one opens it again.
+    pub(super) fn close_stage(&self, core: &mut Core, ino: u32) {
+        if !self.staging() {
+            return;
+        }
+        let Some(stage) = self.inner.stages.get(ino) else { return };
+        let mut s = stage.st.lock().unwrap_or_else(|e| e.into_inner());
+        self.fold(core, ino, &mut s);
+        if s.open.take().is_some() {
+            core.fs.journal.unreserve(s.credits);
+        }
+        s.suspended = false;
+    }
+
+    /// Forgets `ino`'s stage (the inode is gone).
+    pub(super) fn drop_stage(&self, core: &mut Core, ino: u32) {
+        self.close_stage(core, ino);
+        self.inner.stages.map.write().unwrap_or_else(|e| e.into_inner()).remove(&ino);
+    }
+
+    /// Closes every stage (unmount, a stopped journal).
+    pub(super) fn close_all_stages(&self, core: &mut Core) {
+        if !self.staging() {
+            return;
+        }
+        for stage in self.inner.stages.all() {
+            let mut s = stage.st.lock().unwrap_or_else(|e| e.into_inner());
+            self.fold(core, stage.ino, &mut s);
+            if s.open.take().is_some() {
+                core.fs.journal.unreserve(s.credits);
+            }
+            s.suspended = false;
+        }
+    }
+
+    /// Before a scheduler step (which may begin a commit): every stage folded in, its credits
+    /// given back, pushes to the slow path. Returns whether any stage was suspended.
+    pub(super) fn suspend_stages(&self, core: &mut Core) -> bool {
+        if !self.staging() {
+            return false;
+        }
+        let mut any = false;
+        for stage in self.inner.stages.all() {
+            let mut s = stage.st.lock().unwrap_or_else(|e| e.into_inner());
+            self.fold(core, stage.ino, &mut s);
+            if s.open.take().is_some() {
+                core.fs.journal.unreserve(s.credits);
+                s.suspended = true;
+                any = true;
+            }
+        }
+        any
+    }
+
+    /// After a scheduler step: suspended stages open again in the running transaction, if
+    /// their credits are admitted there without waiting; otherwise they stay closed.
+    pub(super) fn resume_stages(&self, core: &mut Core) {
+        if core.fs.journal.aborted().is_some() || core.fs.read_only.is_some() || core.closing {
+            return;
+        }
+        for stage in self.inner.stages.all() {
+            let mut s = stage.st.lock().unwrap_or_else(|e| e.into_inner());
+            if !std::mem::take(&mut s.suspended) {
+                continue;
+            }
+            if core.fs.journal.reserve(s.credits).is_ok() {
+                s.open = Some(core.fs.journal.running_tid());
+            }
+        }
+    }
+
+    /// Opens `ino`'s stage after a slow-path write that ended at `end`, the file's size, in
+    /// its handle (under the lock): when the last block has room, the file is a plain regular
+    /// file, and the credits of one more append are admitted in the running transaction now.
+    pub(super) fn open_stage(&self, fs: &mut Fs, ino: u32, end: u64) -> FsResult<()> {
+        if !self.staging() {
+            return Ok(());
+        }
+        let bs = fs.bs() as u64;
+        if end % bs == 0 || fs.attr(ino)?.size != end {
+            return Ok(());
+        }
+        let plain = {
+            let mi = fs.load(ino)?;
+            mi.inode.is_reg() && mi.inode.flags & crate::format::inode::FLAG_DURABLE == 0 && mi.bmap((end / bs) as u32).is_some()
+        };
+        if !plain {
+            return Ok(());
+        }
+        // What a fold can change: the last block (logged when data is journaled; a revoke when
+        // selective journaling turns it to in place) and the inode's table block. Nothing is
+        // allocated: the block is mapped and the bytes stay inside it.
+        let journaled = Self::data_journaled(fs, ino);
+        let credits = Credits { blocks: 1 + journaled as u64, revokes: 1 };
+        let stage = {
+            let mut map = self.inner.stages.map.write().unwrap_or_else(|e| e.into_inner());
+            map.entry(ino).or_insert_with(|| Arc::new(Stage { ino, st: Mutex::new(StageState::default()) })).clone()
+        };
+        let mut s = stage.st.lock().unwrap_or_else(|e| e.into_inner());
+        debug_assert!(s.open.is_none() && s.pending.is_empty(), "a stage opened twice");
+        if s.open.is_some() || !s.pending.is_empty() {
+            return Ok(());
+        }
+        if fs.st.journal.reserve(credits).is_err() {
+            return Ok(());
+        }
+        let tid = fs.st.journal.running_tid();
+        *s = StageState { open: Some(tid), suspended: false, credits, base: end, pending: Vec::new(), room: bs - end % bs, last_tid: tid };
+        Ok(())
+    }
+
+    /// fsync or fdatasync of a file whose stage is open, without the state lock: waits for
+    /// the commit of the newest transaction holding a change of it. `None`: not staged (or
+    /// suspended), the caller takes the ordinary path.
+    pub(super) fn fsync_staged(&self, ino: u32) -> Option<FsResult<()>> {
+        if !self.staging() {
+            return None;
+        }
+        let stage = self.inner.stages.get(ino)?;
+        let tid = {
+            let s = stage.st.lock().unwrap_or_else(|e| e.into_inner());
+            s.open?;
+            s.last_tid
+        };
+        // The canary: one transaction short.
+        let tid = if self.inner.opts.faults.stage_sync_early { tid.saturating_sub(1) } else { tid };
+        let inner = &self.inner;
+        if Tid::new(inner.committed.load(SeqCst)) >= tid {
+            return Some(Ok(()));
+        }
+        if inner.stages.asked.fetch_max(tid.get(), SeqCst) < tid.get() {
+            // The first to ask for this commit asks the journal, under the lock (it may lead
+            // the commit on this thread); the others only wait for it.
+            let core = self.lock();
+            return Some(self.wait_committed(core, tid));
+        }
+        let gen = inner.wake_gen.load(SeqCst);
+        {
+            let mut g = inner.sync_lock.lock().unwrap_or_else(|e| e.into_inner());
+            while Tid::new(inner.committed.load(SeqCst)) < tid && inner.wake_gen.load(SeqCst) == gen {
+                g = inner.commit_cv[(tid.get() % 2) as usize].wait(g).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        if Tid::new(inner.committed.load(SeqCst)) >= tid {
+            return Some(Ok(()));
+        }
+        // Woken for something else (an error, unmount): the ordinary path says what.
+        let core = self.lock();
+        Some(self.wait_committed(core, tid))
+    }
+}
