@@ -163,11 +163,19 @@ impl Okeanos {
         }
         let Some(stage) = self.inner.stages.get(ino) else { return };
         let mut s = stage.st.lock().unwrap_or_else(|e| e.into_inner());
-        self.fold(core, ino, &mut s);
-        if s.open.take().is_some() {
+        self.release_stage(core, ino, &mut s);
+    }
+
+    /// Folds a stage in and gives its credits back (pushes take the slow path); whether it
+    /// was open.
+    fn release_stage(&self, core: &mut Core, ino: u32, s: &mut StageState) -> bool {
+        self.fold(core, ino, s);
+        s.suspended = false;
+        let open = s.open.take().is_some();
+        if open {
             core.fs.journal.unreserve(s.credits);
         }
-        s.suspended = false;
+        open
     }
 
     /// Forgets `ino`'s stage (the inode is gone).
@@ -176,18 +184,14 @@ impl Okeanos {
         self.inner.stages.map.write().unwrap_or_else(|e| e.into_inner()).remove(&ino);
     }
 
-    /// Closes every stage (unmount, a stopped journal).
+    /// Closes every stage (unmount).
     pub(super) fn close_all_stages(&self, core: &mut Core) {
         if !self.staging() {
             return;
         }
         for stage in self.inner.stages.all() {
             let mut s = stage.st.lock().unwrap_or_else(|e| e.into_inner());
-            self.fold(core, stage.ino, &mut s);
-            if s.open.take().is_some() {
-                core.fs.journal.unreserve(s.credits);
-            }
-            s.suspended = false;
+            self.release_stage(core, stage.ino, &mut s);
         }
     }
 
@@ -200,9 +204,7 @@ impl Okeanos {
         let mut any = false;
         for stage in self.inner.stages.all() {
             let mut s = stage.st.lock().unwrap_or_else(|e| e.into_inner());
-            self.fold(core, stage.ino, &mut s);
-            if s.open.take().is_some() {
-                core.fs.journal.unreserve(s.credits);
+            if self.release_stage(core, stage.ino, &mut s) {
                 s.suspended = true;
                 any = true;
             }
