@@ -196,17 +196,32 @@ impl Okeanos {
     }
 
     /// Before a scheduler step (which may begin a commit): every stage folded in, its credits
-    /// given back, pushes to the slow path. Returns whether any stage was suspended.
+    /// given back, pushes to the slow path. Returns whether any stage was suspended. A stage
+    /// nothing was staged in during this transaction and the one before is closed and
+    /// forgotten instead: its credits are not set aside again in every transaction (a file
+    /// appended to once keeps none), and the next append opens it again.
     pub(super) fn suspend_stages(&self, core: &mut Core) -> bool {
         if !self.staging() {
             return false;
         }
         let mut any = false;
+        let mut idle = Vec::new();
         for stage in self.inner.stages.all() {
             let mut s = stage.st.lock().unwrap_or_else(|e| e.into_inner());
-            if self.release_stage(core, stage.ino, &mut s) {
+            let active = s.open.is_some_and(|t| s.last_tid.get() + 1 >= t.get());
+            if self.release_stage(core, stage.ino, &mut s) && active {
                 s.suspended = true;
                 any = true;
+            } else {
+                idle.push(stage.ino);
+            }
+        }
+        if !idle.is_empty() {
+            // Closed under this hold of the lock, and only a slow-path append (under the lock)
+            // opens a stage: none of these can be opened meanwhile.
+            let mut map = self.inner.stages.map.write().unwrap_or_else(|e| e.into_inner());
+            for ino in idle {
+                map.remove(&ino);
             }
         }
         any
