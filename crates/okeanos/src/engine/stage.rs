@@ -12,8 +12,9 @@
 //!
 //! The rules that keep this the same file system as without it:
 //! - bytes staged while the stage's credits are in transaction T are folded into T: before
-//!   the scheduler may begin a commit (`sched.poll`, the only place one begins) every stage is folded and
-//!   suspended (pushes take the slow path), and resumed in the transaction running after;
+//!   the scheduler may begin a commit (`sched.poll`, the only place one begins) every stage
+//!   is folded and suspended (pushes take the slow path), and resumed in the transaction
+//!   running after (or closed, when nothing was staged in it for two transactions);
 //! - every operation that changes a file's size, mapping or flags closes its stage first,
 //!   under the same hold of the lock as the change ([`Okeanos::handle_on`]);
 //! - a file whose stage is open has no change in a transaction later than the stage's newest
