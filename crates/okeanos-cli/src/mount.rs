@@ -560,7 +560,7 @@ fn summary(v: &serde_json::Value) -> String {
         }
     }
     let _ = writeln!(o, "syncs         {:.0}, {:.1} per commit; latency p50 {}, p99 {}, p99.9 {}, max {}", n("syncs"), n("syncs_per_commit"), dur(lat("p50_us")), dur(lat("p99_us")), dur(lat("p999_us")), dur(lat("max_us")));
-    let _ = writeln!(o, "commits       {:.0} ({:.1} journal blocks each, {:.0} as fast commits, {:.0} of them spans, {:.0} inode notes), checkpoints {:.0}; {:.0} journal steps led by a syncing thread", n("commits"), n("journal_blocks_per_commit"), n("fast_commits"), n("fast_spans"), n("inode_notes"), n("checkpoints"), n("led_steps"));
+    let _ = writeln!(o, "commits       {:.0} ({:.1} journal blocks each, {:.0} as fast commits, {:.0} of them spans, {:.0} inode notes), checkpoints {:.0}; {:.0} journal steps led by a syncing thread; {:.0} appends staged", n("commits"), n("journal_blocks_per_commit"), n("fast_commits"), n("fast_spans"), n("inode_notes"), n("checkpoints"), n("led_steps"), n("staged_appends"));
     if n("pipelined_flushes") > 0.0 {
         let _ = writeln!(o, "pipeline      {:.0} commits begun beside an earlier commit's flush; {:.0} flushes by flusher threads, {} each", n("pipelined_commits"), n("pipelined_flushes"), dur(n("pipelined_flush_ns") / n("pipelined_flushes") / 1e3));
     }
