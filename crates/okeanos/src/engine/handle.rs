@@ -136,15 +136,7 @@ impl Okeanos {
         let epoch = core.fs.dirty_epoch;
         let early_was_due = core.fs.journal.early_due();
         let r = self.guarded(&mut core, |fs| op(fs));
-        let stopped = core.fs.journal.handle_stop(token);
-        if !early_was_due && core.fs.journal.early_due() {
-            // This handle took the running transaction's unwritten in-place data past the
-            // background threshold: a lane writes it early (journal/writeback.rs). A lane busy
-            // now polls again after its step; one asleep would not look before its timer.
-            self.inner.ccv.notify_one();
-            self.inner.jcv.notify_one();
-        }
-        self.inner.stats.on_handle();
+        let stopped = self.end_handle(&mut core, token, early_was_due);
         if let Err(why) = stopped {
             // Over its credits, the transaction may not fit the room it was admitted to.
             let why = format!("broken invariant: {why}");
@@ -159,6 +151,21 @@ impl Okeanos {
         }
         core.fs.shrink_cache();
         r
+    }
+
+    /// Ends a handle whose change is made: its credits checked (an error is a broken
+    /// estimate, the caller stops the journal), a lane woken if it took the running
+    /// transaction's unwritten in-place data past the background threshold, counted.
+    pub(super) fn end_handle(&self, core: &mut Core, token: crate::journal::transaction::HandleToken, early_was_due: bool) -> Result<(), String> {
+        let stopped = core.fs.journal.handle_stop(token);
+        if !early_was_due && core.fs.journal.early_due() {
+            // A lane writes it early (journal/writeback.rs). A lane busy now polls again after
+            // its step; one asleep would not look before its timer.
+            self.inner.ccv.notify_one();
+            self.inner.jcv.notify_one();
+        }
+        self.inner.stats.on_handle();
+        stopped
     }
 
     /// Credits for a handle that changes `meta` metadata blocks at most.

@@ -138,12 +138,7 @@ impl Okeanos {
         let r = self.guarded(core, |fs| fs.write_keeping(ino, at, &bytes, false));
         s.pending = bytes;
         s.pending.clear();
-        let stopped = core.fs.journal.handle_stop(token);
-        if !early_was_due && core.fs.journal.early_due() {
-            self.inner.ccv.notify_one();
-            self.inner.jcv.notify_one();
-        }
-        self.inner.stats.on_handle();
+        let stopped = self.end_handle(core, token, early_was_due);
         let failed = match (r, stopped) {
             (Err(e), _) => Some(format!("a staged append of {n} bytes to inode {ino} failed: {e}")),
             (_, Err(why)) => Some(format!("broken invariant: {why}")),

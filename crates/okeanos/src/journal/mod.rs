@@ -469,11 +469,6 @@ impl Journal {
         self.reserved.revokes -= credits.revokes;
     }
 
-    /// Credits set aside in the running transaction now.
-    pub fn reserved(&self) -> Credits {
-        self.reserved
-    }
-
     /// A handle within credits set aside earlier (the reservation stays): admitted without
     /// waiting, since the room was counted when it was set aside.
     pub fn handle_start_reserved(&mut self, credits: Credits, now_ns: u64) -> HandleToken {
