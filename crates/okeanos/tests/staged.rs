@@ -134,3 +134,87 @@ fn a_staged_file_removed_and_a_bad_option() {
     assert!(e.contains("stage_appends"), "{e}");
     assert!(okeanos::MountOptions::parse("stage_appends").unwrap().stage_appends);
 }
+
+/// A device whose next flush fails or panics once armed (a panic: a broken invariant in the
+/// middle of a commit's I/O, which stops the journal from whichever thread ran it).
+struct FailingFlush {
+    dev: Arc<dyn Device>,
+    armed: std::sync::atomic::AtomicBool,
+    panics: bool,
+}
+
+impl Device for FailingFlush {
+    fn name(&self) -> String {
+        self.dev.name()
+    }
+    fn len_bytes(&self) -> u64 {
+        self.dev.len_bytes()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), okeanos::device::DeviceError> {
+        self.dev.read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), okeanos::device::DeviceError> {
+        self.dev.write_at(offset, data)
+    }
+    fn flush(&self) -> Result<(), okeanos::device::DeviceError> {
+        if self.armed.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            assert!(!self.panics, "test fault: a panic inside a commit's flush");
+            return Err(okeanos::device::DeviceError::Io { device: self.dev.name(), op: "flush", offset: 0, message: "test fault: the flush failed".into() });
+        }
+        self.dev.flush()
+    }
+    fn counters(&self) -> okeanos::device::DeviceStats {
+        self.dev.counters()
+    }
+}
+
+/// The journal stops (a commit's flush fails, or panics) while a file's stage is open: the
+/// sync of the staged append fails, and so does every later sync of the file, at once,
+/// whichever thread ran the commit (`commit_leader` on: the syncing thread; off: the journal
+/// thread). A later sync once slept for a commit that would never come when the journal
+/// thread had died with the stage open: that commit had been asked for already, and the
+/// wake-up of the stop had gone by. The syncs run on a thread of their own, waited for at
+/// most 60 s, so that a hang fails the test instead of stalling it.
+#[test]
+fn syncs_of_a_staged_file_after_the_journal_stopped_fail_and_do_not_hang() {
+    for panics in [false, true] {
+        for leader in [true, false] {
+            let case = format!("flush {}, commit_leader={leader}", if panics { "panics" } else { "fails" });
+            let mem = mem_fs(16 * MB, 256);
+            let dev = Arc::new(FailingFlush { dev: mem.clone() as Arc<dyn Device>, armed: false.into(), panics });
+            let mut o = staged(DataMode::Wasteless);
+            o.commit_leader = leader;
+            let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
+            let f = Arc::new(fs.create_file("/log").unwrap());
+            f.append(b"synced before\n").unwrap();
+            f.fdatasync().unwrap();
+            let staged_before = fs.counters().staged_appends;
+            dev.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+            // An append can miss the stage while a commit is being planned (stages are
+            // suspended then): append until one is staged, a few at most.
+            for _ in 0..20 {
+                f.append(b"its commit fails\n").unwrap();
+                if fs.counters().staged_appends > staged_before {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            assert!(fs.counters().staged_appends > staged_before, "{case}: no append was staged");
+            let (tx, rx) = std::sync::mpsc::channel();
+            let g = f.clone();
+            std::thread::spawn(move || {
+                let results: Vec<bool> = (0..3).map(|_| g.fdatasync().is_err()).collect();
+                let _ = tx.send(results);
+            });
+            let results = rx.recv_timeout(std::time::Duration::from_secs(60)).unwrap_or_else(|_| panic!("{case}: a sync after the journal stopped hung"));
+            assert_eq!(results, [true, true, true], "{case}: a sync was acknowledged after the failed flush");
+            assert!(fs.read_only_reason().is_some(), "{case}: not read-only");
+            assert_eq!(f.read_at(0, 14).unwrap(), b"synced before\n");
+            drop(f);
+            drop(fs);
+            let fs = mount(&mem, DataMode::Wasteless);
+            assert!(fs.read_path("/log").unwrap().starts_with(b"synced before\n"), "{case}");
+            fs.unmount().unwrap();
+        }
+    }
+}

@@ -306,6 +306,13 @@ impl Okeanos {
             return Some(self.wait_committed(core, tid));
         }
         let gen = inner.wake_gen.load(SeqCst);
+        // A journal that stopped before `gen` was read has woken its sleepers already: this
+        // sync would sleep for a commit that never comes. `stop` is stored before the wake-up
+        // advances `wake_gen`, so one of the two is seen.
+        if inner.stages.stopped.load(SeqCst) {
+            let core = self.lock();
+            return Some(self.wait_committed(core, tid));
+        }
         {
             let mut g = inner.sync_lock.lock().unwrap_or_else(|e| e.into_inner());
             while Tid::new(inner.committed.load(SeqCst)) < tid && inner.wake_gen.load(SeqCst) == gen {

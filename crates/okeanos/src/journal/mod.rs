@@ -41,6 +41,10 @@ use transaction::{Credits, HandleToken, Tid, Transaction, TxState};
 /// it; the largest fixed handle, a rename, takes 28 blocks plus allocation).
 pub const MIN_TX_BLOCKS: u64 = 64;
 
+/// Credits set aside for later changes ([`Journal::reserve`]: staged appends) take at most
+/// 1/RESERVED_SHARE of a transaction's blocks.
+const RESERVED_SHARE: u64 = 4;
+
 #[derive(Debug, Clone)]
 pub struct JournalConfig {
     pub block_size: usize,
@@ -456,6 +460,13 @@ impl Journal {
     /// [`Self::handle_start_reserved`]. Given back with [`Self::unreserve`] before the
     /// transaction commits.
     pub fn reserve(&mut self, credits: Credits) -> Result<(), Admit> {
+        // Set-aside credits are a worst case held for the whole transaction (a staged append
+        // of 128 bytes holds a block, and its inode's table block, which fifteen other files
+        // may share): many of them would fill transactions with room nobody uses and force
+        // commits on the handles they shut out. They take a quarter of one at most.
+        if (self.reserved.blocks + credits.blocks) * RESERVED_SHARE > self.cfg.max_tx_blocks {
+            return Err(Admit::NeedCommit);
+        }
         self.admit(credits)?;
         self.reserved.blocks += credits.blocks;
         self.reserved.revokes += credits.revokes;
