@@ -71,7 +71,8 @@ pub struct MountOptions {
     /// Small appends that fit in the file's last block are staged beside the state lock and
     /// folded into the running transaction by the next thread that takes the lock, and an
     /// fsync of such a file waits for its commit without taking the lock
-    /// (`stage_appends=on`; engine/stage.rs). Off by default.
+    /// (`stage_appends=on|off`; engine/stage.rs). On by default (docs/BENCHMARKS.md, "Staged
+    /// appends by default").
     pub stage_appends: bool,
     /// Commits whose flush may be in flight at once (`commit_pipeline=N`, 1 to 64; 1: a
     /// commit's flush runs in the commit lane and the next commit waits for it). With N > 1
@@ -207,7 +208,7 @@ impl Default for MountOptions {
             batch_for_bytes: false,
             checkpoint_thread: None,
             commit_leader: true,
-            stage_appends: false,
+            stage_appends: true,
             commit_pipeline: 1,
             fast_commit: true,
             fast_commit_blocks: crate::format::journal::MAX_FAST_BLOCKS,
