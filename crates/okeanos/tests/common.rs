@@ -38,3 +38,46 @@ pub fn record(s: usize, k: usize, len: usize) -> Vec<u8> {
         })
         .collect()
 }
+
+/// A device whose next flush, once armed, fails or panics (a panic: a broken invariant in the
+/// middle of a commit's I/O, which stops the journal from whichever thread ran it).
+pub struct FlushFault {
+    pub dev: Arc<dyn Device>,
+    pub armed: std::sync::atomic::AtomicBool,
+    pub panics: bool,
+}
+
+impl FlushFault {
+    pub fn new(dev: Arc<dyn Device>, panics: bool) -> Self {
+        FlushFault { dev, armed: false.into(), panics }
+    }
+
+    pub fn arm(&self) {
+        self.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Device for FlushFault {
+    fn name(&self) -> String {
+        self.dev.name()
+    }
+    fn len_bytes(&self) -> u64 {
+        self.dev.len_bytes()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), okeanos::device::DeviceError> {
+        self.dev.read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), okeanos::device::DeviceError> {
+        self.dev.write_at(offset, data)
+    }
+    fn flush(&self) -> Result<(), okeanos::device::DeviceError> {
+        if self.armed.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            assert!(!self.panics, "test fault: a panic inside a commit's flush");
+            return Err(okeanos::device::DeviceError::Io { device: self.dev.name(), op: "flush", offset: 0, message: "test fault: the flush failed".into() });
+        }
+        self.dev.flush()
+    }
+    fn counters(&self) -> okeanos::device::DeviceStats {
+        self.dev.counters()
+    }
+}

@@ -269,34 +269,6 @@ fn a_transient_flush_error_is_not_retried() {
     }
 }
 
-/// A device whose flush panics once armed: a broken invariant in the middle of a commit's I/O.
-struct PanickingFlush {
-    dev: Arc<dyn Device>,
-    armed: std::sync::atomic::AtomicBool,
-}
-
-impl Device for PanickingFlush {
-    fn name(&self) -> String {
-        self.dev.name()
-    }
-    fn len_bytes(&self) -> u64 {
-        self.dev.len_bytes()
-    }
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), okeanos::device::DeviceError> {
-        self.dev.read_at(offset, buf)
-    }
-    fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), okeanos::device::DeviceError> {
-        self.dev.write_at(offset, data)
-    }
-    fn flush(&self) -> Result<(), okeanos::device::DeviceError> {
-        assert!(!self.armed.load(std::sync::atomic::Ordering::SeqCst), "test fault: a panic inside a commit's flush");
-        self.dev.flush()
-    }
-    fn counters(&self) -> okeanos::device::DeviceStats {
-        self.dev.counters()
-    }
-}
-
 /// A panic inside a commit's I/O stops the journal whichever thread ran the commit: the
 /// syncing thread leading its write group (`commit_leader=on`: the panic is caught there, not
 /// passed into the program's thread) or the journal thread (`off`). The sync fails with the
@@ -305,14 +277,14 @@ impl Device for PanickingFlush {
 fn a_panic_in_a_commit_stops_the_journal_on_either_thread() {
     for leader in [true, false] {
         let mem = mem_fs(16 * MB, 256);
-        let dev = Arc::new(PanickingFlush { dev: mem.clone() as Arc<dyn Device>, armed: false.into() });
+        let dev = Arc::new(FlushFault::new(mem.clone() as Arc<dyn Device>, true));
         let mut o = opts(DataMode::Wasteless);
         o.commit_leader = leader;
         let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
         let f = fs.create_file("/log").unwrap();
         f.append(b"synced before\n").unwrap();
         f.fdatasync().unwrap();
-        dev.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+        dev.arm();
         f.append(b"its commit panics\n").unwrap();
         let err = f.fdatasync().unwrap_err();
         assert_eq!(err.errno(), libc::EIO, "commit_leader={leader}: {err}");

@@ -135,39 +135,6 @@ fn a_staged_file_removed_and_a_bad_option() {
     assert!(okeanos::MountOptions::parse("stage_appends").unwrap().stage_appends);
 }
 
-/// A device whose next flush fails or panics once armed (a panic: a broken invariant in the
-/// middle of a commit's I/O, which stops the journal from whichever thread ran it).
-struct FailingFlush {
-    dev: Arc<dyn Device>,
-    armed: std::sync::atomic::AtomicBool,
-    panics: bool,
-}
-
-impl Device for FailingFlush {
-    fn name(&self) -> String {
-        self.dev.name()
-    }
-    fn len_bytes(&self) -> u64 {
-        self.dev.len_bytes()
-    }
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), okeanos::device::DeviceError> {
-        self.dev.read_at(offset, buf)
-    }
-    fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), okeanos::device::DeviceError> {
-        self.dev.write_at(offset, data)
-    }
-    fn flush(&self) -> Result<(), okeanos::device::DeviceError> {
-        if self.armed.swap(false, std::sync::atomic::Ordering::SeqCst) {
-            assert!(!self.panics, "test fault: a panic inside a commit's flush");
-            return Err(okeanos::device::DeviceError::Io { device: self.dev.name(), op: "flush", offset: 0, message: "test fault: the flush failed".into() });
-        }
-        self.dev.flush()
-    }
-    fn counters(&self) -> okeanos::device::DeviceStats {
-        self.dev.counters()
-    }
-}
-
 /// The journal stops (a commit's flush fails, or panics) while a file's stage is open: the
 /// sync of the staged append fails, and so does every later sync of the file, at once,
 /// whichever thread ran the commit (`commit_leader` on: the syncing thread; off: the journal
@@ -181,7 +148,7 @@ fn syncs_of_a_staged_file_after_the_journal_stopped_fail_and_do_not_hang() {
         for leader in [true, false] {
             let case = format!("flush {}, commit_leader={leader}", if panics { "panics" } else { "fails" });
             let mem = mem_fs(16 * MB, 256);
-            let dev = Arc::new(FailingFlush { dev: mem.clone() as Arc<dyn Device>, armed: false.into(), panics });
+            let dev = Arc::new(FlushFault::new(mem.clone() as Arc<dyn Device>, panics));
             let mut o = staged(DataMode::Wasteless);
             o.commit_leader = leader;
             let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
@@ -189,7 +156,7 @@ fn syncs_of_a_staged_file_after_the_journal_stopped_fail_and_do_not_hang() {
             f.append(b"synced before\n").unwrap();
             f.fdatasync().unwrap();
             let staged_before = fs.counters().staged_appends;
-            dev.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+            dev.arm();
             // An append can miss the stage while a commit is being planned (stages are
             // suspended then): append until one is staged, a few at most.
             for _ in 0..20 {
