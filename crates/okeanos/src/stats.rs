@@ -97,8 +97,9 @@ pub struct LaneTimes {
     pub flush_ns: u64,
     /// Reporting it back under the lock (a commit's end, settling its syncs).
     pub finish_ns: u64,
-    /// A leader answering the syncs its steps settled (the journal thread hands them to the
-    /// notifier thread instead).
+    /// Answering the syncs a step settled: a leader replying to them, or the journal thread
+    /// waking a commit's sleeping syncs after it lets go of the lock (the woken writers may
+    /// preempt it: wall time).
     pub answer_ns: u64,
     /// Waiting for the state lock, held by writers or the checkpoint lane.
     pub lock_ns: u64,

@@ -333,7 +333,8 @@ fn request_threads_lead_commits_and_answer_each_sync_once() {
 /// been up, with eight threads syncing and the lane passing between leaders and the journal
 /// thread (or, with `commit_leader=off`, the journal thread alone). A wait counted twice (the
 /// journal thread's idle wait while a leader ran the lane) breaks the bound. Every commit is a
-/// step of the lane, and its steps' planning and I/O are counted.
+/// step of the lane, and its steps' planning and I/O are counted, and (journal thread alone)
+/// its wake-ups of the commits' syncs as answers.
 #[test]
 fn the_commit_lane_counts_each_moment_once() {
     for leader in [true, false] {
@@ -366,6 +367,9 @@ fn the_commit_lane_counts_each_moment_once() {
         assert!(l.plan_ns > 0 && l.write_ns + l.flush_ns > 0, "commit_leader={leader}: steps planned and written: {l:?}");
         if leader {
             assert!(c.led_steps > 0, "some commits were led");
+        } else {
+            // The journal thread's wake-up of each commit's syncs is its answer to them.
+            assert!(l.answer_ns > 0, "commit_leader=off: the journal thread's wake-ups were not counted as answers: {l:?}");
         }
         fs.unmount().unwrap();
     }

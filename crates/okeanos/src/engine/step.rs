@@ -196,9 +196,12 @@ pub(super) fn journal_thread(inner: Arc<Inner>, lane: Lane) {
                     let leads = core.leads;
                     drop(core);
                     inner.wake_committed(owed);
+                    // The wake-up is the lane's answer to the commit's syncs; taking the lock
+                    // again after it, a wait for the lock (docs/OBSERVABILITY.md).
+                    clock.mark(LanePhase::Answer);
                     core = me.lock();
                     if core.leads == leads {
-                        clock.mark(LanePhase::Finish);
+                        clock.mark(LanePhase::Lock);
                     } else {
                         // The lane was free meanwhile, and a leader took it and counted its
                         // own time: this thread's wake-ups and wait for the lock are not the
