@@ -89,6 +89,20 @@ impl<'a> LaneClock<'a> {
         }
     }
 
+    /// The time since the last mark until `at` (an earlier reading of [`Self::now`]) was spent
+    /// in `phase`: charged once it is known to have been the lane's.
+    pub(super) fn mark_until(&mut self, phase: LanePhase, at: u64) {
+        if self.on {
+            self.inner.stats.on_lane(phase, at.saturating_sub(self.at));
+            self.at = at;
+        }
+    }
+
+    /// The mount's clock, when this lane is timed.
+    pub(super) fn now(&self) -> u64 {
+        if self.on { self.inner.clock.now_ns() } else { 0 }
+    }
+
     /// Starts timing again from now (the time since the last mark was not the lane's).
     pub(super) fn restart(&mut self) {
         if self.on {
@@ -196,11 +210,12 @@ pub(super) fn journal_thread(inner: Arc<Inner>, lane: Lane) {
                     let leads = core.leads;
                     drop(core);
                     inner.wake_committed(owed);
-                    // The wake-up is the lane's answer to the commit's syncs; taking the lock
-                    // again after it, a wait for the lock (docs/OBSERVABILITY.md).
-                    clock.mark(LanePhase::Answer);
+                    let woke = clock.now();
                     core = me.lock();
                     if core.leads == leads {
+                        // The wake-up is the lane's answer to the commit's syncs; taking the
+                        // lock again after it, a wait for the lock (docs/OBSERVABILITY.md).
+                        clock.mark_until(LanePhase::Answer, woke);
                         clock.mark(LanePhase::Lock);
                     } else {
                         // The lane was free meanwhile, and a leader took it and counted its
