@@ -39,6 +39,9 @@ pub enum LockMode {
     None,
 }
 
+/// How many times /proc/locks is read for the holder of a busy lock, 10 ms apart.
+const HOLDER_LOOKS: usize = 10;
+
 /// Takes `mode` on `file` without waiting. `EWOULDBLOCK` becomes [`DeviceError::InUse`] with
 /// the holder named where it can be.
 pub(crate) fn lock(file: &File, path: &Path, mode: LockMode) -> Result<(), DeviceError> {
@@ -65,7 +68,16 @@ pub(crate) fn lock(file: &File, path: &Path, mode: LockMode) -> Result<(), Devic
     };
     let device = path.display().to_string();
     if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-        let holder = holder_of(file).unwrap_or_else(|| "another process or another open file of this process".into());
+        // The lock can be between two holders for a moment (a mount that hands its image to
+        // the daemon it starts): /proc/locks then names nobody. Look again a few times.
+        let holder = (0..HOLDER_LOOKS)
+            .find_map(|k| {
+                if k > 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                holder_of(file)
+            })
+            .unwrap_or_else(|| "another process or another open file of this process".into());
         return Err(DeviceError::InUse { device, holder });
     }
     Err(DeviceError::Io { device, op: "lock", offset: 0, message: e.to_string() })
