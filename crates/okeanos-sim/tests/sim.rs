@@ -386,6 +386,33 @@ fn batching_stops_once_the_transaction_holds_batch_handles() {
     assert!(bounded.syncs >= 100 && window.syncs >= 100, "both ran: {} and {} syncs", bounded.syncs, window.syncs);
 }
 
+/// `batch=bytes` under light load (300 streams of a 128-byte sync a second on the seeking
+/// disk, whole commit blocks): fast commits wait for their padding to fill, within
+/// `max_batch_time`, so the same syncs take fewer commits and fewer journal bytes; with
+/// `batch=latency` they go a few syncs a block. Deterministic: it checks the mount's wiring
+/// (the journal's block size and write form reach the scheduler) as well as the rule.
+#[test]
+fn batching_for_bytes_fills_fast_commits_under_light_load() {
+    let spec = Multistream { streams: 300, size: 128, rate: Rate::Bits(1024.0), sync: SyncKind::Fdatasync, sync_every: 1, duration: Duration::from_secs(10) };
+    let run = |for_bytes: bool| {
+        let mut cfg = world_cfg(ContentConfig::parse("wasteless+dmeta").unwrap(), true);
+        cfg.mount.batch_for_bytes = for_bytes;
+        let w = World::new(cfg, &Default::default()).unwrap();
+        let out = multistream::run(w, &spec, 7).unwrap();
+        assert!(out.error.is_none(), "{:?}", out.error);
+        out.during
+    };
+    let (latency, bytes) = (run(false), run(true));
+    let per = |c: &okeanos::stats::Counters| c.journal_bytes as f64 / c.payload_bytes as f64;
+    eprintln!(
+        "syncs a commit {:.1} / {:.1}, journal bytes a payload byte {:.2} / {:.2}",
+        latency.syncs_per_commit, bytes.syncs_per_commit, per(&latency), per(&bytes)
+    );
+    assert!(latency.syncs >= 2500 && bytes.syncs >= 2500, "both ran: {} and {} syncs", latency.syncs, bytes.syncs);
+    assert!(bytes.syncs_per_commit > 3.0 * latency.syncs_per_commit, "batch=bytes gathers more syncs a commit: {:.1} against {:.1}", bytes.syncs_per_commit, latency.syncs_per_commit);
+    assert!(per(&bytes) < per(&latency) / 2.0, "and journals less than half the bytes: {:.2} against {:.2}", per(&bytes), per(&latency));
+}
+
 /// Manylogs on a rotational disk (checkpoints between commits, on the commit lane) under 50
 /// closed-loop streams: snapshots of the map still happen when due (the lane takes a due one
 /// before the next commit; before, a busy lane put them off until the writers stopped), and

@@ -50,8 +50,10 @@ pub struct MountOptions {
     /// quarter of a commit's time, ended by `batch_handles`. `bytes`: a commit whose metadata
     /// blocks logged whole outweigh its handles' own journal bytes (ordered, writeback, plain
     /// wasteless, selective) waits a whole commit's time (jbd2's window) and is not ended by
-    /// `batch_handles`, so that more syncs share those blocks; other commits as with
-    /// `latency` (docs/JOURNALING.md, "Batching for bytes").
+    /// `batch_handles`, so that more syncs share those blocks; a fast commit whose fixed part
+    /// and padding would outweigh a sixty-fourth of its handles' bytes waits up to
+    /// `max_batch_time` for more syncs to fill it; other commits as with `latency`
+    /// (docs/JOURNALING.md, "Batching for bytes", "Batching for padding").
     pub batch_for_bytes: bool,
     /// Checkpoints run in a thread of their own beside commits (`checkpoint_thread=1`), as
     /// Linux runs writeback beside kjournald, so a sync never waits behind a checkpoint's home
@@ -260,6 +262,8 @@ impl MountOptions {
             max_batch_ns: ns(self.max_batch_time),
             batch_handles: self.batch_handles,
             batch_for_bytes: self.batch_for_bytes,
+            block_size: 0,
+            short_commits: false,
             writeback_period_ns: ns(self.writeback_period),
             expire_ns: self.expire_period.map(ns),
             lazy_checkpoint: self.lazy_checkpoint,

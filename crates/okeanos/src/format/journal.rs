@@ -575,6 +575,8 @@ const FAST_TIME_AT: usize = 32;
 const FAST_TAGS_AT: usize = 40;
 /// The hash: the last 8 bytes of the sectors the fast commit fills.
 const FAST_HASH_LEN: usize = 8;
+/// What every fast commit carries whatever its records: its fields and its hash.
+pub const FAST_FIXED_LEN: usize = FAST_TAGS_AT + FAST_HASH_LEN;
 /// A continuation block: its index in the span, the sectors it fills, then content.
 const FAST_MORE_INDEX_AT: usize = 16;
 const FAST_MORE_SECTORS_AT: usize = 20;
@@ -648,6 +650,20 @@ impl FastCommit {
     /// counted).
     fn content_len(tags: usize, notes: usize, stream: usize, compact: bool) -> usize {
         FAST_TAGS_AT + tags * Self::tag_size(compact) + notes * NOTE_SIZE + stream
+    }
+
+    /// Bytes of a fast commit that carry something: fields, tags, notes, records and the hash
+    /// (continuation headers and the padding to a sector not counted).
+    pub fn carried_len(tags: usize, notes: usize, stream: usize, compact: bool) -> usize {
+        Self::content_len(tags, notes, stream, compact) + FAST_HASH_LEN
+    }
+
+    /// Bytes a fast commit that carries `carried` bytes ([`FastCommit::carried_len`]) writes:
+    /// whole blocks but the last, and of the last its sectors when commits are written short
+    /// (docs/FORMAT.md, "Short commit writes"), else the whole block.
+    pub fn written_len(block_size: usize, carried: usize, short: bool) -> usize {
+        let span = FastSpan::of(block_size, carried.saturating_sub(FAST_HASH_LEN));
+        (span.blocks - 1) * block_size + if short { span.last_sectors * SECTOR } else { block_size }
     }
 
     /// The span `tags` tags (compact or not) with `stream` record bytes take.

@@ -81,6 +81,9 @@ pub struct RecordStats {
     pub inline_bytes: u64,
     /// The blocks of the fast commit the commit was (0: the classic form).
     pub fast_blocks: u32,
+    /// Of the fast commit, the bytes that carry something ([`jf::FastCommit::carried_len`]):
+    /// what batching for bytes learns a handle's share from.
+    pub fast_bytes: u64,
     /// Data blocks written in place before the commit record (`final_data`).
     pub in_place: u64,
     /// Inode notes in the fast commit (docs/FORMAT.md, "Inode notes").
@@ -423,6 +426,7 @@ impl Journal {
         let fc = jf::FastCommit { tid: tx.tid, tags, stream, handle_count: tx.handles, commit_time_ns: wall_ns, compact, notes: fc_notes };
         let blocks = fc.encode_span(bs);
         stats.fast_blocks = blocks.len() as u32;
+        stats.fast_bytes = jf::FastCommit::carried_len(tag_count, notes, stream_len, compact) as u64;
         for b in blocks {
             w.push(Arc::new(b), BlockKind::Commit);
         }

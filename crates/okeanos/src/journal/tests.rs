@@ -14,6 +14,13 @@ pub(super) fn journal(policy: &str) -> (Journal, Cache) {
     journal_with(ContentConfig::parse(policy).unwrap())
 }
 
+/// As [`journal`], writing small transactions as fast commits (up to the longest span).
+pub(super) fn fast_journal(policy: &str) -> (Journal, Cache) {
+    let (mut j, c) = journal(policy);
+    j.cfg.fast_commit_blocks = crate::format::journal::MAX_FAST_BLOCKS;
+    (j, c)
+}
+
 fn journal_with(content: ContentConfig) -> (Journal, Cache) {
     let jsb = JournalSuperblock {
         version: 1,

@@ -189,6 +189,17 @@ impl Scheduler {
         let took = now.saturating_sub(started_ns);
         self.avg_commit_ns = if self.avg_commit_ns == 0 { took } else { (self.avg_commit_ns * 7 + took) / 8 };
         self.last_commit_handles = plan.handles;
+        if let Some(prev) = self.last_commit_start_ns.filter(|&p| started_ns > p && plan.handles > 0) {
+            let gap = (started_ns - prev) / plan.handles as u64;
+            self.arrival_gap_ns = if self.arrival_gap_ns == 0 { gap } else { (self.arrival_gap_ns * 7 + gap) / 8 };
+        }
+        self.last_commit_start_ns = Some(started_ns);
+        self.last_fast = plan.records.fast_blocks > 0;
+        if self.last_fast && plan.handles > 0 {
+            let fixed = crate::format::journal::FAST_FIXED_LEN as u64;
+            let share = plan.records.fast_bytes.saturating_sub(fixed) / plan.handles as u64;
+            self.fast_share = if self.fast_share == 0 { share } else { (self.fast_share * 7 + share) / 8 };
+        }
     }
 
     /// Nothing commits after this; the file system turns read-only with the reason.

@@ -38,6 +38,15 @@ mod finish;
 #[cfg(test)]
 mod tests;
 
+/// Under `batch=bytes`, a fast commit waits for more handles while its fixed part and padding
+/// exceed this fraction (1/64) of what its handles carry ([`Scheduler::padding_heavy`]): its
+/// journal bytes within about 1.6% of what its records, tags and notes take, so in practice
+/// until `max_batch_time` or the handles stop coming, unless the last unit happens to fill.
+/// In the simulator at 1,000 streams of a 128-byte sync a second, a sixteenth or a
+/// thirty-second ended windows at 1.26-1.27 journal bytes a payload byte where a sixty-fourth
+/// gives 1.25 with a 100 ms window (docs/BENCHMARKS.md, "Batching for padding").
+const PADDING_SHARE: u64 = 64;
+
 /// Blocks one step of age-based writeback writes at most (4 MiB with 4 KiB blocks).
 pub const EXPIRY_STEP_BLOCKS: usize = 1024;
 
@@ -58,8 +67,14 @@ pub struct SchedulerConfig {
     /// `batch_handles=`: a commit with this many handles waits for no more (0: no bound).
     pub batch_handles: u32,
     /// `batch=bytes`: a commit dominated by metadata blocks logged whole waits a whole commit's
-    /// time, past `batch_handles` (see `batch_wait`).
+    /// time, and a fast commit whose last write would be mostly padding waits up to
+    /// `max_batch_time` for more handles, past `batch_handles` (see `batch_wait`).
     pub batch_for_bytes: bool,
+    /// The journal's block size (0: unknown, no padding rule), and whether its commit blocks
+    /// are written short (the sectors that hold them): how a fast commit's last write is
+    /// rounded up. Resolved at mount from the device and `short_writes=`.
+    pub block_size: u32,
+    pub short_commits: bool,
     /// `writeback_period=`: how often age-based writeback (and `checkpoint=idle`) looks.
     pub writeback_period_ns: u64,
     /// `expire=`: age after which committed blocks go home; None: the placement's default.
@@ -207,6 +222,8 @@ struct Batch {
     /// Handles seen at the last look, and when to look next.
     handles_seen: u32,
     next_ns: u64,
+    /// It waits for a fast commit's padding to fill (`batch=bytes`): it ends once it is.
+    for_padding: bool,
 }
 
 /// The scheduler's state.
@@ -222,6 +239,16 @@ pub struct Scheduler {
     /// Moving average of commit durations, and the handles of the last commit (batching).
     avg_commit_ns: u64,
     last_commit_handles: u32,
+    /// Whether the last commit was a fast commit, and the bytes a handle carried in fast
+    /// commits beyond their fixed part (a moving average; 0: none seen): what batching for
+    /// bytes predicts the running transaction's fast commit from.
+    last_fast: bool,
+    fast_share: u64,
+    /// When the last finished commit began, and the time between commit starts a handle
+    /// (a moving average; 0: unknown): how far apart handles arrive, which sets how long
+    /// batching for padding waits for the next one.
+    last_commit_start_ns: Option<u64>,
+    arrival_gap_ns: u64,
     batch: Option<Batch>,
     /// Age-based writeback in progress, in bounded steps: the expiry threshold it works to.
     expiring: Option<u64>,
@@ -264,6 +291,10 @@ impl Scheduler {
             next_writeback_ns: now_ns + cfg.writeback_period_ns,
             avg_commit_ns: 0,
             last_commit_handles: 0,
+            last_fast: false,
+            fast_share: 0,
+            last_commit_start_ns: None,
+            arrival_gap_ns: 0,
             batch: None,
             expiring: None,
             next_snapshot_ns: now_ns + cfg.snapshot_period_ns,
@@ -654,49 +685,97 @@ impl Scheduler {
     ///
     /// The window trades a sync's latency for the bytes its commit's fixed part costs
     /// (`batch=`). For latency (the default) it is a quarter of a commit, ended early by
-    /// `batch_handles`. For bytes, a transaction whose metadata blocks logged whole outweigh
-    /// its handles' own journal bytes (records, data blocks) waits a whole commit, jbd2's
-    /// window, however many handles joined: each sync that joins shares those blocks. A
-    /// transaction of records and differential metadata (wasteless+dmeta), or of whole data
-    /// blocks (data), has little to share and batches as for latency.
+    /// `batch_handles`. For bytes, past `batch_handles` however many handles joined:
+    /// - a transaction whose metadata blocks logged whole outweigh its handles' own journal
+    ///   bytes (records, data blocks) waits a whole commit, jbd2's window: each sync that joins
+    ///   shares those blocks;
+    /// - a transaction of records alone, whose fast commit's fields and padding to the
+    ///   journal's write unit (a sector written short, else a block) would exceed a
+    ///   sixty-fourth of what its handles carry ([`Scheduler::padding_heavy`]), waits up to
+    ///   `max_batch_time` for more: each sync that joins fills what would be padding. Under
+    ///   light load this is what turns a block a commit into a block of many syncs.
+    ///
+    /// Other transactions (whole data blocks under data journaling, or fast commits already
+    /// full) have little to share and batch as for latency.
     fn batch_wait(&mut self, j: &Journal, now: u64) -> Option<u64> {
         if self.last_commit_handles < 2 {
             return None;
         }
-        let for_bytes = self.cfg.batch_for_bytes && {
+        let handles = j.running_handles();
+        let (whole_heavy, padding_heavy) = if self.cfg.batch_for_bytes {
             let (shared, own) = j.running_shape();
-            shared > own
+            (shared > own, shared == 0 && self.padding_heavy(handles))
+        } else {
+            (false, false)
         };
+        let for_bytes = whole_heavy || padding_heavy;
         // A quarter of a commit: waiting the whole commit time (jbd2's choice) idled the device
         // while every writer of the last commit came back, and halved what ordered mode served
         // at 100 streams; not waiting at all doubled the journal bytes per sync of cheap
         // commits (docs/BENCHMARKS.md, "Batching").
-        let commit = if for_bytes { self.avg_commit_ns } else { self.avg_commit_ns / 4 };
+        let commit = match (whole_heavy, padding_heavy) {
+            (true, _) => self.avg_commit_ns,
+            (false, true) => self.cfg.max_batch_ns,
+            _ => self.avg_commit_ns / 4,
+        };
         let window = commit.clamp(self.cfg.min_batch_ns, self.cfg.max_batch_ns);
         if window == 0 {
             return None;
         }
-        let slice = (window / 8).max(20_000);
-        let handles = j.running_handles();
+        // The window goes on while handles keep arriving: a slice of it with none ends it. A
+        // fast commit filling its padding waits for handles that come at the load's own pace:
+        // its slice is four of the gaps handles have been arriving at (a stream of arrivals at
+        // that pace leaves one empty about one time in fifty), at most the window (a quarter
+        // of it while the pace is unknown).
+        // So a closed loop whose writers have all joined (arrivals tens of microseconds apart)
+        // commits at once, and 1,000 streams of a sync a second wait as long as they fill.
+        let slice = match (padding_heavy, self.arrival_gap_ns) {
+            (true, gap) if gap > 0 => gap.saturating_mul(4).min(window),
+            (true, _) => window / 4,
+            (false, _) => window / 8,
+        }
+        .max(20_000);
+        // A window for padding looks last at its end (its slices may be as long as it).
+        let next = |started: u64| if padding_heavy { (now + slice).min(started + window) } else { now + slice };
         if !for_bytes && self.cfg.batch_handles > 0 && handles >= self.cfg.batch_handles {
             // Enough syncs to share the commit's flushes: waiting for more idles the device
             // (docs/BENCHMARKS.md, "Batching").
             return None;
         }
         match self.batch {
+            // A window for padding ends as soon as the padding is filled.
+            Some(Batch { for_padding: true, .. }) if !padding_heavy => None,
             None => {
-                self.batch = Some(Batch { started_ns: now, handles_seen: handles, next_ns: now + slice });
-                Some(now + slice)
+                let next_ns = next(now);
+                self.batch = Some(Batch { started_ns: now, handles_seen: handles, next_ns, for_padding: padding_heavy });
+                Some(next_ns)
             }
             Some(Batch { next_ns, .. }) if now < next_ns => Some(next_ns),
             Some(Batch { started_ns, handles_seen, .. }) => {
                 if handles > handles_seen && now - started_ns < window {
-                    self.batch = Some(Batch { started_ns, handles_seen: handles, next_ns: now + slice });
-                    Some(now + slice)
+                    let next_ns = next(started_ns);
+                    self.batch = Some(Batch { started_ns, handles_seen: handles, next_ns, for_padding: padding_heavy });
+                    Some(next_ns)
                 } else {
                     None
                 }
             }
         }
     }
+
+    /// Whether a fast commit of the running transaction's `handles` would spend more than a
+    /// sixty-fourth of what they carry on its fixed part and its padding to the journal's write
+    /// unit, as the last fast commits' bytes a handle predict it. False until a fast commit
+    /// was seen, after a classic one, or where the unit is unknown.
+    fn padding_heavy(&self, handles: u32) -> bool {
+        let bs = self.cfg.block_size as usize;
+        if bs == 0 || !self.last_fast || self.fast_share == 0 || handles == 0 {
+            return false;
+        }
+        use crate::format::journal::{FastCommit, FAST_FIXED_LEN};
+        let own = handles as usize * self.fast_share as usize;
+        let written = FastCommit::written_len(bs, own + FAST_FIXED_LEN, self.cfg.short_commits);
+        (written.saturating_sub(own) as u64) * PADDING_SHARE > own as u64
+    }
+
 }

@@ -266,6 +266,119 @@ fn batching_for_bytes_waits_a_commit_while_whole_metadata_dominates() {
     assert!(handles == 3 && waited < MS / 4, "whole data blocks: nothing to share, the bound holds: {handles} handles after {waited} ns");
 }
 
+/// `batch=bytes` under light load: a transaction of records alone, whose fast commit would be
+/// mostly padding, waits for more handles until its last write unit is nearly full (a block,
+/// or a sector where commits are written short), bounded by `max_batch_time`; under
+/// `batch=latency`, or with the unit unknown, the same arrivals commit at once.
+#[test]
+fn batching_for_bytes_fills_a_fast_commit_under_light_load() {
+    // Handles arriving every `gap` ns, each a 128-byte record with a sync; how many the commit
+    // took and how long after the first it went.
+    // `unit`: 512 for commits written short, 4096 for whole blocks, 0 for no block size known.
+    let run = |for_bytes: bool, unit: u32, gap: u64, max_batch: u64| -> (u64, u64) {
+        let mut cfg = config();
+        cfg.batch_handles = 3;
+        cfg.batch_for_bytes = for_bytes;
+        cfg.block_size = if unit == 0 { 0 } else { 4096 };
+        cfg.short_commits = unit == 512;
+        cfg.max_batch_ns = max_batch;
+        let (journal, cache) = crate::journal::tests::fast_journal("wasteless");
+        let mut s = Scheduler::new(cfg, 0);
+        let mut h = TestHost { journal, cache, activity: 0, freed: Vec::new(), read_only: None };
+        write(&mut h, 5000, 128, 0, true);
+        write(&mut h, 5001, 128, 0, true);
+        let w = work(s.poll(&mut h, 0, 0, Lane::Commit));
+        let JournalWork::Commit { plan, .. } = &w else { panic!("a commit") };
+        // Two 16-byte tags and two records: 144 bytes a handle beyond the fixed 48.
+        assert_eq!((plan.records.fast_blocks, plan.records.fast_bytes), (1, 48 + 2 * 144), "a fast commit");
+        s.finish(&mut h, MS, w, Ok(()));
+        *s.effects() = Default::default();
+        let t0 = 2 * MS;
+        let mut next_arrival = t0;
+        let mut now = t0;
+        let mut k = 0u64;
+        while now < t0 + S {
+            while next_arrival <= now {
+                write(&mut h, 6000 + k, 128, next_arrival, true);
+                k += 1;
+                next_arrival += gap;
+            }
+            match s.poll(&mut h, now, 0, Lane::Commit) {
+                JournalStep::Idle { wake_ns } => now = wake_ns.min(next_arrival),
+                JournalStep::Work(w) => {
+                    assert!(is_commit(&w));
+                    return (k, now - t0);
+                }
+                JournalStep::Stop => panic!("stopped"),
+            }
+        }
+        panic!("no commit within a second");
+    };
+    // Whole blocks and a 100 ms bound: the commit goes once 141 handles (141 × 144 + 48 =
+    // 20,352 bytes: a span of five blocks, four continuation headers, the last block 32 bytes
+    // short of full) leave at most a sixty-fourth of what they carry to the fields, headers
+    // and padding.
+    let (handles, waited) = run(true, 4096, MS / 2, 100 * MS);
+    assert!(handles == 141 && waited < 100 * MS, "batch=bytes fills the last block: {handles} handles after {waited} ns");
+    // Written short: 74 handles (10,704 bytes: three blocks, the last five sectors exactly).
+    let (handles, _) = run(true, 512, MS / 2, 100 * MS);
+    assert_eq!(handles, 74, "batch=bytes fills the last sector");
+    // max_batch_time (15 ms) bounds the wait when the unit does not fill in time.
+    let (handles, waited) = run(true, 4096, MS / 2, 15 * MS);
+    assert!((25..=32).contains(&handles) && (15 * MS..=15 * MS + 4 * MS).contains(&waited), "max_batch_time bounds the wait: {handles} handles after {waited} ns");
+    // As every batching window, it ends when a slice of it (here a quarter) passes with no
+    // handle.
+    let (handles, waited) = run(true, 4096, 4 * MS, 15 * MS);
+    assert!(handles == 1 && waited < 4 * MS, "no handle within a slice: {handles} handles after {waited} ns");
+    // Under latency a quarter of the last commit's time (250 µs) passes with no handle.
+    let (handles, waited) = run(false, 4096, MS / 2, 15 * MS);
+    assert!(handles == 1 && waited < MS / 2, "batch=latency does not wait for the block to fill: {handles} handles after {waited} ns");
+    let (handles, waited) = run(true, 0, MS / 2, 15 * MS);
+    assert!(handles == 1 && waited < MS / 2, "no unit known, no padding rule: {handles} handles after {waited} ns");
+}
+
+/// `batch=bytes` in a closed loop: when every writer has joined and no more come, a window for
+/// padding ends after a few of the gaps handles have been arriving at, not after a quarter of
+/// `max_batch_time`.
+#[test]
+fn batching_for_padding_ends_soon_when_the_writers_stop_coming() {
+    let mut cfg = config();
+    cfg.batch_for_bytes = true;
+    cfg.block_size = 4096;
+    let (journal, cache) = crate::journal::tests::fast_journal("wasteless");
+    let mut s = Scheduler::new(cfg, 0);
+    let mut h = TestHost { journal, cache, activity: 0, freed: Vec::new(), read_only: None };
+    let mut next = 5000;
+    // 40 handles at once, then none: how long the commit waited.
+    let mut burst = |s: &mut Scheduler, h: &mut TestHost, t0: u64, n: u64| -> u64 {
+        for _ in 0..n {
+            write(h, next, 128, t0, true);
+            next += 1;
+        }
+        let mut now = t0;
+        loop {
+            match s.poll(h, now, 0, Lane::Commit) {
+                JournalStep::Idle { wake_ns } => now = wake_ns,
+                JournalStep::Work(w) => {
+                    assert!(is_commit(&w));
+                    s.finish(h, now + 100_000, w, Ok(()));
+                    *s.effects() = Default::default();
+                    return now - t0;
+                }
+                JournalStep::Stop => panic!("stopped"),
+            }
+            assert!(now < t0 + S, "no commit within a second");
+        }
+    };
+    assert_eq!(burst(&mut s, &mut h, 0, 2), 0, "the first commit: no batching yet");
+    // Nothing known of the arrivals yet: a quarter of the window (15 ms) with no handle.
+    let first = burst(&mut s, &mut h, MS, 40);
+    assert_eq!(first, 15 * MS / 4, "a padding window with no known pace");
+    // Now the pace is known (about 119 µs a handle): four gaps with no handle end it.
+    let second = burst(&mut s, &mut h, 10 * MS, 40);
+    assert!(second < MS, "a padding window at the known pace: {second} ns");
+}
+
 #[test]
 fn an_unsynced_transaction_commits_after_the_commit_interval() {
     let (mut s, mut h) = setup(config());
