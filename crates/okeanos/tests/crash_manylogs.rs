@@ -16,18 +16,35 @@ use std::sync::Arc;
 
 const LOGS: Journal = Journal::Manylogs { group_blocks: 512, log_blocks: 256 };
 
+/// The workload of `ops` operations, run again with twice and four times as many while no log
+/// wrapped: the states must include reused log space. How much log a run fills depends on how
+/// its syncs group into commits, which the journal thread's timing decides (a run of the
+/// canary's 320 operations on a loaded machine once wrapped no log: 163 commits, none).
+fn wrapping_workload(cfg: ContentConfig, ops: usize, faults: &dyn Fn(&mut MountOptions), seed: u64) -> harness::Run {
+    let mut last = None;
+    for n in [ops, 2 * ops, 4 * ops] {
+        let run = workload(cfg, LOGS, n, faults, seed);
+        let near = run.near_head.expect("manylogs counts its commits");
+        if near.wraps > 0 {
+            return run;
+        }
+        eprintln!("{cfg:?}: no log wrapped in {n} operations ({near:?}); more");
+        last = Some(near);
+    }
+    panic!("{cfg:?}: no log wrapped even in {} operations: {last:?}", 4 * ops);
+}
+
 fn crash_test(policy: &str) {
     let cfg = ContentConfig::parse(policy).unwrap();
     // Differential metadata logs so little that its logs need twice the operations to wrap.
     let ops = if cfg.dmeta { 480 } else { 240 };
     // A cache of 64 blocks: logged blocks are parked out of it (their data dropped, read
     // back from the log) and checkpoints copy them home from the logs.
-    let run = workload(cfg, LOGS, ops, &|o| o.cache_blocks = 64, 0x3a9 + cfg.mode as u64);
+    // The workload must reuse log space, or the states below would not test the log table.
+    let run = wrapping_workload(cfg, ops, &|o| o.cache_blocks = 64, 0x3a9 + cfg.mode as u64);
     let events = run.recorder.events().len();
     let n = run.near_head.expect("manylogs counts its commits");
     eprintln!("{policy}: {:?}", run.checkpoint);
-    // The workload must reuse log space, or the states below would not test the log table.
-    assert!(n.wraps > 0, "{policy}: no log wrapped: {n:?}");
     // And consecutive transactions must land in different logs (the harness moves the head
     // between two groups), so that recovery merges interleaved logs. Ordered and writeback
     // commits write file data in place first, and the log goes near that data: this
@@ -99,9 +116,8 @@ fn manylogs_crash_states_selective_dmeta() {
 fn canary_reuse_before_table_is_caught() {
     for policy in ["data", "wasteless", "ordered"] {
         let cfg = ContentConfig::parse(policy).unwrap();
-        let run = workload(cfg, LOGS, 320, &|o| o.faults.manylogs_reuse_early = true, 0xca9 + cfg.mode as u64);
-        let n = run.near_head.expect("manylogs counts its commits");
-        assert!(n.wraps > 0, "{policy}: no log wrapped, so no space was reused: {n:?}");
+        // Space must be reused for the canary to reuse it early.
+        let run = wrapping_workload(cfg, 320, &|o| o.faults.manylogs_reuse_early = true, 0xca9 + cfg.mode as u64);
         let out = enumerate(cfg, &run, 120, 0);
         eprintln!("canary {policy}: {} states, {} violations, first {:?}", out.states, out.violations.len(), out.violations.first());
         assert!(!out.violations.is_empty(), "{policy}: the crash tests did not notice log space reused before its table ({} states)", out.states);
