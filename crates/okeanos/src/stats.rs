@@ -643,7 +643,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("okeanos_pipelined_commits_total", "counter", "commits begun while an earlier commit's flush was in flight (commit_pipeline=)"),
     ("okeanos_fast_commits_total", "counter", "commits written as one fast commit, a block or a span (fast_commit=on)"),
     ("okeanos_fast_commit_spans_total", "counter", "fast commits that spanned more than one block (fast_commit_blocks=)"),
-    ("okeanos_inode_notes_total", "counter", "inode changes a fast commit told as 16-byte notes instead of logging their changed bytes under a tag (journal feature fast_commit_notes)"),
+    ("okeanos_inode_notes_total", "counter", "inode changes a fast commit told as 12- or 16-byte notes instead of logging their changed bytes under a tag (journal feature fast_commit_notes)"),
     ("okeanos_joined_metadata_blocks_total", "counter", "differential metadata blocks changed in more places than a block's records may be, logged as joined records instead of whole"),
     ("okeanos_commit_in_place_blocks_total", "counter", "data blocks written in place before their commit record (ordered data, selective's in-place sequences, fresh_blocks=in_place)"),
     ("okeanos_fallbacks_total", "counter", "times a remote journal fell back to the local journal"),

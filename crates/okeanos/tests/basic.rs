@@ -229,7 +229,8 @@ fn group_commits_of_records_are_fast_commit_spans() {
 /// writes fewer sectors, and recovers the same after a crash; a journal made before the form
 /// (its superblock without FAST_COMMIT_COMPACT) still mounts and writes full tags. Inode notes
 /// (docs/FORMAT.md, "Inode notes"): with the journal's FAST_COMMIT_NOTES, the same commit tells
-/// the 40 inodes in 40 notes, no tags, and writes fewer sectors still, recovered the same.
+/// the 40 inodes in 40 notes, no tags, and writes fewer sectors still, recovered the same; with
+/// FAST_COMMIT_SHORT_NOTES too (mkfs's default) the notes take 12 bytes, not 16.
 #[test]
 fn fast_commits_carry_compact_tags_and_old_journals_keep_full_ones() {
     use okeanos::format::journal::jfeature;
@@ -265,11 +266,16 @@ fn fast_commits_carry_compact_tags_and_old_journals_keep_full_ones() {
         assert_fsck_clean(image, None);
         (c.journal_bytes, c.inode_notes)
     };
-    let (noted, notes) = run(&mem_fs(32 * MB, 1024));
-    let (compact, none) = run(&without_journal_feature(jfeature::FAST_COMMIT_NOTES));
-    let (full, _) = run(&without_journal_feature(jfeature::FAST_COMMIT_COMPACT | jfeature::FAST_COMMIT_NOTES));
-    eprintln!("40 appends of 128 bytes: {noted} journal bytes with inode notes, {compact} with compact tags, {full} with full ones");
-    assert_eq!((notes, none), (40, 0), "an inode note for each appended file, and none without the feature");
+    let notes_bits = jfeature::FAST_COMMIT_NOTES | jfeature::FAST_COMMIT_SHORT_NOTES;
+    let (short, notes) = run(&mem_fs(32 * MB, 1024));
+    let (noted, long_notes) = run(&without_journal_feature(jfeature::FAST_COMMIT_SHORT_NOTES));
+    let (compact, none) = run(&without_journal_feature(notes_bits));
+    let (full, _) = run(&without_journal_feature(jfeature::FAST_COMMIT_COMPACT | notes_bits));
+    eprintln!("40 appends of 128 bytes: {short} journal bytes with short inode notes, {noted} with 16-byte ones, {compact} with compact tags, {full} with full ones");
+    assert_eq!((notes, long_notes, none), (40, 40, 0), "an inode note for each appended file, and none without the feature");
+    // 40 notes x 4 bytes: 160 bytes, which here crosses a sector: 40 x 154 + 48 = 6,208 bytes
+    // fill 13 sectors (with a continuation header, 6,232), 40 x 150 + 48 = 6,048 fill 12.
+    assert!(short + 512 <= noted, "short notes ({short} bytes) save a sector against 16-byte ones ({noted})");
     // 80 tags x 6 bytes saved: 480 bytes, a sector at least once rounded to sectors.
     assert!(compact + 512 <= full, "compact tags ({compact} bytes) save at least a sector against full ones ({full})");
     // An inode's record is its bytes from the checksum to the last changed byte of ctime

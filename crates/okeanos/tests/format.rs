@@ -163,7 +163,7 @@ fn fast_commit_round_trip_flips_and_torn_sectors() {
         .collect();
     let stream: Vec<u8> = (0..3000).map(|i| (i * 7 % 251) as u8).collect();
     let tags: Vec<Tag> = tags.into_iter().enumerate().map(|(i, t)| Tag { data_hash: jf::data_hash(t.fs_block, t.offset, &stream[i * 500..(i + 1) * 500]), ..t }).collect();
-    let f = jf::FastCommit { tid: okeanos::Tid::new(41), tags, stream, handle_count: 3, commit_time_ns: 99, compact: false, notes: Vec::new() };
+    let f = jf::FastCommit { tid: okeanos::Tid::new(41), tags, stream, handle_count: 3, commit_time_ns: 99, compact: false, notes: Vec::new(), short_notes: false };
     let mut b = vec![0u8; BS];
     f.encode(&mut b);
     assert_eq!(jf::header(&b).map(|(k, t)| (k, t.get())), Some((jf::JBlockType::FastCommit, 41)));
@@ -180,7 +180,7 @@ fn fast_commit_round_trip_flips_and_torn_sectors() {
     // Torn writes: each written sector left as zeros, or as the same sector of another fast
     // commit (an earlier pass over the log), is caught.
     let mut older = vec![0u8; BS];
-    jf::FastCommit { tid: okeanos::Tid::new(7), tags: f.tags[..2].to_vec(), stream: f.stream[..1000].to_vec(), handle_count: 1, commit_time_ns: 5, compact: false, notes: Vec::new() }.encode(&mut older);
+    jf::FastCommit { tid: okeanos::Tid::new(7), tags: f.tags[..2].to_vec(), stream: f.stream[..1000].to_vec(), handle_count: 1, commit_time_ns: 5, compact: false, notes: Vec::new(), short_notes: false }.encode(&mut older);
     assert_eq!(jf::written_len(&older), 3 * 512);
     for sector in 0..used / 512 {
         for old in [&vec![0u8; BS], &older] {
@@ -223,7 +223,7 @@ fn fast_commit_span_round_trip_flips_torn_sectors_and_bounds() {
                 Tag { fs_block, flags: jf::tag_flags::MULTIWRITE, offset, len: len as u16, data_hash: jf::data_hash(fs_block, offset, bytes) }
             })
             .collect();
-        jf::FastCommit { tid: okeanos::Tid::new(tid), tags, stream, handle_count: n as u32, commit_time_ns: 7, compact: false, notes: Vec::new() }
+        jf::FastCommit { tid: okeanos::Tid::new(tid), tags, stream, handle_count: n as u32, commit_time_ns: 7, compact: false, notes: Vec::new(), short_notes: false }
     };
     // 60 records of 128 bytes: 40 + 960 + 7,680 + 8 bytes of content and hash, three blocks.
     let f = records(60, 128, 77);
@@ -309,7 +309,7 @@ fn compact_fast_commit_round_trip_flips_torn_sectors_and_bounds() {
                 Tag { fs_block, flags, offset, len: len as u16, data_hash: jf::data_hash(fs_block, offset, bytes) }
             })
             .collect();
-        jf::FastCommit { tid: okeanos::Tid::new(tid), tags, stream, handle_count: n as u32, commit_time_ns: 3, compact, notes: Vec::new() }
+        jf::FastCommit { tid: okeanos::Tid::new(tid), tags, stream, handle_count: n as u32, commit_time_ns: 3, compact, notes: Vec::new(), short_notes: false }
     };
     let decode = |v: &[Vec<u8>]| jf::FastCommit::decode_span(&v.iter().map(Vec::as_slice).collect::<Vec<_>>(), true);
     // One block: 40 + 10 x 10 + 10 x 128 + 8 = 1,428 bytes, 3 sectors (the full tags' 1,488
@@ -424,11 +424,12 @@ proptest! {
         let _ = jf::header(&bytes);
     }
 
-    /// A fast commit with inode notes whose count field, and one more byte, are anything:
-    /// decoding (checked or not) never panics, and the checked decode takes only the
-    /// unchanged block. The count field is where notes change the layout.
+    /// A fast commit with inode notes (short ones for an even count) whose count field, its
+    /// handles field, and one more byte, are anything: decoding (checked or not) never panics,
+    /// and the checked decode takes only the unchanged block. The count field and the handles
+    /// field's short-notes bit are where notes change the layout.
     #[test]
-    fn noted_fast_commits_with_any_count_never_panic(count in any::<u32>(), at in 0usize..BS, v in any::<u8>(), notes in 1u32..60, tags in 1u64..60) {
+    fn noted_fast_commits_with_any_count_never_panic(count in any::<u32>(), handles in any::<u32>(), at in 0usize..BS, v in any::<u8>(), notes in 1u32..60, tags in 1u64..60) {
         let stream: Vec<u8> = (0..tags as usize * 100).map(|i| (i % 241) as u8).collect();
         let t: Vec<Tag> = (0..tags)
             .map(|k| {
@@ -436,10 +437,11 @@ proptest! {
                 Tag { fs_block: b, flags: jf::tag_flags::MULTIWRITE, offset: 0, len: 100, data_hash: jf::data_hash(b, 0, &stream[k as usize * 100..(k as usize + 1) * 100]) }
             })
             .collect();
-        let f = jf::FastCommit { tid: okeanos::Tid::new(3), tags: t, stream, handle_count: 1, commit_time_ns: 1 << 40, compact: true, notes: (0..notes).map(|k| jf::InodeNote { ino: k + 1, age_ns: k, size: k as u64 * 99 }).collect() };
+        let f = jf::FastCommit { tid: okeanos::Tid::new(3), tags: t, stream, handle_count: 1, commit_time_ns: 1 << 40, compact: true, notes: (0..notes).map(|k| jf::InodeNote { ino: k + 1, age_ns: k, size: k as u64 * 99 }).collect(), short_notes: notes % 2 == 0 };
         let span = f.encode_span(BS);
         let mut x = span.clone();
         x[0][16..20].copy_from_slice(&count.to_le_bytes());
+        x[0][24..28].copy_from_slice(&handles.to_le_bytes());
         x[0][at] ^= v;
         let blocks: Vec<&[u8]> = x.iter().map(Vec::as_slice).collect();
         let _ = jf::FastCommit::decode_span(&blocks, false);
@@ -543,7 +545,7 @@ fn inode_notes_round_trip_flips_and_bounds() {
             })
             .collect();
         let notes = (0..m).map(|k| jf::InodeNote { ino: 3 + k, age_ns: 1000 * k + 17, size: (1 << 33) + k as u64 * 128 }).collect();
-        jf::FastCommit { tid: okeanos::Tid::new(tid), tags, stream, handle_count: n as u32, commit_time_ns: 5_000_000, compact: true, notes }
+        jf::FastCommit { tid: okeanos::Tid::new(tid), tags, stream, handle_count: n as u32, commit_time_ns: 5_000_000, compact: true, notes, short_notes: false }
     };
     let decode = |v: &[Vec<u8>]| jf::FastCommit::decode_span(&v.iter().map(Vec::as_slice).collect::<Vec<_>>(), true);
     // Ten appends and their ten inodes: 40 + 10 x 10 + 10 x 16 + 1,280 + 8 = 1,588 bytes, four
@@ -586,9 +588,58 @@ fn inode_notes_round_trip_flips_and_bounds() {
     let e = jf::FastCommit::decode(&x, false).unwrap_err();
     assert!(e.to_string().contains("inode 0"), "{e}");
     // Bounds: the count fields' widths.
-    assert!(jf::FastCommit::fits_with_notes(BS, 1, 1, 128, 16, true));
-    assert!(!jf::FastCommit::fits_with_notes(BS, 1, jf::MAX_NOTES + 1, 0, 16, true));
-    assert!(!jf::FastCommit::fits_with_notes(BS, 0, 1, 0, 16, true), "a fast commit has a tag");
+    assert!(jf::FastCommit::fits_with_notes(BS, 1, 1, 128, 16, true, false));
+    assert!(!jf::FastCommit::fits_with_notes(BS, 1, jf::MAX_NOTES + 1, 0, 16, true, false));
+    assert!(!jf::FastCommit::fits_with_notes(BS, 0, 1, 0, 16, true, false), "a fast commit has a tag");
+}
+
+/// Short inode notes (journal feature FAST_COMMIT_SHORT_NOTES): 12 bytes, the size in 32 bits,
+/// said by bit 31 of the handles field. Round trip over one block and a span, every flipped
+/// byte caught, the bit refused without notes, and a span four bytes a note shorter than with
+/// 16-byte notes.
+#[test]
+fn short_inode_notes_round_trip_flips_and_bounds() {
+    let fast = |n: u64, m: u32, short: bool| {
+        let stream: Vec<u8> = (0..n as usize * 128).map(|i| (i as u64 * 11 % 251) as u8).collect();
+        let tags: Vec<Tag> = (0..n)
+            .map(|k| {
+                let (fs_block, offset) = (HomeBlock::new(900 + k), (k % 7 * 128) as u16);
+                let bytes = &stream[k as usize * 128..(k as usize + 1) * 128];
+                Tag { fs_block, flags: jf::tag_flags::MULTIWRITE, offset, len: 128, data_hash: jf::data_hash(fs_block, offset, bytes) }
+            })
+            .collect();
+        let notes = (0..m).map(|k| jf::InodeNote { ino: 5 + k, age_ns: 300 * k + 1, size: u32::MAX as u64 - k as u64 * 4096 }).collect();
+        jf::FastCommit { tid: okeanos::Tid::new(77), tags, stream, handle_count: 7, commit_time_ns: 9_000_000, compact: true, notes, short_notes: short }
+    };
+    let decode = |v: &[Vec<u8>]| jf::FastCommit::decode_span(&v.iter().map(Vec::as_slice).collect::<Vec<_>>(), true);
+    // 40 appends and their inodes: 40 + 400 + 40 x 12 + 5,120 + 8 = 6,048 bytes, two blocks, the
+    // second holding 1,976 (24 of its header): four sectors, where 16-byte notes fill five.
+    let long = fast(40, 40, false).encode_span(BS);
+    let f = fast(40, 40, true);
+    let span = f.encode_span(BS);
+    assert_eq!((span.len(), jf::written_len(&span[1]), jf::written_len(&long[1])), (2, 4 * 512, 5 * 512));
+    assert_eq!(decode(&span).unwrap(), f, "short notes, sizes up to 2^32 - 1, come back");
+    assert_eq!(u32::from_le_bytes(span[0][24..28].try_into().unwrap()), 0x8000_0007, "bit 31 of the handles field says short");
+    for k in 0..2 {
+        for i in (0..jf::written_len(&span[k])).step_by(3) {
+            let mut x = span.clone();
+            x[k][i] ^= 0x08;
+            assert!(decode(&x).is_err(), "block {k} byte {i} flipped is not caught");
+        }
+    }
+    // One block: every flip caught, and the bit set on a fast commit without notes refused on
+    // the header alone.
+    let f = fast(8, 8, true);
+    let one = f.encode_span(BS);
+    assert_eq!((one.len(), decode(&one).unwrap()), (1, f));
+    every_flip_caught(&one[0], 0..jf::written_len(&one[0]), |x| jf::FastCommit::decode(x, true).map(|_| ()));
+    let bare = fast(8, 0, true).encode_span(BS);
+    assert_eq!(u32::from_le_bytes(bare[0][24..28].try_into().unwrap()), 7, "no notes: the bit stays clear");
+    let mut x = bare[0].clone();
+    x[27] |= 0x80;
+    let e = jf::FastCommit::first_span(&x).unwrap_err();
+    assert!(e.to_string().contains("short notes"), "{e}");
+    assert!(jf::FastCommit::fits_with_notes(BS, 1, 1, 128, 16, true, true));
 }
 
 /// What a note may stand for: an inode's size, mtime and ctime (equal) and its checksum, and

@@ -45,7 +45,7 @@ pub(super) fn recover(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
 /// ([`placement::Opened::run`]), and the transaction limits.
 pub(super) fn journal(devs: &mut Devices, sb: &Superblock, opened: placement::Opened, opts: &MountOptions, next_tid: Tid) -> FsResult<Journal> {
     let mut content = opts.content().map_err(FsError::Invalid)?;
-    let (fast_commit_blocks, fast_commit_compact, fast_commit_notes) = (opened.fast_commit_blocks, opened.fast_commit_compact, opened.fast_commit_notes);
+    let (fast_commit_blocks, fast_commit_compact, fast_commit_notes, short_notes) = (opened.fast_commit_blocks, opened.fast_commit_compact, opened.fast_commit_notes, opened.fast_commit_short_notes);
     let (placement, capacity) = opened.run(devs, sb, opts, next_tid)?;
     // The placement's defaults, where the mount gave no option.
     let defaults = placement.defaults();
@@ -77,6 +77,7 @@ pub(super) fn journal(devs: &mut Devices, sb: &Superblock, opened: placement::Op
     cfg.fast_commit_blocks = if opts.fast_commit && !images_only { fast_commit_blocks.min(opts.fast_commit_blocks) } else { 0 };
     cfg.fast_commit_compact = fast_commit_compact;
     cfg.inode_notes = (fast_commit_notes && cfg.fast_commit_blocks > 0).then(|| crate::format::inode::InodeTables::of(sb));
+    cfg.short_notes = short_notes;
     cfg.faults = opts.faults.clone();
     let journal = Journal::new(cfg, content.policy(), placement, next_tid);
     Ok(journal)

@@ -91,19 +91,23 @@ pub mod jfeature {
     /// times in 16 bytes, its checksum recomputed on replay, where differential metadata
     /// would log the inode's 32 changed bytes under a tag of their own.
     pub const FAST_COMMIT_NOTES: u32 = 1 << 5;
-    pub const KNOWN: u32 = TX_CHECKSUM | MULTIWRITE | FAST_COMMIT | FAST_COMMIT_SPAN | FAST_COMMIT_COMPACT | FAST_COMMIT_NOTES;
+    /// A fast commit's inode notes may be short: 12 bytes, the size in 32 bits
+    /// ([`super::SHORT_NOTE_SIZE`]), said by bit 31 of its handles field.
+    pub const FAST_COMMIT_SHORT_NOTES: u32 = 1 << 6;
+    pub const KNOWN: u32 = TX_CHECKSUM | MULTIWRITE | FAST_COMMIT | FAST_COMMIT_SPAN | FAST_COMMIT_COMPACT | FAST_COMMIT_NOTES | FAST_COMMIT_SHORT_NOTES;
     /// What `okeanos tune` may turn on or off on a clean journal: forms a commit may take,
     /// which recovery tells apart by the block itself, so a journal with nothing to replay can
     /// gain or lose them (docs/FORMAT.md, "Journal features").
-    pub const TUNABLE: u32 = FAST_COMMIT | FAST_COMMIT_SPAN | FAST_COMMIT_COMPACT | FAST_COMMIT_NOTES;
+    pub const TUNABLE: u32 = FAST_COMMIT | FAST_COMMIT_SPAN | FAST_COMMIT_COMPACT | FAST_COMMIT_NOTES | FAST_COMMIT_SHORT_NOTES;
     /// Every feature by the name `okeanos tune` and `okeanos stat` use.
-    pub const NAMES: [(u32, &str); 6] = [
+    pub const NAMES: [(u32, &str); 7] = [
         (TX_CHECKSUM, "tx_checksum"),
         (MULTIWRITE, "multiwrite"),
         (FAST_COMMIT, "fast_commit"),
         (FAST_COMMIT_SPAN, "fast_commit_span"),
         (FAST_COMMIT_COMPACT, "fast_commit_compact"),
         (FAST_COMMIT_NOTES, "fast_commit_notes"),
+        (FAST_COMMIT_SHORT_NOTES, "fast_commit_short_notes"),
     ];
 
     /// The names of the features set in `features`, in bit order.
@@ -117,10 +121,13 @@ pub mod jfeature {
     }
 
     /// Why a set of features is not one a journal may have: a fast commit's span or compact
-    /// tags or inode notes without fast commits.
+    /// tags or inode notes without fast commits, short notes without notes.
     pub fn inconsistent(features: u32) -> Option<&'static str> {
-        if features & FAST_COMMIT == 0 && features & (FAST_COMMIT_SPAN | FAST_COMMIT_COMPACT | FAST_COMMIT_NOTES) != 0 {
-            return Some("fast_commit_span, fast_commit_compact and fast_commit_notes are forms of fast commits: they need fast_commit");
+        if features & FAST_COMMIT == 0 && features & (FAST_COMMIT_SPAN | FAST_COMMIT_COMPACT | FAST_COMMIT_NOTES | FAST_COMMIT_SHORT_NOTES) != 0 {
+            return Some("fast_commit_span, fast_commit_compact, fast_commit_notes and fast_commit_short_notes are forms of fast commits: they need fast_commit");
+        }
+        if features & FAST_COMMIT_NOTES == 0 && features & FAST_COMMIT_SHORT_NOTES != 0 {
+            return Some("fast_commit_short_notes is a form of inode notes: it needs fast_commit_notes");
         }
         None
     }
@@ -153,6 +160,11 @@ pub const MAX_NOTED_TAGS: usize = 0xffff;
 pub const MAX_NOTES: usize = 0x3fff;
 /// Bytes of one inode note.
 pub const NOTE_SIZE: usize = 16;
+/// Bytes of one short inode note (the journal's FAST_COMMIT_SHORT_NOTES): the size in 32 bits.
+pub const SHORT_NOTE_SIZE: usize = 12;
+/// In a fast commit's handles field: its notes are short ([`SHORT_NOTE_SIZE`]); the handle
+/// count is bits 0-30.
+const FAST_HANDLES_SHORT_NOTES: u32 = 1 << 31;
 
 /// An inode's change that differential metadata would log as its first 32 bytes (checksum,
 /// mode, size, mtime, ctime) under a tag, told instead (docs/FORMAT.md, "Inode notes"): replay
@@ -265,6 +277,12 @@ impl JournalSuperblock {
     /// Whether fast commits may carry inode notes in this journal (FAST_COMMIT_NOTES).
     pub fn fast_commit_notes(&self) -> bool {
         self.features & jfeature::FAST_COMMIT_NOTES != 0
+    }
+
+    /// Whether fast commits may carry short inode notes in this journal
+    /// (FAST_COMMIT_SHORT_NOTES).
+    pub fn fast_commit_short_notes(&self) -> bool {
+        self.features & jfeature::FAST_COMMIT_SHORT_NOTES != 0
     }
 
     /// The most blocks a fast commit may span in this journal: 0 without the FAST_COMMIT
@@ -565,6 +583,9 @@ pub struct FastCommit {
     pub compact: bool,
     /// Inode notes, after the tags (the journal's FAST_COMMIT_NOTES feature; empty without).
     pub notes: Vec<InodeNote>,
+    /// The notes in the short form ([`SHORT_NOTE_SIZE`] bytes; the journal's
+    /// FAST_COMMIT_SHORT_NOTES feature): every note's size below 2^32. False without notes.
+    pub short_notes: bool,
 }
 
 const FAST_COUNT_AT: usize = 16;
@@ -646,16 +667,21 @@ impl FastCommit {
         if compact { COMPACT_TAG_SIZE } else { TAG_SIZE }
     }
 
+    /// Bytes one note takes.
+    pub fn note_size(short: bool) -> usize {
+        if short { SHORT_NOTE_SIZE } else { NOTE_SIZE }
+    }
+
     /// Bytes of fields, tags, notes and records (the hash and continuation headers not
     /// counted).
-    fn content_len(tags: usize, notes: usize, stream: usize, compact: bool) -> usize {
-        FAST_TAGS_AT + tags * Self::tag_size(compact) + notes * NOTE_SIZE + stream
+    fn content_len(tags: usize, notes: usize, stream: usize, compact: bool, short: bool) -> usize {
+        FAST_TAGS_AT + tags * Self::tag_size(compact) + notes * Self::note_size(short) + stream
     }
 
     /// Bytes of a fast commit that carry something: fields, tags, notes, records and the hash
     /// (continuation headers and the padding to a sector not counted).
-    pub fn carried_len(tags: usize, notes: usize, stream: usize, compact: bool) -> usize {
-        Self::content_len(tags, notes, stream, compact) + FAST_HASH_LEN
+    pub fn carried_len(tags: usize, notes: usize, stream: usize, compact: bool, short: bool) -> usize {
+        Self::content_len(tags, notes, stream, compact, short) + FAST_HASH_LEN
     }
 
     /// Bytes a fast commit that carries `carried` bytes ([`FastCommit::carried_len`]) writes:
@@ -668,12 +694,12 @@ impl FastCommit {
 
     /// The span `tags` tags (compact or not) with `stream` record bytes take.
     pub fn span(block_size: usize, tags: usize, stream: usize, compact: bool) -> FastSpan {
-        Self::span_with_notes(block_size, tags, 0, stream, compact)
+        Self::span_with_notes(block_size, tags, 0, stream, compact, false)
     }
 
-    /// The span with `notes` inode notes as well.
-    pub fn span_with_notes(block_size: usize, tags: usize, notes: usize, stream: usize, compact: bool) -> FastSpan {
-        FastSpan::of(block_size, Self::content_len(tags, notes, stream, compact))
+    /// The span with `notes` inode notes as well (short ones or not).
+    pub fn span_with_notes(block_size: usize, tags: usize, notes: usize, stream: usize, compact: bool, short: bool) -> FastSpan {
+        FastSpan::of(block_size, Self::content_len(tags, notes, stream, compact, short))
     }
 
     /// Whether `tags` full tags with `stream` record bytes fit one block.
@@ -683,13 +709,14 @@ impl FastCommit {
 
     /// Whether they fit `max_blocks` blocks (at most [`MAX_FAST_BLOCKS`]).
     pub fn fits_in(block_size: usize, tags: usize, stream: usize, max_blocks: usize, compact: bool) -> bool {
-        Self::fits_with_notes(block_size, tags, 0, stream, max_blocks, compact)
+        Self::fits_with_notes(block_size, tags, 0, stream, max_blocks, compact, false)
     }
 
-    /// Whether they fit with `notes` inode notes (within the count fields' widths).
-    pub fn fits_with_notes(block_size: usize, tags: usize, notes: usize, stream: usize, max_blocks: usize, compact: bool) -> bool {
+    /// Whether they fit with `notes` inode notes, short or not (within the count fields'
+    /// widths).
+    pub fn fits_with_notes(block_size: usize, tags: usize, notes: usize, stream: usize, max_blocks: usize, compact: bool, short: bool) -> bool {
         let counts = notes == 0 || (tags <= MAX_NOTED_TAGS && notes <= MAX_NOTES);
-        tags >= 1 && counts && Self::span_with_notes(block_size, tags, notes, stream, compact).blocks <= max_blocks.min(MAX_FAST_BLOCKS)
+        tags >= 1 && counts && Self::span_with_notes(block_size, tags, notes, stream, compact, short).blocks <= max_blocks.min(MAX_FAST_BLOCKS)
     }
 
     /// Whether a tag can take the compact form: a record (not escaped) of a block a compact
@@ -710,8 +737,10 @@ impl FastCommit {
         let (n, m, len) = (self.tags.len(), self.notes.len(), self.stream.len());
         assert!(n >= 1 && block_size >= SECTOR && block_size % SECTOR == 0);
         assert!(m == 0 || (n <= MAX_NOTED_TAGS && m <= MAX_NOTES), "the count fields hold the tags and notes");
+        let short = self.short_notes && m > 0;
+        assert!(!short || self.notes.iter().all(|n| n.size <= u32::MAX as u64), "a short note's size fits 32 bits");
         debug_assert_eq!(Descriptor::stream_len(&self.tags), len);
-        let content_len = Self::content_len(n, m, len, self.compact);
+        let content_len = Self::content_len(n, m, len, self.compact, short);
         let span = FastSpan::of(block_size, content_len);
         assert!(span.blocks <= MAX_FAST_BLOCKS, "a fast commit spans at most {MAX_FAST_BLOCKS} blocks");
         let mut c = vec![0u8; content_len];
@@ -719,7 +748,10 @@ impl FastCommit {
         let count = if m == 0 { n as u32 } else { n as u32 | (m as u32) << 16 | FAST_COUNT_NOTES };
         Le::put_u32(&mut c, FAST_COUNT_AT, count | if self.compact { FAST_COUNT_COMPACT } else { 0 });
         Le::put_u32(&mut c, FAST_STREAM_AT, len as u32);
-        Le::put_u32(&mut c, FAST_HANDLES_AT, self.handle_count);
+        // The count is what the commit tells a reader, not what replay needs: one past 2^31 - 1
+        // (which no transaction reaches) is written as that.
+        let handles = self.handle_count.min(FAST_HANDLES_SHORT_NOTES - 1);
+        Le::put_u32(&mut c, FAST_HANDLES_AT, handles | if short { FAST_HANDLES_SHORT_NOTES } else { 0 });
         Le::put_u32(&mut c, FAST_SECTORS_AT, span.sectors(block_size) as u32);
         Le::put_i64(&mut c, FAST_TIME_AT, self.commit_time_ns);
         let size = Self::tag_size(self.compact);
@@ -736,8 +768,12 @@ impl FastCommit {
         for note in &self.notes {
             Le::put_u32(&mut c, at, note.ino);
             Le::put_u32(&mut c, at + 4, note.age_ns);
-            Le::put_u64(&mut c, at + 8, note.size);
-            at += NOTE_SIZE;
+            if short {
+                Le::put_u32(&mut c, at + 8, note.size as u32);
+            } else {
+                Le::put_u64(&mut c, at + 8, note.size);
+            }
+            at += Self::note_size(short);
         }
         c[at..].copy_from_slice(&self.stream);
         let mut blocks = Vec::with_capacity(span.blocks);
@@ -775,14 +811,23 @@ impl FastCommit {
             return Err(invalid(W, format!("{sectors} sectors: more than {MAX_FAST_BLOCKS} blocks")));
         };
         let (n, m, compact) = Self::count(b);
+        let short = Self::short_notes(b);
         let len = Le::u32(b, FAST_STREAM_AT) as usize;
-        if n == 0 || n > MAX_FAST_BLOCKS * b.len() / Self::tag_size(compact) || len > MAX_FAST_BLOCKS * b.len() || Self::span_with_notes(b.len(), n, m, len, compact) != span {
+        if n == 0 || n > MAX_FAST_BLOCKS * b.len() / Self::tag_size(compact) || len > MAX_FAST_BLOCKS * b.len() || Self::span_with_notes(b.len(), n, m, len, compact, short) != span {
             return Err(invalid(W, format!("{n} tags, {m} notes and {len} stream bytes do not fill {sectors} sectors")));
         }
         if m == 0 && Le::u32(b, FAST_COUNT_AT) & FAST_COUNT_NOTES != 0 {
             return Err(invalid(W, "the notes bit is set with no notes"));
         }
+        if m == 0 && short {
+            return Err(invalid(W, "the short notes bit is set with no notes"));
+        }
         Ok(span)
+    }
+
+    /// The handles field's short-notes bit.
+    fn short_notes(b: &[u8]) -> bool {
+        Le::u32(b, FAST_HANDLES_AT) & FAST_HANDLES_SHORT_NOTES != 0
     }
 
     /// The tag count field: how many tags and notes, and whether the tags are compact.
@@ -828,17 +873,19 @@ impl FastCommit {
             c.extend_from_slice(&b[if k == 0 { 0 } else { FAST_MORE_AT }..end]);
         }
         let (n, m, compact) = Self::count(&c);
-        let size = Self::tag_size(compact);
+        let short = Self::short_notes(&c);
+        let (size, note_size) = (Self::tag_size(compact), Self::note_size(short));
         let stream_len = Le::u32(&c, FAST_STREAM_AT) as usize;
         let notes_at = FAST_TAGS_AT + n * size;
-        let at = notes_at + m * NOTE_SIZE;
+        let at = notes_at + m * note_size;
         if at + stream_len > c.len() {
             return Err(invalid(W, format!("{n} tags, {m} notes and {stream_len} stream bytes overrun the span")));
         }
         let notes: Vec<InodeNote> = (0..m)
             .map(|k| {
-                let p = notes_at + k * NOTE_SIZE;
-                InodeNote { ino: Le::u32(&c, p), age_ns: Le::u32(&c, p + 4), size: Le::u64(&c, p + 8) }
+                let p = notes_at + k * note_size;
+                let size = if short { Le::u32(&c, p + 8) as u64 } else { Le::u64(&c, p + 8) };
+                InodeNote { ino: Le::u32(&c, p), age_ns: Le::u32(&c, p + 4), size }
             })
             .collect();
         if let Some(bad) = notes.iter().find(|n| n.ino == 0) {
@@ -871,10 +918,11 @@ impl FastCommit {
             tid,
             tags,
             stream: c[at..at + stream_len].to_vec(),
-            handle_count: Le::u32(&c, FAST_HANDLES_AT),
+            handle_count: Le::u32(&c, FAST_HANDLES_AT) & !FAST_HANDLES_SHORT_NOTES,
             commit_time_ns: Le::i64(&c, FAST_TIME_AT),
             compact,
             notes,
+            short_notes: short,
         })
     }
 }

@@ -395,7 +395,10 @@ impl Journal {
         // Compact tags where the journal has the form and every record's block can be named
         // by one (docs/FORMAT.md, "Compact tags").
         let compact = self.cfg.fast_commit_compact && items.iter().all(|i| i.block().get() <= jf::MAX_COMPACT_TAG_BLOCK);
-        if !jf::FastCommit::fits_with_notes(bs, tag_count, notes, stream_len, self.cfg.fast_commit_blocks, compact) {
+        // Short notes where the journal has the form and every noted size fits 32 bits
+        // (docs/FORMAT.md, "Inode notes").
+        let short = notes > 0 && self.cfg.short_notes && items.iter().all(|i| !matches!(i, Item::Note { note, .. } if note.size > u32::MAX as u64));
+        if !jf::FastCommit::fits_with_notes(bs, tag_count, notes, stream_len, self.cfg.fast_commit_blocks, compact, short) {
             return false;
         }
         let mut tags = Vec::with_capacity(tag_count);
@@ -423,10 +426,10 @@ impl Journal {
         stats.notes += notes as u64;
         stats.record_bytes += stream_len as u64;
         stats.inline_bytes += stream_len as u64;
-        let fc = jf::FastCommit { tid: tx.tid, tags, stream, handle_count: tx.handles, commit_time_ns: wall_ns, compact, notes: fc_notes };
+        let fc = jf::FastCommit { tid: tx.tid, tags, stream, handle_count: tx.handles, commit_time_ns: wall_ns, compact, notes: fc_notes, short_notes: short };
         let blocks = fc.encode_span(bs);
         stats.fast_blocks = blocks.len() as u32;
-        stats.fast_bytes = jf::FastCommit::carried_len(tag_count, notes, stream_len, compact) as u64;
+        stats.fast_bytes = jf::FastCommit::carried_len(tag_count, notes, stream_len, compact, short) as u64;
         for b in blocks {
             w.push(Arc::new(b), BlockKind::Commit);
         }

@@ -71,13 +71,16 @@ pub struct JournalConfig {
     /// changed bytes (the journal's FAST_COMMIT_NOTES feature, under differential metadata):
     /// where the inode tables lie.
     pub inode_notes: Option<crate::format::inode::InodeTables>,
+    /// Notes take the short form where their sizes allow (the journal's
+    /// FAST_COMMIT_SHORT_NOTES feature).
+    pub short_notes: bool,
 }
 
 impl JournalConfig {
     /// The configuration for a placement of `capacity` journal blocks.
     pub fn new(capacity: u64, block_size: usize) -> Self {
         let max_tx_blocks = (capacity / 4).max(8);
-        JournalConfig { block_size, max_tx_blocks, faults: Faults::default(), lazy_checkpoint: false, dirty_background_blocks: 0, datasync_in_place: false, fast_commit_blocks: 0, fast_commit_compact: false, inode_notes: None }
+        JournalConfig { block_size, max_tx_blocks, faults: Faults::default(), lazy_checkpoint: false, dirty_background_blocks: 0, datasync_in_place: false, fast_commit_blocks: 0, fast_commit_compact: false, inode_notes: None, short_notes: false }
     }
 }
 

@@ -81,6 +81,9 @@ pub struct Opened {
     /// Whether its fast commits may carry inode notes
     /// ([`crate::format::journal::JournalSuperblock::fast_commit_notes`]).
     pub fast_commit_notes: bool,
+    /// Whether those notes may be short
+    /// ([`crate::format::journal::JournalSuperblock::fast_commit_short_notes`]).
+    pub fast_commit_short_notes: bool,
 }
 
 /// Writes what a new file system's journal holds after its superblock (mkfs), on `jdev` from
@@ -163,7 +166,7 @@ pub fn open(devs: &mut Devices, sb: &Superblock, region: LogRegion, jsb: &Journa
         JournalKind::Remote(_) if !offline && jsb.remote.local && !opts.read_only => Kinded::Remote(Remote::new(Ring::new(region, jsb.clone()), region.ring_len(), None)),
         JournalKind::Remote(_) | JournalKind::Ring => Kinded::Ring(Ring::new(region, jsb.clone())),
     };
-    Ok(Opened { placement, region, floor, remote, fast_commit_blocks: jsb.fast_commit_blocks(), fast_commit_compact: jsb.fast_commit_compact(), fast_commit_notes: jsb.fast_commit_notes() })
+    Ok(Opened { placement, region, floor, remote, fast_commit_blocks: jsb.fast_commit_blocks(), fast_commit_compact: jsb.fast_commit_compact(), fast_commit_notes: jsb.fast_commit_notes(), fast_commit_short_notes: jsb.fast_commit_short_notes() })
 }
 
 impl Opened {

@@ -616,7 +616,7 @@ mod tests {
             let block = HomeBlock::new(150);
             let tag = Tag { fs_block: block, flags: jf::tag_flags::MULTIWRITE, offset: 0, len: 128, data_hash: jf::data_hash(block, 0, &bytes) };
             let notes = vec![jf::InodeNote { ino, age_ns: 5, size: 4224 }];
-            let f = jf::FastCommit { tid: Tid::new(9), tags: vec![tag], stream: bytes, handle_count: 1, commit_time_ns: 1_000, compact: true, notes };
+            let f = jf::FastCommit { tid: Tid::new(9), tags: vec![tag], stream: bytes, handle_count: 1, commit_time_ns: 1_000, compact: true, notes, short_notes: false };
             f.encode_span(4096).remove(0)
         };
         let scan = |ino: u32, inodes: Option<InodeTables>| {
