@@ -533,19 +533,24 @@ fn xattr_block_round_trip_flips_and_bounds() {
 /// Inode notes (journal feature FAST_COMMIT_NOTES): 16 bytes telling an inode's size and
 /// times after the tags of a fast commit. Round trip over one block and a span, every flipped
 /// byte caught, the count field's bounds, and a note that names inode 0 refused.
+/// A fast commit of `n` 128-byte records under compact tags, with `notes` (short or not).
+fn noted_fast_commit(n: u64, notes: Vec<jf::InodeNote>, short_notes: bool, tid: u64) -> jf::FastCommit {
+    let stream: Vec<u8> = (0..n as usize * 128).map(|i| ((i as u64 * 7 + tid) % 253) as u8).collect();
+    let tags: Vec<Tag> = (0..n)
+        .map(|k| {
+            let (fs_block, offset) = (HomeBlock::new(700 + k), (k % 5 * 128) as u16);
+            let bytes = &stream[k as usize * 128..(k as usize + 1) * 128];
+            Tag { fs_block, flags: jf::tag_flags::MULTIWRITE, offset, len: 128, data_hash: jf::data_hash(fs_block, offset, bytes) }
+        })
+        .collect();
+    jf::FastCommit { tid: okeanos::Tid::new(tid), tags, stream, handle_count: n as u32, commit_time_ns: 5_000_000, compact: true, notes, short_notes }
+}
+
 #[test]
 fn inode_notes_round_trip_flips_and_bounds() {
     let fast = |n: u64, m: u32, tid: u64| {
-        let stream: Vec<u8> = (0..n as usize * 128).map(|i| ((i as u64 * 7 + tid) % 253) as u8).collect();
-        let tags: Vec<Tag> = (0..n)
-            .map(|k| {
-                let (fs_block, offset) = (HomeBlock::new(700 + k), (k % 5 * 128) as u16);
-                let bytes = &stream[k as usize * 128..(k as usize + 1) * 128];
-                Tag { fs_block, flags: jf::tag_flags::MULTIWRITE, offset, len: 128, data_hash: jf::data_hash(fs_block, offset, bytes) }
-            })
-            .collect();
         let notes = (0..m).map(|k| jf::InodeNote { ino: 3 + k, age_ns: 1000 * k + 17, size: (1 << 33) + k as u64 * 128 }).collect();
-        jf::FastCommit { tid: okeanos::Tid::new(tid), tags, stream, handle_count: n as u32, commit_time_ns: 5_000_000, compact: true, notes, short_notes: false }
+        noted_fast_commit(n, notes, false, tid)
     };
     let decode = |v: &[Vec<u8>]| jf::FastCommit::decode_span(&v.iter().map(Vec::as_slice).collect::<Vec<_>>(), true);
     // Ten appends and their ten inodes: 40 + 10 x 10 + 10 x 16 + 1,280 + 8 = 1,588 bytes, four
@@ -600,16 +605,8 @@ fn inode_notes_round_trip_flips_and_bounds() {
 #[test]
 fn short_inode_notes_round_trip_flips_and_bounds() {
     let fast = |n: u64, m: u32, short: bool| {
-        let stream: Vec<u8> = (0..n as usize * 128).map(|i| (i as u64 * 11 % 251) as u8).collect();
-        let tags: Vec<Tag> = (0..n)
-            .map(|k| {
-                let (fs_block, offset) = (HomeBlock::new(900 + k), (k % 7 * 128) as u16);
-                let bytes = &stream[k as usize * 128..(k as usize + 1) * 128];
-                Tag { fs_block, flags: jf::tag_flags::MULTIWRITE, offset, len: 128, data_hash: jf::data_hash(fs_block, offset, bytes) }
-            })
-            .collect();
         let notes = (0..m).map(|k| jf::InodeNote { ino: 5 + k, age_ns: 300 * k + 1, size: u32::MAX as u64 - k as u64 * 4096 }).collect();
-        jf::FastCommit { tid: okeanos::Tid::new(77), tags, stream, handle_count: 7, commit_time_ns: 9_000_000, compact: true, notes, short_notes: short }
+        noted_fast_commit(n, notes, short, 77)
     };
     let decode = |v: &[Vec<u8>]| jf::FastCommit::decode_span(&v.iter().map(Vec::as_slice).collect::<Vec<_>>(), true);
     // 40 appends and their inodes: 40 + 400 + 40 x 12 + 5,120 + 8 = 6,048 bytes, two blocks, the
@@ -619,7 +616,7 @@ fn short_inode_notes_round_trip_flips_and_bounds() {
     let span = f.encode_span(BS);
     assert_eq!((span.len(), jf::written_len(&span[1]), jf::written_len(&long[1])), (2, 4 * 512, 5 * 512));
     assert_eq!(decode(&span).unwrap(), f, "short notes, sizes up to 2^32 - 1, come back");
-    assert_eq!(u32::from_le_bytes(span[0][24..28].try_into().unwrap()), 0x8000_0007, "bit 31 of the handles field says short");
+    assert_eq!(u32::from_le_bytes(span[0][24..28].try_into().unwrap()), 0x8000_0000 | 40, "bit 31 of the handles field says short");
     for k in 0..2 {
         for i in (0..jf::written_len(&span[k])).step_by(3) {
             let mut x = span.clone();
@@ -634,7 +631,7 @@ fn short_inode_notes_round_trip_flips_and_bounds() {
     assert_eq!((one.len(), decode(&one).unwrap()), (1, f));
     every_flip_caught(&one[0], 0..jf::written_len(&one[0]), |x| jf::FastCommit::decode(x, true).map(|_| ()));
     let bare = fast(8, 0, true).encode_span(BS);
-    assert_eq!(u32::from_le_bytes(bare[0][24..28].try_into().unwrap()), 7, "no notes: the bit stays clear");
+    assert_eq!(u32::from_le_bytes(bare[0][24..28].try_into().unwrap()), 8, "no notes: the bit stays clear");
     let mut x = bare[0].clone();
     x[27] |= 0x80;
     let e = jf::FastCommit::first_span(&x).unwrap_err();
