@@ -253,8 +253,9 @@ impl MountOptions {
     }
 
     /// What the journal's scheduler reads of these options (journal/scheduler/), with
-    /// `checkpoint_thread` resolved at mount.
-    pub fn scheduler(&self, checkpoint_thread: bool) -> SchedulerConfig {
+    /// `checkpoint_thread` and the journal's write form (its block size, and whether commit
+    /// blocks are written short) resolved at mount.
+    pub fn scheduler(&self, checkpoint_thread: bool, block_size: u32, short_commits: bool) -> SchedulerConfig {
         let ns = |d: Duration| d.as_nanos() as u64;
         SchedulerConfig {
             commit_interval_ns: ns(self.commit_interval),
@@ -262,8 +263,8 @@ impl MountOptions {
             max_batch_ns: ns(self.max_batch_time),
             batch_handles: self.batch_handles,
             batch_for_bytes: self.batch_for_bytes,
-            block_size: 0,
-            short_commits: false,
+            block_size,
+            short_commits,
             writeback_period_ns: ns(self.writeback_period),
             expire_ns: self.expire_period.map(ns),
             lazy_checkpoint: self.lazy_checkpoint,

@@ -126,11 +126,9 @@ impl Okeanos {
         // `checkpoint_thread` resolved: `auto` is not with an internal journal on a disk that
         // seeks; the placement must allow it too (`Scheduler::beside`).
         let checkpoint_thread = opts.checkpoint_thread.unwrap_or_else(|| !(devs.journal.is_none() && devs.fs.seeks() == Some(true)));
-        let mut sched_cfg = opts.scheduler(checkpoint_thread);
         // What a commit's last write rounds up to (batching for bytes fills it).
         let journal_dev = if devs.journal.is_some() { crate::journal::plan::DevId::Journal } else { crate::journal::plan::DevId::Fs };
-        sched_cfg.block_size = devs.block_size as u32;
-        sched_cfg.short_commits = devs.writes_short(journal_dev);
+        let sched_cfg = opts.scheduler(checkpoint_thread, devs.block_size as u32, devs.writes_short(journal_dev));
         let inner = Arc::new(Inner {
             core: Mutex::new(Core { fs, sched: Scheduler::new(sched_cfg, now), closing: false, manual: opts.manual_journal, sync_waiters: Vec::new(), commit_lane_busy: false, lane_waiter: false, leads: 0, inline_syncs: None, flush_jobs: Vec::new(), flusher_answers: None, owed_wake: None }),
             cv: Condvar::new(),
