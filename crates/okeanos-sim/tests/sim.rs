@@ -413,6 +413,44 @@ fn batching_for_bytes_fills_fast_commits_under_light_load() {
     assert!(per(&bytes) < per(&latency) / 2.0, "and journals less than half the bytes: {:.2} against {:.2}", per(&bytes), per(&latency));
 }
 
+/// `batch=bytes` for plain wasteless on many files (2,000 streams of a 128-byte sync a second
+/// on the seeking disk, their inodes in 125 table blocks logged whole): a commit of n syncs
+/// logs about as many table blocks until n nears the files' count, so the window must run to
+/// the user's `max_batch_time` while handles arrive, not a commit's time. With a 300 ms bound
+/// the same syncs journal a fraction of the bytes, and no sync waits much past the bound.
+/// Deterministic (virtual time).
+#[test]
+fn batching_for_bytes_shares_table_blocks_among_many_files() {
+    let spec = Multistream { streams: 2000, size: 128, rate: Rate::Bits(1024.0), sync: SyncKind::Fdatasync, sync_every: 1, duration: Duration::from_secs(10) };
+    let run = |for_bytes: bool, max_batch_ms: u64| {
+        let mut cfg = world_cfg(ContentConfig::parse("wasteless").unwrap(), true);
+        // mke2fs's 64 MiB journal: a transaction of a quarter of it holds some 900 of these
+        // syncs' credits (the test's usual 8 MiB journal would end commits at about 70).
+        cfg.external_journal_blocks = Some(16384);
+        cfg.mount.batch_for_bytes = for_bytes;
+        cfg.mount.max_batch_time = Duration::from_millis(max_batch_ms);
+        let w = World::new(cfg, &Default::default()).unwrap();
+        let out = multistream::run(w, &spec, 7).unwrap();
+        assert!(out.error.is_none(), "{:?}", out.error);
+        out.during
+    };
+    let (latency, bytes) = (run(false, 300), run(true, 300));
+    let per = |c: &okeanos::stats::Counters| c.journal_bytes as f64 / c.payload_bytes as f64;
+    eprintln!(
+        "syncs a commit {:.1} / {:.1}, journal bytes a payload byte {:.2} / {:.2}, sync p99 {:.0} / {:.0} us",
+        latency.syncs_per_commit,
+        bytes.syncs_per_commit,
+        per(&latency),
+        per(&bytes),
+        latency.sync_latency.p99_us,
+        bytes.sync_latency.p99_us
+    );
+    assert!(latency.syncs >= 15_000 && bytes.syncs >= 15_000, "both ran: {} and {} syncs", latency.syncs, bytes.syncs);
+    assert!(bytes.syncs_per_commit > 500.0, "the window runs to its bound while handles arrive (about 600 syncs in 300 ms): {:.1} syncs a commit", bytes.syncs_per_commit);
+    assert!(per(&bytes) < per(&latency) / 4.0, "and journals less than a quarter of the bytes: {:.2} against {:.2}", per(&bytes), per(&latency));
+    assert!(bytes.sync_latency.p99_us < 400_000.0, "the bound holds: p99 {:.0} us", bytes.sync_latency.p99_us);
+}
+
 /// Manylogs on a rotational disk (checkpoints between commits, on the commit lane) under 50
 /// closed-loop streams: snapshots of the map still happen when due (the lane takes a due one
 /// before the next commit; before, a busy lane put them off until the writers stopped), and

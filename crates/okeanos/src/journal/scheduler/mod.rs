@@ -222,8 +222,9 @@ struct Batch {
     /// Handles seen at the last look, and when to look next.
     handles_seen: u32,
     next_ns: u64,
-    /// It waits for a fast commit's padding to fill (`batch=bytes`): it ends once it is.
-    for_padding: bool,
+    /// It waits for bytes (`batch=bytes`: shared blocks, or a fast commit's padding): it ends
+    /// once the transaction no longer would.
+    for_bytes: bool,
 }
 
 /// The scheduler's state.
@@ -685,18 +686,23 @@ impl Scheduler {
     ///
     /// The window trades a sync's latency for the bytes its commit's fixed part costs
     /// (`batch=`). For latency (the default) it is a quarter of a commit, ended early by
-    /// `batch_handles`. For bytes, past `batch_handles` however many handles joined:
-    /// - a transaction whose metadata blocks logged whole outweigh its handles' own journal
-    ///   bytes (records, data blocks) waits a whole commit, jbd2's window: each sync that joins
-    ///   shares those blocks;
-    /// - a transaction of records alone, whose fast commit's fields and padding to the
-    ///   journal's write unit (a sector written short, else a block) would exceed a
-    ///   sixty-fourth of what its handles carry ([`Scheduler::padding_heavy`]), waits up to
-    ///   `max_batch_time` for more: each sync that joins fills what would be padding. Under
-    ///   light load this is what turns a block a commit into a block of many syncs.
+    /// `batch_handles`. For bytes, past `batch_handles` however many handles joined, a
+    /// transaction waits up to `max_batch_time` for more while it is
+    /// - whole-heavy: its metadata blocks logged whole outweigh its handles' own journal bytes
+    ///   (records, data blocks). Each sync that joins may share those blocks; many files
+    ///   whose inodes spread over many table blocks share them only in commits of a good
+    ///   part of all the files, so the window is the user's bound, not a commit's time
+    ///   (docs/JOURNALING.md, "Batching for bytes");
+    /// - padding-heavy: a transaction of records alone, whose fast commit's fields and
+    ///   padding to the journal's write unit (a sector written short, else a block) would
+    ///   exceed a sixty-fourth of what its handles carry ([`Scheduler::padding_heavy`]). Each
+    ///   sync that joins fills what would be padding. Under light load this is what turns a
+    ///   block a commit into a block of many syncs.
     ///
-    /// Other transactions (whole data blocks under data journaling, or fast commits already
-    /// full) have little to share and batch as for latency.
+    /// Such a window ends as soon as the transaction is neither, or when four of the gaps
+    /// handles have been arriving at pass with none. Other transactions (whole data blocks
+    /// under data journaling, or fast commits already full) have little to share and batch as
+    /// for latency.
     fn batch_wait(&mut self, j: &Journal, now: u64) -> Option<u64> {
         if self.last_commit_handles < 2 {
             return None;
@@ -713,48 +719,49 @@ impl Scheduler {
         // while every writer of the last commit came back, and halved what ordered mode served
         // at 100 streams; not waiting at all doubled the journal bytes per sync of cheap
         // commits (docs/BENCHMARKS.md, "Batching").
-        let commit = match (whole_heavy, padding_heavy) {
-            (true, _) => self.avg_commit_ns,
-            (false, true) => self.cfg.max_batch_ns,
-            _ => self.avg_commit_ns / 4,
-        };
+        let commit = if for_bytes { self.cfg.max_batch_ns } else { self.avg_commit_ns / 4 };
         let window = commit.clamp(self.cfg.min_batch_ns, self.cfg.max_batch_ns);
         if window == 0 {
             return None;
         }
         // The window goes on while handles keep arriving: a slice of it with none ends it. A
-        // fast commit filling its padding waits for handles that come at the load's own pace:
-        // its slice is four of the gaps handles have been arriving at (a stream of arrivals at
-        // that pace leaves one empty about one time in fifty), at most the window (a quarter
-        // of it while the pace is unknown).
+        // window for bytes waits for handles that come at the load's own pace: its slice is
+        // k of the gaps handles have been arriving at, at most the window (a quarter of it
+        // while the pace is unknown). Arrivals at that pace leave a slice empty about once in
+        // e^k slices, and the window holds window/gap/k of them: k = 2 + ln(window/gap), at
+        // least 4, keeps the chance that one empty slice ends a window that arrivals would
+        // have filled near one in twenty (four gaps alone ended a 300 ms window at 8,000
+        // streams a second after 3-80 ms: docs/BENCHMARKS.md, "Batching for shared blocks").
         // So a closed loop whose writers have all joined (arrivals tens of microseconds apart)
-        // commits at once, and 1,000 streams of a sync a second wait as long as they fill.
-        let slice = match (padding_heavy, self.arrival_gap_ns) {
-            (true, gap) if gap > 0 => gap.saturating_mul(4).min(window),
+        // commits within a few hundred microseconds, and 1,000 streams of a sync a second wait
+        // as long as they fill.
+        let slice = match (for_bytes, self.arrival_gap_ns) {
+            (true, gap) if gap > 0 => gap.saturating_mul(quiet_gaps(window, gap)).min(window),
             (true, _) => window / 4,
             (false, _) => window / 8,
         }
         .max(20_000);
-        // A window for padding looks last at its end (its slices may be as long as it).
-        let next = |started: u64| if padding_heavy { (now + slice).min(started + window) } else { now + slice };
+        // A window for bytes looks last at its end (its slices may be as long as it).
+        let next = |started: u64| if for_bytes { (now + slice).min(started + window) } else { now + slice };
         if !for_bytes && self.cfg.batch_handles > 0 && handles >= self.cfg.batch_handles {
             // Enough syncs to share the commit's flushes: waiting for more idles the device
             // (docs/BENCHMARKS.md, "Batching").
             return None;
         }
         match self.batch {
-            // A window for padding ends as soon as the padding is filled.
-            Some(Batch { for_padding: true, .. }) if !padding_heavy => None,
+            // A window for bytes ends as soon as the padding is filled or the handles' own
+            // bytes outweigh the blocks they share.
+            Some(Batch { for_bytes: true, .. }) if !for_bytes => None,
             None => {
                 let next_ns = next(now);
-                self.batch = Some(Batch { started_ns: now, handles_seen: handles, next_ns, for_padding: padding_heavy });
+                self.batch = Some(Batch { started_ns: now, handles_seen: handles, next_ns, for_bytes });
                 Some(next_ns)
             }
             Some(Batch { next_ns, .. }) if now < next_ns => Some(next_ns),
             Some(Batch { started_ns, handles_seen, .. }) => {
                 if handles > handles_seen && now - started_ns < window {
                     let next_ns = next(started_ns);
-                    self.batch = Some(Batch { started_ns, handles_seen: handles, next_ns, for_padding: padding_heavy });
+                    self.batch = Some(Batch { started_ns, handles_seen: handles, next_ns, for_bytes });
                     Some(next_ns)
                 } else {
                     None
@@ -777,5 +784,11 @@ impl Scheduler {
         let written = FastCommit::written_len(bs, own + FAST_FIXED_LEN, self.cfg.short_commits);
         (written.saturating_sub(own) as u64) * PADDING_SHARE > own as u64
     }
+}
 
+/// How many arrival gaps without a handle end a window for bytes of `window` ns, handles
+/// arriving `gap` ns apart: 2 + ln(window/gap), at least 4 ([`Scheduler::batch_wait`]).
+fn quiet_gaps(window: u64, gap: u64) -> u64 {
+    let arrivals = (window / gap.max(1)).max(1) as f64;
+    (2.0 + arrivals.ln()).ceil().max(4.0) as u64
 }

@@ -3,7 +3,7 @@
 //! journal thread would and checks the decision, without threads, devices or a clock.
 
 use crate::cache::{BufKind, Cache};
-use super::{Counted, Host, JournalStep, JournalWork, Lane, Scheduler, SchedulerConfig};
+use super::{quiet_gaps, Counted, Host, JournalStep, JournalWork, Lane, Scheduler, SchedulerConfig};
 use crate::ids::HomeBlock;
 use crate::journal::transaction::{Credits, Tid};
 use crate::journal::Journal;
@@ -219,10 +219,11 @@ fn enough_handles_commit_without_a_window() {
 }
 
 /// `batch=bytes`: a transaction whose whole metadata blocks outweigh its records (plain
-/// wasteless: 128-byte records, one inode block logged whole) waits a whole commit's time,
-/// past `batch_handles`; under `batch=latency` the same transaction commits at the bound; and
-/// a transaction of whole data blocks (data) has nothing to share and commits at the bound
-/// even under `batch=bytes`.
+/// wasteless: 128-byte records, one inode block logged whole) waits, past `batch_handles`,
+/// while handles keep arriving, up to `max_batch_time` (15 ms here; a commit took 1 ms);
+/// under `batch=latency` the same transaction commits at the bound; and a transaction of
+/// whole data blocks (data) has nothing to share and commits at the bound even under
+/// `batch=bytes`.
 #[test]
 fn batching_for_bytes_waits_a_commit_while_whole_metadata_dominates() {
     // How many handles the commit took, and how long after the first it went.
@@ -259,7 +260,8 @@ fn batching_for_bytes_waits_a_commit_while_whole_metadata_dominates() {
     assert_eq!(shape_wasteless, (4096, 128), "plain wasteless: a whole inode block, a 128-byte record");
     assert_eq!(shape_data, (4096, 4096), "data: the data block is logged whole too");
     let (handles, waited) = run("wasteless", true);
-    assert!(handles > 3 && (MS..=MS + MS / 8).contains(&waited), "batch=bytes waits a whole commit (1 ms) past batch_handles: {handles} handles after {waited} ns");
+    // The pace of arrivals is unknown after one commit: slices of a quarter of the window.
+    assert!(handles == 5 && waited == 15 * MS, "batch=bytes waits up to max_batch_time past batch_handles: {handles} handles after {waited} ns");
     let (handles, waited) = run("wasteless", false);
     assert!(handles == 3 && waited < MS / 4, "batch=latency commits once batch_handles joined: {handles} handles after {waited} ns");
     let (handles, waited) = run("data", true);
@@ -377,6 +379,73 @@ fn batching_for_padding_ends_soon_when_the_writers_stop_coming() {
     // Now the pace is known (about 119 µs a handle): four gaps with no handle end it.
     let second = burst(&mut s, &mut h, 10 * MS, 40);
     assert!(second < MS, "a padding window at the known pace: {second} ns");
+}
+
+/// `batch=bytes` while whole metadata blocks dominate, at a known pace of arrivals: the window
+/// looks in slices of `quiet_gaps` of the gaps handles arrive at, so it goes on through a
+/// silence shorter than a slice (arrivals at random leave a few such in a long window: slices
+/// of four gaps ended 300 ms windows at 8,000 streams after 3-80 ms) and ends in a silence of
+/// two slices.
+#[test]
+fn a_window_for_shared_blocks_ends_at_a_silence_its_length_makes_unlikely() {
+    assert_eq!(quiet_gaps(300 * MS, 100_000), 11, "2 + ln(3,000) = 10.01, rounded up");
+    assert_eq!((quiet_gaps(MS, MS), quiet_gaps(15 * MS, 12_000)), (4, 10), "at least four");
+    const GAP: u64 = MS;
+    let mut cfg = config();
+    cfg.batch_handles = 3;
+    cfg.batch_for_bytes = true;
+    cfg.max_batch_ns = 30 * MS;
+    let (mut s, mut h) = setup_policy(cfg, "wasteless");
+    let quiet = quiet_gaps(30 * MS, GAP);
+    assert_eq!(quiet, 6, "2 + ln(30) = 5.40, rounded up");
+    // A commit of two handles (a window follows a shared commit), and the pace the commits
+    // of handles arriving GAP apart teach the scheduler.
+    write_with_meta(&mut h, 4000, 100, 0);
+    write_with_meta(&mut h, 4001, 100, 0);
+    commit(&mut s, &mut h, 0, MS);
+    s.arrival_gap_ns = GAP;
+    let mut b = 5000;
+    // Handles every GAP from `t0` but none in [silence.0, silence.1) after it: when the commit
+    // went after t0, and its handles.
+    let mut run = |s: &mut Scheduler, h: &mut TestHost, t0: u64, silence: (u64, u64)| -> (u64, u64) {
+        let mut next = t0;
+        let mut now = t0;
+        let mut handles = 0;
+        loop {
+            while next <= now {
+                if !(silence.0..silence.1).contains(&(next - t0)) {
+                    // Each file's inode in a table block of its own, as many files' are.
+                    write_with_meta(h, b, 100_000 + b, next);
+                    b += 1;
+                    handles += 1;
+                }
+                next += GAP;
+            }
+            match s.poll(h, now, 0, Lane::Commit) {
+                JournalStep::Idle { wake_ns } => now = wake_ns.min(next),
+                JournalStep::Work(w) => {
+                    assert!(is_commit(&w));
+                    s.finish(h, now + MS, w, Ok(()));
+                    *s.effects() = Default::default();
+                    s.arrival_gap_ns = GAP;
+                    return (now - t0, handles);
+                }
+                JournalStep::Stop => panic!("stopped"),
+            }
+            assert!(now < t0 + S, "no commit within a second");
+        }
+    };
+    let slice = quiet * GAP;
+    // No silence: the window's whole length.
+    let (waited, handles) = run(&mut s, &mut h, S, (0, 0));
+    assert!(waited == 30 * MS && handles == 31, "arrivals all along: {waited} ns, {handles} handles");
+    // Eight gaps without a handle, which a slice of four gaps falls in whole (so four gaps
+    // would end the window here), and a slice of six does not.
+    let (waited, handles) = run(&mut s, &mut h, 2 * S, (10 * MS, 10 * MS + 7 * GAP));
+    assert!(waited == 30 * MS && handles == 24, "a silence shorter than a slice does not end it: {waited} ns, {handles} handles");
+    // A silence of two slices ends it within it.
+    let (waited, handles) = run(&mut s, &mut h, 3 * S, (10 * MS, 10 * MS + 2 * slice));
+    assert!(waited > 10 * MS && waited <= 10 * MS + 2 * slice && handles == 10, "a silence of {quiet} gaps ends it: {waited} ns, {handles} handles");
 }
 
 #[test]
