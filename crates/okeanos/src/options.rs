@@ -49,8 +49,8 @@ pub struct MountOptions {
     /// What the batching window is for (`batch=latency|bytes`, default latency). `latency`: a
     /// quarter of a commit's time, ended by `batch_handles`. `bytes`: a commit whose metadata
     /// blocks logged whole outweigh its handles' own journal bytes (ordered, writeback, plain
-    /// wasteless, selective) waits a whole commit's time (jbd2's window) and is not ended by
-    /// `batch_handles`, so that more syncs share those blocks; a fast commit whose fixed part
+    /// wasteless, selective) waits up to `max_batch_time` while syncs arrive and is not ended
+    /// by `batch_handles`, so that more syncs share those blocks; a fast commit whose fixed part
     /// and padding would outweigh a sixty-fourth of its handles' bytes waits up to
     /// `max_batch_time` for more syncs to fill it; other commits as with `latency`
     /// (docs/JOURNALING.md, "Batching for bytes", "Batching for padding").

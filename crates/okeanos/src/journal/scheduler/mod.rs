@@ -66,9 +66,9 @@ pub struct SchedulerConfig {
     pub max_batch_ns: u64,
     /// `batch_handles=`: a commit with this many handles waits for no more (0: no bound).
     pub batch_handles: u32,
-    /// `batch=bytes`: a commit dominated by metadata blocks logged whole waits a whole commit's
-    /// time, and a fast commit whose last write would be mostly padding waits up to
-    /// `max_batch_time` for more handles, past `batch_handles` (see `batch_wait`).
+    /// `batch=bytes`: a commit dominated by metadata blocks logged whole, or a fast commit
+    /// whose last write would be mostly padding, waits up to `max_batch_time` for more
+    /// handles, past `batch_handles` (see `batch_wait`).
     pub batch_for_bytes: bool,
     /// The journal's block size (0: unknown, no padding rule), and whether its commit blocks
     /// are written short (the sectors that hold them): how a fast commit's last write is

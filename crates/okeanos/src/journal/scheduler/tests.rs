@@ -225,7 +225,7 @@ fn enough_handles_commit_without_a_window() {
 /// whole data blocks (data) has nothing to share and commits at the bound even under
 /// `batch=bytes`.
 #[test]
-fn batching_for_bytes_waits_a_commit_while_whole_metadata_dominates() {
+fn batching_for_bytes_waits_while_whole_metadata_dominates() {
     // How many handles the commit took, and how long after the first it went.
     let run = |policy: &str, for_bytes: bool| -> (u64, u64) {
         let mut cfg = config();
