@@ -15,6 +15,31 @@ fn bit(map: &[u8], i: usize) -> bool {
     map[i / 8] & (1 << (i % 8)) != 0
 }
 
+/// The first bit in `from..end` of `map` that is clear and not `held` (a block freed by the
+/// running transaction). Used stretches are skipped a 64-bit word at a time: allocation from a
+/// goal crosses the blocks other files took since, and the whole used part of a group when it
+/// wraps around.
+fn first_free(map: &[u8], from: usize, end: usize, held: impl Fn(usize) -> bool) -> Option<usize> {
+    let end = end.min(map.len() * 8);
+    let mut i = from;
+    while i < end {
+        if i % 64 == 0 && i + 64 <= end {
+            let w = u64::from_le_bytes(map[i / 8..i / 8 + 8].try_into().expect("eight bytes"));
+            if w == u64::MAX {
+                i += 64;
+                continue;
+            }
+            // Bit k of the little-endian word is bit i + k of the map.
+            i += (!w).trailing_zeros() as usize;
+        }
+        if !bit(map, i) && !held(i) {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
+}
+
 impl<'a> Fs<'a> {
     pub fn group_start(&self, g: u32) -> HomeBlock {
         HomeBlock::new(self.st.sb.first_group_block + g as u64 * self.st.sb.blocks_per_group as u64)
@@ -112,7 +137,13 @@ impl<'a> Fs<'a> {
             let lo = self.group_data_start(g);
             let hi = self.group_start(g) + self.st.sb.blocks_in_group(g);
             let from = if k == 0 && goal >= lo && goal < hi { goal } else { self.st.alloc_cursor[g as usize].clamp(lo, hi) };
-            if let Some(b) = self.find_free(g, from, hi)?.or(self.find_free(g, lo, from)?) {
+            // The wrap-around search only when the first finds nothing (`Option::or` would
+            // scan the group's whole used part before `from` on every allocation).
+            let found = match self.find_free(g, from, hi)? {
+                Some(b) => Some(b),
+                None => self.find_free(g, lo, from)?,
+            };
+            if let Some(b) = found {
                 let base = self.group_start(g);
                 self.flip(g, false, (b - base) as usize, true)?;
                 self.st.alloc_cursor[g as usize] = b + 1;
@@ -126,19 +157,9 @@ impl<'a> Fs<'a> {
         let blk = self.load_bitmap(g, false)?;
         let base = self.group_start(g);
         let map = &self.st.cache.peek(blk).expect("bitmap cached").data;
-        let mut i = (from - base) as usize;
-        let end = (to - base) as usize;
-        while i < end {
-            if i % 8 == 0 && i + 8 <= end && map[i / 8] == 0xff {
-                i += 8;
-                continue;
-            }
-            if !bit(map, i) && !self.st.pending_free_blocks.contains(&(base + i as u64)) {
-                return Ok(Some(base + i as u64));
-            }
-            i += 1;
-        }
-        Ok(None)
+        let pending = &self.st.pending_free_blocks;
+        let found = first_free(map, (from - base) as usize, (to - base) as usize, |i| pending.contains(&(base + i as u64)));
+        Ok(found.map(|i| base + i as u64))
     }
 
     /// Frees block `b`: revoked if it has logged copies; reusable once this transaction commits.
@@ -198,5 +219,37 @@ impl<'a> Fs<'a> {
         let data = self.meta_mut(HomeBlock::SUPERBLOCK)?;
         sb.encode(&mut data[..]);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{bit, first_free};
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The word-at-a-time search agrees with its definition, bit by bit, whatever the map,
+        /// the range and the held bits.
+        #[test]
+        fn first_free_agrees_with_the_bitwise_definition(
+            map in proptest::collection::vec(prop_oneof![Just(0xffu8), Just(0u8), any::<u8>()], 0..80),
+            from in 0usize..700,
+            len in 0usize..700,
+            held in proptest::collection::btree_set(0usize..640, 0..8),
+        ) {
+            let end = from + len;
+            let want = (from..end.min(map.len() * 8)).find(|&i| !bit(&map, i) && !held.contains(&i));
+            prop_assert_eq!(first_free(&map, from, end, |i| held.contains(&i)), want);
+        }
+    }
+
+    #[test]
+    fn first_free_skips_whole_words_and_finds_the_first_clear_bit_after_them() {
+        let mut map = vec![0xffu8; 64];
+        map[37] = 0b1110_1111;
+        assert_eq!(first_free(&map, 0, 512, |_| false), Some(37 * 8 + 4));
+        assert_eq!(first_free(&map, 37 * 8 + 5, 512, |_| false), None, "nothing after it");
+        assert_eq!(first_free(&map, 0, 512, |i| i == 37 * 8 + 4), None, "held by the running transaction");
+        assert_eq!(first_free(&map, 3, 37 * 8 + 4, |_| false), None, "the end is exclusive");
     }
 }
