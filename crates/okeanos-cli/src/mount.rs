@@ -541,6 +541,22 @@ fn dur(us: f64) -> String {
 }
 
 /// The readable form of a mount's counters.
+/// `okeanos stat`'s line on commit sizes: which size of commit held the median handle, and
+/// the share of handles in each size that had any. None without commits.
+fn commit_sizes_line(v: &serde_json::Value) -> Option<String> {
+    let sizes: okeanos::stats::CommitSizes = serde_json::from_value(v.clone()).ok()?;
+    let total: u64 = sizes.handles.iter().sum();
+    let k = sizes.median_handle_bucket()?;
+    let name = |k: usize| match okeanos::stats::CommitSizes::range(k) {
+        (1, Some(1)) => "1".to_string(),
+        (least, Some(most)) => format!("{least}-{most}"),
+        (least, None) => format!("{least}+"),
+    };
+    let shares: Vec<String> =
+        (0..sizes.handles.len()).filter(|&k| sizes.handles[k] > 0).map(|k| format!("{} {:.1}%", name(k), 100.0 * sizes.handles[k] as f64 / total as f64)).collect();
+    Some(format!("half the handles went in commits of {} handles or fewer; handles by commit size: {}", name(k), shares.join(", ")))
+}
+
 fn summary(v: &serde_json::Value) -> String {
     let n = |k: &str| v[k].as_f64().unwrap_or(0.0);
     let l = &v["sync_latency"];
@@ -561,6 +577,9 @@ fn summary(v: &serde_json::Value) -> String {
     }
     let _ = writeln!(o, "syncs         {:.0}, {:.1} per commit; latency p50 {}, p99 {}, p99.9 {}, max {}", n("syncs"), n("syncs_per_commit"), dur(lat("p50_us")), dur(lat("p99_us")), dur(lat("p999_us")), dur(lat("max_us")));
     let _ = writeln!(o, "commits       {:.0} ({:.1} journal blocks each, {:.0} as fast commits, {:.0} of them spans, {:.0} inode notes), checkpoints {:.0}; {:.0} journal steps led by a syncing thread; {:.0} appends staged", n("commits"), n("journal_blocks_per_commit"), n("fast_commits"), n("fast_spans"), n("inode_notes"), n("checkpoints"), n("led_steps"), n("staged_appends"));
+    if let Some(line) = commit_sizes_line(&v["commit_sizes"]) {
+        let _ = writeln!(o, "commit sizes  {line}");
+    }
     if n("pipelined_flushes") > 0.0 {
         let _ = writeln!(o, "pipeline      {:.0} commits begun beside an earlier commit's flush; {:.0} flushes by flusher threads, {} each", n("pipelined_commits"), n("pipelined_flushes"), dur(n("pipelined_flush_ns") / n("pipelined_flushes") / 1e3));
     }

@@ -119,6 +119,9 @@ pub struct Run {
     /// Okeanos targets: where the commit lane's time went during the run (docs/OBSERVABILITY.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub commit_lane: Option<okeanos::stats::LaneTimes>,
+    /// Okeanos targets: commits during the run by how many handles each carried.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit_sizes: Option<okeanos::stats::CommitSizes>,
     /// Okeanos targets: operations that waited to start during the run, by reason.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admission: Option<okeanos::stats::AdmitWaits>,
@@ -170,6 +173,7 @@ impl Run {
         self.syncs = during.syncs;
         self.commits = Some(during.commits);
         self.syncs_per_commit = Some(during.syncs_per_commit);
+        self.commit_sizes = Some(during.commit_sizes).filter(|c| c.commits.iter().any(|&n| n > 0));
     }
 }
 

@@ -449,6 +449,11 @@ fn batching_for_bytes_shares_table_blocks_among_many_files() {
     assert!(bytes.syncs_per_commit > 500.0, "the window runs to its bound while handles arrive (about 600 syncs in 300 ms): {:.1} syncs a commit", bytes.syncs_per_commit);
     assert!(per(&bytes) < per(&latency) / 4.0, "and journals less than a quarter of the bytes: {:.2} against {:.2}", per(&bytes), per(&latency));
     assert!(bytes.sync_latency.p99_us < 400_000.0, "the bound holds: p99 {:.0} us", bytes.sync_latency.p99_us);
+    // The commit sizes say which: half the handles in commits of 512-1,023 with the window,
+    // of 8-15 without.
+    let median = |c: &okeanos::stats::Counters| c.commit_sizes.median_handle_bucket();
+    eprintln!("median handle's commit-size bucket {:?} / {:?}", median(&latency), median(&bytes));
+    assert_eq!((median(&latency), median(&bytes)), (Some(3), Some(9)), "commit sizes: {:?} / {:?}", latency.commit_sizes, bytes.commit_sizes);
 }
 
 /// Manylogs on a rotational disk (checkpoints between commits, on the commit lane) under 50

@@ -24,6 +24,9 @@ pub struct Stats {
     commit_handles: AtomicU64,
     commit_journal_blocks: AtomicU64,
     max_handles_per_commit: AtomicU64,
+    /// Commits by size, and the handles they carried ([`CommitSizes`]).
+    commit_sizes: [AtomicU64; COMMIT_SIZE_BUCKETS],
+    commit_size_handles: [AtomicU64; COMMIT_SIZE_BUCKETS],
     checkpoints: AtomicU64,
     idle_checkpoints: AtomicU64,
     snapshots: AtomicU64,
@@ -217,6 +220,57 @@ pub struct Latency {
     pub max_us: f64,
 }
 
+/// Buckets of [`CommitSizes`]: commits of 1, 2-3, 4-7, ... handles, the last 32,768 and more.
+pub const COMMIT_SIZE_BUCKETS: usize = 16;
+
+/// How many commits carried how many handles, and the handles they carried: bucket k holds
+/// the commits of 2^k to 2^(k+1) - 1 handles (bucket 0 also those of none), the last bucket
+/// every larger one. What a mean of handles a commit hides: commits alike, or a few huge ones
+/// gathered behind a stall that carry most of the syncs (docs/OBSERVABILITY.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitSizes {
+    pub commits: [u64; COMMIT_SIZE_BUCKETS],
+    pub handles: [u64; COMMIT_SIZE_BUCKETS],
+}
+
+impl CommitSizes {
+    /// The bucket of a commit of `handles` handles.
+    pub fn bucket(handles: u64) -> usize {
+        (handles.max(1).ilog2() as usize).min(COMMIT_SIZE_BUCKETS - 1)
+    }
+
+    /// The handles bucket `k` holds, as (least, most); `most` is None for the last.
+    pub fn range(k: usize) -> (u64, Option<u64>) {
+        let least = 1u64 << k;
+        (least, (k + 1 < COMMIT_SIZE_BUCKETS).then(|| (least << 1) - 1))
+    }
+
+    pub fn since(&self, base: &CommitSizes) -> CommitSizes {
+        let mut d = *self;
+        for k in 0..COMMIT_SIZE_BUCKETS {
+            d.commits[k] = d.commits[k].saturating_sub(base.commits[k]);
+            d.handles[k] = d.handles[k].saturating_sub(base.handles[k]);
+        }
+        d
+    }
+
+    /// The bucket holding the median handle: half of all handles went in commits of this
+    /// size or smaller. None without handles.
+    pub fn median_handle_bucket(&self) -> Option<usize> {
+        let total: u64 = self.handles.iter().sum();
+        let mut seen = 0;
+        (total > 0).then(|| {
+            self.handles
+                .iter()
+                .position(|&h| {
+                    seen += h;
+                    2 * seen >= total
+                })
+                .unwrap_or(COMMIT_SIZE_BUCKETS - 1)
+        })
+    }
+}
+
 /// A snapshot of every counter.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Counters {
@@ -239,6 +293,9 @@ pub struct Counters {
     pub handles: u64,
     pub handles_per_commit: f64,
     pub max_handles_per_commit: u64,
+    /// Commits by how many handles they carried.
+    #[serde(default)]
+    pub commit_sizes: CommitSizes,
     pub journal_blocks_per_commit: f64,
     pub syncs: u64,
     pub syncs_per_commit: f64,
@@ -353,6 +410,9 @@ impl Stats {
         self.record_bytes.fetch_add(records.record_bytes, Relaxed);
         self.inline_record_bytes.fetch_add(records.inline_bytes, Relaxed);
         self.commits.fetch_add(1, Relaxed);
+        let k = CommitSizes::bucket(handles as u64);
+        self.commit_sizes[k].fetch_add(1, Relaxed);
+        self.commit_size_handles[k].fetch_add(handles as u64, Relaxed);
         self.fast_commits.fetch_add((records.fast_blocks > 0) as u64, Relaxed);
         self.fast_spans.fetch_add((records.fast_blocks > 1) as u64, Relaxed);
         self.inode_notes.fetch_add(records.notes, Relaxed);
@@ -493,6 +553,10 @@ impl Stats {
             handles: self.handles.load(Relaxed),
             handles_per_commit: per(self.commit_handles.load(Relaxed)),
             max_handles_per_commit: self.max_handles_per_commit.load(Relaxed),
+            commit_sizes: CommitSizes {
+                commits: std::array::from_fn(|k| self.commit_sizes[k].load(Relaxed)),
+                handles: std::array::from_fn(|k| self.commit_size_handles[k].load(Relaxed)),
+            },
             journal_blocks_per_commit: per(self.commit_journal_blocks.load(Relaxed)),
             syncs,
             syncs_per_commit: per(syncs),
@@ -585,6 +649,7 @@ impl Counters {
             handles: self.handles - base.handles,
             handles_per_commit: per(handles_in_commits),
             max_handles_per_commit: self.max_handles_per_commit,
+            commit_sizes: self.commit_sizes.since(&base.commit_sizes),
             journal_blocks_per_commit: per(blocks_in_commits),
             syncs,
             syncs_per_commit: per(syncs as f64),
@@ -671,6 +736,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("okeanos_admission_waits_total", "counter", "operations that waited to start, by reason (label reason: commit, space, writeback)"),
     ("okeanos_admission_wait_seconds_total", "counter", "how long they waited, summed over the waiting threads (label reason)"),
     ("okeanos_sync_latency_seconds", "summary", "latency of a sync, from the call to its return"),
+    ("okeanos_commit_handles", "histogram", "handles (operations) a commit carried, by commit"),
     ("okeanos_syncs_per_commit", "gauge", "syncs a commit served, on average (group commit)"),
     ("okeanos_recovered_transactions", "gauge", "transactions replayed at this mount"),
     ("okeanos_journal_info", "gauge", "1, with the content policy and where the journal is (labels mode, placement)"),
@@ -776,6 +842,16 @@ impl Counters {
         }
         let _ = writeln!(o, "okeanos_sync_latency_seconds_sum {}", l.mean_us * l.count as f64 / 1e6);
         let _ = writeln!(o, "okeanos_sync_latency_seconds_count {}", l.count);
+        help(&mut o, "okeanos_commit_handles");
+        let sizes = &self.commit_sizes;
+        let mut below = 0;
+        for k in 0..COMMIT_SIZE_BUCKETS - 1 {
+            below += sizes.commits[k];
+            let _ = writeln!(o, "okeanos_commit_handles_bucket{{le=\"{}\"}} {below}", CommitSizes::range(k).1.unwrap_or(u64::MAX));
+        }
+        let _ = writeln!(o, "okeanos_commit_handles_bucket{{le=\"+Inf\"}} {}", sizes.commits.iter().sum::<u64>());
+        let _ = writeln!(o, "okeanos_commit_handles_sum {}", sizes.handles.iter().sum::<u64>());
+        let _ = writeln!(o, "okeanos_commit_handles_count {}", sizes.commits.iter().sum::<u64>());
         help(&mut o, "okeanos_syncs_per_commit");
         let _ = writeln!(o, "okeanos_syncs_per_commit {}", self.syncs_per_commit);
         help(&mut o, "okeanos_recovered_transactions");
@@ -803,12 +879,44 @@ mod tests {
             }
             let (name, value) = line.rsplit_once(' ').unwrap();
             assert!(value.parse::<f64>().is_ok(), "{line}");
-            let base = name.split('{').next().unwrap().trim_end_matches("_sum").trim_end_matches("_count");
+            let base = name.split('{').next().unwrap().trim_end_matches("_sum").trim_end_matches("_count").trim_end_matches("_bucket");
             assert!(METRICS.iter().any(|m| m.0 == base), "{base} undocumented");
             assert!(t.contains(&format!("# TYPE {base} ")), "{base} has no TYPE");
         }
         assert!(t.contains("okeanos_syncs_total 7\n"));
         assert!(t.contains("okeanos_sync_latency_seconds{quantile=\"0.99\"} 0.0003\n"));
         assert!(t.contains("placement=\"remote, \\\"fallen\\\" back\""), "{t}");
+    }
+
+    /// Commits land in the bucket of their size, the histogram's buckets are cumulative, the
+    /// median handle's bucket is the one where half the handles are reached, and `since`
+    /// subtracts bucket by bucket.
+    #[test]
+    fn commit_sizes_count_commits_and_their_handles_by_size() {
+        let stats = Stats::new(4096);
+        let commit = |h: u32| stats.on_commit(h, 1, Default::default());
+        for h in [0, 1, 2, 3, 4, 7, 8] {
+            commit(h);
+        }
+        assert_eq!((CommitSizes::bucket(0), CommitSizes::bucket(1), CommitSizes::bucket(3), CommitSizes::bucket(8)), (0, 0, 1, 3));
+        assert_eq!(CommitSizes::bucket(1 << 40), COMMIT_SIZE_BUCKETS - 1, "the last bucket holds every larger commit");
+        assert_eq!((CommitSizes::range(2), CommitSizes::range(COMMIT_SIZE_BUCKETS - 1)), ((4, Some(7)), (32_768, None)));
+        let base = stats.snapshot(Default::default(), None);
+        assert_eq!(&base.commit_sizes.commits[..4], &[2, 2, 2, 1]);
+        assert_eq!(&base.commit_sizes.handles[..4], &[1, 5, 11, 8]);
+        // 25 handles: the median (the 13th) is in the 4-7 bucket.
+        assert_eq!(base.commit_sizes.median_handle_bucket(), Some(2));
+        // One commit of 5,000 handles after: it carries nearly all of them.
+        commit(5000);
+        let now = stats.snapshot(Default::default(), None);
+        let d = now.since(&base).commit_sizes;
+        assert_eq!((d.commits.iter().sum::<u64>(), d.commits[12], d.handles[12]), (1, 1, 5000));
+        assert_eq!(now.commit_sizes.median_handle_bucket(), Some(12));
+        assert_eq!(CommitSizes::default().median_handle_bucket(), None);
+        let t = now.prometheus("data=ordered", "internal");
+        assert!(t.contains("okeanos_commit_handles_bucket{le=\"1\"} 2\n"), "{t}");
+        assert!(t.contains("okeanos_commit_handles_bucket{le=\"7\"} 6\n"), "{t}");
+        assert!(t.contains("okeanos_commit_handles_bucket{le=\"+Inf\"} 8\n"), "{t}");
+        assert!(t.contains("okeanos_commit_handles_sum 5025\n") && t.contains("okeanos_commit_handles_count 8\n"), "{t}");
     }
 }
