@@ -99,6 +99,8 @@ pub struct RunReport {
     pub snapshots: u64,
     /// Remote runs whose server died: the host fell back to its local journal.
     pub fallbacks: u64,
+    /// The run batched for bytes (`batch=bytes`).
+    pub batch_for_bytes: bool,
 }
 
 const MB: u64 = 1 << 20;
@@ -183,6 +185,14 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool,
     // stream's draws, and so every earlier seed's run, stay as they were.)
     let mix = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     wc.mount.snapshot_period = if manylogs && mix >> 62 != 0 { Duration::from_millis(1 + (mix >> 40) % 16) } else { Duration::ZERO };
+    // A quarter of the runs batch for bytes (`batch=bytes`), with windows of 1 to 40 ms: commits
+    // then wait, past `batch_handles`, for shared blocks and padding to fill, and the crash
+    // points fall among larger commits and their windows. (From the seed, as above.)
+    let batch_for_bytes = (mix >> 20) & 3 == 0;
+    if batch_for_bytes {
+        wc.mount.batch_for_bytes = true;
+        wc.mount.max_batch_time = Duration::from_millis(1 + (mix >> 24) % 40);
+    }
     let mut mkfs = MkfsOptions { journal_blocks: 256, manylogs, blocks_per_group: manylogs.then_some(MANYLOGS_GROUP), log_area_blocks: if manylogs { 256 } else { 0 }, ..Default::default() };
     if journal == FuzzJournal::Nvm {
         // 1 KiB blocks: the smallest slot pool a journal may have fits in a small region, and
@@ -302,7 +312,7 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool,
     let snapshots = w.fs.counters().snapshots;
     let fallbacks = w.fs.counters().fallbacks;
     drop(w);
-    let mut report = RunReport { seed, mode: cfg.name(), journal: journal.name(), ops, events, states: 0, violations: Vec::new(), overlaps, copied, swaps, snapshots, fallbacks };
+    let mut report = RunReport { seed, mode: cfg.name(), journal: journal.name(), ops, events, states: 0, violations: Vec::new(), overlaps, copied, swaps, snapshots, fallbacks, batch_for_bytes };
     for p in 0..points {
         // Crash points: uniform over the run, with some right after flushes and acks.
         let k = if p % 3 == 2 {

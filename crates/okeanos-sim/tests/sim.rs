@@ -177,7 +177,11 @@ fn crash_fuzzing_on_nvm_remote_and_replicated_finds_nothing_and_their_canaries_f
 /// (found 2026-12-02 by 56,000 runs from seed 5000000): an inode note replayed over a table
 /// block that a checkpoint had written home in a later version left a checksum byte of its
 /// own, which a later transaction's record did not cover; the inode failed its checksum after
-/// recovery (`ReplayBlock::apply_patches`, docs/FORMAT.md, "Inode notes").
+/// recovery (`ReplayBlock::apply_patches`, docs/FORMAT.md, "Inode notes"). 8200384 (found
+/// 2026-12-06): a fallback's first transaction landed at the ring's start while the journal
+/// superblock's update to "fell back" was lost; recovery scanned the ring of a journal still
+/// on its server, found tid 14 where the stale superblock said 1, and refused the mount as
+/// damaged (`Remote::recovery`, docs/REMOTE.md, "Fallback").
 #[test]
 fn seeds_that_once_failed_stay_clean() {
     use crashfuzz::FuzzJournal;
@@ -199,6 +203,9 @@ fn seeds_that_once_failed_stay_clean() {
         assert!(r.mode.ends_with("+dmeta"), "seed {seed} no longer draws differential metadata: {r:?}");
         assert!(r.violations.is_empty(), "{:?}", r.violations);
     }
+    let r = crashfuzz::run_seed(8200384, &modes, 8, false, Some(FuzzJournal::Remote)).unwrap();
+    assert!(r.fallbacks > 0, "the run no longer falls back: {r:?}");
+    assert!(r.violations.is_empty(), "{:?}", r.violations);
 }
 
 #[test]

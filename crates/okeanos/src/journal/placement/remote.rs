@@ -142,8 +142,16 @@ impl Placement for Remote {
         s
     }
 
+    /// The server's log, then the ring only where the journal superblock says the host fell
+    /// back: on the server the ring holds no transaction (`place` sends them all), and its
+    /// superblock's start and sequence are the ones it had when the host last used it, so a
+    /// fallback's first transaction written at that start (tid 14 where the superblock still
+    /// says 1) while its superblock update was lost would read as a committed transaction past
+    /// a damaged one. That transaction was not acknowledged (its flush did not complete), so
+    /// leaving it is what the crash model allows (docs/REMOTE.md, "Falling back").
     fn recovery(&self) -> Recovery {
-        Recovery::Logs(self.fetched.into_iter().chain(self.ring.scan_start()).collect())
+        let ring = if self.is_local() { self.ring.scan_start() } else { None };
+        Recovery::Logs(self.fetched.into_iter().chain(ring).collect())
     }
 
     /// Both logs are replayed: the server is trimmed to nothing, the ring marked empty, and
