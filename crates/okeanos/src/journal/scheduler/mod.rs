@@ -699,8 +699,8 @@ impl Scheduler {
     ///   sync that joins fills what would be padding. Under light load this is what turns a
     ///   block a commit into a block of many syncs.
     ///
-    /// Such a window ends as soon as the transaction is neither, or when four of the gaps
-    /// handles have been arriving at pass with none. Other transactions (whole data blocks
+    /// Such a window ends as soon as the transaction is neither, or at a silence of
+    /// [`quiet_gaps`] of the gaps handles have been arriving at. Other transactions (whole data blocks
     /// under data journaling, or fast commits already full) have little to share and batch as
     /// for latency.
     fn batch_wait(&mut self, j: &Journal, now: u64) -> Option<u64> {
