@@ -16,6 +16,9 @@ const SYNCED: u32 = 1;
 struct Stream {
     ino: u32,
     off: u64,
+    /// When the journal first turned the stream's pending write away (no room, or its
+    /// transaction full), until the write goes in.
+    blocked_since: Option<u64>,
     last_write_ns: u64,
     sync_started: Option<u64>,
     since_sync: usize,
@@ -34,8 +37,31 @@ pub struct Outcome {
     pub virtual_s: f64,
     pub writes: u64,
     pub journal_steps: u64,
+    /// Writes the journal turned away before they went in, and how long they waited: time
+    /// outside the sync latency, which starts at the sync call.
+    pub write_waits: WriteWaits,
     /// The first error a stream met, if any.
     pub error: Option<String>,
+}
+
+/// Writes that waited for the journal to take them (measured period), in virtual time.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct WriteWaits {
+    pub count: u64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+}
+
+impl WriteWaits {
+    fn of(mut ns: Vec<u64>) -> WriteWaits {
+        if ns.is_empty() {
+            return WriteWaits::default();
+        }
+        ns.sort_unstable();
+        let at = |q: f64| ns[((ns.len() - 1) as f64 * q).round() as usize] as f64 / 1e3;
+        WriteWaits { count: ns.len() as u64, p50_us: at(0.5), p99_us: at(0.99), max_us: at(1.0) }
+    }
 }
 
 /// Creates the stream files (setup, committed before the measured period).
@@ -63,7 +89,7 @@ pub fn run(mut w: World, spec: &Multistream, seed: u64) -> Result<Outcome, Strin
     let mut streams: Vec<Stream> = inos
         .iter()
         .enumerate()
-        .map(|(i, &ino)| Stream { ino, off: 0, last_write_ns: 0, sync_started: None, since_sync: 0, record: vec![b'a' + (i % 26) as u8; spec.size], done: false })
+        .map(|(i, &ino)| Stream { ino, off: 0, blocked_since: None, last_write_ns: 0, sync_started: None, since_sync: 0, record: vec![b'a' + (i % 26) as u8; spec.size], done: false })
         .collect();
     for i in 0..streams.len() {
         // Streams start at random phases within one period (a millisecond in a closed loop).
@@ -74,6 +100,7 @@ pub fn run(mut w: World, spec: &Multistream, seed: u64) -> Result<Outcome, Strin
     let writes = Cell::new(0u64);
     let error: RefCell<Option<String>> = RefCell::new(None);
     let pending_syncs = Cell::new(0usize);
+    let waits: RefCell<Vec<u64>> = RefCell::new(Vec::new());
     let last_sync_return = Cell::new(t0);
     {
         let mut client = |w: &mut World, wake: Wake| {
@@ -91,12 +118,18 @@ pub fn run(mut w: World, spec: &Multistream, seed: u64) -> Result<Outcome, Strin
                 }
                 match w.fs.write(s.ino, s.off, &s.record) {
                     Ok(_) => {}
-                    Err(FsError::WouldBlock) => return w.wait_journal(wake),
+                    Err(FsError::WouldBlock) => {
+                        s.blocked_since.get_or_insert(now);
+                        return w.wait_journal(wake);
+                    }
                     Err(e) => {
                         error.borrow_mut().get_or_insert(format!("stream {}: write: {e}", wake.client));
                         s.done = true;
                         return;
                     }
+                }
+                if let Some(since) = s.blocked_since.take() {
+                    waits.borrow_mut().push(now - since);
                 }
                 writes.set(writes.get() + 1);
                 s.off += s.record.len() as u64;
@@ -127,12 +160,13 @@ pub fn run(mut w: World, spec: &Multistream, seed: u64) -> Result<Outcome, Strin
             error.borrow_mut().get_or_insert(e.clone());
         }
         let during = w.fs.counters().since(&base);
+        let write_waits = WriteWaits::of(waits.take());
         let virtual_s = (last_sync_return.get().max(end) - t0) as f64 / 1e9;
         w.finish(&mut client).map_err(|e| format!("final sync: {e}"))?;
         let steps = w.steps;
         let fs = w.fs.clone();
         fs.unmount().map_err(|e| format!("unmount: {e}"))?;
         let after = w.fs.counters().since(&base);
-        Ok(Outcome { during, after, virtual_s, writes: writes.get(), journal_steps: steps, error: error.into_inner() })
+        Ok(Outcome { during, after, virtual_s, writes: writes.get(), journal_steps: steps, write_waits, error: error.into_inner() })
     }
 }

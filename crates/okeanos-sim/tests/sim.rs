@@ -463,6 +463,27 @@ fn batching_for_bytes_shares_table_blocks_among_many_files() {
     assert_eq!((median(&latency), median(&bytes)), (Some(3), Some(9)), "commit sizes: {:?} / {:?}", latency.commit_sizes, bytes.commit_sizes);
 }
 
+/// Writes the journal turns away for room wait outside the sync latency (which starts at the
+/// sync call): the multistream workload counts them, with how long they waited. 2,000 streams
+/// of plain wasteless on the test's 8 MiB journal fill it faster than checkpoints free it; 100
+/// streams never do.
+#[test]
+fn writes_turned_away_for_room_are_counted_apart_from_sync_latency() {
+    let run = |streams: usize| {
+        let spec = Multistream { streams, size: 128, rate: Rate::Bits(1024.0), sync: SyncKind::Fdatasync, sync_every: 1, duration: Duration::from_secs(5) };
+        let w = World::new(world_cfg(ContentConfig::parse("wasteless").unwrap(), true), &Default::default()).unwrap();
+        let out = multistream::run(w, &spec, 7).unwrap();
+        assert!(out.error.is_none(), "{:?}", out.error);
+        out
+    };
+    let (few, many) = (run(100), run(2000));
+    eprintln!("write waits: 100 streams {:?}, 2,000 streams {:?}", few.write_waits, many.write_waits);
+    assert_eq!(few.write_waits, Default::default(), "100 streams: no write waits");
+    let w = &many.write_waits;
+    assert!(w.count > 0 && w.p50_us > 0.0 && w.p50_us <= w.p99_us && w.p99_us <= w.max_us, "2,000 streams: writes waited for room: {w:?}");
+    assert!(w.count < many.writes, "only some of them: {} of {}", w.count, many.writes);
+}
+
 /// Manylogs on a rotational disk (checkpoints between commits, on the commit lane) under 50
 /// closed-loop streams: snapshots of the map still happen when due (the lane takes a due one
 /// before the next commit; before, a busy lane put them off until the writers stopped), and

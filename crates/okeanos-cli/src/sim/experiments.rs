@@ -21,6 +21,7 @@ pub(super) fn multistream(c: &Common, m: &ModelArgs) -> Result<Vec<Run>, String>
             Ok(o) => {
                 r.simulated(o.virtual_s, &o.during, &o.after, o.writes);
                 r.cpu_s = r.wall_s;
+                r.extra = serde_json::json!({ "write_waits": o.write_waits });
                 r.error = o.error;
             }
             Err(e) => r.error = Some(e),
