@@ -173,7 +173,7 @@ impl Run {
         self.syncs = during.syncs;
         self.commits = Some(during.commits);
         self.syncs_per_commit = Some(during.syncs_per_commit);
-        self.commit_sizes = Some(during.commit_sizes).filter(|c| c.commits.iter().any(|&n| n > 0));
+        self.commit_sizes = Some(during.commit_sizes).filter(|c| !c.is_empty());
     }
 }
 

@@ -245,6 +245,11 @@ impl CommitSizes {
         (least, (k + 1 < COMMIT_SIZE_BUCKETS).then(|| (least << 1) - 1))
     }
 
+    /// No commit counted.
+    pub fn is_empty(&self) -> bool {
+        self.commits.iter().all(|&n| n == 0)
+    }
+
     pub fn since(&self, base: &CommitSizes) -> CommitSizes {
         let mut d = *self;
         for k in 0..COMMIT_SIZE_BUCKETS {

@@ -154,7 +154,7 @@ pub fn fill(r: &mut Run, cl: &Clients, during: &Measure, after: &Measure) {
     r.syncs_per_commit = during.commits.filter(|&c| c > 0).map(|c| r.syncs as f64 / c as f64);
     r.device = after.device.clone();
     r.commit_lane = during.counters.as_ref().map(|c| c.commit_lane).filter(|l| l.steps > 0);
-    r.commit_sizes = during.counters.as_ref().map(|c| c.commit_sizes).filter(|c| c.commits.iter().any(|&n| n > 0));
+    r.commit_sizes = during.counters.as_ref().map(|c| c.commit_sizes).filter(|c| !c.is_empty());
     r.admission = during.counters.as_ref().map(|c| c.admission);
     r.error = cl.error.clone();
 }
