@@ -208,7 +208,7 @@ pub struct MapEntry {
     /// Device block in a log holding it.
     pub at: u64,
     pub tid: Tid,
-    /// The journal tag's data hash of the copy (format/journal.rs, `data_hash`).
+    /// The journal tag's data hash of the copy (format/journal/mod.rs, `data_hash`).
     pub hash: u32,
 }
 
