@@ -168,7 +168,7 @@ pub trait Host {
     fn read_only(&mut self, why: String);
 }
 
-/// A counter the engine keeps for a step (stats.rs).
+/// A counter the engine keeps for a step (stats/mod.rs).
 #[derive(Debug, Clone, Copy)]
 pub enum Counted {
     /// A commit and a checkpoint were in flight at once.
