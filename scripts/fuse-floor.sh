@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The FUSE floor (issue 32): the same fio job — JOBS jobs, each appending 1 KiB records to its
+# The FUSE floor (issue 32): the same fio job — JOBS jobs, each appending 1 KiB records (BS) to its
 # own file with an fdatasync after each — on a null FUSE file system that answers at once
 # (crates/okeanos-cli/examples/null_fuse.rs, served as the Okeanos mount is), on an Okeanos
 # mount (wasteless+dmeta) on a loop device, and on ext4 (data=ordered) on the same loop device,
@@ -9,10 +9,12 @@
 #   scripts/fuse-floor.sh [JOBS] [SIZE-PER-JOB]      # defaults: 100 128k
 #   THREADS=8 scripts/fuse-floor.sh ...              # request threads of both FUSE daemons
 #                                                    # (default: the mount's, one per CPU)
+#   BS=128 scripts/fuse-floor.sh ...                 # the size of each append (default 1k)
 set -euo pipefail
 jobs=${1:-100}
 size=${2:-128k}
 RUNS=${RUNS:-3}
+BS=${BS:-1k}
 [ "$(id -u)" = 0 ] || { echo "needs root (loop devices and mount)" >&2; exit 2; }
 here=$(cd "$(dirname "$0")/.." && pwd)
 B="$here/target/release/okeanos"
@@ -33,7 +35,7 @@ ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 run() { # label [daemon pid]
     local before=0 after=0
     [ -n "${2:-}" ] && before=$(ticks "$2")
-    fio --name=append --directory="$W/mnt" --numjobs="$jobs" --rw=write --bs=1k --size="$size" --fallocate=none \
+    fio --name=append --directory="$W/mnt" --numjobs="$jobs" --rw=write --bs="$BS" --size="$size" --fallocate=none \
         --fdatasync=1 --ioengine=sync --group_reporting --output-format=json > "$W/fio.json"
     [ -n "${2:-}" ] && after=$(ticks "$2")
     python3 - "$1" "$W/fio.json" "$((after - before))" "$(getconf CLK_TCK)" <<'PY'
