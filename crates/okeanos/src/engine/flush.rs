@@ -10,6 +10,9 @@
 //! commit durable ([`Scheduler::flushed`]), which finishes every commit up to it in order. It
 //! answers the syncs that settles itself, as a leader does, without the notifier thread.
 //!
+//! A leader (leader.rs) runs its own commit's flush instead ([`Okeanos::flush_owed`]), once it
+//! has let go of the lane: the same flush and report, without waking a flusher for it.
+//!
 //! An fdatasync step of overwrites (journal/datasync.rs: blocks written in place, then a flush)
 //! pipelines the same way: its writes reported ([`Journal::datasync_written`]), its flush
 //! here, its requests settled when a flush issued after its writes returns.
@@ -52,8 +55,21 @@ impl Okeanos {
     /// A pipelined commit's writes completed (`res`): reported written, and its flush queued
     /// for a flusher; a failed write goes to the scheduler as any failed step.
     pub(super) fn step_written(&self, core: &mut Core, work: JournalWork, res: Result<(), crate::device::DeviceError>) {
+        if let Some(job) = self.written_job(core, work, res) {
+            core.flush_jobs.push(job);
+            self.inner.fcv.notify_one();
+        }
+    }
+
+    /// As [`step_written`](Self::step_written), but the flush is returned to the caller, a
+    /// leader that flushes its own commit once it has let go of the lane ([`flush_owed`]);
+    /// `None` where the writes failed (the step is finished as failed).
+    ///
+    /// [`flush_owed`]: Self::flush_owed
+    pub(super) fn written_job(&self, core: &mut Core, work: JournalWork, res: Result<(), crate::device::DeviceError>) -> Option<FlushJob> {
         if res.is_err() {
-            return self.step_finish(core, work, res);
+            self.step_finish(core, work, res);
+            return None;
         }
         let devs = work.io().stages.last().map(|s| s.flush.clone()).unwrap_or_default();
         let job = match &work {
@@ -64,8 +80,35 @@ impl Okeanos {
         let Core { fs, sched, .. } = &mut *core;
         sched.written(fs, work);
         self.inner.carry_out(core);
-        core.flush_jobs.push(job);
-        self.inner.fcv.notify_one();
+        Some(job)
+    }
+
+    /// A leader's own pipelined flush, run on its thread after it let go of the lane (so the
+    /// next sync may lead the next commit's writes meanwhile): the flush a flusher thread
+    /// would have run for `job`, without the hand-off to that thread and back. Returns with the
+    /// lock held. The same rules hold as for a flusher's: the flush is issued after the
+    /// commit's writes completed, covers every commit written before, and finishes commits in
+    /// tid order (`Scheduler::flushed`).
+    pub(super) fn flush_owed<'a>(&'a self, mut core: std::sync::MutexGuard<'a, Core>, job: FlushJob) -> std::sync::MutexGuard<'a, Core> {
+        let inner = &self.inner;
+        let flushed = Flushed { upto: job.upto, covers: job.datasync.unwrap_or(0), steps: usize::from(job.datasync.is_some()) };
+        let canary = inner.opts.faults.pipeline_answer_before_flush;
+        if canary {
+            core = self.report_flush(core, &flushed, Ok(()));
+        }
+        drop(core);
+        let t0 = inner.clock.now_ns();
+        let res = runtime::flush(&job.devs, &inner.devs);
+        inner.stats.on_pipelined_flush(inner.clock.now_ns().saturating_sub(t0));
+        core = self.lock();
+        if !canary {
+            core = self.report_flush(core, &flushed, res);
+        }
+        // A flusher waiting at unmount for the flushes in flight to end looks again.
+        if core.sched.stopping() {
+            inner.fcv.notify_all();
+        }
+        core
     }
 
     /// Reports a flush to the scheduler and answers the syncs it settled (with the lock

@@ -22,6 +22,11 @@
 //!   commit interval, age-based writeback) wake the journal thread as before.
 //! - A leader runs at most [`LEAD_STEPS`] steps: a thread serving a program's request is not
 //!   kept from it for longer than that.
+//! - With pipelined commits (`commit_pipeline=N`), a leader whose commit's flush may be
+//!   deferred stops leading once that commit is written, lets go of the lane, and runs the
+//!   flush itself (flush.rs, [`Okeanos::flush_owed`]): the next sync may lead the next commit's
+//!   writes meanwhile, as the journal thread's deferred flushes allow, without a flusher
+//!   thread woken for it and the leader woken back.
 //! - A panic in a leader's step stops the journal (as one in the journal thread does) and is
 //!   not passed on to the program whose thread led: its sync, and every other, fails with the
 //!   journal's error.
@@ -73,7 +78,25 @@ impl Okeanos {
         if core.lane_waiter || core.sched.commit_lane_wants(&core.fs.journal) || run.is_err() {
             self.inner.jcv.notify_all();
         }
-        self.answer_unlocked(core, left)
+        let core = self.answer_unlocked(core, left);
+        // A pipelined commit's flush, owed by this thread: run with the lane free.
+        match run {
+            Ok(Some(job)) => self.flush_owed_guarded(core, job),
+            _ => core,
+        }
+    }
+
+    /// [`flush_owed`](Self::flush_owed), a panic in it stopping the journal as one in a led
+    /// step does.
+    fn flush_owed_guarded<'a>(&'a self, core: MutexGuard<'a, Core>, job: super::flush::FlushJob) -> MutexGuard<'a, Core> {
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            drop(self.flush_owed(core, job));
+        }));
+        let mut core = self.lock();
+        if run.is_err() {
+            self.inner.stop_journal(&mut core, "a commit's flush run by a syncing thread failed (a bug: see the log for the panic)".into());
+        }
+        core
     }
 
     /// Answers `ready` with the state lock released (a reply writes to the kernel); returns
@@ -87,7 +110,9 @@ impl Okeanos {
         self.lock()
     }
 
-    fn lead_steps(&self, done: &dyn Fn(&Core) -> bool, more: bool) {
+    /// The steps of [`lead`](Self::lead); a pipelined commit's flush, when the last step
+    /// deferred one, is returned for the leader to run once the lane is free.
+    fn lead_steps(&self, done: &dyn Fn(&Core) -> bool, more: bool) -> Option<super::flush::FlushJob> {
         let inner = &self.inner;
         // A wait longer than a batching window is the journal thread's.
         let window_ns = (inner.opts.max_batch_time.as_nanos() as u64).max(100_000);
@@ -97,15 +122,15 @@ impl Okeanos {
         let mut steps = 0;
         while steps < LEAD_STEPS {
             if done(&core) && !(more && core.fs.journal.commit_wanted()) {
-                return;
+                return None;
             }
             let now = inner.clock.now_ns();
             match self.step_begin(&mut core, now, Lane::Commit) {
-                JournalStep::Stop => return,
+                JournalStep::Stop => return None,
                 JournalStep::Idle { wake_ns } => {
                     clock.mark(LanePhase::Plan);
                     if wake_ns == u64::MAX || wake_ns.saturating_sub(now) > window_ns {
-                        return;
+                        return None;
                     }
                     let wait = std::time::Duration::from_nanos(wake_ns.saturating_sub(now).max(20_000));
                     core = inner.jcv.wait_timeout(core, wait).unwrap_or_else(|e| e.into_inner()).0;
@@ -120,17 +145,23 @@ impl Okeanos {
                     let res = clock.execute(&work, defer);
                     core = self.lock();
                     clock.mark(LanePhase::Lock);
-                    if defer {
-                        self.step_written(&mut core, work, res);
+                    let owed = if defer {
+                        self.written_job(&mut core, work, res)
                     } else {
                         self.step_finish(&mut core, work, res);
-                    }
+                        None
+                    };
                     clock.mark(LanePhase::Finish);
                     let ready = core.inline_syncs.as_mut().map(|(_, v)| std::mem::take(v)).unwrap_or_default();
                     core = self.answer_unlocked(core, ready);
                     clock.mark(LanePhase::Answer);
+                    if owed.is_some() {
+                        // Its flush is this thread's, after the lane is let go.
+                        return owed;
+                    }
                 }
             }
         }
+        None
     }
 }
