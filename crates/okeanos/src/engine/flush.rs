@@ -10,8 +10,9 @@
 //! commit durable ([`Scheduler::flushed`]), which finishes every commit up to it in order. It
 //! answers the syncs that settles itself, as a leader does, without the notifier thread.
 //!
-//! A leader (leader.rs) runs its own commit's flush instead ([`Okeanos::flush_owed`]), once it
-//! has let go of the lane: the same flush and report, without waking a flusher for it.
+//! A leader that would sleep until its commit is durable (leader.rs) runs its own commit's
+//! flush instead ([`Okeanos::flush_owed`]), once it has let go of the lane: the same flush and
+//! report, without waking a flusher for it.
 //!
 //! An fdatasync step of overwrites (journal/datasync.rs: blocks written in place, then a flush)
 //! pipelines the same way: its writes reported ([`Journal::datasync_written`]), its flush

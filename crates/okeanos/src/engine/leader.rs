@@ -22,11 +22,13 @@
 //!   commit interval, age-based writeback) wake the journal thread as before.
 //! - A leader runs at most [`LEAD_STEPS`] steps: a thread serving a program's request is not
 //!   kept from it for longer than that.
-//! - With pipelined commits (`commit_pipeline=N`), a leader whose commit's flush may be
-//!   deferred stops leading once that commit is written, lets go of the lane, and runs the
-//!   flush itself (flush.rs, [`Okeanos::flush_owed`]): the next sync may lead the next commit's
-//!   writes meanwhile, as the journal thread's deferred flushes allow, without a flusher
-//!   thread woken for it and the leader woken back.
+//! - With pipelined commits (`commit_pipeline=N`), a leader that would then sleep until its
+//!   commit is durable (a program's own sync, [`Okeanos::wait_committed`]) stops leading once
+//!   that commit is written, lets go of the lane, and runs the flush itself (flush.rs,
+//!   [`Okeanos::flush_owed`]): the next sync may lead the next commit's writes meanwhile, as
+//!   the journal thread's deferred flushes allow, without a flusher thread woken for it and
+//!   the leader woken back. A leader that serves requests (a FUSE request thread, whose sync
+//!   is answered by whoever settles it) hands the flush to a flusher and goes back to them.
 //! - A panic in a leader's step stops the journal (as one in the journal thread does) and is
 //!   not passed on to the program whose thread led: its sync, and every other, fails with the
 //!   journal's error.
@@ -145,7 +147,11 @@ impl Okeanos {
                     let res = clock.execute(&work, defer);
                     core = self.lock();
                     clock.mark(LanePhase::Lock);
-                    let owed = if defer {
+                    let owed = if defer && more {
+                        // A thread serving requests goes back to them: a flusher flushes.
+                        self.step_written(&mut core, work, res);
+                        None
+                    } else if defer {
                         self.written_job(&mut core, work, res)
                     } else {
                         self.step_finish(&mut core, work, res);
