@@ -330,8 +330,8 @@ pub struct Counters {
     /// thread to take it, not run as handles of their own.
     #[serde(default)]
     pub staged_appends: u64,
-    /// Flushes of pipelined commits issued by a flusher thread beside the commit lane
-    /// (`commit_pipeline=`), and their time.
+    /// Flushes of pipelined commits issued beside the commit lane (`commit_pipeline=`), by a
+    /// flusher thread or by the sync that led the commit, and their time.
     #[serde(default)]
     pub pipelined_flushes: u64,
     #[serde(default)]

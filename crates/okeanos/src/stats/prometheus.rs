@@ -12,7 +12,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("okeanos_overlaps_total", "counter", "commits and checkpoints in flight together (the checkpoint thread beside the journal thread)"),
     ("okeanos_led_steps_total", "counter", "journal steps run by a syncing thread leading its write group, not by the journal thread (commit_leader=on)"),
     ("okeanos_staged_appends_total", "counter", "appends staged beside the state lock and folded in by the next thread to take it (stage_appends, on by default)"),
-    ("okeanos_pipelined_flushes_total", "counter", "flushes of pipelined commits and fdatasync steps run by a flusher thread beside the lanes (commit_pipeline=)"),
+    ("okeanos_pipelined_flushes_total", "counter", "flushes of pipelined commits and fdatasync steps run beside the lanes, by a flusher thread or by the sync that led the commit (commit_pipeline=)"),
     ("okeanos_pipelined_commits_total", "counter", "commits begun while an earlier commit's flush was in flight (commit_pipeline=)"),
     ("okeanos_fast_commits_total", "counter", "commits written as one fast commit, a block or a span (fast_commit=on)"),
     ("okeanos_fast_commit_spans_total", "counter", "fast commits that spanned more than one block (fast_commit_blocks=)"),
