@@ -3,7 +3,7 @@
 //! journal thread would and checks the decision, without threads, devices or a clock.
 
 use crate::cache::{BufKind, Cache};
-use super::{quiet_gaps, Counted, Host, JournalStep, JournalWork, Lane, Scheduler, SchedulerConfig};
+use super::{quiet_gaps, Counted, Host, JournalStep, JournalWork, Lane, Scheduler, SchedulerConfig, PIPELINE_SMALL_COMMIT};
 use crate::ids::HomeBlock;
 use crate::journal::transaction::{Credits, Tid};
 use crate::journal::Journal;
@@ -633,6 +633,40 @@ fn pipelined_commits_finish_in_order_when_a_later_flush_returns() {
     s.flushed(&mut h, MS, t1, Ok(()));
     assert!(s.effects().committed.is_none(), "an older flush's report finishes nothing more");
     assert_eq!(commit(&mut s, &mut h, 2 * MS, MS), t3);
+}
+
+/// A commit of many handles in flight keeps the next commit from beginning beside it (its
+/// writers come back together: a commit begun now would split them); one of a few handles
+/// does not (`PIPELINE_SMALL_COMMIT`).
+#[test]
+fn a_large_commit_in_flight_holds_the_next_one_until_its_flush_returns() {
+    let (mut s, mut h) = setup(SchedulerConfig { commit_pipeline: 2, batch_handles: 64, ..config() });
+    let big = PIPELINE_SMALL_COMMIT as u64 + 1;
+    let mut t1 = Tid::ZERO;
+    for k in 0..big {
+        t1 = write(&mut h, 5000 + k, 128, 0, true);
+    }
+    let w1 = work(s.poll(&mut h, 10 * MS, 0, Lane::Commit));
+    assert!(matches!(&w1, JournalWork::Commit { plan, .. } if plan.handles as u64 == big));
+    s.written(&mut h, w1);
+    let t2 = write(&mut h, 6000, 128, 11 * MS, true);
+    idle(s.poll(&mut h, 30 * MS, 0, Lane::Commit));
+    *s.effects() = Default::default();
+    s.flushed(&mut h, 31 * MS, t1, Ok(()));
+    assert!(s.effects().notify_commit_lane, "the held commit is woken when the flush returns");
+    // After a commit of several handles the next waits out a batching window first.
+    let wake = idle(s.poll(&mut h, 60 * MS, 0, Lane::Commit));
+    let w2 = work(s.poll(&mut h, wake, 0, Lane::Commit));
+    assert!(matches!(&w2, JournalWork::Commit { plan, .. } if plan.handles == 1));
+    assert!(!s.effects().counted.iter().any(|c| matches!(c, Counted::Pipelined)), "it began after the flush, not beside it");
+    // A small commit in flight (this one, of one handle) lets the next begin beside it.
+    s.written(&mut h, w2);
+    write(&mut h, 6001, 128, 61 * MS, true);
+    let wake = idle(s.poll(&mut h, 120 * MS, 0, Lane::Commit));
+    let w3 = work(s.poll(&mut h, wake, 0, Lane::Commit));
+    assert!(is_commit(&w3), "a commit begins beside a small one's flush");
+    assert!(s.effects().counted.iter().any(|c| matches!(c, Counted::Pipelined)));
+    let _ = t2;
 }
 
 /// A pipelined flush that fails stops the journal; a later commit whose flush then succeeds
