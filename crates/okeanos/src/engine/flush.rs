@@ -91,23 +91,31 @@ impl Okeanos {
     /// commit's writes completed, covers every commit written before, and finishes commits in
     /// tid order (`Scheduler::flushed`).
     pub(super) fn flush_owed<'a>(&'a self, mut core: std::sync::MutexGuard<'a, Core>, job: FlushJob) -> std::sync::MutexGuard<'a, Core> {
-        let inner = &self.inner;
         let flushed = Flushed { upto: job.upto, covers: job.datasync.unwrap_or(0), steps: usize::from(job.datasync.is_some()) };
+        core = self.flush_and_report(core, &flushed, &job.devs);
+        // A flusher waiting at unmount for the flushes in flight to end looks again.
+        if core.sched.stopping() {
+            self.inner.fcv.notify_all();
+        }
+        core
+    }
+
+    /// Flushes `devs` with the lock released and reports `flushed` (before the flush under the
+    /// canary that answers early, `Faults::pipeline_answer_before_flush`); returns with the lock
+    /// held again.
+    fn flush_and_report<'a>(&'a self, mut core: std::sync::MutexGuard<'a, Core>, flushed: &Flushed, devs: &[DevId]) -> std::sync::MutexGuard<'a, Core> {
+        let inner = &self.inner;
         let canary = inner.opts.faults.pipeline_answer_before_flush;
         if canary {
-            core = self.report_flush(core, &flushed, Ok(()));
+            core = self.report_flush(core, flushed, Ok(()));
         }
         drop(core);
         let t0 = inner.clock.now_ns();
-        let res = runtime::flush(&job.devs, &inner.devs);
+        let res = runtime::flush(devs, &inner.devs);
         inner.stats.on_pipelined_flush(inner.clock.now_ns().saturating_sub(t0));
         core = self.lock();
         if !canary {
-            core = self.report_flush(core, &flushed, res);
-        }
-        // A flusher waiting at unmount for the flushes in flight to end looks again.
-        if core.sched.stopping() {
-            inner.fcv.notify_all();
+            core = self.report_flush(core, flushed, res);
         }
         core
     }
@@ -177,18 +185,7 @@ pub(super) fn flusher_thread(inner: Arc<Inner>) {
         };
         // Each device once (`runtime::flush`).
         let devs: Vec<DevId> = jobs.into_iter().flat_map(|j| j.devs).collect();
-        let canary = inner.opts.faults.pipeline_answer_before_flush;
-        if canary {
-            core = me.report_flush(core, &flushed, Ok(()));
-        }
-        drop(core);
-        let t0 = inner.clock.now_ns();
-        let res = runtime::flush(&devs, &inner.devs);
-        inner.stats.on_pipelined_flush(inner.clock.now_ns().saturating_sub(t0));
-        core = me.lock();
-        if !canary {
-            core = me.report_flush(core, &flushed, res);
-        }
+        core = me.flush_and_report(core, &flushed, &devs);
     }
     drop(core);
     // The others may be waiting for the same condition.
