@@ -85,6 +85,10 @@ pub struct MountOptions {
     /// flight (journal/datasync.rs). Only the internal and external journals pipeline; the
     /// others ignore it.
     pub commit_pipeline: u32,
+    /// Pipelined commits begin beside commits in flight of any size, not only beside small
+    /// ones (the scheduler's `pipeline_open`): for the crash tests of pipelining, which want
+    /// every overlap; not a mount option.
+    pub pipeline_any_size: bool,
     /// A transaction of records alone that fits one block is written as one fast commit
     /// block, its commit included (`fast_commit=on`, the default; docs/FORMAT.md), as ext4's
     /// fast commits do; `off` keeps the descriptor and commit blocks. Only journals made with
@@ -212,6 +216,7 @@ impl Default for MountOptions {
             commit_leader: true,
             stage_appends: true,
             commit_pipeline: 1,
+            pipeline_any_size: false,
             fast_commit: true,
             fast_commit_blocks: crate::format::journal::MAX_FAST_BLOCKS,
             short_writes: None,
@@ -274,6 +279,7 @@ impl MountOptions {
             log_swap: self.log_swap,
             checkpoint_thread,
             commit_pipeline: self.commit_pipeline,
+            pipeline_any_size: self.pipeline_any_size,
         }
     }
 

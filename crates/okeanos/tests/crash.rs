@@ -291,6 +291,9 @@ fn pipelined_crash_test_with(policy: &str, journal: Journal, fault: &(dyn Fn(&mu
     let cfg = ContentConfig::parse(policy).unwrap();
     let faults = move |o: &mut okeanos::MountOptions| {
         o.commit_pipeline = 4;
+        // Every overlap the threads make, not only beside small commits: the ordering rules
+        // are the same whatever the size.
+        o.pipeline_any_size = true;
         fault(o);
     };
     // Threads decide how many commits overlap: a run where none did is run again (a canary

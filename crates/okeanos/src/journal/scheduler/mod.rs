@@ -96,6 +96,10 @@ pub struct SchedulerConfig {
     /// it). Only the runtime reports commits written before their flush
     /// ([`Scheduler::written`]); the scheduler bounds how many.
     pub commit_pipeline: u32,
+    /// A commit may begin beside commits in flight of any size, not only small ones
+    /// ([`Scheduler::pipeline_open`]): for the crash tests of pipelining, which want every
+    /// overlap they can get; no mount option sets it.
+    pub pipeline_any_size: bool,
 }
 
 /// The most handles a commit whose flush is in flight may carry for another to begin beside it
@@ -456,7 +460,7 @@ impl Scheduler {
     /// owes it nothing and would otherwise wait for it (docs/JOURNALING.md, "Pipelined
     /// commits").
     fn pipeline_open(&self) -> bool {
-        self.flushing.iter().all(|(plan, _)| plan.handles <= PIPELINE_SMALL_COMMIT)
+        self.cfg.pipeline_any_size || self.flushing.iter().all(|(plan, _)| plan.handles <= PIPELINE_SMALL_COMMIT)
     }
 
     /// The commit lane's decision: a pending fallback, a commit, or None.
