@@ -32,7 +32,7 @@
 //! fs.unmount().unwrap();
 //! ```
 //!
-//! Layers (docs/DESIGN.md section 2): [`device`] (storage back ends) · [`format`] (on-disk
+//! Layers (docs/DESIGN.md section 2): [`device`] (storage back ends) · [`format`](mod@format) (on-disk
 //! structures, pure) · [`cache`] (buffers with journaling state) · [`journal`] (transactions,
 //! commit, checkpoint, revoke, recovery; content policies; placements; no I/O) · [`fs`]
 //! (namespace and files) · [`runtime`] and [`engine`] (threads, locks, executing plans).

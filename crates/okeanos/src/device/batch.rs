@@ -1,6 +1,6 @@
 //! Submitting a stage's writes together: the scattered 4 KiB blocks of ordered data and of a
 //! checkpoint go down at once instead of one pwrite at a time (queue depth 1 with O_DIRECT on a
-//! block device). Used by [`super::FileDevice::write_batch`], in the real runtime only: the
+//! block device). Used by `FileDevice::write_batch` (`Device::write_batch`), in the real runtime only: the
 //! I/O plan is the same, and the crash model already lets a stage's writes land in any order
 //! until its flush, so issuing them together changes no guarantee.
 //!

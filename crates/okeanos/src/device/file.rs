@@ -1,7 +1,7 @@
 //! A device over a regular file or a block device (for example a loop device), with
 //! pread/pwrite and fdatasync; optionally with O_DIRECT, so that what the engine writes is
 //! exactly what reaches the block device (no page-cache writeback in 4 KiB pages), which is
-//! how the benchmark compares its byte counts with /sys/block/<dev>/stat.
+//! how the benchmark compares its byte counts with `/sys/block/<dev>/stat`.
 
 use super::lock::LockMode;
 use super::{check_access, Device, DeviceCounters, DeviceError, DeviceStats, Poison};

@@ -170,7 +170,7 @@ pub const NOTED_BYTES: usize = 32;
 
 /// Sets the checksum of inode `ino`'s slot over its bytes 4-255, unless the slot is all zeros
 /// (a never-used free inode, which carries none). What replay does last to every slot a note
-/// touched (journal/recovery/replay.rs, [`crate::journal::recovery::replay::ReplayBlock`]).
+/// touched (journal/recovery/replay.rs, `ReplayBlock`).
 pub fn reseal(ino: u32, slot: &mut [u8]) {
     let slot = &mut slot[..INODE_SIZE];
     if slot.iter().any(|&b| b != 0) {

@@ -88,7 +88,7 @@ pub struct RecordStats {
     pub in_place: u64,
     /// Inode notes in the fast commit (docs/FORMAT.md, "Inode notes").
     pub notes: u64,
-    /// Differential metadata blocks whose changes were joined into fewer records ([`fit_ranges`]).
+    /// Differential metadata blocks whose changes were joined into fewer records (`fit_ranges`).
     pub joined: u64,
 }
 
@@ -101,7 +101,7 @@ pub struct CommitDone {
 }
 
 /// A differential metadata block is logged as at most this many records: a block changed
-/// in more places has its closest ranges joined ([`fit_ranges`]), and is logged whole only if
+/// in more places has its closest ranges joined (`fit_ranges`), and is logged whole only if
 /// the records would still take half a block.
 pub const MAX_DIFF_RANGES: usize = 32;
 /// Differing bytes closer than this are logged as one range (a tag costs 16 bytes).

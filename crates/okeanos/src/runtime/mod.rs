@@ -324,7 +324,7 @@ pub fn scan_log(log: &mut LogReader, start: &crate::journal::placement::Recovery
 }
 
 /// Reads log blocks for the passes that walk the log in order (scan, probe, revoke): one device
-/// read per window of [`READ_AHEAD_BLOCKS`] instead of one per block.
+/// read per window of `READ_AHEAD_BLOCKS` instead of one per block.
 pub struct LogReader<'a> {
     devs: &'a Devices,
     region: LogRegion,

@@ -13,13 +13,13 @@
 //!
 //! Durability is the wrapped device's: a write is durable after a later [`Device::flush`]
 //! (FLUSH, or a write with FUA, at the NBD front end). Recovery rebuilds the map from the newer
-//! valid snapshot and the records each log holds past that snapshot's head ([`recover`]); the
+//! valid snapshot and the records each log holds past that snapshot's head (`recover`); the
 //! paper keeps the table in capacitor-backed RAM, which a file or loop device does not have, so
 //! the table is on disk as the manylogs journal placement keeps its map (docs/MLB.md says
 //! why and what that costs).
 //!
-//! Files: [`space`] finds room for a record (log swap, §III-G, and checkpoint when a log is
-//! full), [`recover`] opens a disk, [`check`] verifies one. All of it runs over any [`Device`],
+//! Files: `space` finds room for a record (log swap, §III-G, and checkpoint when a log is
+//! full), `recover` opens a disk, `check` verifies one. All of it runs over any [`Device`],
 //! so the simulator, crash tests and the NBD server use the same code.
 
 mod check;

@@ -97,13 +97,13 @@ pub struct SchedulerConfig {
     /// ([`Scheduler::written`]); the scheduler bounds how many.
     pub commit_pipeline: u32,
     /// A commit may begin beside commits in flight of any size, not only small ones
-    /// ([`Scheduler::pipeline_open`]): for the crash tests of pipelining, which want every
+    /// (`Scheduler::pipeline_open`): for the crash tests of pipelining, which want every
     /// overlap they can get; no mount option sets it.
     pub pipeline_any_size: bool,
 }
 
 /// The most handles a commit whose flush is in flight may carry for another to begin beside it
-/// ([`Scheduler::pipeline_open`]).
+/// (`Scheduler::pipeline_open`).
 pub const PIPELINE_SMALL_COMMIT: u32 = 4;
 
 /// Journal work taken by [`Scheduler::poll`]: run its I/O, then hand it back to

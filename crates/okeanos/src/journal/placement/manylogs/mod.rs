@@ -153,7 +153,7 @@ impl Manylogs {
     ///
     /// A table written by recovery that kept mapped blocks logged names, per log, the part
     /// that holds them ([`Snapshots::recovered_keeping`]): that part stays live, as one
-    /// [`Placed`] released with the newest transaction of a block kept there, the map names
+    /// `Placed` released with the newest transaction of a block kept there, the map names
     /// them again, and the next commit of that log goes after it.
     pub fn new(geo: Geometry, ReadTable { table, map, .. }: ReadTable) -> Self {
         let mut logs: Vec<Log> = (0..geo.log_starts.len()).map(|_| Log::default()).collect();

@@ -90,7 +90,7 @@ pub fn read_table(geo: &Geometry, read: &mut ReadBlock) -> Result<ReadTable, cra
 ///   before the mount's first commit, so any newer transaction is such a sign: the mount is
 ///   refused ([`refuse_fallback`]);
 /// - an older copy that needs recovery is recovered from, and a swept transaction that
-///   recovery does not reach is damage ([`super::Interleaved::swept`]), reported as for any
+///   recovery does not reach is damage (`Interleaved::swept`), reported as for any
 ///   damaged log.
 pub fn sweep_after_fallback(geo: &Geometry, t: &ReadTable, mkfs_time_ns: i64, read: &mut ReadBlock) -> Result<Option<Tid>, crate::error::FsError> {
     if t.other_invalid.is_none() {
