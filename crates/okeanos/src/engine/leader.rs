@@ -91,14 +91,14 @@ impl Okeanos {
     /// [`flush_owed`](Self::flush_owed), a panic in it stopping the journal as one in a led
     /// step does.
     fn flush_owed_guarded<'a>(&'a self, core: MutexGuard<'a, Core>, job: super::flush::FlushJob) -> MutexGuard<'a, Core> {
-        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            drop(self.flush_owed(core, job));
-        }));
-        let mut core = self.lock();
-        if run.is_err() {
-            self.inner.stop_journal(&mut core, "a commit's flush run by a syncing thread failed (a bug: see the log for the panic)".into());
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.flush_owed(core, job))) {
+            Ok(core) => core,
+            Err(_) => {
+                let mut core = self.lock();
+                self.inner.stop_journal(&mut core, "a commit's flush run by a syncing thread failed (a bug: see the log for the panic)".into());
+                core
+            }
         }
-        core
     }
 
     /// Answers `ready` with the state lock released (a reply writes to the kernel); returns
