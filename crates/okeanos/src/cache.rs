@@ -83,14 +83,18 @@ pub struct Cache {
     /// a count): a block read from the device without the state lock is taken only if its
     /// slot's count did not move meanwhile ([`Cache::generation`]).
     generations: Vec<u32>,
-    /// Block buffers nothing refers to any more, kept for the next copy-on-write
-    /// ([`Cache::recycle`]): an append to a block whose last version is owed to checkpoint
-    /// copies it, and the version it replaces is let go at the next commit, a block-sized
-    /// allocation and free a write otherwise, under the state lock.
+    /// Block buffers nothing refers to any more, kept for the next copy-on-write or new block
+    /// ([`Cache::recycle`], [`Cache::insert_zeroed`]): an append to a block whose last version
+    /// is owed to checkpoint copies it, and the version it replaces is let go at the next
+    /// commit; an append of whole blocks fills new buffers while eviction lets go of old ones
+    /// a quarter of the cache at a time. Each is a block-sized allocation and free otherwise,
+    /// under the state lock, and the allocator gives a freed quarter back to the kernel only
+    /// to fault it in again page by page (issue 33: 10% of the samples of 4 KiB appends).
     spare: Vec<Arc<Vec<u8>>>,
 }
 
-/// At most this many spare buffers are kept.
+/// At least this many spare buffers may be kept; more while the cache is under its capacity
+/// (the spares and the resident buffers together stay within it).
 const SPARE_MAX: usize = 256;
 
 /// Slots of the insertion counts: a collision only makes a read outside the lock read again.
@@ -183,8 +187,25 @@ impl Cache {
     /// Inserts a clean buffer read from (or known to equal) the device.
     pub fn insert(&mut self, block: HomeBlock, data: Vec<u8>, kind: BufKind) -> &mut Buffer {
         assert_eq!(data.len(), self.block_size);
+        self.insert_shared(block, Arc::new(data), kind)
+    }
+
+    /// Inserts a buffer of zeros (a new block, or one about to be written whole), made of a
+    /// spare buffer when there is one: a block-sized allocation an append otherwise.
+    pub fn insert_zeroed(&mut self, block: HomeBlock, kind: BufKind) -> &mut Buffer {
+        let data = match self.spare.pop() {
+            Some(mut d) => {
+                Arc::get_mut(&mut d).expect("spare buffers are not shared").fill(0);
+                d
+            }
+            None => Arc::new(vec![0u8; self.block_size]),
+        };
+        self.insert_shared(block, data, kind)
+    }
+
+    fn insert_shared(&mut self, block: HomeBlock, data: Arc<Vec<u8>>, kind: BufKind) -> &mut Buffer {
         self.tick += 1;
-        let buf = Buffer { data: Arc::new(data), kind, tx: None, cp_tid: None, cp_data: None, cp_since_ns: 0, seq: None, parked: None, durable: false, last_use: self.tick };
+        let buf = Buffer { data, kind, tx: None, cp_tid: None, cp_data: None, cp_since_ns: 0, seq: None, parked: None, durable: false, last_use: self.tick };
         assert!(self.map.get(&block).is_none_or(|b| b.parked.is_none()), "a parked buffer is loaded back, not replaced");
         self.inserted(block);
         self.map.insert(block, buf);
@@ -213,7 +234,8 @@ impl Cache {
     /// newer one, a transaction's differential base): kept for the next copy-on-write if
     /// nothing else refers to it any more, dropped otherwise.
     pub fn recycle(&mut self, mut data: Arc<Vec<u8>>) {
-        if self.spare.len() < SPARE_MAX && Arc::get_mut(&mut data).is_some_and(|d| d.len() == self.block_size) {
+        let room = SPARE_MAX.max(self.capacity.saturating_sub(self.resident()));
+        if self.spare.len() < room && Arc::get_mut(&mut data).is_some_and(|d| d.len() == self.block_size) {
             self.spare.push(data);
         }
     }
@@ -278,6 +300,7 @@ impl Cache {
         for (_, k) in clean.into_iter().take(excess) {
             let b = self.map.remove(&k).expect("listed");
             assert!(b.parked.is_none(), "a clean buffer is never parked");
+            self.recycle(b.data);
         }
     }
 
@@ -386,5 +409,25 @@ mod tests {
             c.recycle(Arc::new(vec![0; 512]));
         }
         assert_eq!(c.spare.len(), SPARE_MAX);
+    }
+
+    /// Eviction keeps what it lets go of as spares while the cache is under its capacity, and
+    /// a new block's buffer is a spare, zeroed.
+    #[test]
+    fn evicted_buffers_become_new_blocks() {
+        let cap = 1024;
+        let mut c = Cache::new(512, cap);
+        for i in 0..cap as u64 + 1 {
+            c.insert(HomeBlock::new(100 + i), vec![7; 512], BufKind::Data);
+        }
+        c.shrink();
+        let resident = c.resident();
+        assert!(resident <= cap * 3 / 4, "evicted to three quarters: {resident}");
+        assert_eq!(c.spare.len() + resident, cap, "evicted buffers kept as spares up to the capacity");
+        let spare = Arc::as_ptr(c.spare.last().unwrap());
+        let b = HomeBlock::new(5);
+        c.insert_zeroed(b, BufKind::Data);
+        assert!(std::ptr::eq(Arc::as_ptr(&c.peek(b).unwrap().data), spare), "the new block's buffer is the spare");
+        assert!(c.peek(b).unwrap().data.iter().all(|&x| x == 0), "and zeroed");
     }
 }

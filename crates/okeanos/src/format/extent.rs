@@ -51,12 +51,18 @@ impl ExtentBlock {
     }
 
     pub fn encode(&self, out: &mut [u8]) {
-        assert!(self.extents.len() <= Self::capacity(out.len()));
+        Self::encode_parts(self.owner, self.next, &self.extents, out);
+    }
+
+    /// Encodes the block of `owner` linking to `next` that holds `extents`, without building
+    /// an `ExtentBlock` (the inode store encodes slices of an inode's extent list).
+    pub fn encode_parts(owner: u32, next: HomeBlock, extents: &[Extent], out: &mut [u8]) {
+        assert!(extents.len() <= Self::capacity(out.len()));
         out.fill(0);
-        Le::put_u32(out, 8, self.extents.len() as u32);
-        Le::put_u32(out, 12, self.owner);
-        Le::put_u64(out, 16, self.next.get());
-        for (i, e) in self.extents.iter().enumerate() {
+        Le::put_u32(out, 8, extents.len() as u32);
+        Le::put_u32(out, 12, owner);
+        Le::put_u64(out, 16, next.get());
+        for (i, e) in extents.iter().enumerate() {
             e.encode(&mut out[HEADER + i * EXTENT_SIZE..]);
         }
         super::headed::seal(out, EXTENT_BLOCK_MAGIC, seed::EXTENT);

@@ -61,7 +61,7 @@ impl<'a> Fs<'a> {
         let first = (off / bs) as u32;
         let last = ((off + len as u64 - 1) / bs) as u32;
         let mi = self.load(ino)?;
-        let end = mi.extents.iter().map(|e| e.logical as u64 + e.len as u64).max().unwrap_or(0);
+        let end = mi.extents().iter().map(|e| e.logical as u64 + e.len as u64).max().unwrap_or(0);
         let hole = (first..=last).any(|fb| mi.bmap(fb).is_none());
         Ok(if hole && (first as u64) < end { mi.chain.len() as u64 } else { 0 })
     }
@@ -208,7 +208,7 @@ impl<'a> Fs<'a> {
         let done = first >= last || !mi.maps_any(first as u32, last as u32);
         let size = mi.inode.size;
         let durable = mi.inode.flags & crate::format::inode::FLAG_DURABLE != 0;
-        if !mi.extents.last().is_some_and(|e| e.end() as u64 > size.div_ceil(bs)) {
+        if !mi.extents().last().is_some_and(|e| e.end() as u64 > size.div_ceil(bs)) {
             mi.inode.flags &= !crate::format::inode::FLAG_EOFBLOCKS;
         }
         mi.inode.mtime_ns = now;
@@ -250,12 +250,12 @@ impl<'a> Fs<'a> {
         let kind = if mi.inode.is_symlink() { BufKind::Meta } else { BufKind::Data };
         let keep_blocks = new_size.div_ceil(bs) as u32;
         let freed = mi.unmap_tail(keep_blocks, max_blocks);
-        let done = mi.extents.last().is_none_or(|e| e.end() <= keep_blocks);
+        let done = mi.extents().last().is_none_or(|e| e.end() <= keep_blocks);
         let old_size = mi.inode.size;
         if done {
             mi.inode.size = new_size;
         } else {
-            let end_blocks = mi.extents.last().map_or(0, |e| e.end()) as u64;
+            let end_blocks = mi.extents().last().map_or(0, |e| e.end()) as u64;
             mi.inode.size = old_size.min(end_blocks * bs).max(new_size);
         }
         mi.inode.mtime_ns = now;

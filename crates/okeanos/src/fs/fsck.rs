@@ -214,7 +214,7 @@ pub fn fsck(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> FsckRepor
             if i.nlink != want {
                 p.add("nlink", format!("inode {ino}: link count {} but {want} directory entries", i.nlink));
             }
-            let mapped_end = mi.extents.last().map_or(0, |e| e.end() as u64);
+            let mapped_end = mi.extents().last().map_or(0, |e| e.end() as u64);
             if mapped_end > i.size.div_ceil(bsu) && i.flags & crate::format::inode::FLAG_EOFBLOCKS == 0 {
                 p.add("size", format!("inode {ino}: blocks mapped up to {mapped_end} beyond its size {}", i.size));
             }
@@ -231,7 +231,7 @@ pub fn fsck(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> FsckRepor
             }
         }
         let xattr = (i.xattr_block != HomeBlock::NONE).then_some(i.xattr_block);
-        let blocks = mi.extents.iter().flat_map(|e| (0..e.len as u64).map(move |k| e.physical + k)).chain(mi.chain.iter().copied()).chain(xattr);
+        let blocks = mi.extents().iter().flat_map(|e| (0..e.len as u64).map(move |k| e.physical + k)).chain(mi.chain.iter().copied()).chain(xattr);
         for b in blocks {
             if let Some(prev) = owner.insert(b, ino) {
                 p.add("dup", format!("block {b} is owned by inodes {prev} and {ino}"));

@@ -1,5 +1,6 @@
 //! Inodes in memory: the decoded inode with its whole extent list, and where its extent
-//! chain lives. Loading checks every extent; storing rewrites only the blocks that changed.
+//! chain lives. Loading checks every extent; storing encodes only the chain blocks whose
+//! extents (or next link) changed since the last store, and rewrites only those that differ.
 
 use super::{Fs, FsError, FsResult};
 use crate::cache::BufKind;
@@ -11,13 +12,32 @@ use crate::ids::HomeBlock;
 pub struct MemInode {
     pub ino: u32,
     pub inode: Inode,
-    /// All extents, sorted by logical block, non-overlapping.
-    pub extents: Vec<Extent>,
+    /// All extents, sorted by logical block, non-overlapping. Changed only by this file's
+    /// methods, each of which lowers `dirty_from` to the first index it touched.
+    extents: Vec<Extent>,
     /// The extent chain's blocks, in order.
     pub chain: Vec<HomeBlock>,
+    /// The first index of `extents` that may differ from what the last store encoded into the
+    /// chain (`usize::MAX`: none). A store encodes the chain blocks from this one on; the ones
+    /// before it hold exactly what they held (checked in debug builds).
+    dirty_from: usize,
 }
 
 impl MemInode {
+    /// A new inode with no blocks.
+    pub fn new(ino: u32, inode: Inode) -> MemInode {
+        MemInode { ino, inode, extents: Vec::new(), chain: Vec::new(), dirty_from: 0 }
+    }
+
+    /// All extents, sorted by logical block, non-overlapping.
+    pub fn extents(&self) -> &[Extent] {
+        &self.extents
+    }
+
+    fn touched(&mut self, i: usize) {
+        self.dirty_from = self.dirty_from.min(i);
+    }
+
     /// The block file block `fb` is mapped to, if it is.
     pub fn bmap(&self, fb: u32) -> Option<HomeBlock> {
         let i = self.extents.partition_point(|e| e.end() <= fb);
@@ -39,6 +59,7 @@ impl MemInode {
     pub fn map(&mut self, fb: u32, phys: HomeBlock) {
         let i = self.extents.partition_point(|e| e.end() <= fb);
         debug_assert!(self.extents.get(i).is_none_or(|e| e.logical > fb), "block already mapped");
+        self.touched(i.saturating_sub(1));
         if i > 0 {
             let p = &mut self.extents[i - 1];
             if p.end() == fb && p.physical + p.len as u64 == phys && p.len < u32::MAX / 2 {
@@ -70,10 +91,12 @@ impl MemInode {
     pub fn unmap_tail(&mut self, from: u32, max: usize) -> Vec<HomeBlock> {
         let mut out = Vec::new();
         while out.len() < max {
-            let Some(e) = self.extents.last_mut() else { break };
-            if e.end() <= from {
+            let Some(last) = self.extents.len().checked_sub(1) else { break };
+            if self.extents[last].end() <= from {
                 break;
             }
+            self.touched(last);
+            let e = &mut self.extents[last];
             let keep = from.max(e.logical);
             let n = ((e.end() - keep) as usize).min(max - out.len()) as u32;
             let first_phys = e.physical + (e.len - n) as u64;
@@ -98,6 +121,7 @@ impl MemInode {
             if e.end() <= from {
                 break;
             }
+            self.touched(i);
             let hi = e.end().min(to);
             let n = ((hi - from.max(e.logical)) as usize).min(max - out.len()) as u32;
             let lo = hi - n;
@@ -200,7 +224,8 @@ impl<'a> Fs<'a> {
                 return Err(FsError::Corrupt(format!("inode {ino}: extent {e:?} points outside the data area")));
             }
         }
-        Ok(MemInode { ino, inode, extents, chain })
+        let dirty_from = usize::MAX;
+        Ok(MemInode { ino, inode, extents, chain, dirty_from })
     }
 
     /// Writes inode `ino` (and its extent chain) back into the cache, logging what changed.
@@ -209,12 +234,18 @@ impl<'a> Fs<'a> {
         let bs = self.bs();
         let mut mi = self.st.inodes.remove(&ino).expect("store of a loaded inode");
         let r = self.store_inner(&mut mi, bs);
+        if r.is_err() {
+            // A store that stopped half way may have grown or cut the chain without encoding
+            // it: the next one encodes every block.
+            mi.dirty_from = 0;
+        }
         self.st.inodes.insert(ino, mi);
         r
     }
 
     fn store_inner(&mut self, mi: &mut MemInode, bs: usize) -> FsResult<()> {
         let need = mi.chain_needed(bs);
+        let old_len = mi.chain.len();
         while mi.chain.len() < need {
             let goal = mi.chain.last().copied().or(mi.extents.first().map(|e| e.physical)).unwrap_or(HomeBlock::NONE);
             let b = self.alloc_block(goal)?;
@@ -226,24 +257,52 @@ impl<'a> Fs<'a> {
             self.free_block(b)?;
         }
         let cap = ExtentBlock::capacity(bs);
-        let rest = mi.extents.get(INLINE_EXTENTS..).unwrap_or(&[]);
-        for (k, chunk) in rest.chunks(cap).enumerate() {
-            let eb = ExtentBlock { owner: mi.ino, next: mi.chain.get(k + 1).copied().unwrap_or(HomeBlock::NONE), extents: chunk.to_vec() };
-            let mut enc = vec![0u8; bs];
-            eb.encode(&mut enc);
-            let blk = mi.chain[k];
-            if self.block(blk, BufKind::Meta)? != &enc[..] {
-                self.meta_mut(blk)?.copy_from_slice(&enc);
-            }
+        // Chain block k holds extents INLINE + k*cap .. and links to block k + 1: it is encoded
+        // again when one of its extents changed (a change inside the inline extents shifts
+        // every block's) or when it or its successor is new or gone.
+        let mut first = mi.dirty_from.saturating_sub(INLINE_EXTENTS) / cap;
+        if old_len != need {
+            first = first.min(old_len.min(need).saturating_sub(1));
         }
+        let rest = mi.extents.get(INLINE_EXTENTS..).unwrap_or(&[]);
+        let mut enc = std::mem::take(&mut self.st.scratch);
+        let r = self.store_chain(mi, rest, first, bs, &mut enc);
+        self.st.scratch = enc;
+        r?;
         mi.inode.extent_count = mi.extents.len() as u32;
-        mi.inode.inline = mi.extents.iter().take(INLINE_EXTENTS).copied().collect();
+        mi.inode.inline.clear();
+        mi.inode.inline.extend(mi.extents.iter().take(INLINE_EXTENTS).copied());
         mi.inode.extent_block = mi.chain.first().copied().unwrap_or(HomeBlock::NONE);
         let (blk, off) = self.inode_location(mi.ino)?;
         let mut enc = [0u8; INODE_SIZE];
         mi.inode.encode(mi.ino, &mut enc);
         if self.block(blk, BufKind::Meta)?[off..off + INODE_SIZE] != enc {
             self.meta_mut(blk)?[off..off + INODE_SIZE].copy_from_slice(&enc);
+        }
+        mi.dirty_from = usize::MAX;
+        Ok(())
+    }
+
+    /// Encodes chain blocks `first..` of `mi` (holding `rest`, the extents after the inline
+    /// ones) into `enc` and writes each that differs from the cached block.
+    fn store_chain(&mut self, mi: &MemInode, rest: &[Extent], first: usize, bs: usize, enc: &mut Vec<u8>) -> FsResult<()> {
+        let cap = ExtentBlock::capacity(bs);
+        for (k, chunk) in rest.chunks(cap).enumerate() {
+            let next = mi.chain.get(k + 1).copied().unwrap_or(HomeBlock::NONE);
+            if k < first {
+                if cfg!(debug_assertions) {
+                    let mut check = vec![0u8; bs];
+                    ExtentBlock::encode_parts(mi.ino, next, chunk, &mut check);
+                    debug_assert!(self.block(mi.chain[k], BufKind::Meta)? == &check[..], "inode {}: extent block {k} changed unmarked", mi.ino);
+                }
+                continue;
+            }
+            enc.resize(bs, 0);
+            ExtentBlock::encode_parts(mi.ino, next, chunk, enc);
+            let blk = mi.chain[k];
+            if self.block(blk, BufKind::Meta)? != &enc[..] {
+                self.meta_mut(blk)?.copy_from_slice(&enc);
+            }
         }
         Ok(())
     }

@@ -83,6 +83,9 @@ pub struct FsState {
     pub alloc_cursor: Vec<HomeBlock>,
     /// Where parked buffers load their data from, if the journal lets the cache park any.
     pub parking: Option<Parking>,
+    /// A block-sized buffer for encodings compared against the cache (inode stores): one
+    /// allocation for the mount, not one an append.
+    pub scratch: Vec<u8>,
 }
 
 /// Where a parked buffer's data is (cache.rs): the journal keeps the block's newest committed
@@ -136,6 +139,7 @@ impl FsState {
             read_only,
             alloc_cursor: vec![HomeBlock::NONE; groups],
             parking: None,
+            scratch: Vec::new(),
         }
     }
 
@@ -353,7 +357,7 @@ impl<'a> Fs<'a> {
         // A just-allocated block was freed earlier and forgotten with it: never parked.
         debug_assert!(self.st.cache.parked_at(block).is_none());
         if !self.st.cache.contains(block) {
-            self.st.cache.insert(block, vec![0u8; self.bs()], BufKind::Meta);
+            self.st.cache.insert_zeroed(block, BufKind::Meta);
         }
         self.st.dirty_epoch += 1;
         self.st.journal.dirty_metadata(&mut self.st.cache, block, true);
@@ -373,7 +377,7 @@ impl<'a> Fs<'a> {
         self.st.unpark(block)?;
         if !self.st.cache.contains(block) {
             if fresh || bytes.len() == bs {
-                self.st.cache.insert(block, vec![0u8; bs], kind);
+                self.st.cache.insert_zeroed(block, kind);
             } else {
                 self.bread(block, kind)?;
             }

@@ -141,7 +141,7 @@ impl<'a> Fs<'a> {
             parent: if kind == FileType::Directory { parent } else { 0 },
             ..Inode::default()
         };
-        self.st.inodes.insert(ino, MemInode { ino, inode, extents: Vec::new(), chain: Vec::new() });
+        self.st.inodes.insert(ino, MemInode::new(ino, inode));
         self.store(ino)?;
         if kind == FileType::Directory {
             self.st.dirs.insert(ino, Default::default());
@@ -432,7 +432,7 @@ impl<'a> Fs<'a> {
     /// it off the orphan list.
     pub fn finish_orphan(&mut self, ino: u32) -> FsResult<()> {
         let mi = self.load(ino)?;
-        assert!(mi.extents.is_empty() && mi.chain.is_empty() && mi.inode.nlink == 0, "orphan emptied first");
+        assert!(mi.extents().is_empty() && mi.chain.is_empty() && mi.inode.nlink == 0, "orphan emptied first");
         let next = mi.inode.orphan_next;
         if self.st.sb.orphan_head == ino {
             self.st.sb.orphan_head = next;

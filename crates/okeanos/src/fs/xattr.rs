@@ -121,7 +121,7 @@ impl Fs<'_> {
         } else {
             let enc = x.encode(bs).ok_or(FsError::NoSpace)?;
             if blk == HomeBlock::NONE {
-                let goal = self.load(ino)?.extents.first().map_or(HomeBlock::NONE, |e| e.physical);
+                let goal = self.load(ino)?.extents().first().map_or(HomeBlock::NONE, |e| e.physical);
                 let b = self.alloc_block(goal)?;
                 self.meta_new(b).copy_from_slice(&enc);
                 self.load(ino)?.inode.xattr_block = b;
