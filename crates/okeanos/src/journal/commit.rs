@@ -111,8 +111,9 @@ const DIFF_GAP: usize = 16;
 enum Item {
     /// A whole block (metadata, a fully written data block, or a metadata block logged whole).
     Full { block: HomeBlock, data: Arc<Vec<u8>>, flags: u16 },
-    /// A multiwrite record: bytes at an offset of the final block.
-    Record { block: HomeBlock, offset: u32, bytes: Vec<u8>, flags: u16 },
+    /// A multiwrite record: `len` bytes at `offset` of the final block, read from the block's
+    /// frozen version `data` when the record is written (no copy of its own).
+    Record { block: HomeBlock, offset: u32, len: u32, data: Arc<Vec<u8>>, flags: u16 },
     /// An inode's change told as a note (a fast commit's), or, in the classic form or a fast
     /// commit with no record to carry it, as `record`: the inode's first 32 bytes.
     Note { note: jf::InodeNote, record: Box<Item> },
@@ -123,6 +124,14 @@ impl Item {
         match self {
             Item::Full { block, .. } | Item::Record { block, .. } => *block,
             Item::Note { record, .. } => record.block(),
+        }
+    }
+
+    /// A record's bytes (empty for other items).
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Item::Record { offset, len, data, .. } => &data[*offset as usize..(*offset + *len) as usize],
+            _ => &[],
         }
     }
 
@@ -218,11 +227,11 @@ impl Journal {
                     let mut block_items: Vec<(usize, Item)> = Vec::with_capacity(ranges.len() + notes.len());
                     for (k, (a, e)) in ranges.into_iter().enumerate() {
                         let f = flags | jf::tag_flags::MULTIWRITE | if fresh && k == 0 { jf::tag_flags::FRESH } else { 0 };
-                        block_items.push((a, Item::Record { block: b, offset: a as u32, bytes: data[a..e].to_vec(), flags: f }));
+                        block_items.push((a, Item::Record { block: b, offset: a as u32, len: (e - a) as u32, data: data.clone(), flags: f }));
                     }
                     for (at, note) in notes {
                         let f = flags | jf::tag_flags::MULTIWRITE;
-                        let record = Box::new(Item::Record { block: b, offset: at as u32, bytes: data[at..at + crate::format::inode::NOTED_BYTES].to_vec(), flags: f });
+                        let record = Box::new(Item::Record { block: b, offset: at as u32, len: crate::format::inode::NOTED_BYTES as u32, data: data.clone(), flags: f });
                         block_items.push((at, Item::Note { note, record }));
                     }
                     // In offset order, as the records of one block are.
@@ -238,7 +247,7 @@ impl Journal {
             let fresh = tx.fresh.contains(&b);
             for (k, (a, e)) in ranges.iter().enumerate() {
                 let f = jf::tag_flags::MULTIWRITE | if fresh && k == 0 { jf::tag_flags::FRESH } else { 0 };
-                items.push(Item::Record { block: b, offset: a, bytes: data[a as usize..e as usize].to_vec(), flags: f });
+                items.push(Item::Record { block: b, offset: a, len: e - a, data: data.clone(), flags: f });
             }
         }
         // Stable: records of one block stay in offset order, after nothing else of that block.
@@ -385,8 +394,9 @@ impl Journal {
             match item {
                 Item::Note { .. } if noted => notes += 1,
                 i => {
-                    let Item::Record { bytes, .. } = i.as_record() else { unreachable!("checked: records and notes only") };
-                    stream_len += bytes.len();
+                    let r = i.as_record();
+                    let Item::Record { len, .. } = r else { unreachable!("checked: records and notes only") };
+                    stream_len += *len as usize;
                     tag_count += 1;
                 }
             }
@@ -416,9 +426,10 @@ impl Journal {
                     fc_notes.push(*note);
                 }
                 i => {
-                    let Item::Record { block, offset, bytes, flags } = i.as_record() else { unreachable!("checked: records and notes only") };
-                    tags.push(record_tag(*block, *offset, bytes, *flags, logged_at));
-                    stream.extend_from_slice(bytes);
+                    let r = i.as_record();
+                    let Item::Record { block, offset, flags, .. } = r else { unreachable!("checked: records and notes only") };
+                    tags.push(record_tag(*block, *offset, r.bytes(), *flags, logged_at));
+                    stream.extend_from_slice(r.bytes());
                 }
             }
         }
@@ -464,7 +475,8 @@ impl Journal {
                     logged_at.push(LoggedBlockCopy { block: *block, whole: (flags & jf::tag_flags::ESCAPED == 0).then_some(WholeImage { index: at, hash }) });
                     blocks.push((logged, kind));
                 }
-                Item::Record { block, offset, bytes, flags } => {
+                r @ Item::Record { block, offset, flags, .. } => {
+                    let bytes = r.bytes();
                     tags.push(record_tag(*block, *offset, bytes, *flags, logged_at));
                     stream.extend_from_slice(bytes);
                     stats.records += 1;
