@@ -115,9 +115,11 @@ impl<'a> Fs<'a> {
         if inode {
             gd.inode_bitmap_crc = crc;
             gd.free_inodes = (gd.free_inodes as i64 + delta) as u32;
+            self.st.free_inode_total = (self.st.free_inode_total as i64 + delta) as u64;
         } else {
             gd.block_bitmap_crc = crc;
             gd.free_blocks = (gd.free_blocks as i64 + delta) as u32;
+            self.st.free_block_total = (self.st.free_block_total as i64 + delta) as u64;
         }
         self.store_group(g)
     }

@@ -52,6 +52,11 @@ pub enum DatasyncNeed {
 pub struct FsState {
     pub sb: Superblock,
     pub gdt: Vec<GroupDesc>,
+    /// The sums of the group descriptors' free blocks and free inodes, kept with them by the
+    /// bitmap's one writer (`Fs::flip`): a write asks for them twice, and summing thousands
+    /// of groups each time cost a 256 GiB file system 5% of a 4 KiB append's samples.
+    pub free_block_total: u64,
+    pub free_inode_total: u64,
     pub cache: Cache,
     pub journal: Journal,
     pub inodes: HashMap<u32, MemInode>,
@@ -118,9 +123,13 @@ impl FsState {
     pub fn new(sb: Superblock, gdt: Vec<GroupDesc>, journal: Journal, cache_blocks: usize, read_only: Option<String>) -> Self {
         let groups = sb.group_count as usize;
         let bs = sb.block_size as usize;
+        let free_block_total = gdt.iter().map(|g| g.free_blocks as u64).sum();
+        let free_inode_total = gdt.iter().map(|g| g.free_inodes as u64).sum();
         FsState {
             sb,
             gdt,
+            free_block_total,
+            free_inode_total,
             cache: Cache::new(bs, cache_blocks),
             journal,
             inodes: HashMap::default(),
@@ -196,13 +205,13 @@ impl FsState {
 
     /// Free blocks that may be allocated now.
     pub fn allocatable_blocks(&self) -> u64 {
-        let free: u64 = self.gdt.iter().map(|g| g.free_blocks as u64).sum();
-        free.saturating_sub(self.pending_free_blocks.len() as u64)
+        debug_assert_eq!(self.free_block_total, self.gdt.iter().map(|g| g.free_blocks as u64).sum::<u64>(), "free block total drifted from the groups'");
+        self.free_block_total.saturating_sub(self.pending_free_blocks.len() as u64)
     }
 
     pub fn allocatable_inodes(&self) -> u64 {
-        let free: u64 = self.gdt.iter().map(|g| g.free_inodes as u64).sum();
-        free.saturating_sub(self.pending_free_inodes.len() as u64)
+        debug_assert_eq!(self.free_inode_total, self.gdt.iter().map(|g| g.free_inodes as u64).sum::<u64>(), "free inode total drifted from the groups'");
+        self.free_inode_total.saturating_sub(self.pending_free_inodes.len() as u64)
     }
 
     /// Records that the running transaction changed inode `ino` (and its data if `data`).
