@@ -302,7 +302,10 @@ pub fn mkfs(dev: &dyn Device, journal_dev: Option<&dyn Device>, o: &MkfsOptions)
     let bsu = bs as u64;
     let ipb = bs / INODE_SIZE;
     let itb = sb.inode_table_blocks() as u64;
-    let zero = vec![0u8; bs];
+    // Inode tables are zeroed in writes of up to 1 MiB (one a block made mkfs of a 256 GiB
+    // loop device with O_DIRECT take 45 s).
+    let zero_blocks = itb.clamp(1, ((1usize << 20) / bs).max(1) as u64);
+    let zero = vec![0u8; zero_blocks as usize * bs];
     let mut gdt = Vec::new();
     for g in 0..sb.group_count {
         let start = sb.first_group_block + g as u64 * sb.blocks_per_group as u64;
@@ -323,8 +326,11 @@ pub fn mkfs(dev: &dyn Device, journal_dev: Option<&dyn Device>, o: &MkfsOptions)
             free_inodes -= 1;
             used_dirs = 1;
         }
-        for k in 0..itb {
-            dev.write_at((start + 2 + k) * bsu, &zero)?;
+        let mut k = 0;
+        while k < itb {
+            let n = (itb - k).min(zero_blocks);
+            dev.write_at((start + 2 + k) * bsu, &zero[..n as usize * bs])?;
+            k += n;
         }
         dev.write_at(start * bsu, &bbm)?;
         dev.write_at((start + 1) * bsu, &ibm)?;
