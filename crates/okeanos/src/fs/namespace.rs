@@ -93,7 +93,7 @@ impl<'a> Fs<'a> {
         if n == 1 {
             return 0;
         }
-        let avg = self.st.gdt.iter().map(|g| g.free_blocks as u64).sum::<u64>() / n as u64;
+        let avg = self.st.free_block_total / n as u64;
         let start = crc32c::crc32c(name) % n;
         (0..n).map(|k| (start + k) % n).find(|&g| {
             let gd = &self.st.gdt[g as usize];

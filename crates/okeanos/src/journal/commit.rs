@@ -394,8 +394,7 @@ impl Journal {
             match item {
                 Item::Note { .. } if noted => notes += 1,
                 i => {
-                    let r = i.as_record();
-                    let Item::Record { len, .. } = r else { unreachable!("checked: records and notes only") };
+                    let Item::Record { len, .. } = i.as_record() else { unreachable!("checked: records and notes only") };
                     stream_len += *len as usize;
                     tag_count += 1;
                 }

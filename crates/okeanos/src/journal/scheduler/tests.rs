@@ -649,7 +649,7 @@ fn a_large_commit_in_flight_holds_the_next_one_until_its_flush_returns() {
     let w1 = work(s.poll(&mut h, 10 * MS, 0, Lane::Commit));
     assert!(matches!(&w1, JournalWork::Commit { plan, .. } if plan.handles as u64 == big));
     s.written(&mut h, w1);
-    let t2 = write(&mut h, 6000, 128, 11 * MS, true);
+    write(&mut h, 6000, 128, 11 * MS, true);
     idle(s.poll(&mut h, 30 * MS, 0, Lane::Commit));
     *s.effects() = Default::default();
     s.flushed(&mut h, 31 * MS, t1, Ok(()));
@@ -666,7 +666,6 @@ fn a_large_commit_in_flight_holds_the_next_one_until_its_flush_returns() {
     let w3 = work(s.poll(&mut h, wake, 0, Lane::Commit));
     assert!(is_commit(&w3), "a commit begins beside a small one's flush");
     assert!(s.effects().counted.iter().any(|c| matches!(c, Counted::Pipelined)));
-    let _ = t2;
 }
 
 /// A pipelined flush that fails stops the journal; a later commit whose flush then succeeds
