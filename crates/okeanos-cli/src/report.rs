@@ -125,6 +125,11 @@ pub struct Run {
     /// Okeanos targets: operations that waited to start during the run, by reason.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admission: Option<okeanos::stats::AdmitWaits>,
+    /// Okeanos targets: checkpoints during the run and what they wrote home.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoints: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<okeanos::journal::CheckpointCounts>,
     /// Simulator runs: the device model, the seed, and the wall time the simulation took.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,

@@ -156,6 +156,8 @@ pub fn fill(r: &mut Run, cl: &Clients, during: &Measure, after: &Measure) {
     r.commit_lane = during.counters.as_ref().map(|c| c.commit_lane).filter(|l| l.steps > 0);
     r.commit_sizes = during.counters.as_ref().map(|c| c.commit_sizes).filter(|c| !c.is_empty());
     r.admission = during.counters.as_ref().map(|c| c.admission);
+    r.checkpoints = during.counters.as_ref().map(|c| c.checkpoints);
+    r.checkpoint = during.counters.as_ref().map(|c| c.checkpoint);
     r.error = cl.error.clone();
 }
 

@@ -21,8 +21,15 @@ use super::Journal;
 use crate::cache::{BufKind, Cache};
 use std::collections::BTreeSet;
 
-/// Home writes a checkpoint queues on the device at once (a stage each, no flush between).
-pub const CHECKPOINT_SLICE_BLOCKS: usize = 32;
+/// Home writes a checkpoint queues on the device at once (a stage each, no flush between): at
+/// most this many device writes (runs of adjacent blocks)...
+pub const CHECKPOINT_SLICE_RUNS: usize = 32;
+/// ...and at most this many blocks. A slice bounds how long a commit beside the checkpoint
+/// waits behind it on the device's queue: on a disk that seeks a run costs a seek, and on any
+/// device a block costs its transfer. Slices of 32 blocks, whatever their runs, made the
+/// checkpoint of long runs a device round trip per 128 KiB, slower than 100 streams of 16 KiB
+/// appends filled the log (docs/JOURNALING.md, "Where the lanes pay").
+pub const CHECKPOINT_SLICE_BLOCKS: usize = 256;
 
 pub use super::plan::COPY_SLICE_BLOCKS;
 
@@ -68,6 +75,28 @@ pub struct CheckpointPlan {
     /// The newest committed transaction when the checkpoint was planned: a commit that
     /// completes while its writes are in flight (a checkpoint beside a commit) is newer.
     pub committed_at_begin: Tid,
+}
+
+/// Splits a checkpoint's home writes (in block order; `block` gives each one's block) into
+/// slices of at most [`CHECKPOINT_SLICE_RUNS`] runs of adjacent blocks and
+/// [`CHECKPOINT_SLICE_BLOCKS`] blocks.
+fn slices<T>(writes: &[T], block: impl Fn(&T) -> HomeBlock) -> Vec<&[T]> {
+    let mut out = Vec::new();
+    let (mut start, mut runs) = (0, 0);
+    for i in 0..writes.len() {
+        let new_run = i == start || block(&writes[i]) != block(&writes[i - 1]) + 1;
+        if i > start && ((new_run && runs == CHECKPOINT_SLICE_RUNS) || i - start == CHECKPOINT_SLICE_BLOCKS) {
+            out.push(&writes[start..i]);
+            (start, runs) = (i, 0);
+        }
+        if i == start || new_run {
+            runs += 1;
+        }
+    }
+    if start < writes.len() {
+        out.push(&writes[start..]);
+    }
+    out
 }
 
 impl Journal {
@@ -224,7 +253,7 @@ impl Journal {
         let mut written = Vec::with_capacity(chosen.len());
         let mut data = Vec::with_capacity(chosen.len());
         let mut stages: Vec<IoStage> = Vec::new();
-        for chunk in writes.chunks(CHECKPOINT_SLICE_BLOCKS) {
+        for chunk in slices(&writes, |w| w.1) {
             let mut stage = IoStage::default();
             for (w, b, tid) in chunk {
                 written.push((*b, *tid));
@@ -365,5 +394,33 @@ impl Journal {
         let mut io = IoPlan::default();
         self.placement.clean_stage(self.running.tid).push_to(&mut io);
         io
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sizes(blocks: &[u64]) -> Vec<usize> {
+        let b: Vec<HomeBlock> = blocks.iter().map(|&n| HomeBlock::new(n)).collect();
+        slices(&b, |x| *x).iter().map(|s| s.len()).collect()
+    }
+
+    #[test]
+    fn slices_bound_runs_and_blocks() {
+        // Scattered blocks: a run each, 32 runs a slice.
+        let scattered: Vec<u64> = (0..100).map(|i| 10 + 2 * i).collect();
+        assert_eq!(sizes(&scattered), vec![32, 32, 32, 4]);
+        // One long run: 256 blocks a slice.
+        let long: Vec<u64> = (1000..1600).collect();
+        assert_eq!(sizes(&long), vec![256, 256, 88]);
+        // Runs of 16 blocks: 256 blocks (16 runs) a slice, the block bound first.
+        let runs16: Vec<u64> = (0..40u64).flat_map(|r| (0..16).map(move |k| r * 100 + k)).collect();
+        assert_eq!(sizes(&runs16), vec![256, 256, 128]);
+        // Runs of 4 blocks: 32 runs (128 blocks) a slice, the run bound first.
+        let runs4: Vec<u64> = (0..70u64).flat_map(|r| (0..4).map(move |k| r * 10 + k)).collect();
+        assert_eq!(sizes(&runs4), vec![128, 128, 24]);
+        assert!(sizes(&[]).is_empty());
+        assert_eq!(sizes(&[7]), vec![1]);
     }
 }
