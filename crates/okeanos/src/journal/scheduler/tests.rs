@@ -499,6 +499,36 @@ fn a_handle_waiting_for_space_gets_a_checkpoint_then_is_woken() {
 }
 
 #[test]
+fn a_checkpoint_for_space_leaves_room_for_more_than_the_next_commit() {
+    // The target is above the mark that starts a checkpoint: the commits right after one do
+    // not start another (with the target at the mark, the next commit did, and a checkpoint
+    // of a commit or two paid a flush each).
+    let (mut s, mut h) = setup(config());
+    let target = h.journal.placement().checkpoint_target();
+    let (mut now, mut b) = (0, 5000);
+    while !h.journal.space_low() {
+        write(&mut h, b, 4096, now, true);
+        commit(&mut s, &mut h, now, 10);
+        b += 1;
+        now += MS;
+        assert!(b < 6000, "the log never filled");
+    }
+    s.want_space();
+    let w = work(s.poll(&mut h, now, 0, Lane::Commit));
+    assert!(matches!(w, JournalWork::Checkpoint(_)), "a checkpoint for space");
+    s.finish(&mut h, now + MS, w, Ok(()));
+    *s.effects() = Default::default();
+    assert!(h.journal.free_blocks() >= target);
+    for _ in 0..3 {
+        now += MS;
+        b += 1;
+        write(&mut h, b, 4096, now, true);
+        commit(&mut s, &mut h, now, 10);
+        assert!(!h.journal.space_low(), "{} blocks free after a checkpoint for space (to {}) and a commit", h.journal.free_blocks(), target);
+    }
+}
+
+#[test]
 fn committed_blocks_go_home_once_expired_at_a_writeback_period() {
     let (mut s, mut h) = setup(config());
     write(&mut h, 5000, 4096, 0, true);
