@@ -133,6 +133,20 @@ fn commit(s: &mut Scheduler, h: &mut TestHost, now: u64, took: u64) -> Tid {
     tid
 }
 
+/// Writes and commits a block a millisecond (blocks 5000 on) until `full` holds of the
+/// journal; returns the time and the next block.
+fn fill_log(s: &mut Scheduler, h: &mut TestHost, full: impl Fn(&crate::journal::Journal) -> bool) -> (u64, u64) {
+    let (mut now, mut b) = (0, 5000);
+    while !full(&h.journal) {
+        write(h, b, 4096, now, true);
+        commit(s, h, now, 10);
+        b += 1;
+        now += MS;
+        assert!(b < 6000, "the log never filled");
+    }
+    (now, b)
+}
+
 #[test]
 fn nothing_to_do_sleeps_until_the_next_writeback_period() {
     let (mut s, mut h) = setup(config());
@@ -475,15 +489,7 @@ fn a_handle_waiting_for_space_with_room_enough_is_woken_at_once() {
 fn a_handle_waiting_for_space_gets_a_checkpoint_then_is_woken() {
     let (mut s, mut h) = setup(config());
     let half = h.journal.placement().checkpoint_target();
-    let mut now = 0;
-    let mut b = 5000;
-    while h.journal.free_blocks() >= half {
-        write(&mut h, b, 4096, now, true);
-        commit(&mut s, &mut h, now, 10);
-        b += 1;
-        now += MS;
-        assert!(b < 6000, "the log never filled");
-    }
+    let (now, _) = fill_log(&mut s, &mut h, |j| j.free_blocks() < half);
     s.want_space();
     let w = work(s.poll(&mut h, now, 0, Lane::Commit));
     let JournalWork::Checkpoint(plan) = &w else { panic!("a checkpoint for space") };
@@ -505,14 +511,7 @@ fn a_checkpoint_for_space_leaves_room_for_more_than_the_next_commit() {
     // of a commit or two paid a flush each).
     let (mut s, mut h) = setup(config());
     let target = h.journal.placement().checkpoint_target();
-    let (mut now, mut b) = (0, 5000);
-    while !h.journal.space_low() {
-        write(&mut h, b, 4096, now, true);
-        commit(&mut s, &mut h, now, 10);
-        b += 1;
-        now += MS;
-        assert!(b < 6000, "the log never filled");
-    }
+    let (mut now, mut b) = fill_log(&mut s, &mut h, |j| j.space_low());
     s.want_space();
     let w = work(s.poll(&mut h, now, 0, Lane::Commit));
     assert!(matches!(w, JournalWork::Checkpoint(_)), "a checkpoint for space");
