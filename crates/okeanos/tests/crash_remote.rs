@@ -63,7 +63,7 @@ fn workload(fs: &Okeanos, recorder: &CrashRecorder, ops: usize, seed: u64, mut b
 
 /// Returns (crash states checked, violations).
 fn crash_test(policy: &str, canary: bool) -> (usize, Vec<String>) {
-    crash_test_with(policy, canary, MemLog { quota_bytes: 300 * 4096, ..Default::default() }, None)
+    crash_test_with(policy, canary, MemLog { quota_bytes: 256 * 4096, ..Default::default() }, None)
 }
 
 /// With `revive_at`, the dead server answers again from that operation on, and the host
@@ -88,7 +88,7 @@ fn crash_test_with(policy: &str, canary: bool, server: MemLog, revive_at: Option
         o.expire_period = Some(std::time::Duration::from_millis(20));
     }
     let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
-    let files = workload(&fs, &recorder, 200, 0x5eed, |k| {
+    let files = workload(&fs, &recorder, 240, 0x5eed, |k| {
         if revive_at == Some(k) {
             log.lock().unwrap().die_after = None;
             // Long enough for a checkpoint to empty the local journal and a return to run.
