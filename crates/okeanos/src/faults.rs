@@ -56,6 +56,10 @@ pub struct Faults {
     /// its records' hashes (as the classic commit block's first-sector CRC is trusted), so a
     /// torn fast commit replays stale bytes.
     pub fast_commit_unchecked: bool,
+    /// Recovery replays the newest transaction without reading its in-place blocks home
+    /// (docs/FORMAT.md, "In-place tags"), so a commit whose new blocks the crash lost is
+    /// replayed over blocks never written.
+    pub in_place_unchecked: bool,
     /// Recovery replays an inode note's size and times but leaves the inode's old checksum
     /// (docs/FORMAT.md, "Inode notes"), so a replayed inode fails its check.
     pub note_stale_crc: bool,

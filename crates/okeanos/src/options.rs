@@ -21,6 +21,11 @@ pub struct MountOptions {
     /// instead of logged (`fresh_blocks=in_place`; `fresh_blocks=journal`, the default, logs
     /// them as the paper does).
     pub fresh_in_place: bool,
+    /// Those new blocks go beside their commit under its one flush, named by in-place tags,
+    /// where the journal has the IN_PLACE_TAGS feature, is a ring and commits are not
+    /// pipelined (`in_place_tags=on`, the default); `off` writes and flushes them before the
+    /// commit, as journals without the feature do (docs/FORMAT.md, "In-place tags").
+    pub in_place_tags: bool,
     /// Commit interval (`commit=<seconds>`, default 5).
     pub commit_interval: Duration,
     /// How often age-based writeback runs (`writeback_period=<seconds>`, default 5).
@@ -201,6 +206,7 @@ impl Default for MountOptions {
             write_threshold: 4096,
             logged_write_size: None,
             fresh_in_place: false,
+            in_place_tags: true,
             commit_interval: Duration::from_secs(5),
             writeback_period: Duration::from_secs(5),
             expire_period: None,
@@ -428,6 +434,11 @@ impl MountOptions {
                     Some("journal") => false,
                     _ => return Err(format!("option fresh_blocks takes journal or in_place, not {:?}", v.unwrap_or(""))),
                 },
+                "in_place_tags" => o.in_place_tags = match v {
+                    None | Some("1") | Some("on") => true,
+                    Some("0") | Some("off") => false,
+                    Some(x) => return Err(format!("option in_place_tags takes on or off, not {x:?}")),
+                },
                 "write_threshold" => o.write_threshold = num(v)? as usize,
                 "logged_write_size" => o.logged_write_size = Some(num(v)? as usize),
                 "commit" => {
@@ -560,6 +571,8 @@ mod tests {
         let o = MountOptions::parse("data=wasteless,dmeta,fresh_blocks=in_place").unwrap();
         assert!(o.fresh_in_place && o.content().unwrap().fresh_in_place);
         assert!(!MountOptions::parse("fresh_blocks=journal").unwrap().fresh_in_place);
+        assert!(MountOptions::default().in_place_tags && !MountOptions::parse("in_place_tags=off").unwrap().in_place_tags);
+        assert!(MountOptions::parse("in_place_tags=maybe").unwrap_err().contains("on or off"));
         assert!(MountOptions::parse("fresh_blocks=maybe").unwrap_err().contains("journal or in_place"));
         let err = MountOptions::parse("data=data,fresh_blocks=in_place").unwrap_err();
         assert!(err.contains("for data=wasteless"), "{err}");

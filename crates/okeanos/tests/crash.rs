@@ -212,36 +212,75 @@ fn canary_commit_before_ordered_data_is_caught() {
 }
 
 /// Wasteless with `fresh_blocks=in_place` (docs/JOURNALING.md, "New blocks in place"): a whole
-/// block a transaction allocates is written home before the commit record instead of logged.
-/// Nothing committed refers to it until that commit, so wasteless's guarantees must hold in
-/// every crash state: every synced write whole, every write call atomic. The mixed workload on
-/// the internal and on the external journal (whose commit and in-place data are on two devices
-/// crashed apart), and whole-block appends and rewrites.
+/// block a transaction allocates is written home instead of logged. Nothing committed refers
+/// to it until that commit, so wasteless's guarantees must hold in every crash state: every
+/// synced write whole, every write call atomic. The mixed workload on the internal and on the
+/// external journal (whose commit and in-place data are on two devices crashed apart), and
+/// whole-block appends and rewrites (a new block's later updates logged and checkpointed over
+/// it), each in both forms: beside the commit under its flush, named by in-place tags that
+/// recovery checks in the newest transaction (the default; docs/FORMAT.md, "In-place tags"),
+/// and written and flushed before the commit (`in_place_tags=off`, as on journals without the
+/// feature).
 #[test]
 fn crash_states_wasteless_fresh_blocks_in_place() {
     for policy in ["wasteless", "wasteless+dmeta"] {
         let cfg = ContentConfig { fresh_in_place: true, ..ContentConfig::parse(policy).unwrap() };
-        for (journal, seed) in [(Journal::Internal { blocks: 256 }, 0xf1e5), (Journal::External { blocks: 256 }, 0xf1e6)] {
-            let run = workload(cfg, journal, 120, &|_| {}, seed + cfg.dmeta as u64);
-            assert!(run.commit_in_place_blocks > 0, "{policy}: no new block went in place");
-            let out = enumerate(cfg, &run, 250, 25);
-            out.assert_clean(500);
-            eprintln!("{policy} fresh_blocks=in_place {journal:?}: {} crash states, {} blocks in place, no violation", out.states, run.commit_in_place_blocks);
+        for tags in [true, false] {
+            let form: &dyn Fn(&mut okeanos::MountOptions) = if tags { &|_| {} } else { &|o| o.in_place_tags = false };
+            for (journal, seed) in [(Journal::Internal { blocks: 256 }, 0xf1e5), (Journal::External { blocks: 256 }, 0xf1e6)] {
+                let run = workload(cfg, journal, 120, form, seed + cfg.dmeta as u64);
+                assert!(run.commit_in_place_blocks > 0, "{policy}: no new block went in place");
+                assert_eq!(run.commit_in_place_tagged_blocks > 0, tags, "{policy}: in-place tags used ({}) where they were {}", run.commit_in_place_tagged_blocks, if tags { "on" } else { "off" });
+                let out = enumerate(cfg, &run, 250, 25);
+                out.assert_clean(500);
+                eprintln!("{policy} fresh_blocks=in_place, in_place_tags={tags} {journal:?}: {} crash states, {} blocks in place ({} tagged), no violation", out.states, run.commit_in_place_blocks, run.commit_in_place_tagged_blocks);
+            }
+            let run = harness::block_workload(cfg, Journal::Internal { blocks: 256 }, 60, form, 0xf1e7, false);
+            assert!(run.commit_in_place_blocks > 0, "{policy}: no new block went in place in whole-block appends");
+            assert_eq!(run.commit_in_place_tagged_blocks > 0, tags);
+            let out = enumerate(cfg, &run, 200, 10);
+            out.assert_clean(400);
+            eprintln!("{policy} fresh_blocks=in_place, in_place_tags={tags}, whole blocks: {} crash states, {} blocks in place, no violation", out.states, run.commit_in_place_blocks);
         }
-        let run = harness::block_workload(cfg, Journal::Internal { blocks: 256 }, 60, &|_| {}, 0xf1e7, false);
-        assert!(run.commit_in_place_blocks > 0, "{policy}: no new block went in place in whole-block appends");
-        let out = enumerate(cfg, &run, 200, 10);
-        out.assert_clean(400);
-        eprintln!("{policy} fresh_blocks=in_place, whole blocks: {} crash states, {} blocks in place, no violation", out.states, run.commit_in_place_blocks);
     }
 }
 
-/// Its canary: the new blocks written after the commit record (`ordered_after_commit`) leave
-/// committed sizes over blocks never written in the states between, which the checker must see.
+/// The in-place tags' canary: a recovery that replays the newest transaction without reading
+/// its new blocks home (`in_place_unchecked`) takes a commit whose flush the crash cut short,
+/// with blocks it never wrote, for a whole one: the sector- and block-torn states between the
+/// stage's writes and its flush must catch it, on the internal and on the external journal.
+#[test]
+fn canary_in_place_blocks_unchecked_is_caught() {
+    let cfg = ContentConfig { fresh_in_place: true, ..ContentConfig::parse("wasteless+dmeta").unwrap() };
+    for (journal, seed) in [(Journal::Internal { blocks: 256 }, 0xf1e9), (Journal::External { blocks: 256 }, 0xf1ea)] {
+        let mut run = harness::block_workload(cfg, journal, 40, &|_| {}, seed, false);
+        assert!(run.commit_in_place_tagged_blocks > 0, "{journal:?}: no in-place tag to check");
+        run.recovery_faults.in_place_unchecked = true;
+        let out = enumerate(cfg, &run, 120, 0);
+        assert!(!out.violations.is_empty(), "{journal:?}: the crash tests did not notice in-place blocks left unchecked ({} states)", out.states);
+        eprintln!("{journal:?}: {} of {} crash states caught, e.g. {}", out.violations.len(), out.states, out.violations[0]);
+    }
+}
+
+/// The canary of the form without tags: the new blocks written after the commit record
+/// (`ordered_after_commit`) leave committed sizes over blocks never written in the states
+/// between, which the checker must see. (With in-place tags the same fault is harmless:
+/// recovery finds the newest commit's blocks missing and drops it, which is what the tags
+/// are for; their canary is the one above.)
 #[test]
 fn canary_fresh_blocks_after_their_commit_is_caught() {
     let cfg = ContentConfig { fresh_in_place: true, ..ContentConfig::parse("wasteless+dmeta").unwrap() };
-    let run = harness::block_workload(cfg, Journal::Internal { blocks: 256 }, 40, &|o| o.faults.ordered_after_commit = true, 0xf1e8, false);
+    let run = harness::block_workload(
+        cfg,
+        Journal::Internal { blocks: 256 },
+        40,
+        &|o| {
+            o.faults.ordered_after_commit = true;
+            o.in_place_tags = false;
+        },
+        0xf1e8,
+        false,
+    );
     assert!(run.commit_in_place_blocks > 0);
     let out = enumerate(cfg, &run, 120, 0);
     assert!(!out.violations.is_empty(), "the crash tests did not notice new blocks written after their commit ({} states)", out.states);

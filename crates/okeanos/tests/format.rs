@@ -135,6 +135,29 @@ fn journal_blocks_round_trip_and_flips() {
     assert_eq!(Descriptor::decode(&b).unwrap(), d);
     every_flip_caught(&b, 0..BS, |x| Descriptor::decode(x).map(|_| ()));
 
+    // In-place tags (docs/FORMAT.md, "In-place tags") beside records and a logged block: no
+    // logged block follows for them; one that is also a record or escaped is refused.
+    let mut tags: Vec<Tag> = (0..30).map(|k| Tag::regular(HomeBlock::new(9000 + k), jf::tag_flags::IN_PLACE, 0x5eed ^ k as u32)).collect();
+    tags.push(Tag { fs_block: HomeBlock::new(40), flags: jf::tag_flags::MULTIWRITE | jf::tag_flags::METADATA, offset: 256, len: 30, data_hash: 1 });
+    tags.push(Tag::regular(HomeBlock::new(41), jf::tag_flags::METADATA, 2));
+    assert_eq!(tags.iter().filter(|t| t.has_logged_block()).count(), 1);
+    assert!(tags[0].is_in_place() && !tags[0].has_logged_block() && !tags[0].is_multiwrite());
+    let d = Descriptor { tid: okeanos::Tid::new(11), tags: tags.clone(), inline: vec![7; 30] };
+    d.encode(&mut b);
+    assert_eq!(Descriptor::decode(&b).unwrap(), d);
+    every_flip_caught(&b, 0..BS, |x| Descriptor::decode(x).map(|_| ()));
+    for bad in [jf::tag_flags::IN_PLACE | jf::tag_flags::ESCAPED, jf::tag_flags::IN_PLACE | jf::tag_flags::MULTIWRITE] {
+        let mut t = tags.clone();
+        t[0].flags = bad;
+        if bad & jf::tag_flags::MULTIWRITE != 0 {
+            t[0].len = 8;
+        }
+        let inline = Descriptor::stream_len(&t).min(Descriptor::inline_capacity(BS, t.len()));
+        Descriptor { tid: okeanos::Tid::new(11), tags: t, inline: vec![7; inline] }.encode(&mut b);
+        let err = Descriptor::decode(&b).unwrap_err().to_string();
+        assert!(err.contains("in-place tag"), "flags {bad:#x}: {err}");
+    }
+
     let mut mw = vec![0u8; BS];
     jf::encode_multiwrite(&mut mw, &[9u8; 1000]);
     assert_eq!(jf::decode_multiwrite(&mw).unwrap(), &[9u8; 1000][..]);

@@ -40,10 +40,12 @@ pub(crate) fn journal_dump(dev: Arc<dyn Device>, jdev: Option<Arc<dyn Device>>) 
     for (t, rev) in d.transactions.iter().zip(&d.revoked) {
         let full = t.items.iter().filter(|i| matches!(i, ScanItem::Full { .. })).count();
         let notes = t.items.iter().filter(|i| matches!(i, ScanItem::Note { .. })).count();
+        let in_place = t.items.iter().filter(|i| matches!(i, ScanItem::InPlace { .. })).count();
         let meta = t.items.iter().filter(|i| i.tag().is_metadata()).count();
+        let beside = if in_place > 0 { format!(", {in_place} new blocks in place") } else { String::new() };
         outln!(
-            "transaction {}: log blocks {}..{}, {} handles, {} whole blocks, {} records, {} inode notes, {} metadata, {} revoked",
-            t.tid, t.start, t.end, t.handle_count, full, t.items.len() - full - notes, notes, meta, rev.len()
+            "transaction {}: log blocks {}..{}, {} handles, {} whole blocks, {} records, {} inode notes, {} metadata, {} revoked{beside}",
+            t.tid, t.start, t.end, t.handle_count, full, t.items.len() - full - notes - in_place, notes, meta, rev.len()
         );
         for item in &t.items {
             let g = item.tag();
@@ -59,6 +61,7 @@ pub(crate) fn journal_dump(dev: Arc<dyn Device>, jdev: Option<Arc<dyn Device>>) 
                 ScanItem::Full { pos, .. } => outln!("  log {pos:>8} -> block {:>10}  {kind} whole block{flags}", g.fs_block),
                 ScanItem::Record { bytes, .. } => outln!("  record     -> block {:>10}  {kind} {} bytes at {}{flags}", g.fs_block, bytes.len(), g.offset),
                 ScanItem::Note { note, time_ns, .. } => outln!("  note       -> block {:>10}  inode {} at {}: size {}, mtime and ctime {time_ns}", g.fs_block, note.ino, g.offset, note.size),
+                ScanItem::InPlace { .. } => outln!("  in place   -> block {:>10}  {kind} new block written beside the commit, hash {:08x}", g.fs_block, g.data_hash),
             }
         }
         for b in rev {

@@ -46,6 +46,7 @@ pub(super) fn recover(devs: &mut Devices, sb: &Superblock, region: LogRegion, js
 pub(super) fn journal(devs: &mut Devices, sb: &Superblock, opened: placement::Opened, opts: &MountOptions, next_tid: Tid) -> FsResult<Journal> {
     let mut content = opts.content().map_err(FsError::Invalid)?;
     let (fast_commit_blocks, fast_commit_compact, fast_commit_notes, short_notes) = (opened.fast_commit_blocks, opened.fast_commit_compact, opened.fast_commit_notes, opened.fast_commit_short_notes);
+    let in_place_tags = opened.in_place_tags;
     let (placement, capacity) = opened.run(devs, sb, opts, next_tid)?;
     // The placement's defaults, where the mount gave no option.
     let defaults = placement.defaults();
@@ -78,6 +79,9 @@ pub(super) fn journal(devs: &mut Devices, sb: &Superblock, opened: placement::Op
     cfg.fast_commit_compact = fast_commit_compact;
     cfg.inode_notes = (fast_commit_notes && cfg.fast_commit_blocks > 0).then(|| crate::format::inode::InodeTables::of(sb));
     cfg.short_notes = short_notes;
+    // Only the newest transaction can be torn when commits are one at a time: with pipelined
+    // commits a later one may commit beside an earlier one's flush.
+    cfg.in_place_tags = in_place_tags && opts.in_place_tags && opts.pipeline_depth() == 0;
     cfg.faults = opts.faults.clone();
     let journal = Journal::new(cfg, content.policy(), placement, next_tid);
     Ok(journal)

@@ -367,7 +367,7 @@ pub fn mkfs(dev: &dyn Device, journal_dev: Option<&dyn Device>, o: &MkfsOptions)
     };
     let jsb = JournalSuperblock {
         version: JOURNAL_VERSION,
-        features: jfeature::TX_CHECKSUM | jfeature::MULTIWRITE | jfeature::FAST_COMMIT | jfeature::FAST_COMMIT_SPAN | jfeature::FAST_COMMIT_COMPACT | jfeature::FAST_COMMIT_NOTES | jfeature::FAST_COMMIT_SHORT_NOTES,
+        features: jfeature::TX_CHECKSUM | jfeature::MULTIWRITE | jfeature::FAST_COMMIT | jfeature::FAST_COMMIT_SPAN | jfeature::FAST_COMMIT_COMPACT | jfeature::FAST_COMMIT_NOTES | jfeature::FAST_COMMIT_SHORT_NOTES | jfeature::IN_PLACE_TAGS,
         block_size: sb.block_size,
         total_blocks: jblocks,
         first: LogPos::new(1),

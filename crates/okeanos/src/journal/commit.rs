@@ -86,6 +86,8 @@ pub struct RecordStats {
     pub fast_bytes: u64,
     /// Data blocks written in place before the commit record (`final_data`).
     pub in_place: u64,
+    /// Of those, written beside the commit under its flush (in-place tags).
+    pub in_place_tagged: u64,
     /// Inode notes in the fast commit (docs/FORMAT.md, "Inode notes").
     pub notes: u64,
     /// Differential metadata blocks whose changes were joined into fewer records (`fit_ranges`).
@@ -117,12 +119,15 @@ enum Item {
     /// An inode's change told as a note (a fast commit's), or, in the classic form or a fast
     /// commit with no record to carry it, as `record`: the inode's first 32 bytes.
     Note { note: jf::InodeNote, record: Box<Item> },
+    /// A new block written home beside the commit, under its flush: an in-place tag with the
+    /// hash of the block as written (docs/FORMAT.md, "In-place tags").
+    InPlace { block: HomeBlock, hash: u32 },
 }
 
 impl Item {
     fn block(&self) -> HomeBlock {
         match self {
-            Item::Full { block, .. } | Item::Record { block, .. } => *block,
+            Item::Full { block, .. } | Item::Record { block, .. } | Item::InPlace { block, .. } => *block,
             Item::Note { record, .. } => record.block(),
         }
     }
@@ -286,7 +291,12 @@ impl Journal {
         let mut tx = std::mem::replace(&mut self.running, next);
         tx.lock();
         tx.start_commit();
-        let size = self.tx_blocks(tx.units(), tx.revoked.len() as u64);
+        // New blocks written in place go beside the commit under its flush, named by in-place
+        // tags, where the journal and the policy allow it and all of them are new to this
+        // transaction (docs/FORMAT.md, "In-place tags"); else before the commit, flushed first.
+        let tagged = self.in_place_tagged(&tx);
+        let beside = tagged > 0 && tx.final_data.iter().all(|b| tx.fresh.contains(b));
+        let size = self.tx_blocks_tagged(tx.units(), tagged, tx.revoked.len() as u64);
         assert!(size <= self.free_blocks(), "admission keeps every transaction within free log space");
 
         let bs = self.cfg.block_size;
@@ -308,10 +318,18 @@ impl Journal {
             .map(|&b| (b, cache.peek(b).expect("a block in a transaction stays cached").data.clone()))
             .collect();
         let frozen: crate::det::HashMap<HomeBlock, Arc<Vec<u8>>> = journaled.iter().cloned().collect();
-        let (items, joined) = self.collect_items(&tx, &frozen, wall_ns);
+        let (mut items, joined) = self.collect_items(&tx, &frozen, wall_ns);
+        if beside {
+            for &b in &tx.final_data {
+                let hash = jf::data_hash(b, 0, &cache.peek(b).expect("in-place data stays cached").data);
+                items.push(Item::InPlace { block: b, hash });
+            }
+            // Stable: a block is either in place or logged within one transaction.
+            items.sort_by_key(Item::block);
+        }
         let partial: crate::det::HashSet<HomeBlock> = items.iter().filter_map(|i| if let Item::Record { block, .. } = i.as_record() { Some(*block) } else { None }).collect();
         let whole: crate::det::HashSet<HomeBlock> = items.iter().filter_map(|i| if let Item::Full { block, .. } = i { Some(*block) } else { None }).collect();
-        let mut stats = RecordStats { in_place: tx.final_data.len() as u64, joined, ..Default::default() };
+        let mut stats = RecordStats { in_place: tx.final_data.len() as u64, in_place_tagged: if beside { tagged } else { 0 }, joined, ..Default::default() };
         let mut logged = Vec::with_capacity(items.len());
         if !self.fast_commit(&mut w, &tx, &items, wall_ns, &mut stats, &mut logged) {
             for group in items.chunks(Descriptor::capacity(bs)) {
@@ -322,7 +340,7 @@ impl Journal {
             CommitBlock { tid: tx.tid, block_count, tx_hash: w.hash, commit_time_ns: wall_ns, handle_count: tx.handles }.encode(&mut c);
             w.push(Arc::new(c), BlockKind::Commit);
         }
-        assert!(w.blocks.len() as u64 <= self.log_blocks(tx.units(), tx.revoked.len() as u64), "layout within the reserved size");
+        assert!(w.blocks.len() as u64 <= self.log_blocks(tx.units(), tagged, tx.revoked.len() as u64), "layout within the reserved size");
         let records = w.blocks.clone();
         let images = if self.placement.parking().is_some_and(|p| p.wants_images()) {
             journaled
@@ -352,12 +370,18 @@ impl Journal {
         if !unordered.is_empty() && !commit_flush.contains(&DevId::Fs) {
             commit_flush.insert(0, DevId::Fs);
         }
+        if beside && (!ordered.is_empty() || early_written) && !commit_flush.contains(&DevId::Fs) {
+            commit_flush.insert(0, DevId::Fs);
+        }
         if self.cfg.faults.skip_commit_flush {
             commit_flush.clear();
         }
         let mut io = IoPlan::default();
-        // Ordered data reaches its final location, durably, before anything of the commit.
-        if !ordered.is_empty() || early_written {
+        if beside {
+            // Beside the commit, under its flush: recovery checks them by their tags.
+            batch.extend(ordered);
+        } else if !ordered.is_empty() || early_written {
+            // Ordered data reaches its final location, durably, before anything of the commit.
             io.push(ordered, vec![DevId::Fs]);
         }
         batch.extend(unordered);
@@ -381,7 +405,7 @@ impl Journal {
         if self.cfg.fast_commit_blocks == 0 || !tx.revoked.is_empty() || items.is_empty() {
             return false;
         }
-        if items.iter().any(|i| matches!(i, Item::Full { .. })) {
+        if items.iter().any(|i| matches!(i, Item::Full { .. } | Item::InPlace { .. })) {
             return false;
         }
         // Notes need a record beside them (a fast commit has at least one tag); with none,
@@ -474,6 +498,7 @@ impl Journal {
                     logged_at.push(LoggedBlockCopy { block: *block, whole: (flags & jf::tag_flags::ESCAPED == 0).then_some(WholeImage { index: at, hash }) });
                     blocks.push((logged, kind));
                 }
+                Item::InPlace { block, hash } => tags.push(Tag::regular(*block, jf::tag_flags::IN_PLACE, *hash)),
                 r @ Item::Record { block, offset, flags, .. } => {
                     let bytes = r.bytes();
                     tags.push(record_tag(*block, *offset, bytes, *flags, logged_at));

@@ -74,13 +74,18 @@ pub struct JournalConfig {
     /// Notes take the short form where their sizes allow (the journal's
     /// FAST_COMMIT_SHORT_NOTES feature).
     pub short_notes: bool,
+    /// New blocks the content policy writes in place go beside the commit under its one flush,
+    /// named by in-place tags (the journal's IN_PLACE_TAGS feature, a ring placement, commits
+    /// not pipelined; docs/FORMAT.md, "In-place tags"), instead of written and flushed before
+    /// it.
+    pub in_place_tags: bool,
 }
 
 impl JournalConfig {
     /// The configuration for a placement of `capacity` journal blocks.
     pub fn new(capacity: u64, block_size: usize) -> Self {
         let max_tx_blocks = (capacity / 4).max(8);
-        JournalConfig { block_size, max_tx_blocks, faults: Faults::default(), lazy_checkpoint: false, dirty_background_blocks: 0, datasync_in_place: false, fast_commit_blocks: 0, fast_commit_compact: false, inode_notes: None, short_notes: false }
+        JournalConfig { block_size, max_tx_blocks, faults: Faults::default(), lazy_checkpoint: false, dirty_background_blocks: 0, datasync_in_place: false, fast_commit_blocks: 0, fast_commit_compact: false, inode_notes: None, short_notes: false, in_place_tags: false }
     }
 }
 
@@ -218,19 +223,35 @@ impl Journal {
     /// metadata block yields at most [`commit::MAX_DIFF_RANGES`] tags; each descriptor may
     /// leave one multiwrite block partly filled.
     pub fn tx_blocks(&self, units: u64, revokes: u64) -> u64 {
-        self.placement.tx_cost(self.log_blocks(units, revokes), units, revokes)
+        self.tx_blocks_tagged(units, 0, revokes)
+    }
+
+    /// [`Self::tx_blocks`] with `tagged` in-place tags too (a tag each, no logged block).
+    pub fn tx_blocks_tagged(&self, units: u64, tagged: u64, revokes: u64) -> u64 {
+        self.placement.tx_cost(self.log_blocks(units, tagged, revokes), units, revokes)
     }
 
     /// Journal blocks such a transaction takes at most when laid out as a log.
-    pub fn log_blocks(&self, units: u64, revokes: u64) -> u64 {
+    pub fn log_blocks(&self, units: u64, tagged: u64, revokes: u64) -> u64 {
         let per_desc = Descriptor::capacity(self.cfg.block_size) as u64;
         let per_revoke = RevokeBlock::capacity(self.cfg.block_size) as u64;
-        let tags = units * commit::MAX_DIFF_RANGES as u64;
+        let tags = units * commit::MAX_DIFF_RANGES as u64 + tagged;
         units + 2 * tags.div_ceil(per_desc).max(1) + revokes.div_ceil(per_revoke) + 1
     }
 
+    /// Whether this journal's commits carry the policy's in-place blocks as in-place tags,
+    /// written beside the commit under its flush ([`JournalConfig::in_place_tags`]).
+    pub fn tags_in_place(&self) -> bool {
+        self.cfg.in_place_tags && self.policy.in_place_beside_commit()
+    }
+
+    /// In-place tags transaction `tx` carries (its blocks written in place, when tagged).
+    pub fn in_place_tagged(&self, tx: &Transaction) -> u64 {
+        if self.tags_in_place() { tx.final_data.len() as u64 } else { 0 }
+    }
+
     fn running_blocks(&self) -> u64 {
-        self.tx_blocks(self.running.units(), self.running.revoked.len() as u64)
+        self.tx_blocks_tagged(self.running.units(), self.in_place_tagged(&self.running), self.running.revoked.len() as u64)
     }
 
     /// Journal blocks free for new transactions.
@@ -429,7 +450,7 @@ impl Journal {
         assert_eq!(self.running.state, TxState::Running);
         let max = self.max_handle_credits();
         assert!(credits.blocks <= max.blocks && credits.revokes <= max.revokes, "handle credits {credits:?} over the limit {max:?}");
-        let after = self.tx_blocks(self.running.units() + self.reserved.blocks + credits.blocks, self.running.revoked.len() as u64 + self.reserved.revokes + credits.revokes);
+        let after = self.tx_blocks_tagged(self.running.units() + self.reserved.blocks + credits.blocks, self.in_place_tagged(&self.running), self.running.revoked.len() as u64 + self.reserved.revokes + credits.revokes);
         if after > self.cfg.max_tx_blocks && !self.running.is_empty() {
             return Err(Admit::NeedCommit);
         }

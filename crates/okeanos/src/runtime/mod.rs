@@ -303,6 +303,20 @@ fn read_copies(copies: &[IoCopy], devs: &Devices, stats: &Stats) -> Result<Vec<I
         .collect()
 }
 
+/// The first of `checks` (blocks written in place, with their tags' hashes) whose block at
+/// home does not match, if any.
+fn unwritten_in_place(devs: &Devices, checks: &[(crate::ids::HomeBlock, u32)]) -> Result<Option<crate::ids::HomeBlock>, DeviceError> {
+    let bs = devs.block_size;
+    let mut buf = vec![0u8; bs];
+    for &(b, hash) in checks {
+        devs.fs.read_at(DevBlock::home(b).byte(bs as u64), &mut buf)?;
+        if crate::format::journal::data_hash(b, 0, &buf) != hash {
+            return Ok(Some(b));
+        }
+    }
+    Ok(None)
+}
+
 /// Log blocks one read of the scan and probe passes fetches (1 MiB of 4 KiB blocks).
 const READ_AHEAD_BLOCKS: u64 = 256;
 
@@ -471,6 +485,18 @@ fn recover_logs(
         damage = d;
         first_tid = Some(floor);
         end_reason = format!("{} logs scanned from their snapshot positions ({scanned} blocks), {} transactions from tid {floor}, {} blocks from the map", starts.len(), txs.len(), mapped.len());
+    }
+    // The newest transaction's in-place blocks (docs/FORMAT.md, "In-place tags"): written
+    // beside its commit under one flush, so a crash before that flush completed may have kept
+    // the commit and lost a block. Only the newest can be so torn (a later commit's writes
+    // wait for the flush; after damage, later commits show it completed).
+    if damage.is_none() && !faults.in_place_unchecked {
+        if let Some(last) = txs.last() {
+            if let Some(b) = unwritten_in_place(devs, &recovery::in_place_checks(last))? {
+                end_reason.push_str(&format!("; transaction {} not replayed: its new block {b}, written in place beside its commit, does not match its tag (the crash came before the commit's flush completed)", last.tid));
+                txs.pop();
+            }
+        }
     }
     let t1 = now_ns();
     let mut table = RevokeTable::default();

@@ -84,6 +84,11 @@ pub struct Opened {
     /// Whether those notes may be short
     /// ([`crate::format::journal::JournalSuperblock::fast_commit_short_notes`]).
     pub fast_commit_short_notes: bool,
+    /// Whether its commits may name new blocks written beside them by in-place tags: the
+    /// journal has the IN_PLACE_TAGS feature and is a ring (internal or external), whose
+    /// recovery reads home blocks on the devices it scans beside
+    /// ([`crate::format::journal::JournalSuperblock::in_place_tags`]).
+    pub in_place_tags: bool,
 }
 
 /// Writes what a new file system's journal holds after its superblock (mkfs), on `jdev` from
@@ -166,7 +171,8 @@ pub fn open(devs: &mut Devices, sb: &Superblock, region: LogRegion, jsb: &Journa
         JournalKind::Remote(_) if !offline && jsb.remote.local && !opts.read_only => Kinded::Remote(Remote::new(Ring::new(region, jsb.clone()), region.ring_len(), None)),
         JournalKind::Remote(_) | JournalKind::Ring => Kinded::Ring(Ring::new(region, jsb.clone())),
     };
-    Ok(Opened { placement, region, floor, remote, fast_commit_blocks: jsb.fast_commit_blocks(), fast_commit_compact: jsb.fast_commit_compact(), fast_commit_notes: jsb.fast_commit_notes(), fast_commit_short_notes: jsb.fast_commit_short_notes() })
+    let in_place_tags = jsb.in_place_tags() && matches!(placement, Kinded::Ring(_));
+    Ok(Opened { placement, region, floor, remote, fast_commit_blocks: jsb.fast_commit_blocks(), fast_commit_compact: jsb.fast_commit_compact(), fast_commit_notes: jsb.fast_commit_notes(), fast_commit_short_notes: jsb.fast_commit_short_notes(), in_place_tags })
 }
 
 impl Opened {

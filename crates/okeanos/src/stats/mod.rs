@@ -48,6 +48,7 @@ pub struct Stats {
     inode_notes: AtomicU64,
     joined_blocks: AtomicU64,
     commit_in_place: AtomicU64,
+    commit_in_place_tagged: AtomicU64,
     fallbacks: AtomicU64,
     remote_bytes: AtomicU64,
     nvm_bytes: AtomicU64,
@@ -356,6 +357,10 @@ pub struct Counters {
     /// selective's in-place sequences, wasteless's new blocks with `fresh_blocks=in_place`.
     #[serde(default)]
     pub commit_in_place_blocks: u64,
+    /// Of those, blocks written beside their commit record under its flush, named by in-place
+    /// tags (docs/FORMAT.md, "In-place tags"), instead of flushed before it.
+    #[serde(default)]
+    pub commit_in_place_tagged_blocks: u64,
     /// Times a remote journal fell back to the local journal.
     pub fallbacks: u64,
     /// Journal bytes sent to a journal server (also counted in the journal bytes by kind).
@@ -426,6 +431,7 @@ impl Stats {
         self.inode_notes.fetch_add(records.notes, Relaxed);
         self.joined_blocks.fetch_add(records.joined, Relaxed);
         self.commit_in_place.fetch_add(records.in_place, Relaxed);
+        self.commit_in_place_tagged.fetch_add(records.in_place_tagged, Relaxed);
         self.commit_handles.fetch_add(handles as u64, Relaxed);
         self.commit_journal_blocks.fetch_add(journal_blocks, Relaxed);
         self.max_handles_per_commit.fetch_max(handles as u64, Relaxed);
@@ -586,6 +592,7 @@ impl Stats {
             inode_notes: self.inode_notes.load(Relaxed),
             joined_blocks: self.joined_blocks.load(Relaxed),
             commit_in_place_blocks: self.commit_in_place.load(Relaxed),
+            commit_in_place_tagged_blocks: self.commit_in_place_tagged.load(Relaxed),
             fallbacks: self.fallbacks.load(Relaxed),
             remote_bytes: self.remote_bytes.load(Relaxed),
             nvm_bytes: self.nvm_bytes.load(Relaxed),
@@ -679,6 +686,7 @@ impl Counters {
             inode_notes: self.inode_notes - base.inode_notes,
             joined_blocks: self.joined_blocks - base.joined_blocks,
             commit_in_place_blocks: self.commit_in_place_blocks - base.commit_in_place_blocks,
+            commit_in_place_tagged_blocks: self.commit_in_place_tagged_blocks - base.commit_in_place_tagged_blocks,
             fallbacks: self.fallbacks - base.fallbacks,
             remote_bytes: self.remote_bytes - base.remote_bytes,
             nvm_bytes: self.nvm_bytes - base.nvm_bytes,

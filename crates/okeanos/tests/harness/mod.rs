@@ -63,6 +63,8 @@ pub struct Run {
     pub joined_blocks: u64,
     /// Data blocks commits wrote in place before their commit record.
     pub commit_in_place_blocks: u64,
+    /// Of those, written beside their commit under its flush (in-place tags).
+    pub commit_in_place_tagged_blocks: u64,
     /// The canaries the recovering mounts carry (a canary of recovery itself).
     pub recovery_faults: okeanos::faults::Faults,
     /// Commits begun while an earlier commit's flush was in flight (`commit_pipeline=`).
@@ -278,6 +280,7 @@ fn end(recorder: Arc<CrashRecorder>, fs: Okeanos, files: BTreeMap<String, Histor
     let staged_appends = fs.counters().staged_appends;
     let joined_blocks = fs.counters().joined_blocks;
     let commit_in_place_blocks = fs.counters().commit_in_place_blocks;
+    let commit_in_place_tagged_blocks = fs.counters().commit_in_place_tagged_blocks;
     let pipelined_commits = fs.counters().pipelined_commits;
     let end_events = recorder.event_count();
     drop(fs);
@@ -299,6 +302,7 @@ fn end(recorder: Arc<CrashRecorder>, fs: Okeanos, files: BTreeMap<String, Histor
         staged_appends,
         joined_blocks,
         commit_in_place_blocks,
+        commit_in_place_tagged_blocks,
         recovery_faults: Default::default(),
         pipelined_commits,
     }

@@ -74,7 +74,12 @@ pub mod tag_flags {
     /// The final block was allocated by this transaction: replay starts from a zeroed block
     /// instead of reading its old contents.
     pub const FRESH: u16 = 1 << 3;
-    pub const KNOWN: u16 = ESCAPED | METADATA | MULTIWRITE | FRESH;
+    /// The final block was written in place by this transaction, beside its commit and under
+    /// the same flush, and is not in the log: the hash is of the block as written home, and
+    /// recovery checks it only in the newest transaction, which the crash may have torn
+    /// (docs/FORMAT.md, "In-place tags"; the journal's IN_PLACE_TAGS feature).
+    pub const IN_PLACE: u16 = 1 << 4;
+    pub const KNOWN: u16 = ESCAPED | METADATA | MULTIWRITE | FRESH | IN_PLACE;
 }
 
 /// Journal feature flags (incompatible).
@@ -99,13 +104,16 @@ pub mod jfeature {
     /// A fast commit's inode notes may be short: 12 bytes, the size in 32 bits
     /// ([`super::SHORT_NOTE_SIZE`]), said by bit 31 of its handles field.
     pub const FAST_COMMIT_SHORT_NOTES: u32 = 1 << 6;
-    pub const KNOWN: u32 = TX_CHECKSUM | MULTIWRITE | FAST_COMMIT | FAST_COMMIT_SPAN | FAST_COMMIT_COMPACT | FAST_COMMIT_NOTES | FAST_COMMIT_SHORT_NOTES;
+    /// Descriptors may carry in-place tags ([`super::tag_flags::IN_PLACE`]): new blocks written
+    /// home under the commit's own flush, checked by recovery against their tags' hashes.
+    pub const IN_PLACE_TAGS: u32 = 1 << 7;
+    pub const KNOWN: u32 = TX_CHECKSUM | MULTIWRITE | FAST_COMMIT | FAST_COMMIT_SPAN | FAST_COMMIT_COMPACT | FAST_COMMIT_NOTES | FAST_COMMIT_SHORT_NOTES | IN_PLACE_TAGS;
     /// What `okeanos tune` may turn on or off on a clean journal: forms a commit may take,
     /// which recovery tells apart by the block itself, so a journal with nothing to replay can
     /// gain or lose them (docs/FORMAT.md, "Journal features").
-    pub const TUNABLE: u32 = FAST_COMMIT | FAST_COMMIT_SPAN | FAST_COMMIT_COMPACT | FAST_COMMIT_NOTES | FAST_COMMIT_SHORT_NOTES;
+    pub const TUNABLE: u32 = FAST_COMMIT | FAST_COMMIT_SPAN | FAST_COMMIT_COMPACT | FAST_COMMIT_NOTES | FAST_COMMIT_SHORT_NOTES | IN_PLACE_TAGS;
     /// Every feature by the name `okeanos tune` and `okeanos stat` use.
-    pub const NAMES: [(u32, &str); 7] = [
+    pub const NAMES: [(u32, &str); 8] = [
         (TX_CHECKSUM, "tx_checksum"),
         (MULTIWRITE, "multiwrite"),
         (FAST_COMMIT, "fast_commit"),
@@ -113,6 +121,7 @@ pub mod jfeature {
         (FAST_COMMIT_COMPACT, "fast_commit_compact"),
         (FAST_COMMIT_NOTES, "fast_commit_notes"),
         (FAST_COMMIT_SHORT_NOTES, "fast_commit_short_notes"),
+        (IN_PLACE_TAGS, "in_place_tags"),
     ];
 
     /// The names of the features set in `features`, in bit order.
@@ -230,6 +239,11 @@ impl JournalSuperblock {
     /// Whether no log needs recovery (`start` is zero).
     pub fn is_clean(&self) -> bool {
         self.start == LogPos::ZERO
+    }
+
+    /// Whether descriptors may carry in-place tags in this journal (IN_PLACE_TAGS).
+    pub fn in_place_tags(&self) -> bool {
+        self.features & jfeature::IN_PLACE_TAGS != 0
     }
 
     /// Whether fast commits may carry compact tags in this journal (FAST_COMMIT_COMPACT).
@@ -351,6 +365,15 @@ impl Tag {
     pub fn is_metadata(&self) -> bool {
         self.flags & tag_flags::METADATA != 0
     }
+    /// An in-place tag: names a block written home, not one in the log.
+    pub fn is_in_place(&self) -> bool {
+        self.flags & tag_flags::IN_PLACE != 0
+    }
+    /// Whether a logged block follows the descriptor for this tag (a regular tag that is not
+    /// in place).
+    pub fn has_logged_block(&self) -> bool {
+        !self.is_multiwrite() && !self.is_in_place()
+    }
 }
 
 /// A descriptor: tags, then (after them, in the same block) the start of the record stream
@@ -419,6 +442,9 @@ impl Descriptor {
             let (flags, len, offset) = (t.flags, t.len, t.offset);
             if flags & !tag_flags::KNOWN != 0 {
                 return Err(invalid(W, format!("unknown tag flags {flags:#x}")));
+            }
+            if t.is_in_place() && flags & (tag_flags::MULTIWRITE | tag_flags::ESCAPED) != 0 {
+                return Err(invalid(W, format!("in-place tag {t:?} is also a record or escaped")));
             }
             if t.is_multiwrite() {
                 if len == 0 || offset as usize + len as usize > b.len() || flags & tag_flags::ESCAPED != 0 {

@@ -54,6 +54,15 @@ pub trait ContentPolicy: Send + Sync + std::fmt::Debug {
     fn differential_metadata(&self) -> bool {
         false
     }
+    /// Whether the blocks this policy writes in place before a commit are all new to it and
+    /// reach home again only through later commits: then they may go beside the commit under
+    /// its flush, named by in-place tags that recovery checks in the newest transaction
+    /// (docs/FORMAT.md, "In-place tags"). Not where committed blocks are overwritten in place
+    /// (ordered data, an fdatasync's in-place step): such a write changes a block after its
+    /// commit with no later commit to say so.
+    fn in_place_beside_commit(&self) -> bool {
+        false
+    }
     /// The crash guarantee, in one sentence, for docs and `okeanos stat`.
     fn guarantee(&self) -> &'static str;
 }

@@ -39,6 +39,10 @@ impl ContentPolicy for Wasteless {
     fn differential_metadata(&self) -> bool {
         self.dmeta
     }
+    /// Its in-place blocks are new ones, and a committed block's later updates are logged.
+    fn in_place_beside_commit(&self) -> bool {
+        self.fresh_in_place
+    }
     fn guarantee(&self) -> &'static str {
         "every synced write recovered whole; each write call atomic; metadata consistent"
     }

@@ -34,6 +34,7 @@
 //! | fast commit span that verifies               | transaction committed (its blocks); expect tid + 1 |
 //! | fast commit continuation where a transaction begins | end of log: not a transaction we write |
 //! | read budget (one pass over the ring) spent   | end of log                                 |
+//! | the newest committed transaction (no damage found) names a block in place whose hash at home differs | the log ends before it: its commit's flush never completed (runtime `recover_logs`, [`in_place_checks`]; docs/FORMAT.md, "In-place tags") |
 //!
 //! Where the scan stopped on a failure, a **probe** ([`Probe`]) decides whether that was the
 //! torn tail of the log or damage in its middle. A commit is one flush, and the next commit's
@@ -148,14 +149,27 @@ pub enum ScanItem {
     /// An inode note of a fast commit: `tag` names the inode's table block and its offset
     /// there (32 bytes, the part of the inode it stands for), `time_ns` its mtime and ctime.
     Note { tag: Tag, note: jf::InodeNote, time_ns: i64 },
+    /// A new block written home beside the commit, under its flush (an in-place tag): nothing
+    /// to replay, its hash checked in the newest transaction ([`in_place_checks`]).
+    InPlace { tag: Tag },
 }
 
 impl ScanItem {
     pub fn tag(&self) -> &Tag {
         match self {
-            ScanItem::Full { tag, .. } | ScanItem::Record { tag, .. } | ScanItem::Note { tag, .. } => tag,
+            ScanItem::Full { tag, .. } | ScanItem::Record { tag, .. } | ScanItem::Note { tag, .. } | ScanItem::InPlace { tag } => tag,
         }
     }
+}
+
+/// The blocks a committed transaction wrote in place under its commit's flush, each with the
+/// hash its in-place tag gives (docs/FORMAT.md, "In-place tags"). Recovery reads them home in
+/// the newest transaction of a log that ended torn: a block whose hash differs was not
+/// written before the crash, so the commit's flush never completed and the transaction was
+/// never acknowledged; it is dropped as the torn tail. In an older transaction they are not
+/// checked: a later transaction committed after its flush, and may have changed them since.
+pub fn in_place_checks(tx: &ScannedTx) -> Vec<(crate::ids::HomeBlock, u32)> {
+    tx.items.iter().filter_map(|i| if let ScanItem::InPlace { tag } = i { Some((tag.fs_block, tag.data_hash)) } else { None }).collect()
 }
 
 /// Reading the blocks that follow a descriptor: its whole blocks, then the multiwrite blocks
@@ -329,7 +343,7 @@ impl Scan {
         let pos = self.pos;
         let expected = self.expected;
         if body.full_left > 0 {
-            let tag = body.tags.iter().filter(|t| !t.is_multiwrite()).nth(body.full_pos.len()).copied().expect("a tag per whole block");
+            let tag = body.tags.iter().filter(|t| t.has_logged_block()).nth(body.full_pos.len()).copied().expect("a tag per whole block");
             if jf::data_hash(tag.fs_block, 0, block) != tag.data_hash {
                 return self.stop(format!("logged block at {pos} of transaction {expected} fails its tag hash"));
             }
@@ -367,6 +381,8 @@ impl Scan {
                     Some(item) => items.push(item),
                     None => return self.stop(format!("record for block {} of transaction {} fails its tag hash", tag.fs_block, self.expected)),
                 }
+            } else if tag.is_in_place() {
+                items.push(ScanItem::InPlace { tag });
             } else {
                 items.push(ScanItem::Full { pos: full.next().expect("a position per whole block"), tag });
             }
@@ -405,7 +421,7 @@ impl Scan {
                     let stream_len = Descriptor::stream_len(&d.tags);
                     let rest = stream_len - d.inline.len();
                     let body = Body {
-                        full_left: d.tags.iter().filter(|t| !t.is_multiwrite()).count(),
+                        full_left: d.tags.iter().filter(|t| t.has_logged_block()).count(),
                         full_pos: Vec::new(),
                         mw_left: rest.div_ceil(jf::multiwrite_capacity(block.len())),
                         stream: d.inline,

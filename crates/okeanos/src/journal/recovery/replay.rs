@@ -145,7 +145,9 @@ pub fn replay_plan(txs: &[ScannedTx], revoked: &RevokeTable) -> Vec<ReplayBlock>
     for t in txs {
         for item in &t.items {
             let tag = item.tag();
-            if revoked.is_revoked(tag.fs_block, t.tid) {
+            // Written home under the commit's flush, nothing in the log: the block at home is
+            // the base of what later transactions log of it.
+            if matches!(item, ScanItem::InPlace { .. }) || revoked.is_revoked(tag.fs_block, t.tid) {
                 continue;
             }
             let kind = if tag.is_metadata() { BlockKind::FinalMeta } else { BlockKind::FinalData };
@@ -164,6 +166,7 @@ pub fn replay_plan(txs: &[ScannedTx], revoked: &RevokeTable) -> Vec<ReplayBlock>
                     e.patches.push(Patch::Bytes(tag.offset, bytes.clone()));
                 }
                 ScanItem::Note { tag, note, time_ns } => e.patches.push(Patch::Inode { at: tag.offset, ino: note.ino, size: note.size, time_ns: *time_ns }),
+                ScanItem::InPlace { .. } => unreachable!("skipped above"),
             }
         }
     }
