@@ -117,7 +117,7 @@ enum Cmd {
     },
     /// Turn journal features on or off on an unmounted file system whose journal is clean (as
     /// tune2fs -O does): the forms of commit a newer binary writes, for an image made before
-    /// them (fast_commit, fast_commit_span, fast_commit_compact, fast_commit_notes, fast_commit_short_notes), or off again so that an older
+    /// them (fast_commit, fast_commit_span, fast_commit_compact, fast_commit_notes, fast_commit_short_notes, in_place_tags), or off again so that an older
     /// binary can mount it. Without --enable or --disable, prints the journal's features.
     Tune {
         #[command(flatten)]

@@ -174,10 +174,10 @@ fn tune_changes_journal_features_only_on_a_clean_journal() {
     let features = |img: &Path| -> Vec<String> { stat_json(img)["journal_features"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect() };
     let img = crashed_image(dir.path(), 5);
     let p = img.to_str().unwrap();
-    let all = ["tx_checksum", "multiwrite", "fast_commit", "fast_commit_span", "fast_commit_compact", "fast_commit_notes", "fast_commit_short_notes"];
+    let all = ["tx_checksum", "multiwrite", "fast_commit", "fast_commit_span", "fast_commit_compact", "fast_commit_notes", "fast_commit_short_notes", "in_place_tags"];
     assert_eq!(features(&img), all, "mkfs sets every feature");
     let o = okeanos(&["tune", p]);
-    assert!(o.status.success() && text(&o).contains("journal features: tx_checksum multiwrite fast_commit fast_commit_span fast_commit_compact fast_commit_notes fast_commit_short_notes"), "{}", text(&o));
+    assert!(o.status.success() && text(&o).contains("journal features: tx_checksum multiwrite fast_commit fast_commit_span fast_commit_compact fast_commit_notes fast_commit_short_notes in_place_tags"), "{}", text(&o));
     let before = std::fs::read(&img).unwrap();
     for (args, want) in [
         (vec!["tune", p, "--disable", "fast_commit_compact"], "needs recovery"),
@@ -192,8 +192,8 @@ fn tune_changes_journal_features_only_on_a_clean_journal() {
     assert!(okeanos(&["recover", p]).status.success());
     let o = okeanos(&["tune", p, "--disable", "fast_commit_notes"]);
     assert!(!o.status.success() && text(&o).contains("needs fast_commit_notes"), "short notes without notes: {}", text(&o));
-    let o = okeanos(&["tune", p, "--disable", "fast_commit,fast_commit_span,fast_commit_compact,fast_commit_notes,fast_commit_short_notes"]);
-    assert!(o.status.success() && text(&o).contains("turned off fast_commit fast_commit_span fast_commit_compact fast_commit_notes fast_commit_short_notes"), "{}", text(&o));
+    let o = okeanos(&["tune", p, "--disable", "fast_commit,fast_commit_span,fast_commit_compact,fast_commit_notes,fast_commit_short_notes,in_place_tags"]);
+    assert!(o.status.success() && text(&o).contains("turned off fast_commit fast_commit_span fast_commit_compact fast_commit_notes fast_commit_short_notes in_place_tags"), "{}", text(&o));
     assert_eq!(features(&img), ["tx_checksum", "multiwrite"]);
     for lone in ["fast_commit_compact", "fast_commit_notes", "fast_commit_short_notes"] {
         let o = okeanos(&["tune", p, "--enable", lone]);
@@ -202,7 +202,7 @@ fn tune_changes_journal_features_only_on_a_clean_journal() {
     assert_image_clean(&img, "with the fast commit forms off");
     assert_eq!(String::from_utf8_lossy(&okeanos(&["cat", p, "/file00004"]).stdout), "contents of 4\n");
     let o = okeanos(&["tune", p, "--enable", "all"]);
-    assert!(o.status.success() && text(&o).contains("turned on fast_commit fast_commit_span fast_commit_compact fast_commit_notes fast_commit_short_notes"), "{}", text(&o));
+    assert!(o.status.success() && text(&o).contains("turned on fast_commit fast_commit_span fast_commit_compact fast_commit_notes fast_commit_short_notes in_place_tags"), "{}", text(&o));
     assert_eq!(features(&img), all);
     let o = okeanos(&["tune", p, "--enable", "all"]);
     assert!(o.status.success() && text(&o).contains("unchanged"), "{}", text(&o));

@@ -101,6 +101,10 @@ pub struct RunReport {
     pub fallbacks: u64,
     /// The run batched for bytes (`batch=bytes`).
     pub batch_for_bytes: bool,
+    /// New blocks the run's commits wrote in place (`fresh_blocks=in_place`), and of those
+    /// the ones beside their commit, named by in-place tags.
+    pub in_place: u64,
+    pub in_place_tagged: u64,
 }
 
 const MB: u64 = 1 << 20;
@@ -159,7 +163,14 @@ fn world_config(cfg: ContentConfig, canary: bool, journal: FuzzJournal, slow_dis
 /// states, each recovered and checked.
 pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool, journal: Option<FuzzJournal>) -> Result<RunReport, String> {
     let mut rng = Rng::new(seed);
-    let cfg = modes[rng.below(modes.len() as u64) as usize];
+    let mut cfg = modes[rng.below(modes.len() as u64) as usize];
+    let mix = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    // Half the wasteless runs write new whole blocks in place (`fresh_blocks=in_place`):
+    // beside their commits by in-place tags on the internal and external journals, flushed
+    // before them on the others. (From the seed, not the stream, as below.)
+    if cfg.mode == okeanos::DataMode::Wasteless && (mix >> 28) & 1 == 0 {
+        cfg.fresh_in_place = true;
+    }
     // Drawn even when the journal is named, so that the rest of a seed's draws do not move.
     let drawn = rng.below(10);
     let journal = journal.unwrap_or(if drawn < 3 {
@@ -183,7 +194,6 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool,
     // Two manylogs runs in three snapshot the map every 1 to 16 ms of virtual time, so that
     // recovery reads the map and the logs only past it. (From the seed, not the stream: the
     // stream's draws, and so every earlier seed's run, stay as they were.)
-    let mix = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     wc.mount.snapshot_period = if manylogs && mix >> 62 != 0 { Duration::from_millis(1 + (mix >> 40) % 16) } else { Duration::ZERO };
     // A quarter of the runs batch for bytes (`batch=bytes`), with windows of 1 to 40 ms: commits
     // then wait, past `batch_handles`, for shared blocks and padding to fill, and the crash
@@ -311,8 +321,9 @@ pub fn run_seed(seed: u64, modes: &[ContentConfig], points: usize, canary: bool,
     let swaps = w.fs.near_head().map_or(0, |n| n.swaps);
     let snapshots = w.fs.counters().snapshots;
     let fallbacks = w.fs.counters().fallbacks;
+    let (in_place, in_place_tagged) = (w.fs.counters().commit_in_place_blocks, w.fs.counters().commit_in_place_tagged_blocks);
     drop(w);
-    let mut report = RunReport { seed, mode: cfg.name(), journal: journal.name(), ops, events, states: 0, violations: Vec::new(), overlaps, copied, swaps, snapshots, fallbacks, batch_for_bytes };
+    let mut report = RunReport { seed, mode: cfg.name(), journal: journal.name(), ops, events, states: 0, violations: Vec::new(), overlaps, copied, swaps, snapshots, fallbacks, batch_for_bytes, in_place, in_place_tagged };
     for p in 0..points {
         // Crash points: uniform over the run, with some right after flushes and acks.
         let k = if p % 3 == 2 {

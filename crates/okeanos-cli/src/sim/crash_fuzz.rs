@@ -26,6 +26,7 @@ pub(super) fn crash_fuzz(a: &SimArgs) -> Result<ExitCode, String> {
     let mut snapshots = 0;
     let mut fallbacks = 0;
     let mut for_bytes = 0;
+    let (mut in_place, mut tagged) = (0, 0);
     let mut journals: std::collections::BTreeMap<&'static str, usize> = Default::default();
     for (seed, r) in seeds.iter().zip(results) {
         match r {
@@ -36,6 +37,8 @@ pub(super) fn crash_fuzz(a: &SimArgs) -> Result<ExitCode, String> {
                 snapshots += r.snapshots;
                 fallbacks += r.fallbacks;
                 for_bytes += r.batch_for_bytes as usize;
+                in_place += r.in_place;
+                tagged += r.in_place_tagged;
                 *journals.entry(r.journal).or_default() += 1;
                 let e = per_mode.entry(r.mode.clone()).or_default();
                 e.0 += 1;
@@ -52,7 +55,7 @@ pub(super) fn crash_fuzz(a: &SimArgs) -> Result<ExitCode, String> {
     }
     let states: usize = per_mode.values().map(|x| x.1).sum();
     println!("runs by journal: {}", journals.iter().map(|(j, n)| format!("{j} {n}")).collect::<Vec<_>>().join(", "));
-    println!("{} runs, {states} crash states, {} violations, {} errors in {:.1} s{}; {overlaps} commits beside a checkpoint, {copied} blocks copied home from manylogs logs, {swaps} log swaps, {snapshots} map snapshots, {fallbacks} fallbacks from a dead journal server, {for_bytes} runs batching for bytes", a.runs, violations.len(), errors.len(), t0.elapsed().as_secs_f64(), if a.canary { " (canary: the placement's ordering broken)" } else { "" });
+    println!("{} runs, {states} crash states, {} violations, {} errors in {:.1} s{}; {overlaps} commits beside a checkpoint, {copied} blocks copied home from manylogs logs, {swaps} log swaps, {snapshots} map snapshots, {fallbacks} fallbacks from a dead journal server, {for_bytes} runs batching for bytes, {in_place} new blocks written in place ({tagged} beside their commits by in-place tags)", a.runs, violations.len(), errors.len(), t0.elapsed().as_secs_f64(), if a.canary { " (canary: the placement's ordering broken)" } else { "" });
     for v in violations.iter().take(20) {
         println!("VIOLATION {v}");
     }
