@@ -188,6 +188,8 @@ impl World {
         if opts.checkpoint_thread.is_none() {
             opts.checkpoint_thread = Some(!(journal_dev.is_none() && cfg.fs_model.seeks()));
         }
+        // New blocks in place (`fresh_blocks=auto`) where the file system's disk does not seek.
+        opts.fs_seeks = Some(cfg.fs_model.seeks());
         // Short commit writes (`auto`): where the disk the commits go to does not seek.
         if opts.short_writes.is_none() {
             let journal_seeks = match (&journal_dev, &cfg.journal_model) {

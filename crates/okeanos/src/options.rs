@@ -17,10 +17,17 @@ pub struct MountOptions {
     /// Selective: write calls of at least this many bytes go in place (`logged_write_size=`,
     /// the manylogs paper's LoggedWriteSize; default none).
     pub logged_write_size: Option<usize>,
-    /// Wasteless: whole blocks a transaction allocates are written in place before its commit
-    /// instead of logged (`fresh_blocks=in_place`; `fresh_blocks=journal`, the default, logs
-    /// them as the paper does).
-    pub fresh_in_place: bool,
+    /// Wasteless: whole blocks a transaction allocates are written in place with its commit
+    /// instead of logged (`fresh_blocks=in_place`: Some(true)); `fresh_blocks=journal` (Some(false))
+    /// logs them as the paper does; `auto` (None, the default) writes them in place where the
+    /// file system's device does not seek and they can go beside the commit under its one
+    /// flush (in-place tags), and logs them elsewhere (docs/JOURNALING.md, "New blocks in
+    /// place").
+    pub fresh_in_place: Option<bool>,
+    /// Whether the file system's device seeks, where the device cannot say so itself (the
+    /// simulator's memory devices under a disk model); None: the device says
+    /// (`Device::seeks`). Not a mount option string.
+    pub fs_seeks: Option<bool>,
     /// Those new blocks go beside their commit under its one flush, named by in-place tags,
     /// where the journal has the IN_PLACE_TAGS feature, is a ring and commits are not
     /// pipelined (`in_place_tags=on`, the default); `off` writes and flushes them before the
@@ -205,7 +212,8 @@ impl Default for MountOptions {
             dmeta: false,
             write_threshold: 4096,
             logged_write_size: None,
-            fresh_in_place: false,
+            fresh_in_place: None,
+            fs_seeks: None,
             in_place_tags: true,
             commit_interval: Duration::from_secs(5),
             writeback_period: Duration::from_secs(5),
@@ -321,7 +329,9 @@ impl MountOptions {
         self.dmeta = c.dmeta;
         self.write_threshold = c.write_threshold;
         self.logged_write_size = c.logged_write_size;
-        self.fresh_in_place = c.fresh_in_place;
+        // A config's `false` is the default, `auto` (logged on devices that do not say they
+        // do not seek, which memory devices do not).
+        self.fresh_in_place = c.fresh_in_place.then_some(true);
         self
     }
 
@@ -336,10 +346,10 @@ impl MountOptions {
         if self.logged_write_size.is_some_and(|l| l == 0 || l > 1 << 30) {
             return Err(format!("logged_write_size={} is out of range 1..=1073741824", self.logged_write_size.unwrap_or(0)));
         }
-        if self.fresh_in_place && self.data == DataMode::Data {
+        if self.fresh_in_place == Some(true) && self.data == DataMode::Data {
             return Err("fresh_blocks=in_place is for data=wasteless: data journaling logs every block by definition (ordered, writeback and selective's large sequences write new blocks in place already)".into());
         }
-        Ok(ContentConfig { mode: self.data, dmeta: self.dmeta, write_threshold: self.write_threshold, logged_write_size: self.logged_write_size, fresh_in_place: self.fresh_in_place })
+        Ok(ContentConfig { mode: self.data, dmeta: self.dmeta, write_threshold: self.write_threshold, logged_write_size: self.logged_write_size, fresh_in_place: self.fresh_in_place == Some(true) })
     }
 
     /// Parses a comma-separated option string such as `data=data,commit=1`. An unknown or
@@ -430,9 +440,10 @@ impl MountOptions {
                     Some(x) => return Err(format!("option log_swap takes on or off, not {x:?}")),
                 },
                 "fresh_blocks" => o.fresh_in_place = match v {
-                    Some("in_place") => true,
-                    Some("journal") => false,
-                    _ => return Err(format!("option fresh_blocks takes journal or in_place, not {:?}", v.unwrap_or(""))),
+                    Some("in_place") => Some(true),
+                    Some("journal") => Some(false),
+                    Some("auto") => None,
+                    _ => return Err(format!("option fresh_blocks takes journal, in_place or auto, not {:?}", v.unwrap_or(""))),
                 },
                 "in_place_tags" => o.in_place_tags = match v {
                     None | Some("1") | Some("on") => true,
@@ -566,14 +577,16 @@ mod tests {
     }
 
     #[test]
-    fn fresh_blocks_is_journal_by_default_parsed_and_refused_for_data() {
-        assert!(!MountOptions::default().fresh_in_place);
+    fn fresh_blocks_is_auto_by_default_parsed_and_refused_for_data() {
+        assert!(MountOptions::default().fresh_in_place.is_none());
         let o = MountOptions::parse("data=wasteless,dmeta,fresh_blocks=in_place").unwrap();
-        assert!(o.fresh_in_place && o.content().unwrap().fresh_in_place);
-        assert!(!MountOptions::parse("fresh_blocks=journal").unwrap().fresh_in_place);
+        assert!(o.fresh_in_place == Some(true) && o.content().unwrap().fresh_in_place);
+        assert_eq!(MountOptions::parse("fresh_blocks=journal").unwrap().fresh_in_place, Some(false));
+        assert!(MountOptions::parse("fresh_blocks=auto").unwrap().fresh_in_place.is_none());
+        assert!(!MountOptions::parse("fresh_blocks=auto").unwrap().content().unwrap().fresh_in_place, "auto is resolved at mount");
         assert!(MountOptions::default().in_place_tags && !MountOptions::parse("in_place_tags=off").unwrap().in_place_tags);
         assert!(MountOptions::parse("in_place_tags=maybe").unwrap_err().contains("on or off"));
-        assert!(MountOptions::parse("fresh_blocks=maybe").unwrap_err().contains("journal or in_place"));
+        assert!(MountOptions::parse("fresh_blocks=maybe").unwrap_err().contains("journal, in_place or auto"));
         let err = MountOptions::parse("data=data,fresh_blocks=in_place").unwrap_err();
         assert!(err.contains("for data=wasteless"), "{err}");
         // A mode named apart from the options keeps them (the bench's --modes beside

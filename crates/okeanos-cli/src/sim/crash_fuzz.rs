@@ -55,7 +55,7 @@ pub(super) fn crash_fuzz(a: &SimArgs) -> Result<ExitCode, String> {
     }
     let states: usize = per_mode.values().map(|x| x.1).sum();
     println!("runs by journal: {}", journals.iter().map(|(j, n)| format!("{j} {n}")).collect::<Vec<_>>().join(", "));
-    println!("{} runs, {states} crash states, {} violations, {} errors in {:.1} s{}; {overlaps} commits beside a checkpoint, {copied} blocks copied home from manylogs logs, {swaps} log swaps, {snapshots} map snapshots, {fallbacks} fallbacks from a dead journal server, {for_bytes} runs batching for bytes, {in_place} new blocks written in place ({tagged} beside their commits by in-place tags)", a.runs, violations.len(), errors.len(), t0.elapsed().as_secs_f64(), if a.canary { " (canary: the placement's ordering broken)" } else { "" });
+    println!("{} runs, {states} crash states, {} violations, {} errors in {:.1} s{}; {overlaps} commits beside a checkpoint, {copied} blocks copied home from manylogs logs, {swaps} log swaps, {snapshots} map snapshots, {fallbacks} fallbacks from a dead journal server, {for_bytes} runs batching for bytes, {in_place} blocks written in place by commits ({tagged} of them new blocks beside their commits, by in-place tags)", a.runs, violations.len(), errors.len(), t0.elapsed().as_secs_f64(), if a.canary { " (canary: the placement's ordering broken)" } else { "" });
     for v in violations.iter().take(20) {
         println!("VIOLATION {v}");
     }

@@ -82,6 +82,11 @@ pub(super) fn journal(devs: &mut Devices, sb: &Superblock, opened: placement::Op
     // Only the newest transaction can be torn when commits are one at a time: with pipelined
     // commits a later one may commit beside an earlier one's flush.
     cfg.in_place_tags = in_place_tags && opts.in_place_tags && opts.pipeline_depth() == 0;
+    // `fresh_blocks=auto`: new whole blocks in place where that costs neither a seek nor a
+    // second flush (docs/JOURNALING.md, "New blocks in place"); logged elsewhere.
+    if opts.fresh_in_place.is_none() && content.mode == crate::DataMode::Wasteless && cfg.in_place_tags && opts.fs_seeks.or_else(|| devs.fs.seeks()) == Some(false) {
+        content.fresh_in_place = true;
+    }
     cfg.faults = opts.faults.clone();
     let journal = Journal::new(cfg, content.policy(), placement, next_tid);
     Ok(journal)
