@@ -231,6 +231,32 @@ fn fast_commit_round_trip_flips_and_torn_sectors() {
     }
 }
 
+/// A fast commit with in-place tags (docs/FORMAT.md, "In-place tags"): full tags naming blocks
+/// written home, no record bytes, beside a record; round trip and flips. Refused: an in-place
+/// tag that carries a range, or is escaped, fresh or a record too (the bytes a reader meets,
+/// written past the encoder's own checks).
+#[test]
+fn fast_commit_with_in_place_tags_round_trip_and_refusals() {
+    let stream = vec![5u8; 100];
+    let rec = Tag { fs_block: HomeBlock::new(70), flags: jf::tag_flags::MULTIWRITE, offset: 8, len: 100, data_hash: jf::data_hash(HomeBlock::new(70), 8, &stream) };
+    let tags = vec![Tag::regular(HomeBlock::new(900), jf::tag_flags::IN_PLACE, 0xfeed), rec, Tag::regular(HomeBlock::new(901), jf::tag_flags::IN_PLACE, 0xbeef)];
+    let f = jf::FastCommit { tid: okeanos::Tid::new(12), tags: tags.clone(), stream, handle_count: 2, commit_time_ns: 3, compact: false, notes: Vec::new(), short_notes: false };
+    let mut b = vec![0u8; BS];
+    f.encode(&mut b);
+    assert_eq!(jf::FastCommit::decode(&b, true).unwrap(), f);
+    every_flip_caught(&b, 0..jf::written_len(&b), |x| jf::FastCommit::decode(x, true).map(|_| ()));
+    // The first tag's bytes (at 40): block u48, len u16, flags u16, offset u16, hash u32.
+    let f_ = jf::tag_flags::IN_PLACE;
+    for (len, flags, offset) in [(4u16, f_, 0u16), (0, f_, 4), (0, f_ | jf::tag_flags::ESCAPED, 0), (0, f_ | jf::tag_flags::FRESH, 0), (0, f_ | jf::tag_flags::MULTIWRITE, 0)] {
+        let mut x = b.clone();
+        x[46..48].copy_from_slice(&len.to_le_bytes());
+        x[48..50].copy_from_slice(&flags.to_le_bytes());
+        x[50..52].copy_from_slice(&offset.to_le_bytes());
+        let err = jf::FastCommit::decode(&x, false).unwrap_err().to_string();
+        assert!(err.contains("tag") || err.contains("stream"), "len {len}, flags {flags:#x}, offset {offset}: {err}");
+    }
+}
+
 /// A fast commit span: round trip over three blocks, every flipped byte of the written sectors
 /// caught (continuation headers included), any sector of any block torn back to zeros or to an
 /// older span's bytes caught, a continuation missing or out of order caught, the one-block form

@@ -405,18 +405,19 @@ impl Journal {
         if self.cfg.fast_commit_blocks == 0 || !tx.revoked.is_empty() || items.is_empty() {
             return false;
         }
-        if items.iter().any(|i| matches!(i, Item::Full { .. } | Item::InPlace { .. })) {
+        if items.iter().any(|i| matches!(i, Item::Full { .. })) {
             return false;
         }
         // Notes need a record beside them (a fast commit has at least one tag); with none,
         // each note goes as its record.
-        let noted = items.iter().any(|i| matches!(i, Item::Record { .. }));
+        let noted = items.iter().any(|i| matches!(i, Item::Record { .. } | Item::InPlace { .. }));
         let mut notes = 0usize;
         let mut stream_len = 0usize;
         let mut tag_count = 0usize;
         for item in items {
             match item {
                 Item::Note { .. } if noted => notes += 1,
+                Item::InPlace { .. } => tag_count += 1,
                 i => {
                     let Item::Record { len, .. } = i.as_record() else { unreachable!("checked: records and notes only") };
                     stream_len += *len as usize;
@@ -427,7 +428,8 @@ impl Journal {
         let bs = self.cfg.block_size;
         // Compact tags where the journal has the form and every record's block can be named
         // by one (docs/FORMAT.md, "Compact tags").
-        let compact = self.cfg.fast_commit_compact && items.iter().all(|i| i.block().get() <= jf::MAX_COMPACT_TAG_BLOCK);
+        // (In-place tags need the full form: a compact tag has no hash.)
+        let compact = self.cfg.fast_commit_compact && items.iter().all(|i| !matches!(i, Item::InPlace { .. }) && i.block().get() <= jf::MAX_COMPACT_TAG_BLOCK);
         // Short notes where the journal has the form and every noted size fits 32 bits
         // (docs/FORMAT.md, "Inode notes").
         let short = notes > 0 && self.cfg.short_notes && items.iter().all(|i| !matches!(i, Item::Note { note, .. } if note.size > u32::MAX as u64));
@@ -448,6 +450,7 @@ impl Journal {
                     }
                     fc_notes.push(*note);
                 }
+                Item::InPlace { block, hash } => tags.push(Tag::regular(*block, jf::tag_flags::IN_PLACE, *hash)),
                 i => {
                     let r = i.as_record();
                     let Item::Record { block, offset, flags, .. } = r else { unreachable!("checked: records and notes only") };
@@ -456,7 +459,7 @@ impl Journal {
                 }
             }
         }
-        stats.records += tag_count as u64;
+        stats.records += tags.iter().filter(|t| t.is_multiwrite()).count() as u64;
         stats.notes += notes as u64;
         stats.record_bytes += stream_len as u64;
         stats.inline_bytes += stream_len as u64;

@@ -124,6 +124,59 @@ fn wasteless_writes_whole_new_blocks_in_place_with_fresh_blocks_in_place() {
     assert!(j.running.journaled.contains(&new_whole) && j.running.final_data.is_empty());
 }
 
+/// In-place tags (docs/FORMAT.md, "In-place tags"): with the journal allowing them, a commit
+/// with new blocks in place writes them in its one stage, beside its log blocks and under its
+/// flush, and names each by an in-place tag carrying the hash of what it writes home: in a
+/// fast commit where the transaction fits one (full tags then, not compact ones), in a
+/// descriptor where it does not. Without them, an ordered stage with its own flush goes first.
+#[test]
+fn new_blocks_in_place_go_beside_their_commit_named_by_in_place_tags() {
+    use crate::format::journal::{self as jf, Descriptor, FastCommit, JBlockType};
+    use super::plan::DevId;
+    let cc = ContentConfig { fresh_in_place: true, ..ContentConfig::parse("wasteless+dmeta").unwrap() };
+    for (tags, fast) in [(true, true), (true, false), (false, true)] {
+        let (mut j, mut c) = journal_with(cc);
+        j.cfg.in_place_tags = tags;
+        j.cfg.fast_commit_blocks = if fast { jf::MAX_FAST_BLOCKS } else { 0 };
+        j.cfg.fast_commit_compact = true;
+        let [a, b, rec] = [6000, 6001, 6002].map(HomeBlock::new);
+        for x in [a, b, rec] {
+            c.insert(x, vec![0; BS], BufKind::Data);
+        }
+        let t = j.handle_start(super::transaction::Credits { blocks: 8, revokes: 4 }, 0).unwrap();
+        for (x, byte) in [(a, 0xa1u8), (b, 0xb2)] {
+            c.get(x).unwrap().data = std::sync::Arc::new(vec![byte; BS]);
+            j.dirty_data(&mut c, x, 0, BS, BS, true, false);
+        }
+        j.dirty_data(&mut c, rec, 0, 100, 100, true, false);
+        j.handle_stop(t).unwrap();
+        let plan = j.commit_begin(&mut c, 1).expect("a commit");
+        let stages = &plan.io.stages;
+        let home: Vec<crate::ids::DevBlock> = stages.iter().flat_map(|s| &s.writes).filter(|w| w.dev == DevId::Fs && w.kind == super::plan::BlockKind::FinalData).map(|w| w.block).collect();
+        assert_eq!(home, [a, b].map(crate::ids::DevBlock::home), "tags {tags}, fast {fast}: the new blocks written home");
+        assert_eq!(plan.records.in_place_tagged, if tags { 2 } else { 0 });
+        if !tags {
+            assert_eq!(stages.len(), 2, "an ordered stage, then the commit's");
+            assert_eq!(stages[0].flush, [DevId::Fs]);
+            continue;
+        }
+        assert_eq!(stages.len(), 1, "one stage, one flush");
+        let log: Vec<&[u8]> = stages[0].writes.iter().filter(|w| w.kind != super::plan::BlockKind::FinalData).map(|w| w.data.as_slice()).collect();
+        let tags_of: Vec<jf::Tag> = if fast {
+            assert_eq!(log.len(), 1, "one fast commit block");
+            let f = FastCommit::decode(log[0], true).unwrap();
+            assert!(!f.compact, "in-place tags need full tags");
+            f.tags
+        } else {
+            assert_eq!(jf::header(log[0]).map(|h| h.0), Some(JBlockType::Descriptor));
+            Descriptor::decode(log[0]).unwrap().tags
+        };
+        let in_place: Vec<(HomeBlock, u32)> = tags_of.iter().filter(|t| t.is_in_place()).map(|t| (t.fs_block, t.data_hash)).collect();
+        assert_eq!(in_place, [(a, jf::data_hash(a, 0, &[0xa1; BS])), (b, jf::data_hash(b, 0, &[0xb2; BS]))], "fast {fast}");
+        assert!(tags_of.iter().any(|t| t.is_multiwrite() && t.fs_block == rec), "the record beside them");
+    }
+}
+
 /// The in-place fdatasync (journal/datasync.rs) under the state of the test above: a block
 /// written in place while a record of it is still in the log must not be made durable without
 /// a commit. Written in place and flushed alone, a crash before the commit that carries its

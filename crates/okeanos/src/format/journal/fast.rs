@@ -65,7 +65,8 @@ impl InodeNote {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FastCommit {
     pub tid: Tid,
-    /// Multiwrite tags only.
+    /// Multiwrite tags, and on a journal with IN_PLACE_TAGS in-place tags (full tags only:
+    /// a compact tag has no hash), which carry no record bytes.
     pub tags: Vec<Tag>,
     /// The record stream: the tags' bytes, in tag order.
     pub stream: Vec<u8>,
@@ -250,7 +251,7 @@ impl FastCommit {
         Le::put_i64(&mut c, FAST_TIME_AT, self.commit_time_ns);
         let size = Self::tag_size(self.compact);
         for (i, t) in self.tags.iter().enumerate() {
-            assert!(t.is_multiwrite() && t.fs_block.get() <= MAX_TAG_BLOCK);
+            assert!((t.is_multiwrite() || (t.is_in_place() && !self.compact)) && t.fs_block.get() <= MAX_TAG_BLOCK);
             if self.compact {
                 assert!(Self::compactable(t), "a compact tag names a record of a block below 2^46");
                 put_compact_tag(&mut c, FAST_TAGS_AT + i * size, t);
@@ -400,8 +401,11 @@ impl FastCommit {
             } else {
                 get_tag(&c, FAST_TAGS_AT + i * size)
             };
-            if t.flags & !tag_flags::KNOWN != 0 || !t.is_multiwrite() || t.len == 0 || t.offset as usize + t.len as usize > bs || t.flags & tag_flags::ESCAPED != 0 {
-                return Err(invalid(W, format!("tag {t:?} is not a well-formed multiwrite tag")));
+            // An in-place tag (full tags only): a block written home beside the commit, no
+            // record bytes.
+            let in_place = !compact && t.flags & !(tag_flags::IN_PLACE | tag_flags::METADATA) == 0 && t.is_in_place() && t.len == 0 && t.offset == 0;
+            if !in_place && (t.flags & !tag_flags::KNOWN != 0 || !t.is_multiwrite() || t.is_in_place() || t.len == 0 || t.offset as usize + t.len as usize > bs || t.flags & tag_flags::ESCAPED != 0) {
+                return Err(invalid(W, format!("tag {t:?} is not a well-formed multiwrite or in-place tag")));
             }
             tags.push(t);
         }

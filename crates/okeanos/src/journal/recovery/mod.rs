@@ -528,6 +528,10 @@ impl Scan {
         let mut items = Vec::with_capacity(f.tags.len());
         let mut at = 0usize;
         for tag in f.tags {
+            if tag.is_in_place() {
+                items.push(ScanItem::InPlace { tag });
+                continue;
+            }
             match take_record(tag, &f.stream, &mut at, verify) {
                 Some(item) => items.push(item),
                 None => return self.stop(format!("record for block {} of fast commit {tid} at {start} fails its tag hash", tag.fs_block)),
