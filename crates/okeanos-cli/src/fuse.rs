@@ -215,6 +215,7 @@ impl OkeanosFuse {
         v["mode"] = mode.into();
         v["guarantee"] = guarantee.into();
         v["placement"] = self.fs.placement().into();
+        v["new_blocks"] = self.fs.new_blocks().into();
         v["read_only"] = self.fs.read_only_reason().into();
         v["fuse_reads"] = self.read_requests.load(Ordering::Relaxed).into();
         v["fuse_transport"] = self.ring.transport().into();

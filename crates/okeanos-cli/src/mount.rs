@@ -567,6 +567,9 @@ fn summary(v: &serde_json::Value) -> String {
     use std::fmt::Write;
     let _ = writeln!(o, "mode          {} — {}", v["mode"].as_str().unwrap_or("?"), v["guarantee"].as_str().unwrap_or(""));
     let _ = writeln!(o, "journal       {}", v["placement"].as_str().unwrap_or("?"));
+    if let Some(f) = v["new_blocks"].as_str() {
+        let _ = writeln!(o, "new blocks    {f}");
+    }
     match v["read_only"].as_str() {
         Some(why) => {
             let _ = writeln!(o, "state         READ-ONLY: {why}");

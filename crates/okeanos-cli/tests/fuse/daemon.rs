@@ -615,6 +615,42 @@ fn request_threads_are_one_per_cpu_unless_given() {
     }
 }
 
+/// The counters file says how new whole blocks are written (`new_blocks`, wasteless's
+/// `fresh_blocks=` as the mount resolved it; docs/JOURNALING.md, "New blocks in place"), and
+/// each form serves whole-block appends that fsck finds clean.
+#[test]
+fn the_counters_say_how_new_blocks_are_written() {
+    if !fuse_usable() {
+        return;
+    }
+    for (opts, want) in [
+        ("data=wasteless,dmeta,fresh_blocks=in_place", Some("in place, beside the commit under its flush (in-place tags)")),
+        ("data=wasteless,fresh_blocks=in_place,in_place_tags=off", Some("in place, written and flushed before the commit")),
+        ("data=wasteless,dmeta,fresh_blocks=journal", Some("logged")),
+        ("data=ordered", None),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let img = small_image(dir.path());
+        let mnt = dir.path().join("mnt");
+        let m = Mount::new(&img, &mnt, opts);
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(mnt.join("f")).unwrap();
+        for k in 0..8u8 {
+            f.write_all(&[k; 4096]).unwrap();
+            f.sync_data().unwrap();
+        }
+        drop(f);
+        let st = m.stats();
+        assert_eq!(st["new_blocks"].as_str(), want, "{opts}: {st}");
+        let tagged = st["commit_in_place_tagged_blocks"].as_u64().unwrap_or(0);
+        assert_eq!(tagged > 0, want.is_some_and(|w| w.contains("in-place tags")), "{opts}: {tagged} blocks beside their commits");
+        m.unmount();
+        fsck_clean(&img);
+        let o = Command::new(BIN).arg("cat").arg(&img).arg("/f").output().unwrap();
+        assert_eq!(o.stdout.len(), 8 * 4096, "{opts}");
+        assert!(o.stdout.chunks(4096).enumerate().all(|(k, c)| c.iter().all(|&b| b == k as u8)), "{opts}: the appends read back");
+    }
+}
+
 /// umount(8) of `mnt`, tried again for up to 2 s while the mount is busy: another test's
 /// process that forks holds every open file of this one until its child execs.
 fn umount8(mnt: &Path) -> bool {

@@ -384,6 +384,11 @@ impl Okeanos {
         (core.fs.journal.policy().name(), core.fs.journal.policy().guarantee())
     }
 
+    /// How new whole blocks are written (wasteless's `fresh_blocks=`, as resolved at mount).
+    pub fn new_blocks(&self) -> Option<&'static str> {
+        self.lock().fs.journal.new_blocks()
+    }
+
     /// Why the file system is read-only, if it is.
     pub fn read_only_reason(&self) -> Option<String> {
         self.lock().fs.read_only.clone()

@@ -245,6 +245,20 @@ impl Journal {
         self.cfg.in_place_tags && self.policy.in_place_beside_commit()
     }
 
+    /// How the content policy writes a transaction's new whole blocks, as `fresh_blocks=`
+    /// resolved at mount (docs/JOURNALING.md, "New blocks in place"): None where the policy
+    /// has no such choice (it logs every block, or writes data in place anyway).
+    pub fn new_blocks(&self) -> Option<&'static str> {
+        if !self.policy.chooses_new_blocks() {
+            return None;
+        }
+        Some(match (self.policy.in_place_beside_commit(), self.tags_in_place()) {
+            (false, _) => "logged",
+            (true, true) => "in place, beside the commit under its flush (in-place tags)",
+            (true, false) => "in place, written and flushed before the commit",
+        })
+    }
+
     /// In-place tags transaction `tx` carries (its blocks written in place, when tagged).
     pub fn in_place_tagged(&self, tx: &Transaction) -> u64 {
         if self.tags_in_place() { tx.final_data.len() as u64 } else { 0 }

@@ -63,6 +63,10 @@ pub trait ContentPolicy: Send + Sync + std::fmt::Debug {
     fn in_place_beside_commit(&self) -> bool {
         false
     }
+    /// Whether `fresh_blocks=` chooses how this policy writes new whole blocks (wasteless).
+    fn chooses_new_blocks(&self) -> bool {
+        false
+    }
     /// The crash guarantee, in one sentence, for docs and `okeanos stat`.
     fn guarantee(&self) -> &'static str;
 }

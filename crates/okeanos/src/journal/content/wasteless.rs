@@ -43,6 +43,9 @@ impl ContentPolicy for Wasteless {
     fn in_place_beside_commit(&self) -> bool {
         self.fresh_in_place
     }
+    fn chooses_new_blocks(&self) -> bool {
+        true
+    }
     fn guarantee(&self) -> &'static str {
         "every synced write recovered whole; each write call atomic; metadata consistent"
     }
