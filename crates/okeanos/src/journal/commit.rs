@@ -450,7 +450,7 @@ impl Journal {
                     }
                     fc_notes.push(*note);
                 }
-                Item::InPlace { block, hash } => tags.push(Tag::regular(*block, jf::tag_flags::IN_PLACE, *hash)),
+                Item::InPlace { block, hash } => tags.push(Tag::in_place(*block, *hash)),
                 i => {
                     let r = i.as_record();
                     let Item::Record { block, offset, flags, .. } = r else { unreachable!("checked: records and notes only") };
@@ -501,7 +501,7 @@ impl Journal {
                     logged_at.push(LoggedBlockCopy { block: *block, whole: (flags & jf::tag_flags::ESCAPED == 0).then_some(WholeImage { index: at, hash }) });
                     blocks.push((logged, kind));
                 }
-                Item::InPlace { block, hash } => tags.push(Tag::regular(*block, jf::tag_flags::IN_PLACE, *hash)),
+                Item::InPlace { block, hash } => tags.push(Tag::in_place(*block, *hash)),
                 r @ Item::Record { block, offset, flags, .. } => {
                     let bytes = r.bytes();
                     tags.push(record_tag(*block, *offset, bytes, *flags, logged_at));

@@ -403,7 +403,7 @@ impl FastCommit {
             };
             // An in-place tag (full tags only): a block written home beside the commit, no
             // record bytes.
-            let in_place = !compact && t.flags & !(tag_flags::IN_PLACE | tag_flags::METADATA) == 0 && t.is_in_place() && t.len == 0 && t.offset == 0;
+            let in_place = !compact && t.is_well_formed_in_place();
             if !in_place && (t.flags & !tag_flags::KNOWN != 0 || !t.is_multiwrite() || t.is_in_place() || t.len == 0 || t.offset as usize + t.len as usize > bs || t.flags & tag_flags::ESCAPED != 0) {
                 return Err(invalid(W, format!("tag {t:?} is not a well-formed multiwrite or in-place tag")));
             }

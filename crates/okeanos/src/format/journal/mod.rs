@@ -365,9 +365,19 @@ impl Tag {
     pub fn is_metadata(&self) -> bool {
         self.flags & tag_flags::METADATA != 0
     }
+    /// An in-place tag naming `fs_block`, written home with `data_hash` (docs/FORMAT.md,
+    /// "In-place tags").
+    pub fn in_place(fs_block: HomeBlock, data_hash: u32) -> Self {
+        Tag::regular(fs_block, tag_flags::IN_PLACE, data_hash)
+    }
     /// An in-place tag: names a block written home, not one in the log.
     pub fn is_in_place(&self) -> bool {
         self.flags & tag_flags::IN_PLACE != 0
+    }
+    /// An in-place tag as written: beside IN_PLACE at most METADATA, and no range. What both
+    /// the descriptor's and the fast commit's readers accept.
+    pub fn is_well_formed_in_place(&self) -> bool {
+        self.is_in_place() && self.flags & !(tag_flags::IN_PLACE | tag_flags::METADATA) == 0 && self.len == 0 && self.offset == 0
     }
     /// Whether a logged block follows the descriptor for this tag (a regular tag that is not
     /// in place).
@@ -443,8 +453,8 @@ impl Descriptor {
             if flags & !tag_flags::KNOWN != 0 {
                 return Err(invalid(W, format!("unknown tag flags {flags:#x}")));
             }
-            if t.is_in_place() && flags & (tag_flags::MULTIWRITE | tag_flags::ESCAPED) != 0 {
-                return Err(invalid(W, format!("in-place tag {t:?} is also a record or escaped")));
+            if t.is_in_place() && !t.is_well_formed_in_place() {
+                return Err(invalid(W, format!("in-place tag {t:?} is also a record, escaped or fresh, or carries a range")));
             }
             if t.is_multiwrite() {
                 if len == 0 || offset as usize + len as usize > b.len() || flags & tag_flags::ESCAPED != 0 {
