@@ -130,6 +130,13 @@ pub struct Run {
     pub checkpoints: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<okeanos::journal::CheckpointCounts>,
+    /// Okeanos targets: how the mount wrote new whole blocks (`fresh_blocks=`, as resolved:
+    /// null outside wasteless) and whether it took the file system's device to seek (null: the
+    /// device said nothing). `fresh_blocks=auto` and `short_writes=auto` follow the second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub new_blocks: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fs_seeks: Option<bool>,
     /// Simulator runs: the device model, the seed, and the wall time the simulation took.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,

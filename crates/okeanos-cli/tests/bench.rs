@@ -61,6 +61,18 @@ fn benchmark_byte_counts_equal_the_device_layers_counts() {
     for r in &rs {
         check_counts(r);
         assert_eq!(r["device"]["source"], "engine devices");
+        // What the mount chose by itself is in the run: how wasteless wrote new whole blocks
+        // (fresh_blocks=auto follows whether the device seeks), nothing for the other modes.
+        let nb = r["new_blocks"].as_str();
+        if r["mode"] == "wasteless+dmeta" {
+            let want = match r["fs_seeks"].as_bool() {
+                Some(false) => "in place",
+                _ => "logged",
+            };
+            assert!(nb.is_some_and(|s| s.starts_with(want)), "new_blocks {nb:?} with fs_seeks {}: {r}", r["fs_seeks"]);
+        } else {
+            assert_eq!(nb, None, "{r}");
+        }
     }
     assert_eq!(std::fs::read_to_string(&csv).unwrap().lines().count(), 9, "a header and a row per run");
     for (m, quantity) in [("bytes", "Device bytes per payload byte"), ("journal", "Journal throughput"), ("final", "Final-location throughput"), ("latency", "Sync latency")] {

@@ -131,6 +131,7 @@ fn one(tg: &Target, md: Option<okeanos::journal::content::ContentConfig>, n: usi
         b as f64 / t0.elapsed().as_secs_f64()
     };
     // Phase 2: together.
+    (r.new_blocks, r.fs_seeks) = env.choices();
     let base = env.measure()?;
     let stop = Arc::new(AtomicBool::new(false));
     let s = env.open("large")?;

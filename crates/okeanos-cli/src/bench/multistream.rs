@@ -175,6 +175,7 @@ fn one(tg: &Target, mode: Option<okeanos::journal::content::ContentConfig>, spec
         sync_every: spec.sync_every,
         ..Default::default()
     };
+    (r.new_blocks, r.fs_seeks) = env.choices();
     let base = env.measure()?;
     let cl = drive(env.as_ref(), spec, pb, idx)?;
     let during = env.measure()?.since(&base);

@@ -46,6 +46,7 @@ fn one(tg: &Target, m: okeanos::journal::content::ContentConfig, n: usize, size:
     let mut r = Run { workload: "recovery".into(), mode: env.mode(), target: env.target(), streams: n, size, rate: "closed".into(), sync: "fdatasync".into(), sync_every: 1, ..Default::default() };
     // Each stream writes exactly `records` records: a closed loop bounded by count.
     let spec = Multistream { streams: n, size, rate: Rate::Closed, sync: okeanos::workload::SyncKind::Fdatasync, sync_every: 1, duration: Duration::from_secs(3600) };
+    (r.new_blocks, r.fs_seeks) = env.choices();
     let base = env.measure()?;
     let cl = write_records(env.as_ref(), &spec, records)?;
     let during = env.measure()?.since(&base);

@@ -256,6 +256,11 @@ pub trait Env {
     /// Creates (or opens) stream file `name`.
     fn open(&self, name: &str) -> Result<Box<dyn Stream>, String>;
     fn measure(&self) -> Result<Measure, String>;
+    /// Okeanos targets: how new whole blocks are written, and whether the mount took its
+    /// device to seek ([`Run::new_blocks`](crate::report::Run), `fs_seeks`).
+    fn choices(&self) -> (Option<String>, Option<bool>) {
+        (None, None)
+    }
     /// Syncs and unmounts; returns the final counts.
     fn finish(self: Box<Self>) -> Result<Measure, String>;
     /// Simulates a crash: drops the mount without syncing or unmounting (engine targets).
@@ -495,6 +500,9 @@ impl Env for EngineEnv {
             Err(e) => return Err(e.to_string()),
         };
         Ok(Box::new(f))
+    }
+    fn choices(&self) -> (Option<String>, Option<bool>) {
+        (self.fs.new_blocks().map(str::to_string), self.fs.fs_seeks())
     }
     fn measure(&self) -> Result<Measure, String> {
         Self::measure_now(&self.fs, &self.loops)

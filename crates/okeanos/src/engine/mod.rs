@@ -389,6 +389,14 @@ impl Okeanos {
         self.lock().fs.journal.new_blocks()
     }
 
+    /// Whether the file system's device seeks, as the mount took it for its automatic choices
+    /// (`fresh_blocks=auto`, `short_writes=auto`, checkpoints beside commits): what the device
+    /// says (the kernel's `queue/rotational`), or a device model's (the simulator); None when
+    /// it says nothing.
+    pub fn fs_seeks(&self) -> Option<bool> {
+        self.inner.opts.fs_seeks.or_else(|| self.inner.devs.fs.seeks())
+    }
+
     /// Why the file system is read-only, if it is.
     pub fn read_only_reason(&self) -> Option<String> {
         self.lock().fs.read_only.clone()

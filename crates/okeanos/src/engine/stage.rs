@@ -248,7 +248,7 @@ impl Okeanos {
             return Ok(());
         }
         let bs = fs.bs() as u64;
-        if end % bs == 0 || fs.attr(ino)?.size != end {
+        if end % bs == 0 || fs.size(ino)? != end {
             return Ok(());
         }
         let plain = {

@@ -175,7 +175,7 @@ impl Okeanos {
     /// read sees them now, the commits so far made durable (docs/EMBEDDING.md).
     pub fn durable_len(&self, ino: u32) -> FsResult<u64> {
         self.with_fs(|fs| {
-            let size = fs.attr(ino)?.size;
+            let size = fs.size(ino)?;
             Ok(fs.st.durable_len(ino, size))
         })
     }
@@ -189,7 +189,7 @@ impl Okeanos {
             let (len, committed, gen) = {
                 let mut core = self.lock();
                 let len = self.guarded(&mut core, |fs| {
-                    let size = fs.attr(ino)?.size;
+                    let size = fs.size(ino)?;
                     Ok(fs.st.durable_len(ino, size))
                 })?;
                 if len >= offset {

@@ -198,7 +198,7 @@ impl Okeanos {
                 |fs| {
                     let pos = match off {
                         Some(o) => o + done as u64,
-                        None => fs.attr(ino)?.size,
+                        None => fs.size(ino)?,
                     };
                     let max = fs.st.journal.max_handle_credits();
                     let mut len = (max_chunk * bs - pos % bs).min(rest.len() as u64) as usize;

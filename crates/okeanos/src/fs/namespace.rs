@@ -73,6 +73,12 @@ impl<'a> Fs<'a> {
         })
     }
 
+    /// A file's size: [`attr`](Self::attr)'s `size` without its block count, which sums the
+    /// file's extents (an append's position asks for it on every write).
+    pub fn size(&mut self, ino: u32) -> FsResult<u64> {
+        Ok(self.load(ino)?.inode.size)
+    }
+
     fn dir_inode(&mut self, dir: u32) -> FsResult<()> {
         if !self.load(dir)?.inode.is_dir() {
             return Err(FsError::NotDir);
