@@ -579,7 +579,7 @@ fn summary(v: &serde_json::Value) -> String {
         }
     }
     let _ = writeln!(o, "syncs         {:.0}, {:.1} per commit; latency p50 {}, p99 {}, p99.9 {}, max {}", n("syncs"), n("syncs_per_commit"), dur(lat("p50_us")), dur(lat("p99_us")), dur(lat("p999_us")), dur(lat("max_us")));
-    let _ = writeln!(o, "commits       {:.0} ({:.1} journal blocks each, {:.0} as fast commits, {:.0} of them spans, {:.0} inode notes), checkpoints {:.0}; {:.0} journal steps led by a syncing thread; {:.0} appends staged", n("commits"), n("journal_blocks_per_commit"), n("fast_commits"), n("fast_spans"), n("inode_notes"), n("checkpoints"), n("led_steps"), n("staged_appends"));
+    let _ = writeln!(o, "commits       {:.0} ({:.1} journal blocks each, {:.0} as fast commits, {:.0} of them spans, {:.0} inode notes), checkpoints {:.0}; {:.0} journal steps led by a syncing thread; {:.0} appends staged ({:.0} folds starting a block)", n("commits"), n("journal_blocks_per_commit"), n("fast_commits"), n("fast_spans"), n("inode_notes"), n("checkpoints"), n("led_steps"), n("staged_appends"), n("staged_new_blocks"));
     if let Some(line) = commit_sizes_line(&v["commit_sizes"]) {
         let _ = writeln!(o, "commit sizes  {line}");
     }

@@ -544,9 +544,10 @@ fn canary_an_fdatasync_not_waiting_for_the_request_before_it_is_caught() {
 }
 
 /// Staged appends (`stage_appends=on`, engine/stage.rs): three threads appending and syncing
-/// at once, most appends small enough to stay in their file's last block and so staged beside
-/// the state lock, folded in by the next thread to take it, and synced without it. Every
-/// crash state keeps every acknowledged sync and the appends of each file in order.
+/// at once, most appends small enough to stay in their file's last block or the block after
+/// it and so staged beside the state lock, folded in by the next thread to take it (starting
+/// the next block, its space set aside, in some folds), and synced without it. Every crash
+/// state keeps every acknowledged sync and the appends of each file in order.
 fn staged_crash_test(policy: &str, journal: Journal, early: bool) -> harness::Outcome {
     let cfg = ContentConfig::parse(policy).unwrap();
     let faults = move |o: &mut okeanos::MountOptions| {
@@ -555,9 +556,10 @@ fn staged_crash_test(policy: &str, journal: Journal, early: bool) -> harness::Ou
     };
     let run = concurrent_workload(cfg, journal, 45, &faults, 0x57a9 + cfg.mode as u64);
     assert!(run.staged_appends > 20, "{policy}: only {} appends were staged", run.staged_appends);
+    assert!(run.staged_new_blocks > 5, "{policy}: only {} folds of staged appends started a block", run.staged_new_blocks);
     let events = run.recorder.events().len();
     let out = enumerate(cfg, &run, 120, 0);
-    eprintln!("{policy}: {} crash states over {events} events, {} staged appends, {} violations", out.states, run.staged_appends, out.violations.len());
+    eprintln!("{policy}: {} crash states over {events} events, {} staged appends, {} folds starting a block, {} violations", out.states, run.staged_appends, run.staged_new_blocks, out.violations.len());
     out
 }
 

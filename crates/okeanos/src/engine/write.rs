@@ -236,7 +236,7 @@ impl Okeanos {
                     }
                     if payload && !keep_size && len == rest.len() {
                         // The write's last piece: later small appends may be staged (stage.rs).
-                        self.open_stage(fs, ino, pos + len as u64)?;
+                        self.open_stage(fs, ino, pos + len as u64, data.len())?;
                     }
                     Ok(())
                 },

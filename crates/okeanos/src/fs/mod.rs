@@ -62,6 +62,9 @@ pub struct FsState {
     pub inodes: HashMap<u32, MemInode>,
     pub dirs: HashMap<u32, DirIndex>,
     pub open_count: HashMap<u32, u32>,
+    /// Blocks of free space set aside for staged appends that may start a new block
+    /// (engine/stage.rs): not allocatable by anything else until their stages give them back.
+    pub set_aside_blocks: u64,
     /// Blocks and inodes freed by uncommitted transactions: not reusable yet.
     pub pending_free_blocks: HashSet<HomeBlock>,
     pub pending_free_inodes: HashSet<u32>,
@@ -135,6 +138,7 @@ impl FsState {
             inodes: HashMap::default(),
             dirs: HashMap::default(),
             open_count: HashMap::default(),
+            set_aside_blocks: 0,
             pending_free_blocks: HashSet::default(),
             pending_free_inodes: HashSet::default(),
             sync_tid: HashMap::default(),
@@ -206,7 +210,7 @@ impl FsState {
     /// Free blocks that may be allocated now.
     pub fn allocatable_blocks(&self) -> u64 {
         debug_assert_eq!(self.free_block_total, self.gdt.iter().map(|g| g.free_blocks as u64).sum::<u64>(), "free block total drifted from the groups'");
-        self.free_block_total.saturating_sub(self.pending_free_blocks.len() as u64)
+        self.free_block_total.saturating_sub(self.pending_free_blocks.len() as u64 + self.set_aside_blocks)
     }
 
     pub fn allocatable_inodes(&self) -> u64 {

@@ -40,6 +40,7 @@ pub struct Stats {
     overlaps: AtomicU64,
     led_steps: AtomicU64,
     staged_appends: AtomicU64,
+    staged_new_blocks: AtomicU64,
     pipelined_flushes: AtomicU64,
     pipelined_commits: AtomicU64,
     pipelined_flush_ns: AtomicU64,
@@ -331,6 +332,10 @@ pub struct Counters {
     /// thread to take it, not run as handles of their own.
     #[serde(default)]
     pub staged_appends: u64,
+    /// Folds of staged appends that started their file's next block (its space set aside
+    /// when the stage was armed), rather than only filling the last one.
+    #[serde(default)]
+    pub staged_new_blocks: u64,
     /// Flushes of pipelined commits issued beside the commit lane (`commit_pipeline=`), by a
     /// flusher thread or by the sync that led the commit, and their time.
     #[serde(default)]
@@ -474,6 +479,10 @@ impl Stats {
     pub fn on_staged_append(&self) {
         self.staged_appends.fetch_add(1, Relaxed);
     }
+
+    pub fn on_staged_new_block(&self) {
+        self.staged_new_blocks.fetch_add(1, Relaxed);
+    }
     pub fn on_pipelined_commit(&self) {
         self.pipelined_commits.fetch_add(1, Relaxed);
     }
@@ -584,6 +593,7 @@ impl Stats {
             overlaps: self.overlaps.load(Relaxed),
             led_steps: self.led_steps.load(Relaxed),
             staged_appends: self.staged_appends.load(Relaxed),
+            staged_new_blocks: self.staged_new_blocks.load(Relaxed),
             pipelined_flushes: self.pipelined_flushes.load(Relaxed),
             pipelined_flush_ns: self.pipelined_flush_ns.load(Relaxed),
             pipelined_commits: self.pipelined_commits.load(Relaxed),
@@ -678,6 +688,7 @@ impl Counters {
             overlaps: self.overlaps - base.overlaps,
             led_steps: self.led_steps - base.led_steps,
             staged_appends: self.staged_appends - base.staged_appends,
+            staged_new_blocks: self.staged_new_blocks - base.staged_new_blocks,
             pipelined_flushes: self.pipelined_flushes - base.pipelined_flushes,
             pipelined_flush_ns: self.pipelined_flush_ns - base.pipelined_flush_ns,
             pipelined_commits: self.pipelined_commits - base.pipelined_commits,

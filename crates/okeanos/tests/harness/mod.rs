@@ -59,6 +59,8 @@ pub struct Run {
     pub inode_notes: u64,
     /// Appends staged beside the state lock (`stage_appends=on`).
     pub staged_appends: u64,
+    /// Folds of staged appends that started their file's next block.
+    pub staged_new_blocks: u64,
     /// Differential metadata blocks logged as joined records (more than 32 changed places).
     pub joined_blocks: u64,
     /// Data blocks commits wrote in place before their commit record.
@@ -278,6 +280,7 @@ fn end(recorder: Arc<CrashRecorder>, fs: Okeanos, files: BTreeMap<String, Histor
     let fast_spans = fs.counters().fast_spans;
     let inode_notes = fs.counters().inode_notes;
     let staged_appends = fs.counters().staged_appends;
+    let staged_new_blocks = fs.counters().staged_new_blocks;
     let joined_blocks = fs.counters().joined_blocks;
     let commit_in_place_blocks = fs.counters().commit_in_place_blocks;
     let commit_in_place_tagged_blocks = fs.counters().commit_in_place_tagged_blocks;
@@ -300,6 +303,7 @@ fn end(recorder: Arc<CrashRecorder>, fs: Okeanos, files: BTreeMap<String, Histor
         fast_spans,
         inode_notes,
         staged_appends,
+        staged_new_blocks,
         joined_blocks,
         commit_in_place_blocks,
         commit_in_place_tagged_blocks,
