@@ -233,6 +233,8 @@ impl Okeanos {
             let mut s = stage.st.lock().unwrap_or_else(|e| e.into_inner());
             self.release_stage(core, stage.ino, &mut s);
         }
+        // Only stages set space aside, and each gives all of it back when it closes.
+        debug_assert_eq!(core.fs.set_aside_blocks, 0, "space set aside with every stage closed");
     }
 
     /// Before a scheduler step (which may begin a commit): every stage folded in, its credits
