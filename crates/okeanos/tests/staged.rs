@@ -166,45 +166,45 @@ fn staged_appends_that_start_blocks_and_a_full_disk_lose_nothing_acknowledged() 
 }
 
 /// The space a stage sets aside for its file's next block is kept from every other
-/// allocation: file A's stage is armed (its next append may start a block) and kept busy with
-/// small appends, while file B takes every block it can; then A's last append, staged, starts
-/// its block when folded. Without the space set aside, B takes it and the fold fails after
-/// A's append was acknowledged, which stops the journal: A's sync fails (checked by hand with
-/// the set-aside left out).
+/// allocation. File B fills the disk and gives a few blocks back; file A's kilobyte append
+/// takes one and opens a stage armed to start A's next block, setting the space for it
+/// aside; B then takes every block it can; A's next append, staged, starts its block when
+/// folded. Without the space set aside, B takes it and the fold fails after A's append was
+/// acknowledged, which stops the journal: A's sync fails (checked by hand with the set-aside
+/// left out). Nothing here waits on timing: no commit runs between the arming and the fold.
 #[test]
 fn a_stage_keeps_the_space_for_its_next_block() {
     for mode in [DataMode::Ordered, DataMode::Wasteless] {
         let dev = mem_fs(16 * MB, 1024);
         let mut o = staged(mode);
         o.commit_interval = std::time::Duration::from_secs(3600);
-        // B's 64 KiB appends fill transactions quickly: with the default bound a's stage could
-        // not always be resumed after a commit (its credits not admitted), and it gave its
-        // space back, as it should.
-        o.max_tx_blocks = Some(480);
         let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
         let a = fs.create_file("/a").unwrap();
-        // A kilobyte: a write that size opens a stage that may start the next block.
+        let b = fs.create_file("/b").unwrap();
+        let fill = |b: &okeanos::File, b_len: &mut u64| {
+            for size in [64 * 1024, 4096, 1024] {
+                loop {
+                    match b.append(&record(2, *b_len as usize, size)) {
+                        Ok(_) => *b_len += size as u64,
+                        Err(FsError::NoSpace) => break,
+                        Err(e) => panic!("{mode:?}: filling b: {e}"),
+                    }
+                }
+            }
+        };
+        let mut b_len = 0u64;
+        fill(&b, &mut b_len);
+        assert!(b_len > 8 * MB, "{mode:?}: b took only {b_len} bytes");
+        // Eight blocks back, free once their transaction commits.
+        b_len = (b_len / 4096 - 8) * 4096;
+        b.set_len(b_len).unwrap();
+        b.fsync().unwrap();
         let mut want = record(1, 0, 1024);
         a.append(&want).unwrap();
-        let b = fs.create_file("/b").unwrap();
-        let mut b_len = 0u64;
-        for size in [64 * 1024, 4096, 1024] {
-            loop {
-                match b.append(&record(2, b_len as usize, size)) {
-                    Ok(_) => b_len += size as u64,
-                    Err(FsError::NoSpace) => break,
-                    Err(e) => panic!("{mode:?}: filling b: {e}"),
-                }
-                // A small append to a keeps its stage in use (an idle one is closed).
-                let r = record(3, b_len as usize, 8);
-                a.append(&r).unwrap_or_else(|e| panic!("{mode:?}: a small append to a: {e}"));
-                want.extend_from_slice(&r);
-            }
-        }
-        assert!(b_len > 8 * MB, "{mode:?}: b took only {b_len} bytes");
+        fill(&b, &mut b_len);
         let staged_before = fs.counters().staged_new_blocks;
         // The rest of a's last block and a kilobyte of the next.
-        let last = record(1, 1, 4096 - want.len() % 4096 + 1024);
+        let last = record(1, 1, 4096 - 1024 + 1024);
         a.append(&last).unwrap_or_else(|e| panic!("{mode:?}: a's append into its next block: {e}"));
         want.extend_from_slice(&last);
         a.fsync().unwrap_or_else(|e| panic!("{mode:?}: a's sync after its staged append started a block: {e}"));

@@ -141,8 +141,9 @@ fn transient(e: &RemoteError) -> bool {
         RemoteError::Network { message, .. } => {
             let m = message.to_ascii_lowercase();
             // "JetStream system temporarily unavailable" (503, error 10008): a cluster
-            // recovering its meta group after servers came back.
-            m.contains("timed out") || m.contains("no responders") || m.contains("broken pipe") || m.contains("disconnected") || m.contains("temporarily unavailable")
+            // recovering its meta group after servers came back. "No suitable peers for
+            // placement" (10005): servers not yet known to the meta leader (open_stream).
+            m.contains("timed out") || m.contains("no responders") || m.contains("broken pipe") || m.contains("disconnected") || m.contains("temporarily unavailable") || m.contains("no suitable peers")
         }
         _ => false,
     }
@@ -264,6 +265,13 @@ impl JetStreamLink {
                 match api.create_stream(cfg).await {
                     Ok(mut s) => Ok(s.info().await.map_err(|e| net(&addr, e))?.clone()),
                     Err(e) if matches!(e.kind(), jetstream::context::CreateStreamErrorKind::TimedOut) => Err(net(&addr, format!("creating stream {name}: {e}"))),
+                    // "No suitable peers for placement" (JetStream error 10005): fewer servers
+                    // than replicas are known to the meta leader now, as right after a
+                    // cluster starts or a server restarts (seen in CI: "peer offline" at the
+                    // first mount after the test's cluster started). Tried again until the
+                    // timeout like a network failure; a cluster too small for the replicas
+                    // still fails then, with this message.
+                    Err(e) if e.to_string().contains("no suitable peers") => Err(net(&addr, format!("creating stream {name}: {e}"))),
                     Err(e) => Err(server(&addr, format!("creating stream {name}: {e}"))),
                 }
             }
@@ -680,6 +688,7 @@ mod tests {
         assert!(transient(&net("a", "request timed out: deadline has elapsed")));
         assert!(transient(&net("a", "no responders")));
         assert!(transient(&net("a", "JetStream error: JetStream system temporarily unavailable (code 503, error code 10008)")));
+        assert!(transient(&net("a", "creating stream OKJ_1: jetstream error: no suitable peers for placement, peer offline (code 400, error code 10005)")));
         assert!(!transient(&server("a", "timed out")), "a server's refusal is not retried");
         // Refusals in a row: a few a second at most once the cluster is slow to recover, and
         // enough of them to outlast a mount's settling time within the bound on tries.
