@@ -73,12 +73,13 @@ impl Drop for Aligned {
 }
 
 impl FileDevice {
-    /// An aligned buffer of at least `len` bytes, a kept one if one is large enough. Its
-    /// contents are whatever it last held: the caller fills what it uses.
+    /// An aligned buffer of at least `len` bytes: the smallest kept one that is large enough
+    /// (a block's read does not take the buffer a commit's batch would need), or a new one.
+    /// Its contents are whatever it last held: the caller fills what it uses.
     fn staging(&self, len: usize) -> Aligned {
         let kept = {
             let mut spare = self.spare.lock().unwrap_or_else(|p| p.into_inner());
-            spare.iter().position(|a| a.capacity() >= len).map(|i| spare.swap_remove(i))
+            (0..spare.len()).filter(|&i| spare[i].capacity() >= len).min_by_key(|&i| spare[i].capacity()).map(|i| spare.swap_remove(i))
         };
         kept.unwrap_or_else(|| Aligned::new(len))
     }
@@ -341,8 +342,16 @@ mod tests {
         expect(6 * 4096, 4096, 0x11);
         expect(7 * 4096, 4096, 0);
         expect(8 * 4096, 3 * 4096, 0xAA);
-        let kept = dev.spare.lock().unwrap();
-        assert!(kept.len() <= SPARE_BUFFERS && kept.iter().all(|a| a.capacity() <= SPARE_MAX_BYTES));
-        assert!(kept.iter().any(|a| a.capacity() >= 12 * 4096), "the largest buffer is kept for the next large read or batch");
+        {
+            let kept = dev.spare.lock().unwrap();
+            assert!(kept.len() <= SPARE_BUFFERS && kept.iter().all(|a| a.capacity() <= SPARE_MAX_BYTES));
+            assert!(kept.iter().any(|a| a.capacity() >= 12 * 4096), "the largest buffer is kept for the next large read or batch");
+        }
+        // A block's worth takes the smallest buffer that holds it, whatever the order kept.
+        dev.spare.lock().unwrap().clear();
+        dev.give_back(Aligned::new(16 * 4096));
+        dev.give_back(Aligned::new(4096));
+        let a = dev.staging(4096);
+        assert_eq!(a.capacity(), 4096, "a 4 KiB staging took the {}-byte buffer", a.capacity());
     }
 }
