@@ -84,8 +84,9 @@ impl FileDevice {
         kept.unwrap_or_else(|| Aligned::new(len))
     }
 
-    /// Keeps a staging buffer for the next use, unless enough are kept or it is larger than
-    /// any kept (the smallest kept one then makes room for it).
+    /// Keeps a staging buffer for the next use: beside the others while fewer than
+    /// [`SPARE_BUFFERS`] are kept, otherwise in place of the smallest kept one if it is larger;
+    /// never one larger than [`SPARE_MAX_BYTES`].
     fn give_back(&self, a: Aligned) {
         if a.capacity() > SPARE_MAX_BYTES {
             return;

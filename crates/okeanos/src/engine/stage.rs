@@ -71,11 +71,8 @@ struct StageState {
     base: u64,
     pending: Vec<u8>,
     /// Bytes the stage may still take: the rest of the last block, and the whole next block
-    /// while `into_next`.
+    /// while the stage may start it (`spare` set aside, or that block mapped already).
     room: u64,
-    /// The room reaches into the block after the last one (`spare` set aside, or that block
-    /// mapped already).
-    into_next: bool,
     /// The newest transaction holding a change of this file (every change since the stage
     /// opened is a push; the one that opened it was in this transaction or an earlier one).
     last_tid: Tid,
@@ -172,7 +169,6 @@ impl Okeanos {
         let started = s.base > at.div_ceil(bs) * bs;
         if started {
             // The fold started the next block: it is the last now, the room what is left of it.
-            s.into_next = false;
             self.inner.stats.on_staged_new_block();
         } else if spare > 0 {
             core.fs.set_aside_blocks += spare;
@@ -208,7 +204,6 @@ impl Okeanos {
     fn release_stage(&self, core: &mut Core, ino: u32, s: &mut StageState) -> bool {
         self.fold(core, ino, s);
         core.fs.set_aside_blocks -= std::mem::take(&mut s.spare);
-        s.into_next = false;
         s.room = 0;
         s.suspended = false;
         let open = s.open.take().is_some();
@@ -304,7 +299,6 @@ impl Okeanos {
         debug_assert!(s.spare == 0 && s.pending.is_empty(), "a stage armed with space or bytes");
         let bs = fs.bs() as u64;
         s.room = (bs - end % bs) % bs;
-        s.into_next = false;
         let next = end.div_ceil(bs);
         if !s.crossing || next + 1 > crate::fs::file::MAX_FILE_BLOCKS {
             return;
@@ -325,7 +319,6 @@ impl Okeanos {
         fs.st.set_aside_blocks += need;
         s.spare = need;
         s.room += bs;
-        s.into_next = true;
     }
 
     /// Opens `ino`'s stage after a slow-path write of `written` bytes that ended at `end`, the
@@ -378,7 +371,7 @@ impl Okeanos {
             return Ok(());
         };
         let tid = fs.st.journal.running_tid();
-        *s = StageState { open: Some(tid), suspended: false, credits, crossing, spare: 0, base: end, pending: Vec::new(), room: 0, into_next: false, last_tid: tid };
+        *s = StageState { open: Some(tid), suspended: false, credits, crossing, spare: 0, base: end, pending: Vec::new(), room: 0, last_tid: tid };
         Self::arm(fs, ino, &mut s, end);
         if s.room == 0 {
             fs.st.journal.unreserve(credits);
