@@ -79,14 +79,18 @@ pub trait Device: Send + Sync {
     /// Writes `data` at `offset`. Both must be multiples of [`SECTOR_SIZE`]. Not durable until a
     /// later [`Device::flush`] completes.
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), DeviceError>;
-    /// Writes each `(offset, data)`, as `write_at` each, in no particular order: the writes of
-    /// one stage of an I/O plan, which the crash model lets land in any order until the next
-    /// flush. Back ends that can keep several in flight (a block device with O_DIRECT) submit
-    /// them together; the default issues them one after another. On error, any subset of the
-    /// others may have been written.
-    fn write_batch(&self, writes: &[(u64, &[u8])]) -> Result<(), DeviceError> {
-        for &(offset, data) in writes {
-            self.write_at(offset, data)?;
+    /// Writes each of `writes` (its pieces end to end from its offset), as `write_at` each, in
+    /// no particular order: the writes of one stage of an I/O plan, which the crash model lets
+    /// land in any order until the next flush. Back ends that can keep several in flight (a
+    /// block device with O_DIRECT) submit them together; the default issues them one after
+    /// another, each run of several pieces joined first. On error, any subset of the others may
+    /// have been written.
+    fn write_batch(&self, writes: &[Gather<'_>]) -> Result<(), DeviceError> {
+        for w in writes {
+            match w.pieces {
+                [one] => self.write_at(w.offset, one)?,
+                many => self.write_at(w.offset, &many.concat())?,
+            }
         }
         Ok(())
     }
@@ -104,6 +108,28 @@ pub trait Device: Send + Sync {
     /// writes only the sectors of a commit block that carry it (docs/FORMAT.md).
     fn short_writes(&self) -> bool {
         false
+    }
+}
+
+/// One write of [`Device::write_batch`]: `pieces` laid end to end from byte `offset`. A run of
+/// consecutive blocks, each in its own buffer, is one write without being joined into one
+/// buffer first: a back end that must copy anyway (O_DIRECT's aligned staging) copies the
+/// pieces once, one that need not (pwritev) does not copy them at all (issue 33: joining a
+/// commit's runs was a copy, an allocation and its page faults on every commit).
+#[derive(Clone, Copy, Debug)]
+pub struct Gather<'a> {
+    pub offset: u64,
+    pub pieces: &'a [&'a [u8]],
+}
+
+impl Gather<'_> {
+    /// The bytes of the write.
+    pub fn len(&self) -> usize {
+        self.pieces.iter().map(|p| p.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pieces.iter().all(|p| p.is_empty())
     }
 }
 

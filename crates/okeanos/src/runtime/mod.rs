@@ -8,7 +8,7 @@ pub mod placement;
 pub mod remote;
 
 use crate::ids::{DevBlock, HomeBlock, LogPos, Tid};
-use crate::device::{Device, DeviceError};
+use crate::device::{Device, DeviceError, Gather};
 use crate::remote::client::RemoteError;
 use crate::format::journal as jf;
 use crate::journal::placement::{LogRegion, Placement, Recovery, TableReplay};
@@ -205,36 +205,31 @@ fn run(plan: &IoPlan, devs: &Devices, stats: &Stats, between: &mut dyn FnMut(), 
             runs.push((k, end));
             k = end;
         }
-        // Two writes of one block in one stage must land in order: they never share a batch.
-        // (Joined block by block with memcpy: a byte-wise iterator here was a sixth of the
-        // journal thread's time under 16 SQLite committers.)
-        let joined: Vec<Vec<u8>> = runs
-            .iter()
-            .filter(|r| r.1 - r.0 > 1)
-            .map(|&(k, end)| {
-                let mut run = Vec::with_capacity((end - k) * bs as usize);
-                for &i in &order[k..end] {
-                    run.extend_from_slice(&writes[i].data);
-                }
-                run
-            })
-            .collect();
-        let mut joined = joined.iter();
-        let mut batch: Vec<(u64, &[u8])> = Vec::new();
-        let mut batch_dev = None;
-        let mut last_block = None;
         // Bytes written of each write: whole blocks, but a commit block that ends its run goes
         // to a device that takes short writes as only the sectors that hold it.
         let mut lens: Vec<usize> = writes.iter().map(|w| w.data.len()).collect();
+        // Each run's blocks as pieces of one write, in order (not joined: the device copies
+        // them once if it must, docs/BENCHMARKS.md, "Runs written as pieces").
+        let mut pieces: Vec<&[u8]> = Vec::with_capacity(order.len());
+        let mut spans: Vec<(usize, usize)> = Vec::with_capacity(runs.len());
         for &(k, end) in &runs {
-            let first = &writes[order[k]];
-            let mut data: &[u8] = if end - k == 1 { &first.data } else { joined.next().expect("one joined buffer per run") };
+            let from = pieces.len();
+            pieces.extend(order[k..end].iter().map(|&i| writes[i].data.as_slice()));
             let last = order[end - 1];
             let keep = writes[last].written_len();
-            if keep < lens[last] && devs.writes_short(first.dev) {
-                data = &data[..data.len() - (lens[last] - keep)];
+            if keep < lens[last] && devs.writes_short(writes[order[k]].dev) {
+                let p = pieces.last_mut().expect("a run has a block");
+                *p = &p[..keep];
                 lens[last] = keep;
             }
+            spans.push((from, pieces.len()));
+        }
+        // Two writes of one block in one stage must land in order: they never share a batch.
+        let mut batch: Vec<Gather<'_>> = Vec::new();
+        let mut batch_dev = None;
+        let mut last_block = None;
+        for (&(k, end), &(from, to)) in runs.iter().zip(&spans) {
+            let first = &writes[order[k]];
             let repeat = batch_dev == Some(first.dev) && last_block == Some(first.block);
             if batch_dev != Some(first.dev) || repeat {
                 if let Some(d) = batch_dev {
@@ -243,7 +238,7 @@ fn run(plan: &IoPlan, devs: &Devices, stats: &Stats, between: &mut dyn FnMut(), 
                 batch.clear();
                 batch_dev = Some(first.dev);
             }
-            batch.push((first.block.byte(bs), data));
+            batch.push(Gather { offset: first.block.byte(bs), pieces: &pieces[from..to] });
             last_block = Some(writes[order[end - 1]].block);
         }
         if let Some(d) = batch_dev {

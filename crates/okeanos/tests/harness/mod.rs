@@ -559,7 +559,7 @@ impl Device for SlowFlush {
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), okeanos::device::DeviceError> {
         self.0.write_at(offset, data)
     }
-    fn write_batch(&self, writes: &[(u64, &[u8])]) -> Result<(), okeanos::device::DeviceError> {
+    fn write_batch(&self, writes: &[okeanos::device::Gather<'_>]) -> Result<(), okeanos::device::DeviceError> {
         self.0.write_batch(writes)
     }
     fn flush(&self) -> Result<(), okeanos::device::DeviceError> {
