@@ -111,12 +111,13 @@ fn staged_appends_from_several_threads_keep_their_ranges() {
     assert_fsck_clean(dev, None);
 }
 
-/// Appends that start their file's next block are staged too (1 KiB records, a quarter of
-/// which start a block, and whole 4 KiB blocks, every one of which does): the space for that
-/// block is set aside when the stage is armed, so a disk filling up turns later appends into
-/// ENOSPC on the slow path, never into a fold that fails after its append was acknowledged
-/// (which would stop the journal). Every acknowledged append reads back, before and after a
-/// remount, and the image checks clean.
+/// Appends that start their file's next blocks are staged too (1 KiB records, a quarter of
+/// which start a block; whole 4 KiB blocks and 16 KiB records, every one of which starts one
+/// or four; 6,000-byte records, which start one or two): the space for those blocks is set
+/// aside when the stage is armed, so a disk filling up turns later appends into ENOSPC on the
+/// slow path, never into a fold that fails after its append was acknowledged (which would
+/// stop the journal). Every acknowledged append reads back, before and after a remount, and
+/// the image checks clean.
 #[test]
 fn staged_appends_that_start_blocks_and_a_full_disk_lose_nothing_acknowledged() {
     for mode in [DataMode::Ordered, DataMode::Data, DataMode::Wasteless] {
@@ -127,7 +128,7 @@ fn staged_appends_that_start_blocks_and_a_full_disk_lose_nothing_acknowledged() 
         let mut refused = 0;
         for k in 0..20_000 {
             let i = k % files.len();
-            let r = record(i, k, if i % 4 == 0 { 1024 } else { 4096 });
+            let r = record(i, k, [1024, 16 * 1024, 4096, 6000][i % 4]);
             match files[i].append(&r) {
                 Ok(at) => {
                     assert_eq!(at, want[i].len() as u64, "{mode:?}: append {k} begins at the end");
@@ -288,5 +289,103 @@ fn syncs_of_a_staged_file_after_the_journal_stopped_fail_and_do_not_hang() {
             assert!(fs.read_path("/log").unwrap().starts_with(b"synced before\n"), "{case}");
             fs.unmount().unwrap();
         }
+    }
+}
+
+/// Appends of several blocks are staged whole: a file appended 16 KiB at a time with a sync
+/// after each takes the slow path for its first append, which opens a stage reaching four
+/// blocks past the file's end, and every later append is staged and folded in, starting four
+/// blocks (before stages reached more than one block, none was). A 6,000-byte record after
+/// them crosses into a fifth block beyond the staged room and takes the slow path; the file
+/// reads back whole before and after a remount, and the image checks clean.
+#[test]
+fn appends_of_several_blocks_are_staged_whole() {
+    for mode in [DataMode::Ordered, DataMode::Wasteless] {
+        let dev = mem_fs(16 * MB, 1024);
+        let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, staged(mode)).unwrap();
+        let f = fs.create_file("/big").unwrap();
+        let mut want = Vec::new();
+        let before = fs.counters();
+        for k in 0..40 {
+            let r = record(3, k, 16 * 1024);
+            assert_eq!(f.append(&r).unwrap(), want.len() as u64, "{mode:?}: append {k} begins at the end");
+            want.extend_from_slice(&r);
+            f.fdatasync().unwrap_or_else(|e| panic!("{mode:?}: sync after append {k}: {e}"));
+        }
+        let c = fs.counters();
+        let (pushed, started) = (c.staged_appends - before.staged_appends, c.staged_new_blocks - before.staged_new_blocks);
+        assert!(pushed >= 35, "{mode:?}: only {pushed} of 40 appends of 16 KiB were staged");
+        assert!(started >= 35, "{mode:?}: only {started} folds of staged appends started blocks");
+        let r = record(3, 40, 6000);
+        f.append(&r).unwrap();
+        want.extend_from_slice(&r);
+        f.fsync().unwrap();
+        assert_eq!(fs.read_path("/big").unwrap(), want, "{mode:?}: before the remount");
+        drop(f);
+        fs.unmount().unwrap();
+        assert_fsck_clean(dev.clone(), None);
+        let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, staged(mode)).unwrap();
+        assert_eq!(fs.read_path("/big").unwrap(), want, "{mode:?}: after the remount");
+        fs.unmount().unwrap();
+    }
+}
+
+/// A fold that starts fewer blocks than its stage's room reached into spends the space set
+/// aside for all of them, so the room shrinks to the rest of the new last block: the next new
+/// block waits for the stage to be armed again, with space set aside again. File B fills the
+/// disk and gives eight blocks back; A's 16 KiB append takes four and opens a stage reaching
+/// four blocks further, setting their space aside; A's next append, 4 KiB, is staged and
+/// folded in (A's size read under the lock), starting one block and letting the other three
+/// go; B takes them. A's next 12 KiB append then finds no room and is refused for space on the
+/// slow path. Had the room stayed at 12 KiB, that append would be staged and acknowledged,
+/// and its fold would fail for space, stopping the journal (A's sync fails). No commit runs
+/// from A's first append on.
+#[test]
+fn a_fold_that_starts_fewer_blocks_than_its_room_gives_the_rest_of_the_room_up() {
+    for mode in [DataMode::Ordered, DataMode::Wasteless] {
+        let dev = mem_fs(16 * MB, 1024);
+        let mut o = staged(mode);
+        o.commit_interval = std::time::Duration::from_secs(3600);
+        let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
+        let a = fs.create_file("/a").unwrap();
+        let b = fs.create_file("/b").unwrap();
+        let fill = |b: &okeanos::File, b_len: &mut u64| {
+            for size in [64 * 1024, 4096] {
+                loop {
+                    match b.append(&record(2, *b_len as usize, size)) {
+                        Ok(_) => *b_len += size as u64,
+                        Err(FsError::NoSpace) => break,
+                        Err(e) => panic!("{mode:?}: filling b: {e}"),
+                    }
+                }
+            }
+        };
+        let mut b_len = 0u64;
+        fill(&b, &mut b_len);
+        b_len = (b_len / 4096 - 8) * 4096;
+        b.set_len(b_len).unwrap();
+        b.fsync().unwrap();
+        let mut want = record(1, 0, 16 * 1024);
+        a.append(&want).unwrap_or_else(|e| panic!("{mode:?}: a's first append: {e}"));
+        let staged_before = fs.counters().staged_new_blocks;
+        let next = record(1, 1, 4096);
+        a.append(&next).unwrap();
+        want.extend_from_slice(&next);
+        assert_eq!(a.len().unwrap(), want.len() as u64, "{mode:?}");
+        assert_eq!(fs.counters().staged_new_blocks, staged_before + 1, "{mode:?}: a's 4 KiB append was not staged and folded in");
+        fill(&b, &mut b_len);
+        let last = record(1, 2, 12 * 1024);
+        match a.append(&last) {
+            Ok(_) => {
+                want.extend_from_slice(&last);
+                a.fsync().unwrap_or_else(|e| panic!("{mode:?}: a's acknowledged 12 KiB append was lost: {e}"));
+            }
+            Err(FsError::NoSpace) => a.fsync().unwrap(),
+            Err(e) => panic!("{mode:?}: a's 12 KiB append: {e}"),
+        }
+        assert_eq!(fs.read_path("/a").unwrap(), want, "{mode:?}");
+        drop((a, b));
+        fs.unmount().unwrap();
+        assert_fsck_clean(dev, None);
     }
 }

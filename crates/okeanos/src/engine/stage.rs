@@ -1,6 +1,6 @@
 //! Staged appends (`stage_appends=on`): a write path beside the state lock for the commonest
-//! small write, an append that fits in the rest of the file's last block or in the block
-//! after it.
+//! small write, an append that fits in the rest of the file's last block or in the blocks
+//! after it (as many as the append that opened the stage covered, at most 64 KiB).
 //!
 //! A slow-path append (write.rs, under the lock) opens the file's stage: credits for one more
 //! such change are set aside in the running transaction ([`Journal::reserve`]), and the stage
@@ -11,13 +11,16 @@
 //! under the lock ever sees a file without its staged bytes: reads, getattr, syncs, the
 //! commit's plan.
 //!
-//! The room reaches into the block after the last when the stage may start it: its credits
-//! cover a write of two blocks with its allocation (`crossing`), and the free space that
-//! allocation needs is set aside (`FsState::set_aside_blocks`, which no other allocation may
-//! take), so that a fold cannot fail for space after the append was acknowledged, as ext4's
-//! delayed allocation reserves blocks at write time. A fold that starts the next block spends
-//! that space; the next block after it waits for the stage to be armed again, in the next
-//! transaction (the credits cover one new block a transaction).
+//! The room reaches into the blocks after the last when the stage may start them: its credits
+//! cover a write of `span + 1` blocks with its allocation, and the free space that allocation
+//! needs is set aside (`FsState::set_aside_blocks`, which no other allocation may take), so
+//! that a fold cannot fail for space after the append was acknowledged, as ext4's delayed
+//! allocation reserves blocks at write time. A fold that starts new blocks spends that space,
+//! and the room shrinks to the rest of the new last block; more new blocks wait for the stage
+//! to be armed again, in the next transaction (the credits cover one such fold a transaction).
+//! `span` is what the append that opened the stage covered: one block for appends up to a
+//! block, four for 16 KiB records (docs/BENCHMARKS.md, "Staged appends of several blocks"),
+//! none for appends under a quarter of a block, which start a block rarely.
 //!
 //! The rules that keep this the same file system as without it:
 //! - bytes staged while the stage's credits are in transaction T are folded into T: before
@@ -61,17 +64,18 @@ struct StageState {
     /// Suspended around a scheduler step: reopened after it (in the transaction then running).
     suspended: bool,
     credits: Credits,
-    /// Whether `credits` cover a fold that starts the next block (a write of two blocks,
-    /// allocation included), so that the room may reach into it.
-    crossing: bool,
-    /// Free-space blocks set aside for the next block's allocation while the room reaches
-    /// into it (counted in `FsState::set_aside_blocks`).
+    /// How many blocks after the last one `credits` cover a fold starting (a write of
+    /// `span + 1` blocks, allocation included), so that the room may reach into them.
+    span: u64,
+    /// Free-space blocks set aside for the new blocks' allocation while the room reaches
+    /// into them (counted in `FsState::set_aside_blocks`).
     spare: u64,
     /// The size as folded, and the staged bytes after it.
     base: u64,
     pending: Vec<u8>,
-    /// Bytes the stage may still take: the rest of the last block, and the whole next block
-    /// while the stage may start it (`spare` set aside, or that block mapped already).
+    /// Bytes the stage may still take: the rest of the last block, and the `span` whole
+    /// blocks after it while the stage may start them (`spare` set aside, or the next block
+    /// mapped already).
     room: u64,
     /// The newest transaction holding a change of this file (every change since the stage
     /// opened is a push; the one that opened it was in this transaction or an earlier one).
@@ -168,7 +172,9 @@ impl Okeanos {
         let bs = core.fs.block_size() as u64;
         let started = s.base > at.div_ceil(bs) * bs;
         if started {
-            // The fold started the next block: it is the last now, the room what is left of it.
+            // The fold started new blocks: the last is the last now, the room what is left of it
+            // (the space set aside is spent; more new blocks wait for the stage to be armed).
+            s.room = s.room.min((bs - s.base % bs) % bs);
             self.inner.stats.on_staged_new_block();
         } else if spare > 0 {
             core.fs.set_aside_blocks += spare;
@@ -293,14 +299,15 @@ impl Okeanos {
     }
 
     /// Sets the room of a stage whose bytes are all folded, at `end`: the rest of the last
-    /// block, and the whole next block too if the credits cover starting it and the space its
-    /// allocation needs can be set aside now (or it is mapped already: fallocate).
+    /// block, and the `span` whole blocks after it too if the credits cover starting them and
+    /// the space their allocation needs can be set aside now (or the next block is mapped
+    /// already, fallocate, with a span of one).
     fn arm(fs: &mut Fs, ino: u32, s: &mut StageState, end: u64) {
         debug_assert!(s.spare == 0 && s.pending.is_empty(), "a stage armed with space or bytes");
         let bs = fs.bs() as u64;
         s.room = (bs - end % bs) % bs;
         let next = end.div_ceil(bs);
-        if !s.crossing || next + 1 > crate::fs::file::MAX_FILE_BLOCKS {
+        if s.span == 0 || next + s.span > crate::fs::file::MAX_FILE_BLOCKS {
             return;
         }
         let Ok(mi) = fs.load(ino) else { return };
@@ -312,26 +319,28 @@ impl Okeanos {
         if beyond && !mapped {
             return;
         }
-        let Ok(need) = fs.write_needs(ino, next * bs, bs as usize) else { return };
+        // Past blocks mapped beyond the size, one block at a time (fewer than the credits
+        // cover): the mapping there is the slow path's to extend.
+        let span = if beyond { 1 } else { s.span };
+        let Ok(need) = fs.write_needs(ino, next * bs, (span * bs) as usize) else { return };
         if need > fs.st.allocatable_blocks() {
             return;
         }
         fs.st.set_aside_blocks += need;
         s.spare = need;
-        s.room += bs;
+        s.room += span * bs;
     }
 
     /// Opens `ino`'s stage after a slow-path write of `written` bytes that ended at `end`, the
     /// file's size, in its handle (under the lock): when the file is a plain regular file, the
     /// credits of one more append are admitted in the running transaction now, and there is
-    /// room (the rest of the last block, or the next block). Only a write of a quarter of a
-    /// block to a block opens a stage that may start the next block: appends that size start
-    /// one every few appends, which the slow path would take under the lock each time, while
-    /// a small append starts one rarely (one in 32 at 128 bytes), and its fold's allocation
-    /// would be paid by whoever takes the lock next, often the commit lane (at 100 streams
-    /// × 128 B that made the lane's plan and finish 50-75 µs longer a step); a larger write (a
-    /// copy, a run of database pages) would set credits and space aside for appends that
-    /// rarely follow.
+    /// room (the rest of the last block, or the blocks after it). Only a write of a quarter of
+    /// a block to [`MAX_SPAN_BYTES`] opens a stage that may start blocks ([`stage_span`]):
+    /// appends that size start one every few appends or every time, which the slow path would
+    /// take under the lock each time, while a small append starts one rarely (one in 32 at
+    /// 128 bytes), and its fold's allocation would be paid by whoever takes the lock next,
+    /// often the commit lane (at 100 streams × 128 B that made the lane's plan and finish
+    /// 50-75 µs longer a step).
     pub(super) fn open_stage(&self, fs: &mut Fs, ino: u32, end: u64, written: usize) -> FsResult<()> {
         if !self.staging() {
             return Ok(());
@@ -348,11 +357,12 @@ impl Okeanos {
             return Ok(());
         }
         // What a fold can change: the last block (logged when data is journaled; a revoke when
-        // selective journaling turns it to in place) and the inode's table block; with
-        // `crossing`, what a slow-path write of two blocks can (the next block allocated).
+        // selective journaling turns it to in place) and the inode's table block; with a span,
+        // what a slow-path write of `span + 1` blocks can (the new blocks allocated).
         let journaled = Self::data_journaled(fs, ino);
         let within = Credits { blocks: 1 + journaled as u64, revokes: 1 };
-        let across = Self::write_credits(fs, 2, journaled);
+        let span = stage_span(written as u64, bs);
+        let across = Self::write_credits(fs, span + 1, journaled);
         let stage = {
             let mut map = self.inner.stages.map.write().unwrap_or_else(|e| e.into_inner());
             map.entry(ino).or_insert_with(|| Arc::new(Stage { ino, st: Mutex::new(StageState::default()) })).clone()
@@ -362,16 +372,15 @@ impl Okeanos {
         if s.open.is_some() || !s.pending.is_empty() {
             return Ok(());
         }
-        let large = (bs / 4..=bs).contains(&(written as u64));
-        let (credits, crossing) = if large && fs.st.journal.reserve(across).is_ok() {
-            (across, true)
+        let (credits, span) = if span > 0 && fs.st.journal.reserve(across).is_ok() {
+            (across, span)
         } else if end % bs != 0 && fs.st.journal.reserve(within).is_ok() {
-            (within, false)
+            (within, 0)
         } else {
             return Ok(());
         };
         let tid = fs.st.journal.running_tid();
-        *s = StageState { open: Some(tid), suspended: false, credits, crossing, spare: 0, base: end, pending: Vec::new(), room: 0, last_tid: tid };
+        *s = StageState { open: Some(tid), suspended: false, credits, span, spare: 0, base: end, pending: Vec::new(), room: 0, last_tid: tid };
         Self::arm(fs, ino, &mut s, end);
         if s.room == 0 {
             fs.st.journal.unreserve(credits);
@@ -425,5 +434,22 @@ impl Okeanos {
         // Woken for something else (an error, unmount): the ordinary path says what.
         let core = self.lock();
         Some(self.wait_committed(core, tid))
+    }
+}
+
+/// The most bytes of new blocks a stage may reach into: appends up to this size are staged
+/// whole (a 16 KiB record is four blocks); a larger write (a copy, a run of database pages)
+/// opens no stage that starts blocks, which would set credits and space aside for appends
+/// that rarely follow.
+pub(super) const MAX_SPAN_BYTES: u64 = 64 << 10;
+
+/// The blocks after its last one that a stage opened by a write of `written` bytes may start:
+/// none below a quarter of a block or above [`MAX_SPAN_BYTES`], otherwise as many as the write
+/// covers (one up to a block).
+fn stage_span(written: u64, bs: u64) -> u64 {
+    if written < bs / 4 || written > MAX_SPAN_BYTES.max(bs) {
+        0
+    } else {
+        written.div_ceil(bs).max(1)
     }
 }
