@@ -16,6 +16,38 @@ fn staged(mode: DataMode) -> okeanos::MountOptions {
     o
 }
 
+/// Appends to `b` (its size in `b_len`) records of each of `sizes` in turn until the disk is
+/// full.
+fn fill(mode: DataMode, b: &okeanos::File, b_len: &mut u64, sizes: &[usize]) {
+    for &size in sizes {
+        loop {
+            match b.append(&record(2, *b_len as usize, size)) {
+                Ok(_) => *b_len += size as u64,
+                Err(FsError::NoSpace) => break,
+                Err(e) => panic!("{mode:?}: filling b: {e}"),
+            }
+        }
+    }
+}
+
+/// A 16 MiB file system with no commit on a timer, files /a (empty) and /b, b filling the
+/// disk but for eight blocks given back (free, their transaction committed); b's size.
+fn nearly_full(mode: DataMode) -> (Arc<okeanos::MemDevice>, Okeanos, okeanos::File, okeanos::File, u64) {
+    let dev = mem_fs(16 * MB, 1024);
+    let mut o = staged(mode);
+    o.commit_interval = std::time::Duration::from_secs(3600);
+    let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
+    let a = fs.create_file("/a").unwrap();
+    let b = fs.create_file("/b").unwrap();
+    let mut b_len = 0u64;
+    fill(mode, &b, &mut b_len, &[64 * 1024, 4096, 1024]);
+    assert!(b_len > 8 * MB, "{mode:?}: b took only {b_len} bytes");
+    b_len = (b_len / 4096 - 8) * 4096;
+    b.set_len(b_len).unwrap();
+    b.fsync().unwrap();
+    (dev, fs, a, b, b_len)
+}
+
 /// One file: appends staged after the first, read back at once (size and bytes), an overwrite
 /// in their middle, a truncation, appends after it at the new end, then a sync and a crash:
 /// the synced file comes back whole, the image checks clean.
@@ -176,33 +208,10 @@ fn staged_appends_that_start_blocks_and_a_full_disk_lose_nothing_acknowledged() 
 #[test]
 fn a_stage_keeps_the_space_for_its_next_block() {
     for mode in [DataMode::Ordered, DataMode::Wasteless] {
-        let dev = mem_fs(16 * MB, 1024);
-        let mut o = staged(mode);
-        o.commit_interval = std::time::Duration::from_secs(3600);
-        let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
-        let a = fs.create_file("/a").unwrap();
-        let b = fs.create_file("/b").unwrap();
-        let fill = |b: &okeanos::File, b_len: &mut u64| {
-            for size in [64 * 1024, 4096, 1024] {
-                loop {
-                    match b.append(&record(2, *b_len as usize, size)) {
-                        Ok(_) => *b_len += size as u64,
-                        Err(FsError::NoSpace) => break,
-                        Err(e) => panic!("{mode:?}: filling b: {e}"),
-                    }
-                }
-            }
-        };
-        let mut b_len = 0u64;
-        fill(&b, &mut b_len);
-        assert!(b_len > 8 * MB, "{mode:?}: b took only {b_len} bytes");
-        // Eight blocks back, free once their transaction commits.
-        b_len = (b_len / 4096 - 8) * 4096;
-        b.set_len(b_len).unwrap();
-        b.fsync().unwrap();
+        let (dev, fs, a, b, mut b_len) = nearly_full(mode);
         let mut want = record(1, 0, 1024);
         a.append(&want).unwrap();
-        fill(&b, &mut b_len);
+        fill(mode, &b, &mut b_len, &[64 * 1024, 4096, 1024]);
         let staged_before = fs.counters().staged_new_blocks;
         // The rest of a's last block and a kilobyte of the next.
         let last = record(1, 1, 4096 - 1024 + 1024);
@@ -343,28 +352,7 @@ fn appends_of_several_blocks_are_staged_whole() {
 #[test]
 fn a_fold_that_starts_fewer_blocks_than_its_room_gives_the_rest_of_the_room_up() {
     for mode in [DataMode::Ordered, DataMode::Wasteless] {
-        let dev = mem_fs(16 * MB, 1024);
-        let mut o = staged(mode);
-        o.commit_interval = std::time::Duration::from_secs(3600);
-        let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, o).unwrap();
-        let a = fs.create_file("/a").unwrap();
-        let b = fs.create_file("/b").unwrap();
-        let fill = |b: &okeanos::File, b_len: &mut u64| {
-            for size in [64 * 1024, 4096] {
-                loop {
-                    match b.append(&record(2, *b_len as usize, size)) {
-                        Ok(_) => *b_len += size as u64,
-                        Err(FsError::NoSpace) => break,
-                        Err(e) => panic!("{mode:?}: filling b: {e}"),
-                    }
-                }
-            }
-        };
-        let mut b_len = 0u64;
-        fill(&b, &mut b_len);
-        b_len = (b_len / 4096 - 8) * 4096;
-        b.set_len(b_len).unwrap();
-        b.fsync().unwrap();
+        let (dev, fs, a, b, mut b_len) = nearly_full(mode);
         let mut want = record(1, 0, 16 * 1024);
         a.append(&want).unwrap_or_else(|e| panic!("{mode:?}: a's first append: {e}"));
         let staged_before = fs.counters().staged_new_blocks;
@@ -373,7 +361,7 @@ fn a_fold_that_starts_fewer_blocks_than_its_room_gives_the_rest_of_the_room_up()
         want.extend_from_slice(&next);
         assert_eq!(a.len().unwrap(), want.len() as u64, "{mode:?}");
         assert_eq!(fs.counters().staged_new_blocks, staged_before + 1, "{mode:?}: a's 4 KiB append was not staged and folded in");
-        fill(&b, &mut b_len);
+        fill(mode, &b, &mut b_len, &[64 * 1024, 4096]);
         let last = record(1, 2, 12 * 1024);
         match a.append(&last) {
             Ok(_) => {
