@@ -441,7 +441,7 @@ impl Okeanos {
 /// whole (a 16 KiB record is four blocks); a larger write (a copy, a run of database pages)
 /// opens no stage that starts blocks, which would set credits and space aside for appends
 /// that rarely follow.
-pub(super) const MAX_SPAN_BYTES: u64 = 64 << 10;
+const MAX_SPAN_BYTES: u64 = 64 << 10;
 
 /// The blocks after its last one that a stage opened by a write of `written` bytes may start:
 /// none below a quarter of a block or above [`MAX_SPAN_BYTES`], otherwise as many as the write
