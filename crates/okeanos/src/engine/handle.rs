@@ -44,7 +44,7 @@ impl Okeanos {
     }
 
     /// Read-only access to the state (no handle).
-    pub(super) fn with_fs<R>(&self, f: impl FnOnce(&mut Fs) -> FsResult<R>) -> FsResult<R> {
+    pub(crate) fn with_fs<R>(&self, f: impl FnOnce(&mut Fs) -> FsResult<R>) -> FsResult<R> {
         let mut core = self.lock();
         let r = self.guarded(&mut core, f);
         core.fs.shrink_cache();

@@ -103,8 +103,12 @@ impl<'a> Fs<'a> {
             let (phys, fresh) = match mapped {
                 Some(p) => (p, false),
                 None => {
-                    let goal = self.load(ino)?.goal_for(fb).unwrap_or_else(|| self.home_goal(ino));
-                    let p = self.alloc_block(goal)?;
+                    // A file that has blocks grows from its last one (alloc.rs); its first
+                    // block goes near its inode.
+                    let p = match self.load(ino)?.goal_for(fb) {
+                        Some(goal) => self.alloc_block_growing(goal, super::alloc::run_for(fb))?,
+                        None => self.alloc_block(self.home_goal(ino))?,
+                    };
                     self.load(ino)?.map(fb, p);
                     (p, true)
                 }

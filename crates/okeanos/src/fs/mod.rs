@@ -89,6 +89,9 @@ pub struct FsState {
     pub read_only: Option<String>,
     /// Next allocation goal per group (next-fit).
     pub alloc_cursor: Vec<HomeBlock>,
+    /// Per group, its free-block count when a search found no free stretch of 64 blocks there
+    /// (alloc.rs): the group is not searched for one again until blocks are freed in it.
+    pub stretchless: Vec<Option<u32>>,
     /// Where parked buffers load their data from, if the journal lets the cache park any.
     pub parking: Option<Parking>,
     /// A block-sized buffer for encodings compared against the cache (inode stores): one
@@ -151,6 +154,7 @@ impl FsState {
             read_misses: 0,
             read_only,
             alloc_cursor: vec![HomeBlock::NONE; groups],
+            stretchless: vec![None; groups],
             parking: None,
             scratch: Vec::new(),
         }
