@@ -103,10 +103,14 @@ impl<'a> Fs<'a> {
             let (phys, fresh) = match mapped {
                 Some(p) => (p, false),
                 None => {
-                    // A file that has blocks grows from its last one (alloc.rs); its first
-                    // block goes near its inode.
-                    let p = match self.load(ino)?.goal_for(fb) {
-                        Some(goal) => self.alloc_block_growing(goal, super::alloc::run_for(fb))?,
+                    // A block after the file's last grows it from there, to a free stretch
+                    // if that is taken (alloc.rs); a block in a hole goes after the block
+                    // before it (next-fit); a file's first block near its inode.
+                    let mi = self.load(ino)?;
+                    let appends = mi.extents().last().is_some_and(|e| e.end() == fb);
+                    let p = match mi.goal_for(fb) {
+                        Some(goal) if appends => self.alloc_block_growing(goal, super::alloc::run_for(fb))?,
+                        Some(goal) => self.alloc_block(goal)?,
                         None => self.alloc_block(self.home_goal(ino))?,
                     };
                     self.load(ino)?.map(fb, p);
