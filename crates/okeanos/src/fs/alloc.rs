@@ -489,6 +489,48 @@ mod interleaved {
         fs.unmount().unwrap();
     }
 
+    /// A group found without stretches is searched again once blocks are freed in it: a disk
+    /// filled by a hundred streams (its group noted as having none), every file removed, then
+    /// forty files appended in turns for 48 blocks each: each file's first eight blocks, then
+    /// one stretch (at most 9 extents), where with the note kept they took turns block by
+    /// block (48 extents each).
+    #[test]
+    fn a_group_without_stretches_is_searched_again_after_frees() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("img");
+        Okeanos::mkfs_file(&img, 24 << 20, &Default::default()).unwrap();
+        let fs = Okeanos::open(&img, MountOptions::parse("data=wasteless,dmeta").unwrap()).unwrap();
+        let fh: Vec<_> = (0..100).map(|k| fs.create_file(&format!("/f{k}")).unwrap()).collect();
+        let rec = vec![7u8; 4096];
+        'full: for _ in 0..1 << 20 {
+            for f in &fh {
+                match f.append(&rec) {
+                    Ok(_) => {}
+                    Err(FsError::NoSpace) => break 'full,
+                    Err(e) => panic!("append: {e}"),
+                }
+            }
+        }
+        fs.sync().unwrap();
+        let noted = fs.with_fs(|x| Ok(x.st.stretchless.iter().filter(|s| s.is_some()).count())).unwrap();
+        assert!(noted > 0, "the full disk's group was noted as having no stretch");
+        drop(fh);
+        for k in 0..100 {
+            fs.remove_path(&format!("/f{k}")).unwrap();
+        }
+        fs.sync().unwrap();
+        let again: Vec<_> = (0..40).map(|k| fs.create_file(&format!("/g{k}")).unwrap()).collect();
+        for _ in 0..48 {
+            for f in &again {
+                f.append(&rec).unwrap();
+            }
+        }
+        fs.sync().unwrap();
+        let most = again.iter().map(|f| fs.with_fs(|x| Ok(x.load(f.ino())?.extents().len())).unwrap()).max().unwrap();
+        assert!(most <= 12, "a file of 48 blocks appended beside 39 others in {most} extents after frees (one a block: the group's note was kept)");
+        fs.unmount().unwrap();
+    }
+
     /// With no free stretch left anywhere, growing files still get every free block: appends
     /// of a hundred streams fill a small disk to within a few blocks a file of its capacity
     /// before they are refused for space.
