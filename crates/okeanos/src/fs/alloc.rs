@@ -6,7 +6,7 @@
 //!
 //! Allocation is next-fit from a goal: a file's next block goes right after its last one when
 //! that is free. When it is not (another file grew into it), a file that appends (a block
-//! right after its last mapped one; a write into a hole of the file stays next-fit from the
+//! right after its last, the file with no holes; any other write stays next-fit from the
 //! block before it, so random writes keep a file compact) moves to a whole
 //! free stretch instead, aligned to its size: [`run_for`] blocks (64 to 1,024), the first such
 //! stretch after the goal in the goal's group. Next-fit alone would take the first free block

@@ -103,11 +103,12 @@ impl<'a> Fs<'a> {
             let (phys, fresh) = match mapped {
                 Some(p) => (p, false),
                 None => {
-                    // A block after the file's last grows it from there, to a free stretch
-                    // if that is taken (alloc.rs); a block in a hole goes after the block
-                    // before it (next-fit); a file's first block near its inode.
+                    // A block right after a file with no holes (an append) grows it from
+                    // its last block, to a free stretch if that is taken (alloc.rs); any other
+                    // block goes after the block before it (next-fit), so a file written at
+                    // random offsets stays compact; a file's first block near its inode.
                     let mi = self.load(ino)?;
-                    let appends = mi.extents().last().is_some_and(|e| e.end() == fb);
+                    let appends = mi.extents().last().is_some_and(|e| e.end() == fb) && mi.extents().iter().map(|e| e.len as u64).sum::<u64>() == fb as u64;
                     let p = match mi.goal_for(fb) {
                         Some(goal) if appends => self.alloc_block_growing(goal, super::alloc::run_for(fb))?,
                         Some(goal) => self.alloc_block(goal)?,
