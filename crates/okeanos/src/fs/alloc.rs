@@ -399,22 +399,24 @@ mod interleaved {
     use super::STRETCH_FROM;
     use crate::{FsError, MountOptions, Okeanos};
 
-    /// An image of `mib` MiB with `files` files, after `rounds` rounds of `size`-byte appends,
-    /// one file after another in each round (as many streams appending at once do), or until
-    /// the disk is full; each file's extents (logical, length, physical) and the bytes written.
-    fn interleaved_appends(mib: u64, files: usize, rounds: usize, size: usize) -> (Vec<Vec<(u32, u32, u64)>>, u64) {
+    /// A fresh image of `mib` MiB, mounted with `opts`.
+    fn mounted(mib: u64, opts: &str) -> (tempfile::TempDir, Okeanos) {
         let dir = tempfile::tempdir().unwrap();
         let img = dir.path().join("img");
         Okeanos::mkfs_file(&img, mib << 20, &Default::default()).unwrap();
-        let fs = Okeanos::open(&img, MountOptions::parse("data=wasteless,dmeta").unwrap()).unwrap();
-        let fh: Vec<_> = (0..files).map(|k| fs.create_file(&format!("/f{k}")).unwrap()).collect();
-        let rec = vec![7u8; size];
+        let fs = Okeanos::open(&img, MountOptions::parse(opts).unwrap()).unwrap();
+        (dir, fs)
+    }
+
+    /// Up to `rounds` rounds of one append of `rec` to each of `files` in turn, until the disk
+    /// is full; the bytes written.
+    fn append_in_turns(fs: &Okeanos, files: &[crate::File], rounds: usize, rec: &[u8]) -> u64 {
         let mut written = 0u64;
-        'out: for r in 0..rounds {
-            for f in &fh {
-                match f.append(&rec) {
-                    Ok(_) => written += size as u64,
-                    Err(FsError::NoSpace) => break 'out,
+        for r in 0..rounds {
+            for f in files {
+                match f.append(rec) {
+                    Ok(_) => written += rec.len() as u64,
+                    Err(FsError::NoSpace) => return written,
                     Err(e) => panic!("append: {e}"),
                 }
             }
@@ -422,6 +424,16 @@ mod interleaved {
                 fs.sync().unwrap();
             }
         }
+        written
+    }
+
+    /// An image of `mib` MiB with `files` files, after `rounds` rounds of `size`-byte appends,
+    /// one file after another in each round (as many streams appending at once do), or until
+    /// the disk is full; each file's extents (logical, length, physical) and the bytes written.
+    fn interleaved_appends(mib: u64, files: usize, rounds: usize, size: usize) -> (Vec<Vec<(u32, u32, u64)>>, u64) {
+        let (_dir, fs) = mounted(mib, "data=wasteless,dmeta");
+        let fh: Vec<_> = (0..files).map(|k| fs.create_file(&format!("/f{k}")).unwrap()).collect();
+        let written = append_in_turns(&fs, &fh, rounds, &vec![7u8; size]);
         fs.sync().unwrap();
         let ext = fh.iter().map(|f| fs.with_fs(|x| Ok(x.load(f.ino())?.extents().iter().map(|e| (e.logical, e.len, e.physical.get())).collect())).unwrap()).collect();
         fs.unmount().unwrap();
@@ -470,10 +482,7 @@ mod interleaved {
         use rand::{seq::SliceRandom, SeedableRng};
         let seed: u64 = std::env::var("OKEANOS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
         println!("seed {seed} (OKEANOS_SEED={seed} repeats it)");
-        let dir = tempfile::tempdir().unwrap();
-        let img = dir.path().join("img");
-        Okeanos::mkfs_file(&img, 256 << 20, &Default::default()).unwrap();
-        let fs = Okeanos::open(&img, MountOptions::parse("data=ordered").unwrap()).unwrap();
+        let (_dir, fs) = mounted(256, "data=ordered");
         let f = fs.create_file("/r").unwrap();
         let mut order: Vec<u64> = (0..1024).collect();
         order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(seed));
@@ -496,21 +505,10 @@ mod interleaved {
     /// block (48 extents each).
     #[test]
     fn a_group_without_stretches_is_searched_again_after_frees() {
-        let dir = tempfile::tempdir().unwrap();
-        let img = dir.path().join("img");
-        Okeanos::mkfs_file(&img, 24 << 20, &Default::default()).unwrap();
-        let fs = Okeanos::open(&img, MountOptions::parse("data=wasteless,dmeta").unwrap()).unwrap();
+        let (_dir, fs) = mounted(24, "data=wasteless,dmeta");
         let fh: Vec<_> = (0..100).map(|k| fs.create_file(&format!("/f{k}")).unwrap()).collect();
         let rec = vec![7u8; 4096];
-        'full: for _ in 0..1 << 20 {
-            for f in &fh {
-                match f.append(&rec) {
-                    Ok(_) => {}
-                    Err(FsError::NoSpace) => break 'full,
-                    Err(e) => panic!("append: {e}"),
-                }
-            }
-        }
+        append_in_turns(&fs, &fh, 1 << 20, &rec);
         fs.sync().unwrap();
         let noted = fs.with_fs(|x| Ok(x.st.stretchless.iter().filter(|s| s.is_some()).count())).unwrap();
         assert!(noted > 0, "the full disk's group was noted as having no stretch");
