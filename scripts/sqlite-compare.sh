@@ -6,7 +6,7 @@
 # Prints one line per target and run. Releases every loop device and mount it made.
 #
 #   scripts/sqlite-compare.sh [okeanos mount options...]   (default: data=wasteless,dmeta and data=ordered)
-#   FUSE_FLOOR=1 scripts/sqlite-compare.sh ...             (also a FUSE file system in memory: the floor)
+#   FUSE_FLOOR=1 scripts/sqlite-compare.sh ...             (also two FUSE floors: a log on the same device, memory)
 #   CPU=1 scripts/sqlite-compare.sh ...                    (also CPU time per transaction)
 #   DEV=1 scripts/sqlite-compare.sh ...                    (also the loop device's counters)
 set -euo pipefail

@@ -18,20 +18,37 @@ cleanup() {
 trap cleanup EXIT INT TERM
 mkdir -p "$W/mnt"
 
-# With FUSE_FLOOR=1, each run also loads a FUSE file system that keeps its files in memory and
-# answers every request at once (crates/okeanos-cli/examples/null_fuse.rs --keep, served as the
-# Okeanos mount is): the floor of the workload over FUSE on this machine, with no journal and no
-# device. `load` gets the target `null-fuse`.
+# With FUSE_FLOOR=1, each run also loads three FUSE file systems served as the Okeanos mount
+# is (crates/okeanos-cli/examples/null_fuse.rs). The first two keep their files in memory and
+# log every write's bytes to the run's loop device, making each fsync durable with one write
+# and one flush per group of syncs (`--keep --log`, the mount's request threads): run by the
+# sync that finds no flush running (`log`, as the mount's write-group leader) or by a thread of
+# their own (`log-flusher`). They are the floor of a durable file system over FUSE here: the
+# least any design does for a sync. The third keeps its files in memory and answers every
+# request at once, fsync included (`--keep`, eight request threads): the floor of the workload
+# over FUSE with no device. `load` gets the target `null-fuse`.
 NULLPID=""
 floor_run() {
-    local N="$here/target/release/examples/null_fuse"
+    local N="$here/target/release/examples/null_fuse" what=$2 args
     [ -x "$N" ] || (cd "$here" && cargo build --release --locked -q -p okeanos-cli --example null_fuse)
-    "$N" "$W/mnt" 8 --keep & NULLPID=$!
+    case "$what" in
+        log) args=(--keep --log "$LOOP") ;;
+        log-flusher) args=(--keep --log "$LOOP" --flusher) ;;
+        *) args=(8 --keep) ;;
+    esac
+    "$N" "$W/mnt" "${args[@]}" 2>"$W/null.err" & NULLPID=$!
     for _ in $(seq 1 100); do mountpoint -q "$W/mnt" && break; sleep 0.05; done
-    echo "run $1 null-fuse (memory, no journal): $(load null-fuse)"
+    case "$what" in
+        log) echo -n "run $1 null-fuse log (memory and a log on the loop device, flushed by the leading sync): $(load null-fuse)" ;;
+        log-flusher) echo -n "run $1 null-fuse log-flusher (memory and a log on the loop device, flushed by a thread): $(load null-fuse)" ;;
+        *) echo -n "run $1 null-fuse memory (no device, fsync answered at once): $(load null-fuse)" ;;
+    esac
     fusermount3 -u "$W/mnt" 2>/dev/null || umount "$W/mnt" || true
     wait "$NULLPID" 2>/dev/null || true
     NULLPID=""
+    # The log's own count: syncs a group.
+    sed -n 's/^null_fuse: \([0-9]* syncs, [0-9]* groups ([0-9.]* syncs a group)\).*/; \1/p' "$W/null.err" | tr -d '\n'
+    echo
 }
 
 # Runs the caller's `load` function RUNS times on ext4 (data=ordered) and on Okeanos with each
@@ -51,7 +68,8 @@ compare_runs() {
             echo "run $r okeanos $mode: $(load "$mode")"
             "$B" umount "$W/mnt" >/dev/null
         done
+        if [ "${FUSE_FLOOR:-0}" = 1 ]; then floor_run "$r" log; floor_run "$r" log-flusher; fi
         losetup -d "$LOOP"; LOOP=""; rm -f "$W/disk.img"
-        [ "${FUSE_FLOOR:-0}" = 1 ] && floor_run "$r"
+        [ "${FUSE_FLOOR:-0}" = 1 ] && floor_run "$r" memory
     done
 }

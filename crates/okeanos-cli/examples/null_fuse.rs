@@ -12,6 +12,18 @@
 //! keeps every file's bytes in memory (reads return them) so that a program that reads back
 //! what it wrote (a database) runs on it: the floor of that program over FUSE, with no
 //! journal, no device and fsync answered at once.
+//!
+//! With `--log DEVICE` (and `--keep`) it is the floor of a *durable* file system over FUSE:
+//! every write's bytes, behind a 16-byte header, go to an in-memory log, and an fsync is
+//! answered once the log up to it is on DEVICE, written with O_DIRECT and flushed. Syncs
+//! group-commit as the Okeanos mount's do: the first sync that finds no flush running writes
+//! everything logged so far in one write (padded to 4 KiB), flushes, answers every sync that
+//! waited for it, and goes on while syncs keep arriving (the write-group leader,
+//! crates/okeanos/src/engine/leader.rs; with `--flusher`, a thread of its own does, as the
+//! journal thread does without a leader). That is the least any design that makes a sync
+//! durable must do on the device: each byte once, one write and one flush per group. The log
+//! is never read back, checkpointed or recovered (it wraps at DEVICE's end), so its rate is
+//! a bound, not a file system.
 
 use fuser::{
     Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, MountOption, OpenFlags,
@@ -38,6 +50,161 @@ struct Files {
 struct NullFs {
     files: Mutex<Files>,
     keep: bool,
+    /// With `--log`: where syncs make the log durable.
+    log: Option<std::sync::Arc<Log>>,
+}
+
+/// The durable floor's log (`--log`): what writes appended since the last flush, and the
+/// syncs waiting for the next.
+struct Log {
+    dev: std::fs::File,
+    /// The device's size, where the log wraps to its start.
+    size: u64,
+    state: Mutex<LogState>,
+    /// With `--flusher`: a thread of its own writes and flushes each group (woken by the
+    /// first sync that waits), instead of the sync's request thread.
+    flusher: bool,
+    wake: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct LogState {
+    /// Headers and bytes appended since the last group was taken.
+    pending: Vec<u8>,
+    /// Syncs waiting for the next group's flush.
+    waiting: Vec<ReplyEmpty>,
+    /// A sync is writing and flushing a group now (the leader).
+    leading: bool,
+    /// Where the next group is written.
+    head: u64,
+    /// Groups and bytes written, for the line printed at unmount.
+    groups: u64,
+    written: u64,
+    syncs: u64,
+}
+
+/// A block-aligned buffer for O_DIRECT writes.
+struct Aligned {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Aligned {
+    const ALIGN: usize = 4096;
+    fn copy_of(bytes: &[u8]) -> Aligned {
+        let len = bytes.len().div_ceil(Self::ALIGN).max(1) * Self::ALIGN;
+        let layout = std::alloc::Layout::from_size_align(len, Self::ALIGN).expect("a valid layout");
+        // SAFETY: the layout has a non-zero size; the memory is zeroed, then the bytes copied in.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        assert!(!ptr.is_null(), "out of memory");
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr, bytes.len()) };
+        Aligned { ptr, len }
+    }
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `ptr` holds `len` initialised bytes, owned by `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl Drop for Aligned {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `copy_of` with this layout.
+        unsafe { std::alloc::dealloc(self.ptr, std::alloc::Layout::from_size_align_unchecked(self.len, Self::ALIGN)) }
+    }
+}
+
+impl Log {
+    fn open(path: &str, flusher: bool) -> std::io::Result<Log> {
+        use std::io::{Seek, SeekFrom};
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut dev = std::fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_DIRECT).open(path)?;
+        let size = dev.seek(SeekFrom::End(0))? / Aligned::ALIGN as u64 * Aligned::ALIGN as u64;
+        if size < 1 << 20 {
+            return Err(std::io::Error::other(format!("{path}: {size} bytes; the log needs at least 1 MiB")));
+        }
+        Ok(Log { dev, size, state: Mutex::new(LogState::default()), flusher, wake: std::sync::Condvar::new() })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LogState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Logs a write: a header (inode, offset, length) and its bytes.
+    fn append(&self, ino: u64, offset: u64, data: &[u8]) {
+        let mut st = self.lock();
+        st.pending.extend_from_slice(&(ino as u32).to_le_bytes());
+        st.pending.extend_from_slice(&offset.to_le_bytes());
+        st.pending.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        st.pending.extend_from_slice(data);
+    }
+
+    /// Answers `reply` once everything logged before it is durable.
+    fn sync(&self, reply: ReplyEmpty) {
+        let mut st = self.lock();
+        st.syncs += 1;
+        if st.pending.is_empty() && !st.leading {
+            drop(st);
+            return reply.ok();
+        }
+        st.waiting.push(reply);
+        if self.flusher {
+            if st.waiting.len() == 1 {
+                self.wake.notify_one();
+            }
+            return;
+        }
+        if st.leading {
+            return;
+        }
+        st.leading = true;
+        drop(self.groups(st));
+    }
+
+    /// The flusher thread (`--flusher`): groups as they are asked for, until the process ends.
+    fn flush_forever(&self) {
+        let mut st = self.lock();
+        loop {
+            while st.waiting.is_empty() {
+                st = self.wake.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            st.leading = true;
+            st = self.groups(st);
+        }
+    }
+
+    /// Writes and flushes groups while syncs wait for one: each round writes what was logged
+    /// before its syncs asked. Returns with no sync waiting and `leading` cleared.
+    fn groups<'a>(&'a self, mut st: std::sync::MutexGuard<'a, LogState>) -> std::sync::MutexGuard<'a, LogState> {
+        while !st.waiting.is_empty() {
+            let group = std::mem::take(&mut st.pending);
+            let answers = std::mem::take(&mut st.waiting);
+            let buf = Aligned::copy_of(&group);
+            let mut at = st.head;
+            if at + buf.len as u64 > self.size {
+                at = 0;
+            }
+            st.head = (at + buf.len as u64) % self.size;
+            st.groups += 1;
+            st.written += buf.len as u64;
+            drop(st);
+            let res = self.write_and_flush(buf.bytes(), at);
+            for r in answers {
+                match &res {
+                    Ok(()) => r.ok(),
+                    Err(e) => r.error(Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))),
+                }
+            }
+            st = self.lock();
+        }
+        st.leading = false;
+        st
+    }
+
+    fn write_and_flush(&self, bytes: &[u8], at: u64) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        self.dev.write_all_at(bytes, at)?;
+        self.dev.sync_data()
+    }
 }
 
 fn attr(ino: u64, size: u64) -> FileAttr {
@@ -180,6 +347,10 @@ impl Filesystem for NullFs {
             b.resize(size as usize, 0);
             b[offset as usize..end as usize].copy_from_slice(data);
         }
+        drop(f);
+        if let Some(log) = &self.log {
+            log.append(ino, offset, data);
+        }
         reply.written(data.len() as u32)
     }
 
@@ -203,7 +374,17 @@ impl Filesystem for NullFs {
     }
 
     fn fsync(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        reply.ok();
+        match &self.log {
+            Some(log) => log.sync(reply),
+            None => reply.ok(),
+        }
+    }
+
+    fn destroy(&mut self) {
+        if let Some(log) = &self.log {
+            let st = log.lock();
+            eprintln!("null_fuse: {} syncs, {} groups ({:.1} syncs a group), {} bytes written to the log", st.syncs, st.groups, st.syncs as f64 / st.groups.max(1) as f64, st.written);
+        }
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -237,11 +418,32 @@ impl Filesystem for NullFs {
 }
 
 fn main() -> std::process::ExitCode {
-    let all: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: null_fuse MOUNTPOINT [THREADS] [--keep [--log DEVICE [--flusher]]]";
+    let mut all: Vec<String> = std::env::args().skip(1).collect();
     let keep = all.iter().any(|a| a == "--keep");
+    let flusher = all.iter().any(|a| a == "--flusher");
+    all.retain(|a| a != "--flusher");
+    let log = match all.iter().position(|a| a == "--log") {
+        None => None,
+        Some(i) if i + 1 < all.len() && keep => {
+            let path = all.remove(i + 1);
+            all.remove(i);
+            match Log::open(&path, flusher) {
+                Ok(l) => Some(std::sync::Arc::new(l)),
+                Err(e) => {
+                    eprintln!("null_fuse: --log {path}: {e}");
+                    return std::process::ExitCode::FAILURE;
+                }
+            }
+        }
+        Some(_) => {
+            eprintln!("{usage} (--log needs a device, and --keep)");
+            return std::process::ExitCode::from(2);
+        }
+    };
     let mut args = all.into_iter().filter(|a| a != "--keep");
     let Some(mnt) = args.next() else {
-        eprintln!("usage: null_fuse MOUNTPOINT [THREADS] [--keep]");
+        eprintln!("{usage}");
         return std::process::ExitCode::from(2);
     };
     // The Okeanos mount's default request threads over /dev/fuse (one per CPU, at least two:
@@ -258,7 +460,11 @@ fn main() -> std::process::ExitCode {
     config.mount_options = vec![MountOption::FSName("null".into()), MountOption::Subtype("null".into())];
     config.acl = fuser::SessionACL::All;
     config.n_threads = Some(threads);
-    let fs = NullFs { files: Mutex::new(Files::default()), keep };
+    if let Some(l) = log.as_ref().filter(|l| l.flusher) {
+        let l = l.clone();
+        std::thread::spawn(move || l.flush_forever());
+    }
+    let fs = NullFs { files: Mutex::new(Files::default()), keep, log };
     match fuser::mount(fs, &mnt, &config) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
