@@ -10,6 +10,12 @@
 # (--fallocate=native): on ext4 the writes then overwrite unwritten extents, and most
 # fdatasyncs commit no metadata; FIO_ARGS=--fallocate=none makes them appends on every file
 # system (docs/BENCHMARKS.md, "fio through the mount").
+#
+# FUSE_FLOOR=1 adds the floor of a durable file system over FUSE on this machine: the same job
+# on crates/okeanos-cli/examples/null_fuse.rs with `--keep --log`, which keeps files in memory
+# and makes each fdatasync durable with one write of the bytes logged since the last group and
+# one flush, on a loop device of its own; flushed by the sync that leads its group (`log`) and
+# by a thread of its own (`log-flusher`), served with the mount's request threads.
 set -euo pipefail
 jobs=${1:-16}
 size=${2:-256k}
@@ -19,8 +25,12 @@ policies=("${@:-wasteless+dmeta}")
 here=$(cd "$(dirname "$0")/.." && pwd)
 okeanos="$here/target/release/okeanos"
 [ -x "$okeanos" ] || (cd "$here" && cargo build --release -q)
+null_fuse="$here/target/release/examples/null_fuse"
+if [ "${FUSE_FLOOR:-0}" = 1 ] && [ ! -x "$null_fuse" ]; then (cd "$here" && cargo build --release --locked -q -p okeanos-cli --example null_fuse); fi
 work=$(mktemp -d)
+nullpid=""
 cleanup() {
+    [ -n "$nullpid" ] && kill "$nullpid" 2>/dev/null || true
     for m in "$work"/mnt*; do
         mountpoint -q "$m" 2>/dev/null && { "$okeanos" umount "$m" 2>/dev/null || umount "$m" 2>/dev/null || fusermount3 -u -z "$m"; }
     done
@@ -69,6 +79,19 @@ for p in "${policies[@]}"; do
     run_fio "okeanos data=$p (FUSE, internal journal)" "$work/mnt-ok" "$d"
     "$okeanos" umount "$work/mnt-ok"
 done
+if [ "${FUSE_FLOOR:-0}" = 1 ]; then
+    for what in log log-flusher; do
+        d=$(loopdev "null-$what.img" 2G)
+        mkdir -p "$work/mnt-null"
+        flusher=(); [ "$what" = log-flusher ] && flusher=(--flusher)
+        "$null_fuse" "$work/mnt-null" --keep --log "$d" "${flusher[@]}" 2>"$work/null.err" & nullpid=$!
+        for _ in $(seq 1 100); do mountpoint -q "$work/mnt-null" && break; sleep 0.05; done
+        run_fio "FUSE floor: null_fuse $what (memory + a log, a write and a flush a group)" "$work/mnt-null" "$d"
+        fusermount3 -u "$work/mnt-null" 2>/dev/null || umount "$work/mnt-null"
+        wait "$nullpid" 2>/dev/null || true
+        nullpid=""
+    done
+fi
 for mode in journal ordered; do
     fsd=$(loopdev "ext4-$mode.img" 2G)
     jd=$(loopdev "ext4-$mode.jnl" 256M)
