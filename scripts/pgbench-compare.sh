@@ -8,6 +8,13 @@
 #   scripts/pgbench-compare.sh [okeanos mount options...]   (default: data=ordered and data=wasteless,dmeta)
 #   CPU=1 scripts/pgbench-compare.sh ...                    (also CPU time per transaction)
 #   DEV=1 scripts/pgbench-compare.sh ...                    (also the loop device's counters)
+#   FUSE_FLOOR=1 scripts/pgbench-compare.sh ...             (also the durable FUSE floor, below)
+#
+# FUSE_FLOOR=1 adds, on the same loop device, the floor of a durable file system over FUSE:
+# crates/okeanos-cli/examples/null_fuse.rs with `--keep --log`, which keeps files in memory
+# and makes each fsync durable with one write of its file's logged bytes and one flush per
+# group of syncs, flushed by the leading sync (`log`) and by a thread of its own
+# (`log-flusher`), served as the mount is.
 set -euo pipefail
 RUNS=${RUNS:-3}
 modes=("${@:-data=ordered}")
@@ -18,9 +25,13 @@ W=$(mktemp -d /tmp/pgbench-compare.XXXX)
 chmod 755 "$W"
 mkdir -p "$W/sock" && chmod 777 "$W/sock"
 LOOP=""
+NULLPID=""
+N="$(cd "$(dirname "$0")/.." && pwd)/target/release/examples/null_fuse"
+if [ "${FUSE_FLOOR:-0}" = 1 ] && [ ! -x "$N" ]; then (cd "$(dirname "$0")/.." && cargo build --release --locked -q -p okeanos-cli --example null_fuse); fi
 cleanup() {
     su postgres -s /bin/sh -c "$PG/pg_ctl -D $W/mnt/pg/data -m immediate stop" >/dev/null 2>&1 || true
-    mountpoint -q "$W/mnt" && { "$B" umount "$W/mnt" >/dev/null 2>&1 || umount "$W/mnt" || true; }
+    mountpoint -q "$W/mnt" && { "$B" umount "$W/mnt" >/dev/null 2>&1 || fusermount3 -u "$W/mnt" 2>/dev/null || umount "$W/mnt" || true; }
+    [ -n "$NULLPID" ] && kill "$NULLPID" 2>/dev/null || true
     [ -n "$LOOP" ] && losetup -d "$LOOP" 2>/dev/null || true
     rm -rf "$W"
 }
@@ -35,7 +46,11 @@ bench() { # target label
     su postgres -s /bin/sh -c "$PG/pg_ctl -D $W/mnt/pg/data -l $W/sock/pg.log -o '-k $W/sock -p 54399 -c listen_addresses=' -w start" >/dev/null
     su postgres -s /bin/sh -c "$PG/pgbench -h $W/sock -p 54399 -i -s 10 postgres" >/dev/null 2>&1
     local pid="" b0 b1 d0 d1 n cpu="" s0 s1 t0 t1
-    [ "$1" != ext4-ordered ] && pid=$(pgrep -f "$B mount" | head -1 || true)
+    case "$1" in
+        ext4-ordered) ;;
+        null-fuse*) pid=$NULLPID ;;
+        *) pid=$(pgrep -f "$B mount" | head -1 || true) ;;
+    esac
     b0=$(busy); d0=$(ticks "$pid"); s0=$(dev_snap "$LOOP"); t0=$(date +%s.%N)
     out=$(su postgres -s /bin/sh -c "$PG/pgbench -h $W/sock -p 54399 -c 8 -j 2 -T 10 postgres" 2>&1)
     b1=$(busy); d1=$(ticks "$pid"); s1=$(dev_snap "$LOOP"); t1=$(date +%s.%N)
@@ -61,6 +76,17 @@ for r in $(seq 1 "$RUNS"); do
         bench "okeanos-$mode" "$r"
         "$B" umount "$W/mnt" >/dev/null
     done
+    if [ "${FUSE_FLOOR:-0}" = 1 ]; then
+        for what in log log-flusher; do
+            flusher=(); [ "$what" = log-flusher ] && flusher=(--flusher)
+            "$N" "$W/mnt" --keep --log "$LOOP" "${flusher[@]}" 2>"$W/null.err" & NULLPID=$!
+            for _ in $(seq 1 100); do mountpoint -q "$W/mnt" && break; sleep 0.05; done
+            bench "null-fuse-$what" "$r"
+            fusermount3 -u "$W/mnt" 2>/dev/null || umount "$W/mnt"
+            wait "$NULLPID" 2>/dev/null || true
+            NULLPID=""
+        done
+    fi
     losetup -d "$LOOP"; LOOP=""; rm -f "$W/disk.img"
     if [ "${IMAGE:-0}" = 1 ]; then
         "$B" mkfs "$W/okeanos.img" --size 2G >/dev/null

@@ -1,11 +1,12 @@
 //! A null FUSE file system: the kernel's own floor for the requests a program on an Okeanos
-//! mount makes (issue 32, docs/BENCHMARKS.md "The FUSE floor"). It keeps a flat directory of
-//! files in memory with their sizes only, discards every byte written, reads zeros, and
+//! mount makes (issue 32, docs/BENCHMARKS.md "The FUSE floor"). It keeps a tree of files and
+//! directories in memory with their sizes, modes and owners only, discards every byte
+//! written, reads zeros, and
 //! answers fsync at once. It is served exactly as the Okeanos mount is served (the same fuser
 //! version, thread count, INIT flags, max_write and direct I/O on regular files), so that the
 //! difference between the two is the engine and the daemon's hand-offs, not the transport.
 //!
-//!     cargo run --release --example null_fuse -- MOUNTPOINT [THREADS] [--keep]   # root, or user_allow_other
+//!     cargo run --release --example null_fuse -- MOUNTPOINT [THREADS] [--page-cache] [--keep [--log DEVICE [--flusher]]]   # root, or user_allow_other
 //!     fusermount3 -u MOUNTPOINT                                                 # ends it
 //!
 //! Not a file system to keep anything in: nothing is stored, except with `--keep`, which
@@ -14,16 +15,19 @@
 //! journal, no device and fsync answered at once.
 //!
 //! With `--log DEVICE` (and `--keep`) it is the floor of a *durable* file system over FUSE:
-//! every write's bytes, behind a 16-byte header, go to an in-memory log, and an fsync is
-//! answered once the log up to it is on DEVICE, written with O_DIRECT and flushed. Syncs
-//! group-commit as the Okeanos mount's do: the first sync that finds no flush running writes
-//! everything logged so far in one write (padded to 4 KiB), flushes, answers every sync that
-//! waited for it, and goes on while syncs keep arriving (the write-group leader,
+//! every write's bytes, behind a 16-byte header, are logged in memory by file, and an fsync
+//! is answered once its file's logged bytes are on DEVICE, written with O_DIRECT and flushed.
+//! Syncs group-commit as the Okeanos mount's do: the first sync that finds no flush running
+//! writes the bytes of every file a sync waits for in one write (padded to 4 KiB), flushes,
+//! answers those syncs, and goes on while syncs keep arriving (the write-group leader,
 //! crates/okeanos/src/engine/leader.rs; with `--flusher`, a thread of its own does, as the
-//! journal thread does without a leader). That is the least any design that makes a sync
-//! durable must do on the device: each byte once, one write and one flush per group. The log
-//! is never read back, checkpointed or recovered (it wraps at DEVICE's end), so its rate is
-//! a bound, not a file system.
+//! journal thread does without a leader). Bytes of files nobody syncs are written (not
+//! flushed) once 32 MiB wait, as a kernel's write-back would. That is the least any design
+//! that makes a sync durable must do on the device: each byte once, one write and one flush
+//! per group. Names and attributes are not logged (fsyncdir answers at once), and the log is
+//! never read back, checkpointed or recovered (it wraps at DEVICE's end): its rate is a
+//! bound, not a file system. `--page-cache` opens regular files through the kernel's page
+//! cache instead of with direct I/O (the mount's `page_cache` option).
 
 use fuser::{
     Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, MountOption, OpenFlags,
@@ -37,25 +41,93 @@ use std::time::{Duration, SystemTime};
 const TTL: Duration = Duration::from_secs(1);
 const ROOT: u64 = 1;
 
-#[derive(Default)]
+/// One file or directory: its attributes, and a file's bytes (with `--keep`) or a
+/// directory's entries.
+struct Node {
+    dir: bool,
+    perm: u16,
+    uid: u32,
+    gid: u32,
+    size: u64,
+    bytes: Vec<u8>,
+    entries: std::collections::BTreeMap<OsString, u64>,
+}
+
+impl Node {
+    fn new(dir: bool, perm: u32, uid: u32, gid: u32) -> Node {
+        Node { dir, perm: (perm & 0o7777) as u16, uid, gid, size: 0, bytes: Vec::new(), entries: Default::default() }
+    }
+}
+
+/// Every node by inode number (the root is 1).
 struct Files {
-    /// Name to inode, and inode to size (the root directory holds every file).
-    names: HashMap<OsString, u64>,
-    sizes: HashMap<u64, u64>,
+    nodes: HashMap<u64, Node>,
     next: u64,
-    /// With `--keep`: each file's bytes (as long as its size).
-    bytes: HashMap<u64, Vec<u8>>,
+}
+
+impl Default for Files {
+    fn default() -> Files {
+        let mut nodes = HashMap::new();
+        nodes.insert(ROOT, Node::new(true, 0o777, 0, 0));
+        Files { nodes, next: ROOT }
+    }
+}
+
+impl Files {
+    fn child(&self, parent: u64, name: &OsStr) -> Option<u64> {
+        self.nodes.get(&parent).and_then(|d| d.entries.get(name).copied())
+    }
+
+    fn attr(&self, ino: u64) -> Option<FileAttr> {
+        self.nodes.get(&ino).map(|n| attr(ino, n))
+    }
+
+    /// Makes a node in directory `parent` (ENOENT without it, EEXIST when taken).
+    fn make(&mut self, parent: u64, name: &OsStr, node: Node) -> Result<u64, Errno> {
+        match self.nodes.get(&parent) {
+            Some(d) if d.dir => {
+                if d.entries.contains_key(name) {
+                    return Err(Errno::from_i32(libc::EEXIST));
+                }
+            }
+            Some(_) => return Err(Errno::from_i32(libc::ENOTDIR)),
+            None => return Err(enoent()),
+        }
+        self.next += 1;
+        let ino = self.next;
+        self.nodes.insert(ino, node);
+        self.nodes.get_mut(&parent).expect("checked above").entries.insert(name.to_owned(), ino);
+        Ok(ino)
+    }
+
+    /// Removes `name` from `parent`: a file, or an empty directory when `dir`.
+    fn remove(&mut self, parent: u64, name: &OsStr, dir: bool) -> Result<(), Errno> {
+        let ino = self.child(parent, name).ok_or_else(enoent)?;
+        let n = &self.nodes[&ino];
+        if n.dir != dir {
+            return Err(Errno::from_i32(if dir { libc::ENOTDIR } else { libc::EISDIR }));
+        }
+        if dir && !n.entries.is_empty() {
+            return Err(Errno::from_i32(libc::ENOTEMPTY));
+        }
+        self.nodes.get_mut(&parent).expect("looked up above").entries.remove(name);
+        self.nodes.remove(&ino);
+        Ok(())
+    }
 }
 
 struct NullFs {
     files: Mutex<Files>,
     keep: bool,
+    /// How regular files are opened: direct I/O as the mount's are, or with `--page-cache`
+    /// through the kernel's page cache (FOPEN_KEEP_CACHE), as the mount's `page_cache` option.
+    open_flags: FopenFlags,
     /// With `--log`: where syncs make the log durable.
     log: Option<std::sync::Arc<Log>>,
 }
 
-/// The durable floor's log (`--log`): what writes appended since the last flush, and the
-/// syncs waiting for the next.
+/// The durable floor's log (`--log`): what each file's writes appended since they were last
+/// written to the device, and the syncs waiting for the next group.
 struct Log {
     dev: std::fs::File,
     /// The device's size, where the log wraps to its start.
@@ -67,20 +139,40 @@ struct Log {
     wake: std::sync::Condvar,
 }
 
+/// Bytes logged and not yet written above which the writer that passes it writes them all
+/// (without a flush), as a kernel's write-back would.
+const WRITEBACK: usize = 32 << 20;
+
 #[derive(Default)]
 struct LogState {
-    /// Headers and bytes appended since the last group was taken.
-    pending: Vec<u8>,
-    /// Syncs waiting for the next group's flush.
-    waiting: Vec<ReplyEmpty>,
-    /// A sync is writing and flushing a group now (the leader).
+    /// Headers and bytes each file appended that are not on the device yet.
+    pending: HashMap<u64, Vec<u8>>,
+    pending_bytes: usize,
+    /// Files with bytes written to the device by write-back and not flushed since.
+    unflushed: std::collections::HashSet<u64>,
+    /// Files whose bytes the group in flight makes durable.
+    inflight: std::collections::HashSet<u64>,
+    /// Syncs waiting for the next group's flush, by file.
+    waiting: Vec<(u64, ReplyEmpty)>,
+    /// A group is being written and flushed now.
     leading: bool,
-    /// Where the next group is written.
+    /// Where the next write goes.
     head: u64,
-    /// Groups and bytes written, for the line printed at unmount.
+    /// Groups, write-backs and bytes written, for the line printed at unmount.
     groups: u64,
+    writebacks: u64,
     written: u64,
     syncs: u64,
+}
+
+impl LogState {
+    /// Room for `len` bytes on the device: where to write them.
+    fn place(&mut self, len: u64, size: u64) -> u64 {
+        let at = if self.head + len > size { 0 } else { self.head };
+        self.head = (at + len) % size;
+        self.written += len;
+        at
+    }
 }
 
 /// A block-aligned buffer for O_DIRECT writes.
@@ -132,21 +224,41 @@ impl Log {
     /// Logs a write: a header (inode, offset, length) and its bytes.
     fn append(&self, ino: u64, offset: u64, data: &[u8]) {
         let mut st = self.lock();
-        st.pending.extend_from_slice(&(ino as u32).to_le_bytes());
-        st.pending.extend_from_slice(&offset.to_le_bytes());
-        st.pending.extend_from_slice(&(data.len() as u32).to_le_bytes());
-        st.pending.extend_from_slice(data);
+        let p = st.pending.entry(ino).or_default();
+        p.extend_from_slice(&(ino as u32).to_le_bytes());
+        p.extend_from_slice(&offset.to_le_bytes());
+        p.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        p.extend_from_slice(data);
+        st.pending_bytes += 16 + data.len();
+        if st.pending_bytes > WRITEBACK {
+            // Write-back of files nobody synced (nor waits for): written, not flushed.
+            let waited: std::collections::HashSet<u64> = st.waiting.iter().map(|w| w.0).chain(st.inflight.iter().copied()).collect();
+            let inos: Vec<u64> = st.pending.keys().copied().filter(|i| !waited.contains(i)).collect();
+            let mut bytes = Vec::new();
+            for i in inos {
+                bytes.extend(st.pending.remove(&i).unwrap_or_default());
+                st.unflushed.insert(i);
+            }
+            st.pending_bytes -= bytes.len();
+            let buf = Aligned::copy_of(&bytes);
+            let at = st.place(buf.len as u64, self.size);
+            st.writebacks += 1;
+            use std::os::unix::fs::FileExt;
+            if let Err(e) = self.dev.write_all_at(buf.bytes(), at) {
+                eprintln!("null_fuse: write-back: {e}");
+            }
+        }
     }
 
-    /// Answers `reply` once everything logged before it is durable.
-    fn sync(&self, reply: ReplyEmpty) {
+    /// Answers `reply` once everything file `ino` logged before it is durable.
+    fn sync(&self, ino: u64, reply: ReplyEmpty) {
         let mut st = self.lock();
         st.syncs += 1;
-        if st.pending.is_empty() && !st.leading {
+        if !st.pending.contains_key(&ino) && !st.inflight.contains(&ino) && !st.unflushed.contains(&ino) {
             drop(st);
             return reply.ok();
         }
-        st.waiting.push(reply);
+        st.waiting.push((ino, reply));
         if self.flusher {
             if st.waiting.len() == 1 {
                 self.wake.notify_one();
@@ -172,23 +284,31 @@ impl Log {
         }
     }
 
-    /// Writes and flushes groups while syncs wait for one: each round writes what was logged
-    /// before its syncs asked. Returns with no sync waiting and `leading` cleared.
+    /// Writes and flushes groups while syncs wait for one: each round writes the bytes of the
+    /// files its syncs wait for, in one write, and flushes (which also makes every write-back
+    /// before it durable). Returns with no sync waiting and `leading` cleared.
     fn groups<'a>(&'a self, mut st: std::sync::MutexGuard<'a, LogState>) -> std::sync::MutexGuard<'a, LogState> {
         while !st.waiting.is_empty() {
-            let group = std::mem::take(&mut st.pending);
             let answers = std::mem::take(&mut st.waiting);
-            let buf = Aligned::copy_of(&group);
-            let mut at = st.head;
-            if at + buf.len as u64 > self.size {
-                at = 0;
+            let mut group = Vec::new();
+            let mut covered = std::mem::take(&mut st.unflushed);
+            for (ino, _) in &answers {
+                if let Some(b) = st.pending.remove(ino) {
+                    st.pending_bytes -= b.len();
+                    group.extend(b);
+                }
+                covered.insert(*ino);
             }
-            st.head = (at + buf.len as u64) % self.size;
+            st.inflight = covered;
+            let buf = (!group.is_empty()).then(|| Aligned::copy_of(&group));
+            let at = buf.as_ref().map(|b| st.place(b.len as u64, self.size));
             st.groups += 1;
-            st.written += buf.len as u64;
             drop(st);
-            let res = self.write_and_flush(buf.bytes(), at);
-            for r in answers {
+            let res = self.write_and_flush(buf.as_ref().map(|b| b.bytes()), at.unwrap_or(0));
+            st = self.lock();
+            st.inflight.clear();
+            drop(st);
+            for (_, r) in answers {
                 match &res {
                     Ok(()) => r.ok(),
                     Err(e) => r.error(Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))),
@@ -200,29 +320,30 @@ impl Log {
         st
     }
 
-    fn write_and_flush(&self, bytes: &[u8], at: u64) -> std::io::Result<()> {
+    fn write_and_flush(&self, bytes: Option<&[u8]>, at: u64) -> std::io::Result<()> {
         use std::os::unix::fs::FileExt;
-        self.dev.write_all_at(bytes, at)?;
+        if let Some(b) = bytes {
+            self.dev.write_all_at(b, at)?;
+        }
         self.dev.sync_data()
     }
 }
 
-fn attr(ino: u64, size: u64) -> FileAttr {
+fn attr(ino: u64, n: &Node) -> FileAttr {
     let now = SystemTime::now();
-    let dir = ino == ROOT;
     FileAttr {
         ino: INodeNo(ino),
-        size,
-        blocks: size.div_ceil(512),
+        size: n.size,
+        blocks: n.size.div_ceil(512),
         atime: now,
         mtime: now,
         ctime: now,
         crtime: now,
-        kind: if dir { FileType::Directory } else { FileType::RegularFile },
-        perm: if dir { 0o777 } else { 0o666 },
-        nlink: if dir { 2 } else { 1 },
-        uid: 0,
-        gid: 0,
+        kind: if n.dir { FileType::Directory } else { FileType::RegularFile },
+        perm: n.perm,
+        nlink: if n.dir { 2 } else { 1 },
+        uid: n.uid,
+        gid: n.gid,
         rdev: 0,
         flags: 0,
         blksize: 4096,
@@ -234,11 +355,8 @@ fn enoent() -> Errno {
 }
 
 impl NullFs {
-    fn size(&self, ino: u64) -> Option<u64> {
-        if ino == ROOT {
-            return Some(0);
-        }
-        self.files.lock().unwrap_or_else(|e| e.into_inner()).sizes.get(&ino).copied()
+    fn files(&self) -> std::sync::MutexGuard<'_, Files> {
+        self.files.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -252,16 +370,16 @@ impl Filesystem for NullFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let f = self.files.lock().unwrap_or_else(|e| e.into_inner());
-        match (u64::from(parent), f.names.get(name)) {
-            (ROOT, Some(&ino)) => reply.entry(&TTL, &attr(ino, f.sizes[&ino]), Generation(0)),
-            _ => reply.error(enoent()),
+        let f = self.files();
+        match f.child(u64::from(parent), name).and_then(|i| f.attr(i)) {
+            Some(a) => reply.entry(&TTL, &a, Generation(0)),
+            None => reply.error(enoent()),
         }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.size(u64::from(ino)) {
-            Some(s) => reply.attr(&TTL, &attr(u64::from(ino), s)),
+        match self.files().attr(u64::from(ino)) {
+            Some(a) => reply.attr(&TTL, &a),
             None => reply.error(enoent()),
         }
     }
@@ -270,9 +388,9 @@ impl Filesystem for NullFs {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _mode: Option<u32>,
-        _uid: Option<u32>,
-        _gid: Option<u32>,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
         size: Option<u64>,
         _atime: Option<TimeOrNow>,
         _mtime: Option<TimeOrNow>,
@@ -285,43 +403,73 @@ impl Filesystem for NullFs {
         reply: ReplyAttr,
     ) {
         let ino = u64::from(ino);
-        let mut f = self.files.lock().unwrap_or_else(|e| e.into_inner());
-        if let (Some(s), Some(cur)) = (size, f.sizes.get_mut(&ino)) {
-            *cur = s;
+        let mut f = self.files();
+        let Some(n) = f.nodes.get_mut(&ino) else { return reply.error(enoent()) };
+        if let Some(m) = mode {
+            n.perm = (m & 0o7777) as u16;
+        }
+        n.uid = uid.unwrap_or(n.uid);
+        n.gid = gid.unwrap_or(n.gid);
+        if let Some(s) = size.filter(|_| !n.dir) {
+            n.size = s;
             if self.keep {
-                f.bytes.entry(ino).or_default().resize(s as usize, 0);
+                n.bytes.resize(s as usize, 0);
             }
         }
-        let s = if ino == ROOT { Some(0) } else { f.sizes.get(&ino).copied() };
-        match s {
-            Some(s) => reply.attr(&TTL, &attr(ino, s)),
-            None => reply.error(enoent()),
-        }
+        reply.attr(&TTL, &attr(ino, n))
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.size(u64::from(ino)) {
-            Some(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO),
+        match self.files().nodes.get(&u64::from(ino)) {
+            Some(_) => reply.opened(FileHandle(0), self.open_flags),
             None => reply.error(enoent()),
         }
     }
 
-    fn create(&self, _req: &Request, parent: INodeNo, name: &OsStr, _mode: u32, _umask: u32, _flags: i32, reply: ReplyCreate) {
-        if u64::from(parent) != ROOT {
+    fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
+        let parent = u64::from(parent);
+        let mut f = self.files();
+        let ino = match f.child(parent, name) {
+            Some(_) if flags & libc::O_EXCL != 0 => return reply.error(Errno::from_i32(libc::EEXIST)),
+            Some(i) => i,
+            None => match f.make(parent, name, Node::new(false, mode & !umask, req.uid(), req.gid())) {
+                Ok(i) => i,
+                Err(e) => return reply.error(e),
+            },
+        };
+        reply.created(&TTL, &f.attr(ino).expect("made above"), Generation(0), FileHandle(0), self.open_flags)
+    }
+
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+        let mut f = self.files();
+        match f.make(u64::from(parent), name, Node::new(true, mode & !umask, req.uid(), req.gid())) {
+            Ok(i) => reply.entry(&TTL, &f.attr(i).expect("made above"), Generation(0)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rename(&self, _req: &Request, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: fuser::RenameFlags, reply: ReplyEmpty) {
+        let (parent, newparent) = (u64::from(parent), u64::from(newparent));
+        let mut f = self.files();
+        let Some(ino) = f.child(parent, name) else { return reply.error(enoent()) };
+        if !f.nodes.get(&newparent).is_some_and(|d| d.dir) {
             return reply.error(enoent());
         }
-        let mut f = self.files.lock().unwrap_or_else(|e| e.into_inner());
-        let ino = match f.names.get(name) {
-            Some(&i) => i,
-            None => {
-                f.next = f.next.max(ROOT) + 1;
-                let i = f.next;
-                f.names.insert(name.to_owned(), i);
-                f.sizes.insert(i, 0);
-                i
+        if let Some(old) = f.child(newparent, newname) {
+            if old == ino {
+                return reply.ok();
             }
-        };
-        reply.created(&TTL, &attr(ino, f.sizes[&ino]), Generation(0), FileHandle(0), FopenFlags::FOPEN_DIRECT_IO)
+            if flags.bits() & libc::RENAME_NOREPLACE != 0 {
+                return reply.error(Errno::from_i32(libc::EEXIST));
+            }
+            let dir = f.nodes[&old].dir;
+            if let Err(e) = f.remove(newparent, newname, dir) {
+                return reply.error(e);
+            }
+        }
+        f.nodes.get_mut(&parent).expect("looked up above").entries.remove(name);
+        f.nodes.get_mut(&newparent).expect("checked above").entries.insert(newname.to_owned(), ino);
+        reply.ok()
     }
 
     fn write(
@@ -337,15 +485,14 @@ impl Filesystem for NullFs {
         reply: ReplyWrite,
     ) {
         let ino = u64::from(ino);
-        let mut f = self.files.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(s) = f.sizes.get_mut(&ino) else { return reply.error(enoent()) };
+        let mut f = self.files();
+        let Some(n) = f.nodes.get_mut(&ino) else { return reply.error(enoent()) };
         let end = offset + data.len() as u64;
-        *s = (*s).max(end);
-        let size = *s;
+        n.size = n.size.max(end);
         if self.keep {
-            let b = f.bytes.entry(ino).or_default();
-            b.resize(size as usize, 0);
-            b[offset as usize..end as usize].copy_from_slice(data);
+            let size = n.size as usize;
+            n.bytes.resize(size, 0);
+            n.bytes[offset as usize..end as usize].copy_from_slice(data);
         }
         drop(f);
         if let Some(log) = &self.log {
@@ -355,13 +502,13 @@ impl Filesystem for NullFs {
     }
 
     fn read(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, size: u32, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyData) {
-        let ino = u64::from(ino);
-        let f = self.files.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(&s) = f.sizes.get(&ino) else { return reply.error(enoent()) };
-        let n = s.saturating_sub(offset).min(size as u64) as usize;
-        match f.bytes.get(&ino).filter(|_| self.keep && n > 0) {
-            Some(b) => reply.data(&b[offset as usize..offset as usize + n]),
-            None => reply.data(&vec![0u8; n]),
+        let f = self.files();
+        let Some(node) = f.nodes.get(&u64::from(ino)) else { return reply.error(enoent()) };
+        let n = node.size.saturating_sub(offset).min(size as u64) as usize;
+        if self.keep && n > 0 {
+            reply.data(&node.bytes[offset as usize..offset as usize + n])
+        } else {
+            reply.data(&vec![0u8; n])
         }
     }
 
@@ -373,9 +520,9 @@ impl Filesystem for NullFs {
         reply.ok();
     }
 
-    fn fsync(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsync(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
         match &self.log {
-            Some(log) => log.sync(reply),
+            Some(log) => log.sync(u64::from(ino), reply),
             None => reply.ok(),
         }
     }
@@ -383,31 +530,55 @@ impl Filesystem for NullFs {
     fn destroy(&mut self) {
         if let Some(log) = &self.log {
             let st = log.lock();
-            eprintln!("null_fuse: {} syncs, {} groups ({:.1} syncs a group), {} bytes written to the log", st.syncs, st.groups, st.syncs as f64 / st.groups.max(1) as f64, st.written);
+            eprintln!(
+                "null_fuse: {} syncs, {} groups ({:.1} syncs a group), {} write-backs, {} bytes written to the log",
+                st.syncs,
+                st.groups,
+                st.syncs as f64 / st.groups.max(1) as f64,
+                st.writebacks,
+                st.written
+            );
         }
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let mut f = self.files.lock().unwrap_or_else(|e| e.into_inner());
-        match (u64::from(parent), f.names.remove(name)) {
-            (ROOT, Some(ino)) => {
-                f.sizes.remove(&ino);
-                f.bytes.remove(&ino);
-                reply.ok()
-            }
-            _ => reply.error(enoent()),
+        match self.files().remove(u64::from(parent), name, false) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
         }
     }
 
-    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        if u64::from(ino) != ROOT {
-            return reply.error(enoent());
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.files().remove(u64::from(parent), name, true) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
         }
-        let f = self.files.lock().unwrap_or_else(|e| e.into_inner());
-        let mut entries: Vec<(u64, FileType, OsString)> = vec![(ROOT, FileType::Directory, ".".into()), (ROOT, FileType::Directory, "..".into())];
-        let mut names: Vec<_> = f.names.iter().collect();
-        names.sort();
-        entries.extend(names.into_iter().map(|(n, &i)| (i, FileType::RegularFile, n.clone())));
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.files().nodes.get(&u64::from(ino)) {
+            Some(n) if n.dir => reply.opened(FileHandle(0), FopenFlags::empty()),
+            Some(_) => reply.error(Errno::from_i32(libc::ENOTDIR)),
+            None => reply.error(enoent()),
+        }
+    }
+
+    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        // Names are not logged (the floor keeps no metadata): nothing to wait for.
+        reply.ok()
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: fuser::ReplyStatfs) {
+        let size = self.log.as_ref().map_or(1 << 34, |l| l.size);
+        reply.statfs(size / 4096, size / 4096, size / 4096, 1 << 20, 1 << 20, 4096, 255, 4096);
+    }
+
+    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        let ino = u64::from(ino);
+        let f = self.files();
+        let Some(d) = f.nodes.get(&ino).filter(|n| n.dir) else { return reply.error(enoent()) };
+        let mut entries: Vec<(u64, FileType, OsString)> = vec![(ino, FileType::Directory, ".".into()), (ino, FileType::Directory, "..".into())];
+        entries.extend(d.entries.iter().map(|(n, &i)| (i, if f.nodes[&i].dir { FileType::Directory } else { FileType::RegularFile }, n.clone())));
         for (k, (i, kind, name)) in entries.into_iter().enumerate().skip(offset as usize) {
             if reply.add(INodeNo(i), (k + 1) as u64, kind, &name) {
                 break;
@@ -418,11 +589,12 @@ impl Filesystem for NullFs {
 }
 
 fn main() -> std::process::ExitCode {
-    let usage = "usage: null_fuse MOUNTPOINT [THREADS] [--keep [--log DEVICE [--flusher]]]";
+    let usage = "usage: null_fuse MOUNTPOINT [THREADS] [--page-cache] [--keep [--log DEVICE [--flusher]]]";
     let mut all: Vec<String> = std::env::args().skip(1).collect();
     let keep = all.iter().any(|a| a == "--keep");
     let flusher = all.iter().any(|a| a == "--flusher");
-    all.retain(|a| a != "--flusher");
+    let open_flags = if all.iter().any(|a| a == "--page-cache") { FopenFlags::FOPEN_KEEP_CACHE } else { FopenFlags::FOPEN_DIRECT_IO };
+    all.retain(|a| a != "--flusher" && a != "--page-cache");
     let log = match all.iter().position(|a| a == "--log") {
         None => None,
         Some(i) if i + 1 < all.len() && keep => {
@@ -464,7 +636,7 @@ fn main() -> std::process::ExitCode {
         let l = l.clone();
         std::thread::spawn(move || l.flush_forever());
     }
-    let fs = NullFs { files: Mutex::new(Files::default()), keep, log };
+    let fs = NullFs { files: Mutex::new(Files::default()), keep, open_flags, log };
     match fuser::mount(fs, &mnt, &config) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
