@@ -36,6 +36,8 @@ floor_run() {
         log-flusher) args=(--keep --log "$LOOP" --flusher) ;;
         *) args=(8 --keep) ;;
     esac
+    # A caller's own options for the floors (read-compare.sh: --page-cache).
+    args+=(${NULL_ARGS:-})
     "$N" "$W/mnt" "${args[@]}" 2>"$W/null.err" & NULLPID=$!
     for _ in $(seq 1 100); do mountpoint -q "$W/mnt" && break; sleep 0.05; done
     case "$what" in
