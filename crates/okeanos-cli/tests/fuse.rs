@@ -233,6 +233,8 @@ fn synced_writers(mnt: &Path, writers: usize, records: usize, pad: usize) {
 // The tests, by subject.
 #[path = "fuse/daemon.rs"]
 mod daemon;
+#[path = "fuse/floor.rs"]
+mod floor;
 #[path = "fuse/posix.rs"]
 mod posix;
 #[path = "fuse/programs.rs"]
