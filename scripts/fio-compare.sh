@@ -86,6 +86,8 @@ if [ "${FUSE_FLOOR:-0}" = 1 ]; then
         flusher=(); [ "$what" = log-flusher ] && flusher=(--flusher)
         "$null_fuse" "$work/mnt-null" --keep --log "$d" "${flusher[@]}" 2>"$work/null.err" & nullpid=$!
         for _ in $(seq 1 100); do mountpoint -q "$work/mnt-null" && break; sleep 0.05; done
+        # A floor that did not mount would measure the directory beneath it: stop instead.
+        mountpoint -q "$work/mnt-null" || { echo "null_fuse did not mount: $(cat "$work/null.err")" >&2; exit 1; }
         run_fio "FUSE floor: null_fuse $what (memory + a log, a write and a flush a group)" "$work/mnt-null" "$d"
         fusermount3 -u "$work/mnt-null" 2>/dev/null || umount "$work/mnt-null"
         wait "$nullpid" 2>/dev/null || true

@@ -52,6 +52,7 @@ PY
 for r in $(seq 1 "$RUNS"); do
     "$N" "$W/mnt" ${THREADS:+"$THREADS"} & NULLPID=$!
     for _ in $(seq 1 100); do mountpoint -q "$W/mnt" && break; sleep 0.05; done
+    mountpoint -q "$W/mnt" || { echo "null_fuse did not mount" >&2; exit 1; }
     run "run $r null FUSE" "$NULLPID"
     fusermount3 -u "$W/mnt"; wait "$NULLPID" 2>/dev/null || true; NULLPID=""
     truncate -s 2G "$W/disk.img"

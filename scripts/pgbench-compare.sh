@@ -81,6 +81,8 @@ for r in $(seq 1 "$RUNS"); do
             flusher=(); [ "$what" = log-flusher ] && flusher=(--flusher)
             "$N" "$W/mnt" --keep --log "$LOOP" "${flusher[@]}" 2>"$W/null.err" & NULLPID=$!
             for _ in $(seq 1 100); do mountpoint -q "$W/mnt" && break; sleep 0.05; done
+            # A floor that did not mount would measure the directory beneath it: stop instead.
+            mountpoint -q "$W/mnt" || { echo "null_fuse did not mount: $(cat "$W/null.err")" >&2; exit 1; }
             bench "null-fuse-$what" "$r"
             fusermount3 -u "$W/mnt" 2>/dev/null || umount "$W/mnt"
             wait "$NULLPID" 2>/dev/null || true

@@ -40,6 +40,8 @@ floor_run() {
     args+=(${NULL_ARGS:-})
     "$N" "$W/mnt" "${args[@]}" 2>"$W/null.err" & NULLPID=$!
     for _ in $(seq 1 100); do mountpoint -q "$W/mnt" && break; sleep 0.05; done
+    # A floor that did not mount would measure the directory beneath it: stop instead.
+    mountpoint -q "$W/mnt" || { echo "null_fuse did not mount: $(cat "$W/null.err")" >&2; exit 1; }
     case "$what" in
         log) echo -n "run $1 null-fuse log (memory and a log on the loop device, flushed by the leading sync): $(load null-fuse)" ;;
         log-flusher) echo -n "run $1 null-fuse log-flusher (memory and a log on the loop device, flushed by a thread): $(load null-fuse)" ;;
