@@ -98,7 +98,7 @@ for mode in journal ordered; do
     fsd=$(loopdev "ext4-$mode.img" 2G)
     jd=$(loopdev "ext4-$mode.jnl" 256M)
     mkfs.ext4 -q -F -O journal_dev -b 4096 "$jd" >/dev/null
-    mkfs.ext4 -q -F -b 4096 -J device="$jd" "$fsd" >/dev/null
+    mkfs.ext4 -q -F -b 4096 -E lazy_itable_init=0,lazy_journal_init=0 -J device="$jd" "$fsd" >/dev/null
     mkdir -p "$work/mnt-$mode"
     mount -o "data=$mode" "$fsd" "$work/mnt-$mode"
     run_fio "ext4 data=$mode (journal + fs device)" "$work/mnt-$mode" "$jd" "$fsd"

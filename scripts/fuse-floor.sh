@@ -61,7 +61,7 @@ for r in $(seq 1 "$RUNS"); do
     pid=$("$B" mount "$LOOP" "$W/mnt" -o "data=wasteless,dmeta${THREADS:+,threads=$THREADS}" | grep -o 'daemon pid [0-9]*' | awk '{print $3}')
     run "run $r okeanos wasteless+dmeta" "$pid"
     "$B" umount "$W/mnt" >/dev/null
-    mkfs.ext4 -q -F "$LOOP"
+    mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$LOOP"
     mount "$LOOP" "$W/mnt"
     run "run $r ext4 ordered"
     umount "$W/mnt"

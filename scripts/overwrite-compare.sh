@@ -29,7 +29,7 @@ for r in $(seq 1 "$RUNS"); do
         echo "run $r okeanos $mode: $(measure okeanos_commits)"
         "$B" umount "$W/mnt" >/dev/null
     done
-    mkfs.ext4 -q -F "$LOOP"
+    mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$LOOP"
     mount "$LOOP" "$W/mnt"
     echo "run $r ext4 ordered: $(measure jbd2_commits)"
     umount "$W/mnt"

@@ -66,7 +66,7 @@ for r in $(seq 1 "$RUNS"); do
     mkdir -p "$W/mnt"
     truncate -s 2G "$W/disk.img"
     LOOP=$(losetup --find --show "$W/disk.img")
-    mkfs.ext4 -q "$LOOP"
+    mkfs.ext4 -q -E lazy_itable_init=0,lazy_journal_init=0 "$LOOP"
     mount "$LOOP" "$W/mnt"
     bench ext4-ordered "$r"
     umount "$W/mnt"

@@ -62,7 +62,10 @@ compare_runs() {
     for r in $(seq 1 "$RUNS"); do
         truncate -s 2G "$W/disk.img"
         LOOP=$(losetup --find --show "$W/disk.img")
-        mkfs.ext4 -q "$LOOP"
+        # Inode tables and journal written at mkfs, as `okeanos bench` makes its kernel targets:
+        # by default ext4 zeroes its inode tables in a kernel thread after the mount, during
+        # the run (SQLite on ext4 ran 7-20% slower for it; docs/BENCHMARKS.md).
+        mkfs.ext4 -q -E lazy_itable_init=0,lazy_journal_init=0 "$LOOP"
         mount "$LOOP" "$W/mnt"
         echo "run $r ext4-ordered: $(load ext4)"
         umount "$W/mnt"
