@@ -108,7 +108,7 @@ impl<'a> Fs<'a> {
                     // block goes after the block before it (next-fit), so a file written at
                     // random offsets stays compact; a file's first block near its inode.
                     let mi = self.load(ino)?;
-                    let appends = mi.extents().last().is_some_and(|e| e.end() == fb) && mi.extents().iter().map(|e| e.len as u64).sum::<u64>() == fb as u64;
+                    let appends = mi.extents().last().is_some_and(|e| e.end() == fb) && mi.mapped_blocks() == fb as u64;
                     let p = match mi.goal_for(fb) {
                         Some(goal) if appends => self.alloc_block_growing(goal, super::alloc::run_for(fb))?,
                         Some(goal) => self.alloc_block(goal)?,
