@@ -25,12 +25,10 @@ policies=("${@:-wasteless+dmeta}")
 here=$(cd "$(dirname "$0")/.." && pwd)
 okeanos="$here/target/release/okeanos"
 [ -x "$okeanos" ] || (cd "$here" && cargo build --release -q)
-null_fuse="$here/target/release/examples/null_fuse"
-if [ "${FUSE_FLOOR:-0}" = 1 ] && [ ! -x "$null_fuse" ]; then (cd "$here" && cargo build --release --locked -q -p okeanos-cli --example null_fuse); fi
+source "$here/scripts/lib/null-fuse.sh"
 work=$(mktemp -d)
-nullpid=""
 cleanup() {
-    [ -n "$nullpid" ] && kill "$nullpid" 2>/dev/null || true
+    [ -n "$NULLPID" ] && kill "$NULLPID" 2>/dev/null || true
     for m in "$work"/mnt*; do
         mountpoint -q "$m" 2>/dev/null && { "$okeanos" umount "$m" 2>/dev/null || umount "$m" 2>/dev/null || fusermount3 -u -z "$m"; }
     done
@@ -84,14 +82,9 @@ if [ "${FUSE_FLOOR:-0}" = 1 ]; then
         d=$(loopdev "null-$what.img" 2G)
         mkdir -p "$work/mnt-null"
         flusher=(); [ "$what" = log-flusher ] && flusher=(--flusher)
-        "$null_fuse" "$work/mnt-null" --keep --log "$d" "${flusher[@]}" 2>"$work/null.err" & nullpid=$!
-        for _ in $(seq 1 100); do mountpoint -q "$work/mnt-null" && break; sleep 0.05; done
-        # A floor that did not mount would measure the directory beneath it: stop instead.
-        mountpoint -q "$work/mnt-null" || { echo "null_fuse did not mount: $(cat "$work/null.err")" >&2; exit 1; }
+        null_fuse_start "$work/mnt-null" "$work/null.err" --keep --log "$d" "${flusher[@]}"
         run_fio "FUSE floor: null_fuse $what (memory + a log, a write and a flush a group)" "$work/mnt-null" "$d"
-        fusermount3 -u "$work/mnt-null" 2>/dev/null || umount "$work/mnt-null"
-        wait "$nullpid" 2>/dev/null || true
-        nullpid=""
+        null_fuse_stop "$work/mnt-null"
     done
 fi
 for mode in journal ordered; do

@@ -18,11 +18,10 @@ BS=${BS:-1k}
 [ "$(id -u)" = 0 ] || { echo "needs root (loop devices and mount)" >&2; exit 2; }
 here=$(cd "$(dirname "$0")/.." && pwd)
 B="$here/target/release/okeanos"
-N="$here/target/release/examples/null_fuse"
-[ -x "$B" ] && [ -x "$N" ] || (cd "$here" && cargo build --release --locked -q -p okeanos-cli --bins --example null_fuse)
+[ -x "$B" ] || (cd "$here" && cargo build --release --locked -q -p okeanos-cli --bins)
+source "$here/scripts/lib/null-fuse.sh"
 W=$(mktemp -d /tmp/fuse-floor.XXXX)
 LOOP=""
-NULLPID=""
 cleanup() {
     mountpoint -q "$W/mnt" 2>/dev/null && { fusermount3 -u "$W/mnt" 2>/dev/null || "$B" umount "$W/mnt" 2>/dev/null || umount "$W/mnt" || true; }
     [ -n "$NULLPID" ] && kill "$NULLPID" 2>/dev/null || true
@@ -50,11 +49,9 @@ PY
     rm -f "$W"/mnt/append.* 2>/dev/null || true
 }
 for r in $(seq 1 "$RUNS"); do
-    "$N" "$W/mnt" ${THREADS:+"$THREADS"} & NULLPID=$!
-    for _ in $(seq 1 100); do mountpoint -q "$W/mnt" && break; sleep 0.05; done
-    mountpoint -q "$W/mnt" || { echo "null_fuse did not mount" >&2; exit 1; }
+    null_fuse_start "$W/mnt" "$W/null.err" ${THREADS:+"$THREADS"}
     run "run $r null FUSE" "$NULLPID"
-    fusermount3 -u "$W/mnt"; wait "$NULLPID" 2>/dev/null || true; NULLPID=""
+    null_fuse_stop "$W/mnt"
     truncate -s 2G "$W/disk.img"
     LOOP=$(losetup --find --show "$W/disk.img")
     "$B" mkfs --force "$LOOP" >/dev/null

@@ -25,9 +25,7 @@ W=$(mktemp -d /tmp/pgbench-compare.XXXX)
 chmod 755 "$W"
 mkdir -p "$W/sock" && chmod 777 "$W/sock"
 LOOP=""
-NULLPID=""
-N="$(cd "$(dirname "$0")/.." && pwd)/target/release/examples/null_fuse"
-if [ "${FUSE_FLOOR:-0}" = 1 ] && [ ! -x "$N" ]; then (cd "$(dirname "$0")/.." && cargo build --release --locked -q -p okeanos-cli --example null_fuse); fi
+source "$(dirname "$0")/lib/null-fuse.sh"
 cleanup() {
     su postgres -s /bin/sh -c "$PG/pg_ctl -D $W/mnt/pg/data -m immediate stop" >/dev/null 2>&1 || true
     mountpoint -q "$W/mnt" && { "$B" umount "$W/mnt" >/dev/null 2>&1 || fusermount3 -u "$W/mnt" 2>/dev/null || umount "$W/mnt" || true; }
@@ -79,14 +77,9 @@ for r in $(seq 1 "$RUNS"); do
     if [ "${FUSE_FLOOR:-0}" = 1 ]; then
         for what in log log-flusher; do
             flusher=(); [ "$what" = log-flusher ] && flusher=(--flusher)
-            "$N" "$W/mnt" --keep --log "$LOOP" "${flusher[@]}" 2>"$W/null.err" & NULLPID=$!
-            for _ in $(seq 1 100); do mountpoint -q "$W/mnt" && break; sleep 0.05; done
-            # A floor that did not mount would measure the directory beneath it: stop instead.
-            mountpoint -q "$W/mnt" || { echo "null_fuse did not mount: $(cat "$W/null.err")" >&2; exit 1; }
+            null_fuse_start "$W/mnt" "$W/null.err" --keep --log "$LOOP" "${flusher[@]}"
             bench "null-fuse-$what" "$r"
-            fusermount3 -u "$W/mnt" 2>/dev/null || umount "$W/mnt"
-            wait "$NULLPID" 2>/dev/null || true
-            NULLPID=""
+            null_fuse_stop "$W/mnt"
         done
     fi
     losetup -d "$LOOP"; LOOP=""; rm -f "$W/disk.img"

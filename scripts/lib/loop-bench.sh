@@ -27,10 +27,9 @@ mkdir -p "$W/mnt"
 # least any design does for a sync. The third keeps its files in memory and answers every
 # request at once, fsync included (`--keep`, eight request threads): the floor of the workload
 # over FUSE with no device. `load` gets the target `null-fuse`.
-NULLPID=""
+source "$here/scripts/lib/null-fuse.sh"
 floor_run() {
-    local N="$here/target/release/examples/null_fuse" what=$2 args
-    [ -x "$N" ] || (cd "$here" && cargo build --release --locked -q -p okeanos-cli --example null_fuse)
+    local what=$2 args
     case "$what" in
         log) args=(--keep --log "$LOOP") ;;
         log-flusher) args=(--keep --log "$LOOP" --flusher) ;;
@@ -38,18 +37,13 @@ floor_run() {
     esac
     # A caller's own options for the floors (read-compare.sh: --page-cache).
     args+=(${NULL_ARGS:-})
-    "$N" "$W/mnt" "${args[@]}" 2>"$W/null.err" & NULLPID=$!
-    for _ in $(seq 1 100); do mountpoint -q "$W/mnt" && break; sleep 0.05; done
-    # A floor that did not mount would measure the directory beneath it: stop instead.
-    mountpoint -q "$W/mnt" || { echo "null_fuse did not mount: $(cat "$W/null.err")" >&2; exit 1; }
+    null_fuse_start "$W/mnt" "$W/null.err" "${args[@]}"
     case "$what" in
         log) echo -n "run $1 null-fuse log (memory and a log on the loop device, flushed by the leading sync): $(load null-fuse)" ;;
         log-flusher) echo -n "run $1 null-fuse log-flusher (memory and a log on the loop device, flushed by a thread): $(load null-fuse)" ;;
         *) echo -n "run $1 null-fuse memory (no device, fsync answered at once): $(load null-fuse)" ;;
     esac
-    fusermount3 -u "$W/mnt" 2>/dev/null || umount "$W/mnt" || true
-    wait "$NULLPID" 2>/dev/null || true
-    NULLPID=""
+    null_fuse_stop "$W/mnt"
     # The log's own count: syncs a group.
     sed -n 's/^null_fuse: \([0-9]* syncs, [0-9]* groups ([0-9.]* syncs a group)\).*/; \1/p' "$W/null.err" | tr -d '\n'
     echo

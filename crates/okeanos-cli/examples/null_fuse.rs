@@ -33,6 +33,7 @@ use fuser::{
     Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, MountOption, OpenFlags,
     ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
+use okeanos::Device;
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::sync::Mutex;
@@ -129,7 +130,7 @@ struct NullFs {
 /// The durable floor's log (`--log`): what each file's writes appended since they were last
 /// written to the device, and the syncs waiting for the next group.
 struct Log {
-    dev: std::fs::File,
+    dev: okeanos::FileDevice,
     /// The device's size, where the log wraps to its start.
     size: u64,
     state: Mutex<LogState>,
@@ -175,44 +176,22 @@ impl LogState {
     }
 }
 
-/// A block-aligned buffer for O_DIRECT writes.
-struct Aligned {
-    ptr: *mut u8,
-    len: usize,
-}
+/// The unit the log's writes are padded to (O_DIRECT's alignment).
+const LOG_BLOCK: usize = 4096;
 
-impl Aligned {
-    const ALIGN: usize = 4096;
-    fn copy_of(bytes: &[u8]) -> Aligned {
-        let len = bytes.len().div_ceil(Self::ALIGN).max(1) * Self::ALIGN;
-        let layout = std::alloc::Layout::from_size_align(len, Self::ALIGN).expect("a valid layout");
-        // SAFETY: the layout has a non-zero size; the memory is zeroed, then the bytes copied in.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        assert!(!ptr.is_null(), "out of memory");
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr, bytes.len()) };
-        Aligned { ptr, len }
-    }
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: `ptr` holds `len` initialised bytes, owned by `self`.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-}
-
-impl Drop for Aligned {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `copy_of` with this layout.
-        unsafe { std::alloc::dealloc(self.ptr, std::alloc::Layout::from_size_align_unchecked(self.len, Self::ALIGN)) }
-    }
+/// `bytes` padded with zeros to whole log blocks (at least one).
+fn padded(mut bytes: Vec<u8>) -> Vec<u8> {
+    bytes.resize(bytes.len().div_ceil(LOG_BLOCK).max(1) * LOG_BLOCK, 0);
+    bytes
 }
 
 impl Log {
-    fn open(path: &str, flusher: bool) -> std::io::Result<Log> {
-        use std::io::{Seek, SeekFrom};
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut dev = std::fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_DIRECT).open(path)?;
-        let size = dev.seek(SeekFrom::End(0))? / Aligned::ALIGN as u64 * Aligned::ALIGN as u64;
+    /// The device opened as the engine opens one (O_DIRECT, locked; `okeanos::FileDevice`).
+    fn open(path: &str, flusher: bool) -> Result<Log, String> {
+        let dev = okeanos::FileDevice::open_direct(std::path::Path::new(path), true).map_err(|e| e.to_string())?;
+        let size = dev.len_bytes() / LOG_BLOCK as u64 * LOG_BLOCK as u64;
         if size < 1 << 20 {
-            return Err(std::io::Error::other(format!("{path}: {size} bytes; the log needs at least 1 MiB")));
+            return Err(format!("{path}: {size} bytes; the log needs at least 1 MiB"));
         }
         Ok(Log { dev, size, state: Mutex::new(LogState::default()), flusher, wake: std::sync::Condvar::new() })
     }
@@ -240,11 +219,10 @@ impl Log {
                 st.unflushed.insert(i);
             }
             st.pending_bytes -= bytes.len();
-            let buf = Aligned::copy_of(&bytes);
-            let at = st.place(buf.len as u64, self.size);
+            let buf = padded(bytes);
+            let at = st.place(buf.len() as u64, self.size);
             st.writebacks += 1;
-            use std::os::unix::fs::FileExt;
-            if let Err(e) = self.dev.write_all_at(buf.bytes(), at) {
+            if let Err(e) = self.dev.write_at(at, &buf) {
                 eprintln!("null_fuse: write-back: {e}");
             }
         }
@@ -300,18 +278,18 @@ impl Log {
                 covered.insert(*ino);
             }
             st.inflight = covered;
-            let buf = (!group.is_empty()).then(|| Aligned::copy_of(&group));
-            let at = buf.as_ref().map(|b| st.place(b.len as u64, self.size));
+            let buf = (!group.is_empty()).then(|| padded(group));
+            let at = buf.as_ref().map(|b| st.place(b.len() as u64, self.size));
             st.groups += 1;
             drop(st);
-            let res = self.write_and_flush(buf.as_ref().map(|b| b.bytes()), at.unwrap_or(0));
+            let res = self.write_and_flush(buf.as_deref(), at.unwrap_or(0));
             st = self.lock();
             st.inflight.clear();
             drop(st);
             for (_, r) in answers {
                 match &res {
                     Ok(()) => r.ok(),
-                    Err(e) => r.error(Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))),
+                    Err(_) => r.error(Errno::from_i32(libc::EIO)),
                 }
             }
             st = self.lock();
@@ -320,13 +298,13 @@ impl Log {
         st
     }
 
-    fn write_and_flush(&self, bytes: Option<&[u8]>, at: u64) -> std::io::Result<()> {
-        use std::os::unix::fs::FileExt;
+    fn write_and_flush(&self, bytes: Option<&[u8]>, at: u64) -> Result<(), okeanos::device::DeviceError> {
         if let Some(b) = bytes {
-            self.dev.write_all_at(b, at)?;
+            self.dev.write_at(at, b)?;
         }
-        self.dev.sync_data()
+        self.dev.flush()
     }
+
 }
 
 fn attr(ino: u64, n: &Node) -> FileAttr {
