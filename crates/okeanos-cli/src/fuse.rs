@@ -25,6 +25,7 @@
 mod kernel;
 mod reply;
 pub mod ring;
+pub mod spares;
 mod test_hooks;
 mod wire;
 
@@ -100,9 +101,10 @@ pub struct OkeanosFuse {
     /// FUSE_READ requests served (`fuse_reads` in the counters file): reads the kernel's page
     /// cache answered never come here.
     read_requests: AtomicU64,
-    /// Threads reading requests from /dev/fuse (`fuse_request_threads` in the counters file;
-    /// `threads=`, by default one per CPU).
-    request_threads: usize,
+    /// The threads reading requests from /dev/fuse: `fuse_request_threads` free to read
+    /// (`threads=`, by default one per CPU), and `fuse_spare_threads` parked until one of
+    /// those waits for the device (spares.rs).
+    pub(crate) spares: spares::Spares,
 }
 
 /// getxattr/listxattr's size protocol: 0 asks for the length, a smaller buffer is ERANGE.
@@ -174,7 +176,7 @@ fn wall_ns(t: SystemTime) -> i64 {
 impl OkeanosFuse {
     /// `cached_reads`: read-only opens through the page cache; `notifier` is set once the
     /// session exists (until then every open is direct).
-    pub fn new(fs: Okeanos, writeback_cache: bool, page_cache: bool, cached_reads: bool, notifier: Arc<OnceLock<fuser::Notifier>>, ring: Arc<ring::RingState>, request_threads: usize) -> Self {
+    pub fn new(fs: Okeanos, writeback_cache: bool, page_cache: bool, cached_reads: bool, notifier: Arc<OnceLock<fuser::Notifier>>, ring: Arc<ring::RingState>, spares: spares::Spares) -> Self {
         let page_cache = page_cache || writeback_cache;
         OkeanosFuse {
             fs,
@@ -186,7 +188,7 @@ impl OkeanosFuse {
             snapshots: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             read_requests: AtomicU64::new(0),
-            request_threads,
+            spares,
         }
     }
 
@@ -220,7 +222,9 @@ impl OkeanosFuse {
         v["fuse_reads"] = self.read_requests.load(Ordering::Relaxed).into();
         v["fuse_transport"] = self.ring.transport().into();
         v["fuse_ring_requests"] = self.ring.served.load(Ordering::Relaxed).into();
-        v["fuse_request_threads"] = self.request_threads.into();
+        v["fuse_request_threads"] = (self.spares.threads() - self.spares.spares()).into();
+        v["fuse_spare_threads"] = self.spares.spares().into();
+        v["fuse_spare_calls"] = self.spares.called().into();
         let mut s = serde_json::to_string_pretty(&v).unwrap_or_default().into_bytes();
         s.push(b'\n');
         s
@@ -490,7 +494,7 @@ impl OkeanosFuse {
             return reply.data(&text[from..to]);
         }
         self.read_requests.fetch_add(1, Ordering::Relaxed);
-        match ino32(ino).map(|i| self.fs.read(i, offset, size as usize)) {
+        match ino32(ino).map(|i| self.fs.read_telling(i, offset, size as usize, &self.spares)) {
             Ok(Ok(d)) => reply.data(&d),
             Ok(Err(e)) => reply.error(errno(&e)),
             Err(e) => reply.error(e),

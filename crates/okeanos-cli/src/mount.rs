@@ -49,6 +49,9 @@ struct FuseOpts {
     /// Request threads (`threads=N`); None: [`default_request_threads`] over `/dev/fuse`, and
     /// the shape measured for io_uring (eight threads over the queues).
     threads: Option<usize>,
+    /// Spare request threads over `/dev/fuse` (`spare_threads=N`, 0 to 64; default
+    /// [`SPARE_THREADS`]): parked until a request thread waits for the device (fuse/spares.rs).
+    spare_threads: Option<usize>,
     /// FUSE over io_uring where the kernel offers it (`transport=io_uring`), or /dev/fuse only
     /// (`transport=dev`, the default: with a request thread per core it is ahead of io_uring
     /// for SQLite and for many small synced appends, docs/BENCHMARKS.md, "Request threads: one
@@ -70,6 +73,12 @@ fn default_request_threads() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 64)
 }
 
+/// Spare request threads over `/dev/fuse` unless `spare_threads=` says. A spare serves only
+/// while another thread waits for the device, so this bounds the reads that wait at once
+/// while the readers stay free: the depth a device queue wants, not a count of cores. Eight
+/// keep fio's four jobs of cold random reads and pgbench's eight clients each in a device read.
+const SPARE_THREADS: usize = 8;
+
 /// The request threads io_uring's queues share when `threads=` is not given: the shape its
 /// comparisons with `/dev/fuse` were measured with (docs/MOUNT.md, "FUSE over io_uring").
 const IO_URING_THREADS: usize = 8;
@@ -77,7 +86,7 @@ const IO_URING_THREADS: usize = 8;
 /// Splits `-o` options into engine options and FUSE options.
 fn split_options(opts: &str) -> Result<(MountOptions, FuseOpts), String> {
     let mut engine = Vec::new();
-    let mut f = FuseOpts { writeback_cache: false, page_cache: false, direct_reads: false, allow_other: false, threads: None, io_uring: false, metrics_file: None };
+    let mut f = FuseOpts { writeback_cache: false, page_cache: false, direct_reads: false, allow_other: false, threads: None, spare_threads: None, io_uring: false, metrics_file: None };
     for item in opts.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         match item.split_once('=').map_or((item, None), |(k, v)| (k, Some(v))) {
             ("writeback_cache", None) => f.writeback_cache = true,
@@ -89,6 +98,7 @@ fn split_options(opts: &str) -> Result<(MountOptions, FuseOpts), String> {
             ("transport", Some("dev")) => f.io_uring = false,
             ("transport", Some(v)) => return Err(format!("transport={v}: use io_uring or dev")),
             ("threads", Some(v)) => f.threads = Some(v.parse().ok().filter(|&n| (1..=64).contains(&n)).ok_or_else(|| format!("threads={v}: use 1 to 64"))?),
+            ("spare_threads", Some(v)) => f.spare_threads = Some(v.parse().ok().filter(|&n| n <= 64).ok_or_else(|| format!("spare_threads={v}: use 0 to 64"))?),
             _ => engine.push(item),
         }
     }
@@ -244,13 +254,16 @@ fn serve(image: &Path, mnt: &Path, opts: MountOptions, fopts: FuseOpts) -> Resul
         config.acl = fuser::SessionACL::All;
     }
     let request_threads = fopts.threads.unwrap_or_else(default_request_threads);
-    config.n_threads = Some(request_threads);
+    // io_uring's queues have threads of their own; /dev/fuse then carries little.
+    let spares = if fopts.io_uring { 0 } else { fopts.spare_threads.unwrap_or(SPARE_THREADS) };
+    let pool = crate::fuse::spares::Spares::new(request_threads, spares);
+    config.n_threads = Some(pool.threads());
     config.clone_fd = true;
     let engine = fs.clone();
     let notifier = std::sync::Arc::new(std::sync::OnceLock::new());
     let ring = crate::fuse::ring::RingState::new(fopts.io_uring);
     let ring_state = ring.clone();
-    let ops = std::sync::Arc::new(OkeanosFuse::new(fs, fopts.writeback_cache, fopts.page_cache, !fopts.direct_reads, notifier.clone(), ring.clone(), request_threads));
+    let ops = std::sync::Arc::new(OkeanosFuse::new(fs, fopts.writeback_cache, fopts.page_cache, !fopts.direct_reads, notifier.clone(), ring.clone(), pool));
     let front = KernelFront(ops.clone());
     let source = format!("okeanos:{}", image.display());
     let (session, mut unmount): (_, Box<dyn FnMut() + Send>) = match mount_typed(mnt, &source, ro, fopts.allow_other) {
@@ -266,6 +279,7 @@ fn serve(image: &Path, mnt: &Path, opts: MountOptions, fopts: FuseOpts) -> Resul
         }
     };
     let _ = notifier.set(session.notifier());
+    let pool_of = ops.clone();
     if fopts.io_uring {
         use std::os::fd::AsFd;
         let fd = session.as_fd().try_clone_to_owned().map_err(|e| format!("mounting {}: {e}", mnt.display()))?;
@@ -283,6 +297,8 @@ fn serve(image: &Path, mnt: &Path, opts: MountOptions, fopts: FuseOpts) -> Resul
     std::thread::spawn(move || {
         if signals.forever().next().is_some() {
             say("signal received, unmounting");
+            // Parked spares would keep fuser's join waiting for their park to end.
+            pool_of.spares.close();
             unmount();
         }
     });

@@ -63,7 +63,7 @@ pub mod stats;
 pub mod workload;
 
 pub use device::{CrashDevice, CrashImage, CrashRecorder, Device, FaultDevice, FileDevice, MemDevice};
-pub use engine::{DirEntryInfo, File, Okeanos, Owner, StatFs};
+pub use engine::{DeviceWait, DirEntryInfo, File, Okeanos, Owner, StatFs};
 pub use fs::fsck::{fsck, FsckReport};
 pub use fs::mkfs::{MkfsError, MkfsOptions};
 pub use fs::namespace::{Attr, SetAttr};

@@ -42,6 +42,7 @@ mod write;
 
 pub use paths::File;
 pub use step::{JournalStep, JournalWork, Lane};
+pub use read::DeviceWait;
 
 use crate::cache::Cache;
 use crate::clock::{Clock, SystemClock};

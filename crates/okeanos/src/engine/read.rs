@@ -20,11 +20,40 @@ use crate::fs::FsResult;
 /// blocks).
 const RUN_BLOCKS: usize = 256;
 
+/// Told when a read starts and stops waiting for the device (blocks it missed in the cache),
+/// so that a caller serving requests from a pool of threads can lend the waiting thread's
+/// place to another (the FUSE front end's spare request threads, okeanos-cli's fuse/spares.rs).
+/// Called without the state lock held, once each per read that misses.
+pub trait DeviceWait {
+    fn begin(&self);
+    fn end(&self);
+}
+
+/// A [`DeviceWait`] that does nothing.
+struct NoWait;
+impl DeviceWait for NoWait {
+    fn begin(&self) {}
+    fn end(&self) {}
+}
+
+/// Ends a device wait however the read leaves (an I/O error included).
+struct Waiting<'a>(&'a dyn DeviceWait);
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.end();
+    }
+}
+
 impl Okeanos {
     /// Reads up to `len` bytes at `off` (fewer at the end of the file).
     /// Blocks missing from the cache are read without the state lock (the module's comment);
     /// a read that misses nothing takes the lock once.
     pub fn read(&self, ino: u32, off: u64, len: usize) -> FsResult<Vec<u8>> {
+        self.read_telling(ino, off, len, &NoWait)
+    }
+
+    /// [`Okeanos::read`], telling `wait` when the read waits for the device.
+    pub fn read_telling(&self, ino: u32, off: u64, len: usize, wait: &dyn DeviceWait) -> FsResult<Vec<u8>> {
         let mut noted = Vec::new();
         let mut bs = 0u64;
         let first = self.with_fs(|fs| {
@@ -38,6 +67,8 @@ impl Okeanos {
         noted.dedup_by_key(|n| n.0);
         let mut read: HashMap<HomeBlock, (u32, Vec<u8>)> = HashMap::default();
         let dev = self.inner.devs.fs.as_ref();
+        wait.begin();
+        let waiting = Waiting(wait);
         let mut i = 0;
         while i < noted.len() {
             let mut j = i + 1;
@@ -52,6 +83,7 @@ impl Okeanos {
             }
             i = j;
         }
+        drop(waiting);
         self.with_fs(|fs| fs.read_via(ino, off, len, Misses::Use(&mut read)))
     }
 
