@@ -466,6 +466,19 @@ fn detach(image: &Path, mnt: &Path, options: &str, log: Option<PathBuf>) -> Resu
     }
 }
 
+/// Whether the daemon `pid` may still hold its device. A zombie's files are closed, but a
+/// process's first thread turns zombie as soon as it exits while its other threads, which share
+/// its open files, may still be exiting: the device is free only once they are gone too (a
+/// mount right after an unmount was refused the device as busy).
+fn daemon_running(pid: i32) -> bool {
+    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat")).map(|s| s.contains(") Z "));
+    match zombie {
+        Err(_) => false,
+        Ok(false) => true,
+        Ok(true) => std::fs::read_dir(format!("/proc/{pid}/task")).is_ok_and(|d| d.count() > 1),
+    }
+}
+
 /// Unmounts `mnt` and waits for its daemon to finish the clean unmount. A stale mount is
 /// cleared (lazily) and the user is told the image will recover at its next mount.
 pub fn umount(mnt: &Path) -> Result<ExitCode, String> {
@@ -507,7 +520,7 @@ pub fn umount(mnt: &Path) -> Result<ExitCode, String> {
     }
     if let Some(pid) = pid {
         let deadline = Instant::now() + Duration::from_secs(300);
-        while Path::new(&format!("/proc/{pid}")).exists() && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z ")) {
+        while daemon_running(pid) {
             if Instant::now() > deadline {
                 return Err(format!("daemon {pid} is still finishing after 300 s"));
             }
