@@ -107,6 +107,26 @@ pub struct OkeanosFuse {
     pub(crate) spares: spares::Spares,
 }
 
+/// What a read that waits for the device tells: the spare-thread pool, and the test hook that
+/// makes device reads slow.
+struct DeviceWaits<'a> {
+    spares: &'a spares::Spares,
+    delay_ms: u64,
+}
+
+impl okeanos::DeviceWait for DeviceWaits<'_> {
+    fn begin(&self) {
+        self.spares.begin();
+        if self.delay_ms > 0 {
+            std::thread::sleep(Duration::from_millis(self.delay_ms));
+        }
+    }
+
+    fn end(&self) {
+        self.spares.end();
+    }
+}
+
 /// getxattr/listxattr's size protocol: 0 asks for the length, a smaller buffer is ERANGE.
 fn xattr_reply(v: &[u8], size: u32, reply: impl Reply) {
     if size == 0 {
@@ -225,6 +245,7 @@ impl OkeanosFuse {
         v["fuse_request_threads"] = (self.spares.threads() - self.spares.spares()).into();
         v["fuse_spare_threads"] = self.spares.spares().into();
         v["fuse_spare_calls"] = self.spares.called().into();
+        v["fuse_device_waits_most"] = self.spares.most_waiting().into();
         let mut s = serde_json::to_string_pretty(&v).unwrap_or_default().into_bytes();
         s.push(b'\n');
         s
@@ -494,7 +515,8 @@ impl OkeanosFuse {
             return reply.data(&text[from..to]);
         }
         self.read_requests.fetch_add(1, Ordering::Relaxed);
-        match ino32(ino).map(|i| self.fs.read_telling(i, offset, size as usize, &self.spares)) {
+        let waits = DeviceWaits { spares: &self.spares, delay_ms: self.reads.hooks.read_delay_ms };
+        match ino32(ino).map(|i| self.fs.read_telling(i, offset, size as usize, &waits)) {
             Ok(Ok(d)) => reply.data(&d),
             Ok(Err(e)) => reply.error(errno(&e)),
             Err(e) => reply.error(e),

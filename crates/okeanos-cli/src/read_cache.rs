@@ -48,7 +48,7 @@ struct Job {
 pub struct ReadCache {
     /// Off: every regular open is direct (`direct_reads`).
     enabled: bool,
-    hooks: crate::fuse::TestHooks,
+    pub(crate) hooks: crate::fuse::TestHooks,
     /// Files opened through the page cache at least once in this mount (their kernel cache may
     /// hold pages until the kernel forgets them).
     cached: Mutex<HashSet<u32>>,

@@ -62,6 +62,8 @@ pub struct Spares {
     surplus: AtomicBool,
     /// Spares called (`fuse_spare_calls` in the counters file).
     called: AtomicU64,
+    /// The most threads that waited for the device at once (`fuse_device_waits_most`).
+    most_waiting: AtomicU64,
     /// When the last device wait began, in ns since `epoch` ([`NEVER`] before the first).
     last_wait: AtomicU64,
     epoch: Instant,
@@ -77,6 +79,7 @@ impl Spares {
             cv: Condvar::new(),
             surplus: AtomicBool::new(false),
             called: AtomicU64::new(0),
+            most_waiting: AtomicU64::new(0),
             last_wait: AtomicU64::new(NEVER),
             epoch: Instant::now(),
         };
@@ -95,6 +98,10 @@ impl Spares {
 
     pub fn called(&self) -> u64 {
         self.called.load(Ordering::Relaxed)
+    }
+
+    pub fn most_waiting(&self) -> u64 {
+        self.most_waiting.load(Ordering::Relaxed)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -167,6 +174,7 @@ impl DeviceWait for Spares {
         self.last_wait.store(self.now(), Ordering::Relaxed);
         let mut st = self.lock();
         st.waiting += 1;
+        self.most_waiting.fetch_max(st.waiting as u64, Ordering::Relaxed);
         let call = st.active - st.waiting < self.readers && st.parked > 0;
         if call {
             st.parked -= 1;

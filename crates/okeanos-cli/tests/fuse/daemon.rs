@@ -615,6 +615,47 @@ fn request_threads_are_one_per_cpu_unless_given() {
     }
 }
 
+/// A read that waits for the device lends its request thread's place to a spare
+/// (crates/okeanos-cli/src/fuse/spares.rs): four readers of cold files, each read held 500 ms
+/// in its device wait by the `read_delay_ms` hook, all wait at once on a mount with one request
+/// thread and three spares, and one at a time with no spares (the canary: it must not reach 4).
+#[test]
+fn reads_waiting_for_the_device_are_served_by_spare_threads() {
+    if !fuse_usable() {
+        return;
+    }
+    for (opts, want) in [("data=ordered,threads=1,spare_threads=3", 4), ("data=ordered,threads=1,spare_threads=0", 1)] {
+        let dir = tempfile::tempdir().unwrap();
+        let img = small_image(dir.path());
+        let mnt = dir.path().join("mnt");
+        let m = Mount::new(&img, &mnt, "data=ordered");
+        for k in 0..4u8 {
+            std::fs::write(mnt.join(format!("f{k}")), vec![k; 8192]).unwrap();
+        }
+        m.unmount();
+        let m = logged_mount(&img, &mnt, &dir.path().join("log"), "read_delay_ms=500", opts, None);
+        // Requests that do not wait for the device: threads the pool does not need park.
+        for _ in 0..50 {
+            drop(std::fs::File::open(mnt.join("f0")).unwrap());
+        }
+        let paths: Vec<_> = (0..4u8).map(|k| (k, mnt.join(format!("f{k}")))).collect();
+        let read = within(&m, Duration::from_secs(60), move || {
+            let readers: Vec<_> = paths.into_iter().map(|(k, p)| std::thread::spawn(move || (k, std::fs::read(p).unwrap()))).collect();
+            readers.into_iter().map(|t| t.join().unwrap()).collect::<Vec<_>>()
+        });
+        for (k, d) in read {
+            assert_eq!(d, vec![k; 8192], "{opts}: file f{k}");
+        }
+        let st = m.stats();
+        assert_eq!(st["fuse_device_waits_most"].as_u64(), Some(want), "{opts}: {st}");
+        assert_eq!(st["fuse_spare_threads"].as_u64(), Some(if want > 1 { 3 } else { 0 }), "{opts}: {st}");
+        // The spares were parked by the opens and called by the waits, not back from a park.
+        assert!(want == 1 || st["fuse_spare_calls"].as_u64() >= Some(1), "{opts}: {st}");
+        m.unmount();
+        fsck_clean(&img);
+    }
+}
+
 /// The counters file says how new whole blocks are written (`new_blocks`, wasteless's
 /// `fresh_blocks=` as the mount resolved it; docs/JOURNALING.md, "New blocks in place"), and
 /// each form serves whole-block appends that fsck finds clean.
