@@ -104,7 +104,7 @@ pub struct OkeanosFuse {
     /// The threads reading requests from /dev/fuse: `fuse_request_threads` free to read
     /// (`threads=`, by default one per CPU), and `fuse_spare_threads` parked until one of
     /// those waits for the device (spares.rs).
-    pub(crate) spares: spares::Spares,
+    pub(crate) spares: Arc<spares::Spares>,
 }
 
 /// What a read that waits for the device tells: the spare-thread pool, and the test hook that
@@ -208,7 +208,7 @@ impl OkeanosFuse {
             snapshots: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             read_requests: AtomicU64::new(0),
-            spares,
+            spares: Arc::new(spares),
         }
     }
 

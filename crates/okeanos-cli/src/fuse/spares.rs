@@ -17,18 +17,22 @@
 //! once cost two thread switches a read, a call and a park, and made no gain.) A workload that never waits for the device
 //! (synced writes, cached reads) keeps the one-a-core shape and pays one relaxed load a request.
 //!
-//! fuser joins its threads when the session ends and cannot tell a parked one, so a parked
-//! thread goes back to reading after [`PARK`] even if not called: a session that ended then
-//! reads its end and the thread leaves. A spare that went back for nothing serves one request
-//! and parks again.
+//! fuser joins its threads when the session ends and cannot tell a parked one. Each request
+//! thread therefore takes a seat in the pool ([`Spares::seat`], a thread-local value): fuser's
+//! threads leave only when the session ends (or fails), and the first to leave closes the pool,
+//! which sends the parked ones back to read the end too. As a backstop (a session that ended
+//! while every free thread had never served a request, so holds no seat) a parked thread also
+//! goes back to reading after [`PARK`] even if not called; a spare that went back for nothing
+//! serves one request and parks again.
 
 use okeanos::DeviceWait;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::cell::RefCell;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// The longest a spare stays parked without being called.
-const PARK: Duration = Duration::from_millis(100);
+/// The longest a spare stays parked without being called (the backstop above).
+const PARK: Duration = Duration::from_secs(2);
 
 /// How long after the last device wait began the pool keeps its extra threads: reads that miss
 /// come in runs, and a spare parked and called again for every read costs two thread switches
@@ -123,6 +127,15 @@ impl Spares {
         self.surplus.store(!st.closing && st.active - st.waiting > self.readers, Ordering::Relaxed);
     }
 
+    /// Seats the calling thread: when it leaves, the pool closes (the module's comment).
+    pub fn seat(self: &Arc<Self>) {
+        let _ = SEAT.try_with(|s| {
+            if s.0.borrow().is_none() {
+                *s.0.borrow_mut() = Some(self.clone());
+            }
+        });
+    }
+
     /// Held while a request thread serves one request: when dropped, the thread parks if the
     /// pool has more free threads than it wants.
     pub fn turn(&self) -> Turn<'_> {
@@ -193,6 +206,21 @@ impl DeviceWait for Spares {
         let mut st = self.lock();
         st.waiting -= 1;
         self.note(&st);
+    }
+}
+
+thread_local! {
+    static SEAT: Seat = const { Seat(RefCell::new(None)) };
+}
+
+/// A request thread's place in a pool; closes it when the thread leaves.
+struct Seat(RefCell<Option<Arc<Spares>>>);
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        if let Some(pool) = self.0.borrow_mut().take() {
+            pool.close();
+        }
     }
 }
 
@@ -275,6 +303,29 @@ mod tests {
         s.end();
         drop(s.turn());
         assert_eq!((counts(&s), s.called()), ((2, 0, 0), 0));
+    }
+
+    /// A seated thread that leaves (a fuser thread at the end of its session) closes the
+    /// pool: a parked spare goes back at once, not after PARK, and nobody parks again.
+    #[test]
+    fn a_seated_thread_that_leaves_releases_the_parked() {
+        let s = Arc::new(Spares::new(1, 1));
+        let t = Instant::now();
+        let parked = {
+            let s = s.clone();
+            std::thread::spawn(move || drop(s.turn()))
+        };
+        settle(&s, (1, 0, 1));
+        let leaver = {
+            let s = s.clone();
+            std::thread::spawn(move || s.seat())
+        };
+        leaver.join().unwrap();
+        parked.join().unwrap();
+        assert!(t.elapsed() < PARK / 2, "the parked thread left after {:?}", t.elapsed());
+        assert_eq!(counts(&s), (2, 0, 0));
+        drop(s.turn());
+        assert_eq!(counts(&s), (2, 0, 0), "nobody parks in a closed pool");
     }
 
     /// A spare not called goes back to reading after PARK (so that a session that ended is
