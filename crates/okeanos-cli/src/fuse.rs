@@ -138,7 +138,17 @@ fn xattr_reply(v: &[u8], size: u32, reply: impl Reply) {
     }
 }
 
+/// The errno a request fails with. Errors no program caused (corruption, I/O errors, a stopped
+/// journal) are also logged, since a program's message (pg_ctl's "Structure needs cleaning")
+/// names neither the block nor the cause: the first 20, then one in 1,000.
 fn errno(e: &FsError) -> Errno {
+    static LOGGED: AtomicU64 = AtomicU64::new(0);
+    if matches!(e, FsError::Corrupt(_) | FsError::Io(_) | FsError::Broken(_) | FsError::HasErrors(_)) {
+        let n = LOGGED.fetch_add(1, Ordering::Relaxed);
+        if n < 20 || n % 1000 == 0 {
+            eprintln!("okeanos: a request failed ({} so far): {e}", n + 1);
+        }
+    }
     Errno::from_i32(e.errno())
 }
 
