@@ -105,6 +105,14 @@ pub struct OkeanosFuse {
     /// (`threads=`, by default one per CPU), and `fuse_spare_threads` parked until one of
     /// those waits for the device (spares.rs).
     pub(crate) spares: Arc<spares::Spares>,
+    /// The inodes the kernel knows, with its lookup count of each (FUSE's protocol: every
+    /// entry replied adds one, FORGET takes them back). Each known inode is held in the engine
+    /// as an open file is ([`Okeanos::open_ino`]), so that an unlink frees it only once the
+    /// kernel has forgotten it. Without the hold, an open of a file the kernel had just looked
+    /// up found its inode freed by an unlink in between, and failed "Structure needs cleaning"
+    /// (pg_ctl start did, polling postmaster.pid), and a freed number reused by a new file
+    /// would have opened that file instead; on ext4 such an open gets the unlinked file.
+    known: Mutex<HashMap<u32, u64>>,
 }
 
 /// What a read that waits for the device tells: the spare-thread pool, and the test hook that
@@ -219,6 +227,7 @@ impl OkeanosFuse {
             next_fh: AtomicU64::new(1),
             read_requests: AtomicU64::new(0),
             spares: Arc::new(spares),
+            known: Mutex::new(HashMap::new()),
         }
     }
 
@@ -256,6 +265,7 @@ impl OkeanosFuse {
         v["fuse_spare_threads"] = self.spares.spares().into();
         v["fuse_spare_calls"] = self.spares.called().into();
         v["fuse_device_waits_most"] = self.spares.most_waiting().into();
+        v["fuse_known_inodes"] = self.known_count().into();
         let mut s = serde_json::to_string_pretty(&v).unwrap_or_default().into_bytes();
         s.push(b'\n');
         s
@@ -322,10 +332,57 @@ impl OkeanosFuse {
     }
 
     fn entry(&self, r: Result<Attr, FsError>, reply: impl Reply) {
-        match r {
+        match r.and_then(|a| self.remember(a.ino).map(|()| a)) {
             Ok(a) => reply.entry(TTL, &file_attr(&a), a.generation as u64),
             Err(e) => reply.error(errno(&e)),
         }
+    }
+
+    /// The kernel is about to learn of `ino` once more (an entry replied): the first time,
+    /// the engine holds the inode ([`OkeanosFuse::known`]). Called before the reply, while the
+    /// kernel still holds the directory's lock for the lookup or create, so no unlink of that
+    /// name runs in between.
+    fn remember(&self, ino: u32) -> Result<(), FsError> {
+        let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        match known.get_mut(&ino) {
+            Some(n) => *n += 1,
+            None => {
+                self.fs.open_ino(ino)?;
+                known.insert(ino, 1);
+            }
+        }
+        Ok(())
+    }
+
+    /// FORGET: the kernel drops `n` of its lookups of `ino`; at none, the engine's hold goes
+    /// (an inode unlinked meanwhile is then freed by the next operation).
+    pub(crate) fn forget(&self, ino: INodeNo, n: u64) {
+        let Ok(i) = ino32(ino) else { return };
+        let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = known.get_mut(&i) {
+            *c = c.saturating_sub(n);
+            if *c == 0 {
+                known.remove(&i);
+                drop(known);
+                if let Err(e) = self.fs.release_now(i) {
+                    errno(&e); // logged: FORGET has no reply to carry it
+                }
+            }
+        }
+    }
+
+    /// The session ended: the kernel knows nothing any more (it sends no FORGET at unmount),
+    /// so every hold goes, and the engine's unmount frees what was unlinked.
+    pub fn forget_all(&self) {
+        let known = std::mem::take(&mut *self.known.lock().unwrap_or_else(|e| e.into_inner()));
+        for (ino, _) in known {
+            self.fs.release(ino);
+        }
+    }
+
+    /// Inodes the kernel knows (`fuse_known_inodes` in the counters file).
+    fn known_count(&self) -> usize {
+        self.known.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
     /// fsync and fsyncdir: reply once the commit covering `ino` is durable (the counters file
@@ -600,10 +657,14 @@ impl OkeanosFuse {
 
     pub(crate) fn release(&self, fh: FileHandle, reply: impl Reply) {
         self.snapshots.lock().unwrap_or_else(|e| e.into_inner()).remove(&u64::from(fh));
-        if let Some(h) = self.handles.lock().unwrap_or_else(|e| e.into_inner()).remove(&u64::from(fh)) {
-            self.fs.release(h.ino);
-        }
+        let handle = self.handles.lock().unwrap_or_else(|e| e.into_inner()).remove(&u64::from(fh));
         reply.ok();
+        if let Some(h) = handle {
+            // After the reply: close(2) does not wait for the blocks of an unlinked file.
+            if let Err(e) = self.fs.release_now(h.ino) {
+                errno(&e);
+            }
+        }
     }
 
     pub(crate) fn fsync(&self, ino: INodeNo, datasync: bool, reply: impl Reply) {
@@ -719,7 +780,7 @@ impl OkeanosFuse {
             return reply.error(Errno::from_i32(libc::ENOTSUP));
         }
         let Ok(p) = ino32(parent) else { return reply.error(Errno::from_i32(libc::ENOENT)) };
-        let r = self.fs.create_as(p, name.as_bytes(), self.perm(p, mode, umask), caller).and_then(|a| self.fs.open_ino(a.ino));
+        let r = self.fs.create_as(p, name.as_bytes(), self.perm(p, mode, umask), caller).and_then(|a| self.remember(a.ino).and_then(|()| self.fs.open_ino(a.ino)));
         match r {
             Ok(a) => {
                 let fh = self.add_handle(a.ino, flags);

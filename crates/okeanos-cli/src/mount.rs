@@ -280,6 +280,7 @@ fn serve(image: &Path, mnt: &Path, opts: MountOptions, fopts: FuseOpts) -> Resul
     };
     let _ = notifier.set(session.notifier());
     let pool_of = ops.clone();
+    let front_after = ops.clone();
     if fopts.io_uring {
         use std::os::fd::AsFd;
         let fd = session.as_fd().try_clone_to_owned().map_err(|e| format!("mounting {}: {e}", mnt.display()))?;
@@ -320,6 +321,7 @@ fn serve(image: &Path, mnt: &Path, opts: MountOptions, fopts: FuseOpts) -> Resul
     });
     let served = session.run();
     ring_state.session_ended();
+    front_after.forget_all();
     stop_metrics.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Some(t) = metrics {
         let _ = t.join();

@@ -71,6 +71,11 @@ impl Filesystem for KernelFront {
         self.0.lookup(parent, name, Kernel::Entry(reply))
     }
 
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        let _turn = self.turn();
+        self.0.forget(ino, nlookup)
+    }
+
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         let _turn = self.turn();
         self.0.getattr(ino, Kernel::Attr(reply))

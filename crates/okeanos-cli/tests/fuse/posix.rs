@@ -442,3 +442,70 @@ fn setting_an_acl_updates_the_mode_as_ext4_does() {
     m.unmount();
     fsck_clean(&img);
 }
+
+/// An open that races an unlink of the same name gets the file (its contents, as on ext4) or
+/// ENOENT, nothing else: the kernel looks a name up and opens the inode in two requests, and an
+/// unlink between them freed the inode, so the open failed "Structure needs cleaning" (pg_ctl
+/// start did, polling postmaster.pid while the postmaster replaced it). The inode the kernel
+/// knows is now held until it forgets it; once it has, the file's inode is freed (fsck clean,
+/// no inode left but the root).
+#[test]
+fn an_open_racing_an_unlink_gets_the_file_or_enoent() {
+    if !fuse_usable() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = small_image(dir.path());
+    let mnt = dir.path().join("mnt");
+    let m = Mount::new(&img, &mnt, "data=ordered");
+    let until = Instant::now() + Duration::from_secs(5);
+    let body = b"4242\n".repeat(20);
+    let writers: Vec<_> = (0..2)
+        .map(|k| {
+            let (p, body) = (mnt.join(format!("pid{k}")), body.clone());
+            std::thread::spawn(move || {
+                let mut cycles = 0;
+                while cycles < 400 && Instant::now() < until {
+                    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&p).unwrap();
+                    f.write_all(&body).unwrap();
+                    f.sync_all().unwrap();
+                    drop(f);
+                    std::fs::remove_file(&p).unwrap();
+                    cycles += 1;
+                }
+                cycles
+            })
+        })
+        .collect();
+    let readers: Vec<_> = (0..4)
+        .map(|k| {
+            let (p, body) = (mnt.join(format!("pid{}", k % 2)), body.clone());
+            std::thread::spawn(move || {
+                let (mut opened, mut gone, mut wrong) = (0, 0, Vec::new());
+                while Instant::now() < until && opened + gone < 20_000 {
+                    match std::fs::read(&p) {
+                        // Opened between the create and the write, or after: a prefix of it.
+                        Ok(d) if body.starts_with(&d) => opened += 1,
+                        Ok(d) => wrong.push(format!("read {} bytes that are not the file's", d.len())),
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => gone += 1,
+                        Err(e) => wrong.push(e.to_string()),
+                    }
+                }
+                (opened, gone, wrong)
+            })
+        })
+        .collect();
+    let cycles: u32 = writers.into_iter().map(|t| t.join().unwrap()).sum();
+    let mut opened = 0;
+    for t in readers {
+        let (o, _, wrong) = t.join().unwrap();
+        opened += o;
+        assert!(wrong.is_empty(), "{} opens failed otherwise, first: {}", wrong.len(), wrong[0]);
+    }
+    assert!(cycles > 0 && opened > 0, "{cycles} files made and removed, {opened} opened");
+    m.unmount();
+    fsck_clean(&img);
+    let out = Command::new(BIN).args(["fsck"]).arg(&img).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("0 files") && text.contains("0 orphans"), "{text}");
+}

@@ -93,6 +93,15 @@ impl Okeanos {
         })
     }
 
+    /// [`Okeanos::release`], and deletes the inode now, in the caller's thread, if that was the
+    /// last reference to an unlinked one (with any other deletion queued): `rm` of a file the
+    /// FUSE kernel had looked up frees its blocks when the kernel forgets it, not at whatever
+    /// operation comes next (a `df` right after would not have seen them freed).
+    pub fn release_now(&self, ino: u32) -> FsResult<()> {
+        self.release(ino);
+        self.drain_evictions()
+    }
+
     /// Drops one open reference; the last one of an unlinked inode queues its deletion, which
     /// the next operation (or unmount) carries out. Does no I/O itself.
     pub fn release(&self, ino: u32) {
