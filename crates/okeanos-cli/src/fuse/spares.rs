@@ -54,6 +54,15 @@ struct State {
     closing: bool,
 }
 
+impl State {
+    /// Active threads not waiting for the device. Saturating: over io_uring the reads that
+    /// wait come from the rings' own threads, which the pool does not count (it has no spares
+    /// then, and only says how many reads waited at once).
+    fn free(&self) -> usize {
+        self.active.saturating_sub(self.waiting)
+    }
+}
+
 pub struct Spares {
     /// Threads that should be free to read requests.
     readers: usize,
@@ -124,7 +133,7 @@ impl Spares {
     }
 
     fn note(&self, st: &State) {
-        self.surplus.store(!st.closing && st.active - st.waiting > self.readers, Ordering::Relaxed);
+        self.surplus.store(!st.closing && st.free() > self.readers, Ordering::Relaxed);
     }
 
     /// Seats the calling thread: when it leaves, the pool closes (the module's comment).
@@ -150,7 +159,7 @@ impl Spares {
             return;
         }
         let mut st = self.lock();
-        if st.closing || st.active - st.waiting <= self.readers {
+        if st.closing || st.free() <= self.readers {
             return;
         }
         st.active -= 1;
@@ -188,7 +197,7 @@ impl DeviceWait for Spares {
         let mut st = self.lock();
         st.waiting += 1;
         self.most_waiting.fetch_max(st.waiting as u64, Ordering::Relaxed);
-        let call = st.active - st.waiting < self.readers && st.parked > 0;
+        let call = st.free() < self.readers && st.parked > 0;
         if call {
             st.parked -= 1;
             st.active += 1;
