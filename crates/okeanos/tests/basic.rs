@@ -418,6 +418,55 @@ fn unlinked_open_file_keeps_data_until_close() {
     assert!(r.is_clean() && r.orphans == 0, "{r:#?}");
 }
 
+/// A directory removed while held (the FUSE kernel's lookup of it, as an open handle holds a
+/// file) keeps its inode, empty and with no links, on the orphan list until the last hold
+/// goes (docs/JOURNALING.md, "Removed while held"); fsck accepts that state, a crash in it is
+/// finished by the next mount, and the release frees it at once.
+#[test]
+fn a_removed_directory_stays_held_until_released() {
+    let dev = mem_fs(16 * MB, 256);
+    let fs = mount(&dev, DataMode::Ordered);
+    let root = fs.resolve("/").unwrap();
+    let d = fs.mkdir(root, b"d", 0o755).unwrap().ino;
+    let kept = fs.mkdir(root, b"kept", 0o755).unwrap().ino;
+    fs.create(d, b"f", 0o644).unwrap();
+    fs.remove_path("/d/f").unwrap();
+    fs.open_ino(d).unwrap();
+    fs.rmdir(root, b"d").unwrap();
+    let a = fs.getattr(d).unwrap();
+    assert_eq!((a.nlink, fs.readdir(d).unwrap().iter().filter(|e| e.name != b"." && e.name != b"..").count()), (0, 0));
+    assert_eq!(fs.getattr(root).unwrap().nlink, 3, "the root lost d's link, keeps kept's");
+    fs.sync().unwrap();
+    let crashed = Arc::new(okeanos::MemDevice::from_bytes(dev.snapshot()));
+    // Released: freed now, the same inode number free for the next directory.
+    fs.release_now(d).unwrap();
+    assert!(fs.getattr(d).is_err());
+    fs.unmount().unwrap();
+    let r = okeanos::fsck(dev, None);
+    assert!(r.is_clean() && r.orphans == 0 && r.directories == 2, "{r:#?}");
+    // The crash while held: the next mount recovers and frees it.
+    let fs2 = mount(&crashed, DataMode::Ordered);
+    assert!(fs2.getattr(d).is_err() && fs2.getattr(kept).is_ok());
+    fs2.unmount().unwrap();
+    let r = okeanos::fsck(crashed, None);
+    assert!(r.is_clean() && r.orphans == 0 && r.directories == 2, "{r:#?}");
+    // Unmounted while still held (a daemon whose kernel had not forgotten it): fsck accepts
+    // the orphan directory, and the next mount frees it.
+    let dev = mem_fs(16 * MB, 256);
+    let fs = mount(&dev, DataMode::Ordered);
+    let d = fs.mkdir(root, b"d", 0o755).unwrap().ino;
+    fs.open_ino(d).unwrap();
+    fs.rmdir(root, b"d").unwrap();
+    fs.unmount().unwrap();
+    let r = okeanos::fsck(dev.clone(), None);
+    assert!(r.is_clean() && r.orphans == 1 && r.directories == 2, "{r:#?}");
+    let fs = mount(&dev, DataMode::Ordered);
+    assert!(fs.getattr(d).is_err());
+    fs.unmount().unwrap();
+    let r = okeanos::fsck(dev, None);
+    assert!(r.is_clean() && r.orphans == 0 && r.directories == 1, "{r:#?}");
+}
+
 /// Regression (found by the sqlite3 test through FUSE, where RELEASE can arrive after UNLINK):
 /// an unlink racing with the last close of the same file evicts it exactly once, and the
 /// operations that happen to run the deferred deletion do not fail.

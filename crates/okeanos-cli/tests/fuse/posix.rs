@@ -509,3 +509,59 @@ fn an_open_racing_an_unlink_gets_the_file_or_enoent() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("0 files") && text.contains("0 orphans"), "{text}");
 }
+
+/// A directory removed while the kernel holds it (a shell's working directory, an open
+/// descriptor) stays, empty and with no links, until the kernel forgets it, as on ext4: opening
+/// it again and listing it work (the kernel lists a removed directory as empty) where they
+/// failed "Structure needs cleaning". A crash while it is held leaves it on the orphan list and
+/// the next mount frees it; fsck accepts it in between.
+#[test]
+fn a_directory_removed_while_held_stays_until_forgotten() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    if !fuse_usable() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = small_image(dir.path());
+    let mnt = dir.path().join("mnt");
+    let m = Mount::new(&img, &mnt, "data=ordered");
+    std::fs::create_dir(mnt.join("kept")).unwrap();
+    std::fs::create_dir(mnt.join("gone")).unwrap();
+    let held = std::fs::File::open(mnt.join("gone")).unwrap();
+    std::fs::remove_dir(mnt.join("gone")).unwrap();
+    assert_eq!(held.metadata().unwrap().nlink(), 0);
+    // A new open of the same directory (through /proc, as `ls .` in a removed working
+    // directory does) and its listing.
+    let again = PathBuf::from(format!("/proc/self/fd/{}", held.as_raw_fd()));
+    match std::fs::read_dir(&again) {
+        Ok(entries) => assert_eq!(entries.filter_map(Result::ok).count(), 0),
+        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{e}"),
+    }
+    assert!(std::fs::read_dir(&mnt).unwrap().filter_map(Result::ok).all(|e| e.file_name() != "gone"));
+    // Committed, then the daemon is killed while the directory is held.
+    std::fs::File::open(&mnt).unwrap().sync_all().unwrap();
+    m.kill9();
+    drop(held);
+    assert!(Command::new(BIN).arg("umount").arg(&mnt).status().unwrap().success());
+    fsck_clean(&img);
+    let out = Command::new(BIN).arg("fsck").arg(&img).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("3 directories") && text.contains("1 orphan;"), "held at the crash: {text}");
+    // The next mount frees it.
+    Mount::new(&img, &mnt, "data=ordered").unmount();
+    let out = Command::new(BIN).arg("fsck").arg(&img).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("2 directories") && text.contains("0 orphans"), "after the next mount: {text}");
+    // Without a crash: freed when the kernel forgets it, or at the unmount at the latest.
+    let m = Mount::new(&img, &mnt, "data=ordered");
+    std::fs::create_dir(mnt.join("brief")).unwrap();
+    let held = std::fs::File::open(mnt.join("brief")).unwrap();
+    std::fs::remove_dir(mnt.join("brief")).unwrap();
+    drop(held);
+    m.unmount();
+    fsck_clean(&img);
+    let out = Command::new(BIN).arg("fsck").arg(&img).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("2 directories") && text.contains("0 orphans"), "{text}");
+}

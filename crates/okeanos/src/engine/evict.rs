@@ -18,9 +18,19 @@ impl Okeanos {
             }
         }
         let r = (|| {
-            let orphan = self.with_fs(|fs| Ok(fs.load(ino).is_ok_and(|m| m.inode.nlink == 0)))?;
-            if !orphan {
-                return Ok(());
+            let orphan = self.with_fs(|fs| Ok(fs.load(ino).ok().filter(|m| m.inode.nlink == 0).map(|m| m.inode.is_dir())))?;
+            let Some(dir) = orphan else { return Ok(()) };
+            if dir {
+                // A directory removed while held: empty, a few blocks, one handle.
+                let credits = |fs: &mut Fs| -> FsResult<Credits> {
+                    let mi = fs.load(ino)?;
+                    let n = mi.mapped_blocks() + mi.chain.len() as u64 + (mi.inode.xattr_block != HomeBlock::NONE) as u64;
+                    Ok(Credits { blocks: 12 + Self::alloc_credits(fs, n), revokes: n })
+                };
+                return self.handle(credits, |fs| {
+                    fs.empty_orphan_dir(ino)?;
+                    fs.finish_orphan(ino)
+                });
             }
             self.truncate_steps(ino, 0)?;
             // The extent chain's blocks and the attribute block are freed (revoked) too.

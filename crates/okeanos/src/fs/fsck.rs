@@ -200,7 +200,9 @@ pub fn fsck(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> FsckRepor
         let on_orphan_list = orphans.contains(&ino);
         if i.is_dir() {
             report.directories += 1;
-            let want = 2 + subdirs.get(&ino).copied().unwrap_or(0);
+            // A directory removed while held (docs/JOURNALING.md, "Removed while held") has
+            // no links until it is freed.
+            let want = if on_orphan_list { 0 } else { 2 + subdirs.get(&ino).copied().unwrap_or(0) };
             if i.nlink != want {
                 p.add("nlink", format!("directory {ino}: link count {} should be {want}", i.nlink));
             }
@@ -239,7 +241,9 @@ pub fn fsck(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> FsckRepor
         }
     }
 
-    // Bitmaps and counts against the tree.
+    // Bitmaps and counts against the tree; directories removed while held count as
+    // directories until they are freed.
+    let orphan_dirs: HashSet<u32> = orphans.iter().copied().filter(|&o| fs.load(o).is_ok_and(|m| m.inode.is_dir())).collect();
     let ipg = sb.inodes_per_group as usize;
     let meta = 2 + sb.inode_table_blocks() as u64 + sb.log_area_blocks as u64;
     let mut free_blocks_total = 0;
@@ -276,7 +280,7 @@ pub fn fsck(dev: Arc<dyn Device>, journal: Option<Arc<dyn Device>>) -> FsckRepor
             if i < ipg && !have {
                 ifree += 1;
             }
-            if i < ipg && used_inodes.contains(&ino) && kinds.get(&ino) == Some(&FileType::Directory) {
+            if i < ipg && used_inodes.contains(&ino) && (kinds.get(&ino) == Some(&FileType::Directory) || orphan_dirs.contains(&ino)) {
                 dirs += 1;
             }
             if expect != have {

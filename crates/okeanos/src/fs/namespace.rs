@@ -258,7 +258,23 @@ impl<'a> Fs<'a> {
             return Err(FsError::NotEmpty);
         }
         self.remove_entry(parent, name)?;
-        self.destroy_dir(ino)?;
+        if self.st.open_count.contains_key(&ino) {
+            // Held (a FUSE kernel's lookup, a process's cwd): the empty directory stays, with
+            // no links and on the orphan list, until the last hold goes (Okeanos::evict), as
+            // an unlinked open file does; a crash leaves it for the next mount to free.
+            let now = self.now_ns;
+            let head = self.st.sb.orphan_head;
+            let mi = self.load(ino)?;
+            mi.inode.nlink = 0;
+            mi.inode.ctime_ns = now;
+            mi.inode.orphan_next = head;
+            self.st.sb.orphan_head = ino;
+            self.store_superblock()?;
+            self.store(ino)?;
+            self.st.touch(ino, false);
+        } else {
+            self.destroy_dir(ino)?;
+        }
         let now = self.now_ns;
         let p = self.load(parent)?;
         p.inode.nlink -= 1;
@@ -440,6 +456,7 @@ impl<'a> Fs<'a> {
         let mi = self.load(ino)?;
         assert!(mi.extents().is_empty() && mi.chain.is_empty() && mi.inode.nlink == 0, "orphan emptied first");
         let next = mi.inode.orphan_next;
+        let dir = mi.inode.is_dir();
         if self.st.sb.orphan_head == ino {
             self.st.sb.orphan_head = next;
             self.store_superblock()?;
@@ -461,8 +478,27 @@ impl<'a> Fs<'a> {
             }
         }
         self.clear_inode_slot(ino)?;
-        self.free_inode(ino, false)?;
+        if dir {
+            self.st.dirs.remove(&ino);
+        }
+        self.free_inode(ino, dir)?;
         self.st.touch(ino, true);
+        Ok(())
+    }
+
+    /// An orphan directory's blocks (it was empty when removed), freed in one handle before
+    /// [`Fs::finish_orphan`]; a file's go by truncation, in steps.
+    pub fn empty_orphan_dir(&mut self, ino: u32) -> FsResult<()> {
+        let mi = self.load(ino)?;
+        if !mi.inode.is_dir() || mi.inode.nlink != 0 {
+            return Err(FsError::Corrupt(format!("inode {ino} is not an orphan directory")));
+        }
+        let mut blocks = mi.unmap_tail(0, usize::MAX);
+        blocks.extend(std::mem::take(&mut mi.chain));
+        for b in blocks {
+            self.free_block(b)?;
+        }
+        self.store(ino)?;
         Ok(())
     }
 
