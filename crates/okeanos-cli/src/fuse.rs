@@ -780,7 +780,12 @@ impl OkeanosFuse {
             return reply.error(Errno::from_i32(libc::ENOTSUP));
         }
         let Ok(p) = ino32(parent) else { return reply.error(Errno::from_i32(libc::ENOENT)) };
-        let r = self.fs.create_as(p, name.as_bytes(), self.perm(p, mode, umask), caller).and_then(|a| self.remember(a.ino).and_then(|()| self.fs.open_ino(a.ino)));
+        // Opened, then remembered: a remember that fails gives the open back, and the kernel,
+        // told of an error, holds nothing.
+        let r = self.fs.create_as(p, name.as_bytes(), self.perm(p, mode, umask), caller).and_then(|a| self.fs.open_ino(a.ino)).and_then(|a| {
+            let ino = a.ino;
+            self.remember(ino).map(|()| a).inspect_err(|_| self.fs.release(ino))
+        });
         match r {
             Ok(a) => {
                 let fh = self.add_handle(a.ino, flags);

@@ -457,14 +457,20 @@ fn a_removed_directory_stays_held_until_released() {
     let d = fs.mkdir(root, b"d", 0o755).unwrap().ino;
     fs.open_ino(d).unwrap();
     fs.rmdir(root, b"d").unwrap();
+    // A held empty directory replaced by a rename is kept the same way.
+    let e = fs.mkdir(root, b"e", 0o755).unwrap().ino;
+    let t = fs.mkdir(root, b"t", 0o755).unwrap().ino;
+    fs.open_ino(t).unwrap();
+    fs.rename(root, b"e", root, b"t").unwrap();
+    assert_eq!((fs.getattr(t).unwrap().nlink, fs.lookup(root, b"t").unwrap().ino), (0, e));
     fs.unmount().unwrap();
     let r = okeanos::fsck(dev.clone(), None);
-    assert!(r.is_clean() && r.orphans == 1 && r.directories == 2, "{r:#?}");
+    assert!(r.is_clean() && r.orphans == 2 && r.directories == 4, "{r:#?}");
     let fs = mount(&dev, DataMode::Ordered);
-    assert!(fs.getattr(d).is_err());
+    assert!(fs.getattr(d).is_err() && fs.getattr(t).is_err());
     fs.unmount().unwrap();
     let r = okeanos::fsck(dev, None);
-    assert!(r.is_clean() && r.orphans == 0 && r.directories == 1, "{r:#?}");
+    assert!(r.is_clean() && r.orphans == 0 && r.directories == 2, "{r:#?}");
 }
 
 /// Regression (found by the sqlite3 test through FUSE, where RELEASE can arrive after UNLINK):

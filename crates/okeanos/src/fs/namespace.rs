@@ -258,23 +258,7 @@ impl<'a> Fs<'a> {
             return Err(FsError::NotEmpty);
         }
         self.remove_entry(parent, name)?;
-        if self.st.open_count.contains_key(&ino) {
-            // Held (a FUSE kernel's lookup, a process's cwd): the empty directory stays, with
-            // no links and on the orphan list, until the last hold goes (Okeanos::evict), as
-            // an unlinked open file does; a crash leaves it for the next mount to free.
-            let now = self.now_ns;
-            let head = self.st.sb.orphan_head;
-            let mi = self.load(ino)?;
-            mi.inode.nlink = 0;
-            mi.inode.ctime_ns = now;
-            mi.inode.orphan_next = head;
-            self.st.sb.orphan_head = ino;
-            self.store_superblock()?;
-            self.store(ino)?;
-            self.st.touch(ino, false);
-        } else {
-            self.destroy_dir(ino)?;
-        }
+        self.drop_dir(ino)?;
         let now = self.now_ns;
         let p = self.load(parent)?;
         p.inode.nlink -= 1;
@@ -282,6 +266,27 @@ impl<'a> Fs<'a> {
         p.inode.ctime_ns = now;
         self.store(parent)?;
         self.st.touch(parent, true);
+        Ok(())
+    }
+
+    /// An empty directory that lost its name: freed now, or, if held (a FUSE kernel's lookup,
+    /// a process's working directory), kept with no links on the orphan list until the last
+    /// hold goes (Okeanos::evict), as an unlinked open file is; a crash leaves it for the next
+    /// mount to free (docs/JOURNALING.md, "Removed while held").
+    fn drop_dir(&mut self, ino: u32) -> FsResult<()> {
+        if !self.st.open_count.contains_key(&ino) {
+            return self.destroy_dir(ino);
+        }
+        let now = self.now_ns;
+        let head = self.st.sb.orphan_head;
+        let mi = self.load(ino)?;
+        mi.inode.nlink = 0;
+        mi.inode.ctime_ns = now;
+        mi.inode.orphan_next = head;
+        self.st.sb.orphan_head = ino;
+        self.store_superblock()?;
+        self.store(ino)?;
+        self.st.touch(ino, false);
         Ok(())
     }
 
@@ -345,7 +350,7 @@ impl<'a> Fs<'a> {
             Some((t, tkind)) => {
                 self.replace_entry(new_parent, new_name, ino, kind)?;
                 if tkind == FileType::Directory {
-                    self.destroy_dir(t)?;
+                    self.drop_dir(t)?;
                     self.load(new_parent)?.inode.nlink -= 1;
                 } else if self.drop_link(t)? {
                     orphan = Some(t);
