@@ -214,7 +214,10 @@ impl<'a> Fs<'a> {
     fn drop_link(&mut self, ino: u32) -> FsResult<bool> {
         let now = self.now_ns;
         let mi = self.load(ino)?;
-        assert!(mi.inode.nlink > 0, "dropping a link of an unlinked inode");
+        if mi.inode.nlink == 0 {
+            // A name reaching an inode with no links: the image says two things at once.
+            return Err(FsError::Corrupt(format!("inode {ino} has a name but no links")));
+        }
         mi.inode.nlink -= 1;
         mi.inode.ctime_ns = now;
         let gone = mi.inode.nlink == 0;
