@@ -14,8 +14,9 @@
 //! for the device ([`DeviceWait::begin`], told by the engine's read) calls a parked spare if the
 //! readers fell below `readers`; a thread that finishes a request ([`Spares::turn`]'s guard)
 //! parks itself if there are more than `readers` and no wait began for [`LINGER`]. (Parking at
-//! once cost two thread switches a read, a call and a park, and made no gain.) A workload that never waits for the device
-//! (synced writes, cached reads) keeps the one-a-core shape and pays one relaxed load a request.
+//! once cost two thread switches a read, a call and a park, and made no gain.) A workload that
+//! never waits for the device (synced writes, cached reads) keeps the one-a-core shape and pays
+//! one relaxed load a request. Measured: docs/BENCHMARKS.md, "Spare request threads".
 //!
 //! fuser joins its threads when the session ends and cannot tell a parked one. Each request
 //! thread therefore takes a seat in the pool ([`Spares::seat`], a thread-local value): fuser's
@@ -26,8 +27,8 @@
 //! serves one request and parks again.
 
 use okeanos::DeviceWait;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
