@@ -601,6 +601,19 @@ fn summary(v: &serde_json::Value) -> String {
     if let Some(f) = v["new_blocks"].as_str() {
         let _ = writeln!(o, "new blocks    {f}");
     }
+    if let Some(t) = v["fuse_transport"].as_str() {
+        let _ = writeln!(
+            o,
+            "fuse          {t}, {:.0} request threads and {:.0} spares ({:.0} called; at most {:.0} reads waited for the device at once); {:.0} reads served, {:.0} through the rings; {:.0} inodes known to the kernel",
+            n("fuse_request_threads"),
+            n("fuse_spare_threads"),
+            n("fuse_spare_calls"),
+            n("fuse_device_waits_most"),
+            n("fuse_reads"),
+            n("fuse_ring_requests"),
+            n("fuse_known_inodes")
+        );
+    }
     match v["read_only"].as_str() {
         Some(why) => {
             let _ = writeln!(o, "state         READ-ONLY: {why}");

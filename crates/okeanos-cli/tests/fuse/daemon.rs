@@ -126,6 +126,8 @@ fn mount_8_fstab_and_the_mount_helper() {
     let stat = Command::new(BIN).arg("stat").arg(&mnt).output().unwrap();
     let text = String::from_utf8_lossy(&stat.stdout);
     assert!(text.contains("mode          wasteless+dmeta") && text.contains("syncs"), "{text}");
+    // The mount's own line: its transport and request threads.
+    assert!(text.lines().any(|l| l.starts_with("fuse          ") && l.contains("request threads") && l.contains("inodes known")), "{text}");
     let prom = std::fs::read_to_string(mnt.join(".okeanos-metrics")).unwrap();
     assert!(prom.contains("# TYPE okeanos_syncs_total counter") && prom.contains("placement=\"internal\""), "{prom}");
     assert!(umount8(&mnt));
