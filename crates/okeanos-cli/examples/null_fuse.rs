@@ -304,7 +304,6 @@ impl Log {
         }
         self.dev.flush()
     }
-
 }
 
 fn attr(ino: u64, n: &Node) -> FileAttr {

@@ -261,7 +261,7 @@ impl OkeanosFuse {
         v["fuse_reads"] = self.read_requests.load(Ordering::Relaxed).into();
         v["fuse_transport"] = self.ring.transport().into();
         v["fuse_ring_requests"] = self.ring.served.load(Ordering::Relaxed).into();
-        v["fuse_request_threads"] = (self.spares.threads() - self.spares.spares()).into();
+        v["fuse_request_threads"] = self.spares.readers().into();
         v["fuse_spare_threads"] = self.spares.spares().into();
         v["fuse_spare_calls"] = self.spares.called().into();
         v["fuse_device_waits_most"] = self.spares.most_waiting().into();

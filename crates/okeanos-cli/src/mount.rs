@@ -279,7 +279,7 @@ fn serve(image: &Path, mnt: &Path, opts: MountOptions, fopts: FuseOpts) -> Resul
         }
     };
     let _ = notifier.set(session.notifier());
-    let pool_of = ops.clone();
+    let spare_pool = ops.spares.clone();
     let front_after = ops.clone();
     if fopts.io_uring {
         use std::os::fd::AsFd;
@@ -299,7 +299,7 @@ fn serve(image: &Path, mnt: &Path, opts: MountOptions, fopts: FuseOpts) -> Resul
         if signals.forever().next().is_some() {
             say("signal received, unmounting");
             // Parked spares would keep fuser's join waiting for their park to end.
-            pool_of.spares.close();
+            spare_pool.close();
             unmount();
         }
     });

@@ -106,6 +106,10 @@ impl Spares {
         self.readers + self.spares
     }
 
+    pub fn readers(&self) -> usize {
+        self.readers
+    }
+
     pub fn spares(&self) -> usize {
         self.spares
     }

@@ -222,14 +222,20 @@ impl<'a> Fs<'a> {
         mi.inode.ctime_ns = now;
         let gone = mi.inode.nlink == 0;
         if gone {
-            let head = self.st.sb.orphan_head;
-            self.load(ino)?.inode.orphan_next = head;
-            self.st.sb.orphan_head = ino;
-            self.store_superblock()?;
+            self.push_orphan(ino)?;
         }
         self.store(ino)?;
         self.st.touch(ino, false);
         Ok(gone)
+    }
+
+    /// Puts `ino` at the head of the orphan list (the superblock's head, the inode's link);
+    /// the caller stores the inode.
+    fn push_orphan(&mut self, ino: u32) -> FsResult<()> {
+        let head = self.st.sb.orphan_head;
+        self.load(ino)?.inode.orphan_next = head;
+        self.st.sb.orphan_head = ino;
+        self.store_superblock()
     }
 
     /// Removes name `name` (not a directory) from `parent`. Returns the inode if it lost its
@@ -281,13 +287,10 @@ impl<'a> Fs<'a> {
             return self.destroy_dir(ino);
         }
         let now = self.now_ns;
-        let head = self.st.sb.orphan_head;
         let mi = self.load(ino)?;
         mi.inode.nlink = 0;
         mi.inode.ctime_ns = now;
-        mi.inode.orphan_next = head;
-        self.st.sb.orphan_head = ino;
-        self.store_superblock()?;
+        self.push_orphan(ino)?;
         self.store(ino)?;
         self.st.touch(ino, false);
         Ok(())
@@ -295,16 +298,23 @@ impl<'a> Fs<'a> {
 
     /// Frees an empty directory's blocks and inode.
     fn destroy_dir(&mut self, ino: u32) -> FsResult<()> {
+        self.free_dir_blocks(ino)?;
+        self.clear_inode_slot(ino)?;
+        self.st.dirs.remove(&ino);
+        self.free_inode(ino, true)?;
+        self.st.touch(ino, true);
+        Ok(())
+    }
+
+    /// Frees an empty directory's blocks and its extent chain (not its attribute block, which
+    /// goes with the inode slot).
+    fn free_dir_blocks(&mut self, ino: u32) -> FsResult<()> {
         let mi = self.load(ino)?;
         let mut blocks = mi.unmap_tail(0, usize::MAX);
         blocks.extend(std::mem::take(&mut mi.chain));
         for b in blocks {
             self.free_block(b)?;
         }
-        self.clear_inode_slot(ino)?;
-        self.st.dirs.remove(&ino);
-        self.free_inode(ino, true)?;
-        self.st.touch(ino, true);
         Ok(())
     }
 
@@ -501,13 +511,8 @@ impl<'a> Fs<'a> {
         if !mi.inode.is_dir() || mi.inode.nlink != 0 {
             return Err(FsError::Corrupt(format!("inode {ino} is not an orphan directory")));
         }
-        let mut blocks = mi.unmap_tail(0, usize::MAX);
-        blocks.extend(std::mem::take(&mut mi.chain));
-        for b in blocks {
-            self.free_block(b)?;
-        }
-        self.store(ino)?;
-        Ok(())
+        self.free_dir_blocks(ino)?;
+        self.store(ino)
     }
 
     /// Inodes on the orphan list.
