@@ -416,22 +416,49 @@ fn inode_size_beyond_the_largest_file_is_an_error_and_an_fsck_problem() {
     let fs = mount(&dev, DataMode::Ordered);
     let ino = fs.create_file("/huge").unwrap().ino();
     fs.unmount().unwrap();
-    // Set the inode's size to 2^62 and fix its checksum, as a corrupting bug or tool would.
     let mut img = dev.snapshot();
-    let sb = okeanos::format::Superblock::decode(&img[..512]).unwrap();
-    let (gdt_at, ipg) = (sb.gdt_start as usize * BS, sb.inodes_per_group);
-    let g = ((ino - 1) / ipg) as usize;
-    let gd = okeanos::format::GroupDesc::decode(g as u32, &img[gdt_at + g * okeanos::format::group::GD_SIZE..][..okeanos::format::group::GD_SIZE]).unwrap();
-    let idx = ((ino - 1) % ipg) as usize;
-    let at = gd.inode_table.get() as usize * BS + idx * okeanos::format::inode::INODE_SIZE;
-    let mut inode = okeanos::format::Inode::decode(ino, &img[at..at + okeanos::format::inode::INODE_SIZE]).unwrap();
-    inode.size = 1 << 62;
-    inode.encode(ino, &mut img[at..at + okeanos::format::inode::INODE_SIZE]);
+    rewrite_inode(&mut img, ino, |inode| inode.size = 1 << 62);
     let dev = Arc::new(MemDevice::from_bytes(img));
     let r = okeanos::fsck(dev.clone(), None);
     assert!(r.problems.iter().any(|p| p.contains("beyond the largest file")), "{:?}", r.problems);
     let fs = Okeanos::mount(dev as Arc<dyn Device>, None, MountOptions::parse("ro").unwrap()).unwrap();
     assert!(matches!(fs.read_path("/huge"), Err(FsError::Corrupt(_))));
+    fs.unmount().unwrap();
+}
+
+/// Changes inode `ino` of an unmounted image and fixes its checksum, as a corrupting bug or
+/// tool would.
+fn rewrite_inode(img: &mut [u8], ino: u32, change: impl FnOnce(&mut okeanos::format::Inode)) {
+    use okeanos::format::{group::GD_SIZE, inode::INODE_SIZE};
+    let sb = okeanos::format::Superblock::decode(&img[..512]).unwrap();
+    let (gdt_at, ipg) = (sb.gdt_start as usize * BS, sb.inodes_per_group);
+    let g = ((ino - 1) / ipg) as usize;
+    let gd = okeanos::format::GroupDesc::decode(g as u32, &img[gdt_at + g * GD_SIZE..][..GD_SIZE]).unwrap();
+    let at = gd.inode_table.get() as usize * BS + ((ino - 1) % ipg) as usize * INODE_SIZE;
+    let mut inode = okeanos::format::Inode::decode(ino, &img[at..at + INODE_SIZE]).unwrap();
+    change(&mut inode);
+    inode.encode(ino, &mut img[at..at + INODE_SIZE]);
+}
+
+#[test]
+fn an_inode_with_no_type_is_corrupt_to_a_link_and_the_mount_goes_on() {
+    let dev = mem_fs(16 * MB, 256);
+    let fs = mount(&dev, DataMode::Ordered);
+    let ino = fs.create_file("/typeless").unwrap().ino();
+    let root = fs.resolve("/").unwrap();
+    fs.unmount().unwrap();
+    // Permission bits with no file type: not free (mode 0), not any kind of file.
+    let mut img = dev.snapshot();
+    rewrite_inode(&mut img, ino, |inode| inode.mode = 0o644);
+    let dev = Arc::new(MemDevice::from_bytes(img));
+    let fs = Okeanos::mount(dev.clone() as Arc<dyn Device>, None, quiet(DataMode::Ordered)).unwrap();
+    assert!(matches!(fs.link(ino, root, b"second"), Err(FsError::Corrupt(_))), "a link to a typeless inode is corruption");
+    // The error stopped nothing: the journal takes and commits new work.
+    let f = fs.create_file("/after").unwrap();
+    f.append(b"still writable").unwrap();
+    f.fsync().unwrap();
+    assert_eq!(fs.read_path("/after").unwrap(), b"still writable");
+    assert!(fs.list_path("/").unwrap().iter().all(|e| e.name != b"second"), "the failed link left no name");
     fs.unmount().unwrap();
 }
 

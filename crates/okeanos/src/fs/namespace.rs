@@ -190,7 +190,7 @@ impl<'a> Fs<'a> {
         if mi.inode.nlink >= MAX_LINKS {
             return Err(FsError::TooManyLinks);
         }
-        let kind = FileType::from_mode(mi.inode.mode).expect("typed inode");
+        let kind = FileType::from_mode(mi.inode.mode).ok_or_else(|| FsError::Corrupt(format!("inode {ino} has no type")))?;
         if self.lookup_entry(parent, name)?.is_some() {
             return Err(FsError::Exists);
         }
