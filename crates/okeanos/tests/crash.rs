@@ -22,6 +22,7 @@ fn crash_test(policy: &str) {
     let events = run.recorder.events().len();
     let out = enumerate(cfg, &run, 250, 25);
     out.assert_clean(500);
+    assert!(run.dirs_held > 0, "{policy}: no directory removed while held in the workload");
     // With differential metadata (records for the inode, not its whole block), small
     // transactions are fast commit blocks, and appends tell their inodes in notes: the states
     // above crash them (kept, lost, torn at sector boundaries) beside classic commits.

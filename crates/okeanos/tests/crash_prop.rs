@@ -74,7 +74,7 @@ fn run_ops(cfg: ContentConfig, ops: &[Op]) -> Run {
     fs.sync().unwrap();
     let end_events = recorder.event_count();
     drop(fs);
-    Run { pipelined_commits: 0, staged_appends: 0, staged_new_blocks: 0, commit_in_place_tagged_blocks: 0, recorder, files, end_events, overwritten: vec![], nvm: false, external: false, near_head: None, checkpoint: Default::default(), snapshots: 0, early_writes: 0, datasyncs_in_place: 0, fast_commits: 0, fast_spans: 0, inode_notes: 0, joined_blocks: 0, commit_in_place_blocks: 0, recovery_faults: Default::default() }
+    Run { pipelined_commits: 0, dirs_held: 0, staged_appends: 0, staged_new_blocks: 0, commit_in_place_tagged_blocks: 0, recorder, files, end_events, overwritten: vec![], nvm: false, external: false, near_head: None, checkpoint: Default::default(), snapshots: 0, early_writes: 0, datasyncs_in_place: 0, fast_commits: 0, fast_spans: 0, inode_notes: 0, joined_blocks: 0, commit_in_place_blocks: 0, recovery_faults: Default::default() }
 }
 
 proptest! {

@@ -71,6 +71,8 @@ pub struct Run {
     pub recovery_faults: okeanos::faults::Faults,
     /// Commits begun while an earlier commit's flush was in flight (`commit_pipeline=`).
     pub pipelined_commits: u64,
+    /// Directories removed while held open ([`workload`]), each on the orphan list until let go.
+    pub dirs_held: usize,
 }
 
 /// Checks the guarantee of `mode` on a recovered file system, for a crash after `k` events.
@@ -309,6 +311,7 @@ fn end(recorder: Arc<CrashRecorder>, fs: Okeanos, files: BTreeMap<String, Histor
         commit_in_place_tagged_blocks,
         recovery_faults: Default::default(),
         pipelined_commits,
+        dirs_held: 0,
     }
 }
 
@@ -357,6 +360,8 @@ pub fn workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: &dyn F
     let at = recorder.event_count();
     let ow = fs.create_file(OW).unwrap();
     files.insert(OW.to_string(), History::new(at));
+    let mut held_dirs: Vec<u32> = Vec::new();
+    let mut dirs_held = 0;
     let mut rng = seed | 1;
     let mut next = || {
         rng ^= rng << 13;
@@ -425,8 +430,22 @@ pub fn workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: &dyn F
                 if let Some(v) = victims.first() {
                     fs.remove_path(&format!("/s/{v}")).unwrap();
                 }
-                fs.mkdir_path(&format!("/dir{k}")).unwrap();
+                // Every other time the directory is held open across its removal (a shell's
+                // working directory): it stays, empty and with no links, on the orphan list
+                // until a later churn step lets go of it, so the commits between carry an
+                // orphan directory for recovery to free (docs/JOURNALING.md, "Removed while
+                // held"). The other times, the oldest held one is let go.
+                let dir = fs.mkdir_path(&format!("/dir{k}")).unwrap();
+                let hold = (r >> 20) % 2 == 0;
+                if hold {
+                    fs.open_ino(dir.ino).unwrap();
+                    held_dirs.push(dir.ino);
+                    dirs_held += 1;
+                }
                 fs.rmdir_path(&format!("/dir{k}")).unwrap();
+                if !hold && !held_dirs.is_empty() {
+                    fs.release_now(held_dirs.remove(0)).unwrap();
+                }
             }
             _ => {
                 let f = fs.create_file("/trunc").unwrap();
@@ -436,9 +455,12 @@ pub fn workload(cfg: ContentConfig, journal: Journal, ops: usize, faults: &dyn F
             }
         }
     }
+    for ino in held_dirs {
+        fs.release_now(ino).unwrap();
+    }
     drop(handles);
     drop(ow);
-    end(recorder, fs, files, journal)
+    Run { dirs_held, ..end(recorder, fs, files, journal) }
 }
 
 /// A recorded workload in which each transaction changes many inodes of one inode-table block
