@@ -24,7 +24,7 @@ impl Okeanos {
                 // A directory removed while held: empty, a few blocks, one handle.
                 let credits = |fs: &mut Fs| -> FsResult<Credits> {
                     let mi = fs.load(ino)?;
-                    let n = mi.mapped_blocks() + mi.chain.len() as u64 + (mi.inode.xattr_block != HomeBlock::NONE) as u64;
+                    let n = mi.owned_blocks();
                     Ok(Credits { blocks: 12 + Self::alloc_credits(fs, n), revokes: n })
                 };
                 return self.handle(credits, |fs| {

@@ -1,7 +1,6 @@
 //! The namespace and attribute operations, each one handle: lookup, create, link, unlink,
 //! rename, directories, symbolic links, device nodes, extended attributes and ACLs, setattr.
 
-use crate::ids::HomeBlock;
 use super::*;
 
 impl Okeanos {
@@ -172,7 +171,7 @@ impl Okeanos {
         match fs.lookup_entry(parent, name)? {
             Some((ino, FileType::Directory)) => {
                 let mi = fs.load(ino)?;
-                Ok(mi.mapped_blocks() + mi.chain.len() as u64 + (mi.inode.xattr_block != HomeBlock::NONE) as u64)
+                Ok(mi.owned_blocks())
             }
             _ => Ok(0),
         }

@@ -155,6 +155,12 @@ impl MemInode {
         self.extents.iter().map(|e| e.len as u64).sum()
     }
 
+    /// Every block the inode owns: its data, its extent chain and its attribute block (what
+    /// freeing it frees).
+    pub fn owned_blocks(&self) -> u64 {
+        self.mapped_blocks() + self.chain.len() as u64 + (self.inode.xattr_block != HomeBlock::NONE) as u64
+    }
+
     /// Chain blocks the current extent list needs.
     pub fn chain_needed(&self, block_size: usize) -> usize {
         self.extents.len().saturating_sub(INLINE_EXTENTS).div_ceil(ExtentBlock::capacity(block_size))
